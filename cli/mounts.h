@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* mounts.h: the mount table of this process (/proc/self/mountinfo), and which mounts are network filesystems. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct fc_mount {
+        uint64_t id;         /* the mount id, as statx(STATX_MNT_ID) reports it */
+        char *mount_point;   /* unescaped */
+        char *fs_type;       /* "nfs4", "fuse.sshfs", ... */
+        char *source;
+};
+
+struct fc_mount_table {
+        struct fc_mount *mounts;
+        size_t count;
+};
+
+int fc_mount_table_read(struct fc_mount_table *t);
+void fc_mount_table_free(struct fc_mount_table *t);
+const struct fc_mount *fc_mount_table_find(const struct fc_mount_table *t, uint64_t id);
+
+/* nfs, nfs4, cifs, smb3, afs, 9p, ceph, fuse and fuse.*, ... */
+bool fc_fs_type_is_network(const char *fs_type);

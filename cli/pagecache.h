@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * pagecache.h: what user space can see and do of one file's page cache:
+ * measure it (cachestat(2), else mmap + mincore), drop it, fill it.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum fc_measure_method { FC_MEASURE_CACHESTAT, FC_MEASURE_MINCORE };
+
+struct fc_pagestat {
+        uint64_t total;             /* pages the file's size spans */
+        uint64_t cached;
+        uint64_t dirty;             /* cachestat only */
+        uint64_t writeback;         /* cachestat only */
+        uint64_t evicted;           /* cachestat only */
+        uint64_t recently_evicted;  /* cachestat only */
+};
+
+long fc_page_size(void);
+
+/* Measure the page cache of an open regular file of the given size. */
+int fc_pagecache_measure(int fd, uint64_t size, struct fc_pagestat *ps,
+                         enum fc_measure_method *method);
+
+const char *fc_measure_method_name(enum fc_measure_method m);
+
+/* True if the file's filesystem keeps data only in memory (tmpfs, ramfs). */
+bool fc_memory_backed(int fd);
+
+/* Write back dirty pages, then ask the kernel to drop the clean ones. */
+int fc_pagecache_flush(int fd, uint64_t size);
+
+/* Read the whole file into the page cache and wait until it is there. */
+int fc_pagecache_prefetch(int fd, uint64_t size, const volatile int *cancel);

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* result.c: the key=value result builder and its escaping. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "result.h"
+
+void fc_result_init(struct fc_result *r)
+{
+        memset(r, 0, sizeof(*r));
+}
+
+void fc_result_free(struct fc_result *r)
+{
+        free(r->buf);
+        fc_result_init(r);
+}
+
+static int reserve(struct fc_result *r, size_t more)
+{
+        size_t need = r->len + more + 1;
+        char *p;
+
+        if (r->oom)
+                return -ENOMEM;
+        if (need <= r->cap)
+                return 0;
+        size_t cap = r->cap ? r->cap : 256;
+        while (cap < need)
+                cap *= 2;
+        p = realloc(r->buf, cap);
+        if (!p) {
+                r->oom = 1;
+                return -ENOMEM;
+        }
+        r->buf = p;
+        r->cap = cap;
+        return 0;
+}
+
+static void put(struct fc_result *r, const char *s, size_t n)
+{
+        if (reserve(r, n) < 0)
+                return;
+        memcpy(r->buf + r->len, s, n);
+        r->len += n;
+        r->buf[r->len] = '\0';
+}
+
+void fc_result_add_str(struct fc_result *r, const char *key, const char *value)
+{
+        put(r, key, strlen(key));
+        put(r, "=", 1);
+        for (const unsigned char *p = (const unsigned char *)value; *p; p++) {
+                char esc[5];
+
+                if (*p == '\\')
+                        put(r, "\\\\", 2);
+                else if (*p == '\n')
+                        put(r, "\\n", 2);
+                else if (*p == '\t')
+                        put(r, "\\t", 2);
+                else if (*p < 0x20 || *p == 0x7f) {
+                        snprintf(esc, sizeof(esc), "\\x%02x", *p);
+                        put(r, esc, 4);
+                } else
+                        put(r, (const char *)p, 1);
+        }
+        put(r, "\n", 1);
+}
+
+void fc_result_add_u64(struct fc_result *r, const char *key, uint64_t value)
+{
+        char num[24];
+
+        snprintf(num, sizeof(num), "%llu", (unsigned long long)value);
+        fc_result_add_str(r, key, num);
+}
+
+void fc_result_add_fmt(struct fc_result *r, const char *key, const char *fmt, ...)
+{
+        char buf[1024];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        va_end(ap);
+        fc_result_add_str(r, key, buf);
+}
+
+int fc_result_copy_out(const struct fc_result *r, char *out, size_t *len)
+{
+        size_t need = r->len + 1;
+
+        if (!len)
+                return 0;
+        if (!out) {
+                *len = need;
+                return 0;
+        }
+        if (*len < need) {
+                *len = need;
+                return -ERANGE;
+        }
+        memcpy(out, r->buf ? r->buf : "", r->len);
+        out[r->len] = '\0';
+        *len = need;
+        return 0;
+}
+
+static int hexval(char c)
+{
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
+
+size_t fc_result_unescape(char *v)
+{
+        char *w = v;
+
+        for (char *p = v; *p; p++) {
+                if (*p != '\\' || !p[1]) {
+                        *w++ = *p;
+                        continue;
+                }
+                p++;
+                if (*p == 'n')
+                        *w++ = '\n';
+                else if (*p == 't')
+                        *w++ = '\t';
+                else if (*p == 'x' && hexval(p[1]) >= 0 && hexval(p[2]) >= 0) {
+                        *w++ = (char)(hexval(p[1]) * 16 + hexval(p[2]));
+                        p += 2;
+                } else
+                        *w++ = *p;
+        }
+        *w = '\0';
+        return (size_t)(w - v);
+}
