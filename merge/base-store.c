@@ -9,8 +9,9 @@
  * Layout: git's loose objects, <dir>/<2 hex>/<38 hex>, zlib-compressed.
  * libgit2 has no call to delete an object, so garbage collection unlinks
  * those files itself and then reopens the database to drop libgit2's object
- * cache (which would otherwise still answer for deleted objects, and make a
- * later put of the same bytes believe it is already stored).
+ * cache, which would otherwise still answer for deleted objects (libgit2
+ * caches no blobs by default, but any code in the process may enable it with
+ * GIT_OPT_SET_CACHE_OBJECT_LIMIT).
  */
 #include <dirent.h>
 #include <errno.h>
