@@ -14,11 +14,16 @@ status=0
 tests/setup.sh build-sanitize -Db_sanitize=address,undefined || { echo "0 passed, 1 failed"; exit 1; }
 meson test -C build-sanitize --print-errorlogs --num-processes 2 || status=1
 
+# The unit suites once more under valgrind, on a build without sanitizers.
+tests/setup.sh build-valgrind || { echo "0 passed, 1 failed"; exit 1; }
+meson test -C build-valgrind --setup valgrind --suite unit --print-errorlogs || status=1
+
 # The fuzzers need clang's libFuzzer.
 CC=clang tests/setup.sh build-fuzz -Dfuzz=true || { echo "0 passed, 1 failed"; exit 1; }
 meson test -C build-fuzz --suite fuzz --print-errorlogs || status=1
 
-/usr/bin/python3 - build-sanitize/meson-logs/testlog.json build-fuzz/meson-logs/testlog.json <<'PY'
+/usr/bin/python3 - build-sanitize/meson-logs/testlog.json build-valgrind/meson-logs/testlog-valgrind.json \
+        build-fuzz/meson-logs/testlog.json <<'PY'
 import json, sys
 passed = failed = skipped = 0
 for log in sys.argv[1:]:
