@@ -1,0 +1,1063 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * store.c: the persistent store (see store.h for the layout and the crash
+ * rules): objects and their blocks, validation against the backing identity,
+ * block-range fill, write-through patching, culling between thresholds.
+ *
+ * Locking: sobj.lock (one object's blocks and identity) is taken before
+ * store.lock (the database, the in-memory object table, the counters).  The
+ * culler only ever trylocks object locks, so two fillers culling each
+ * other's objects cannot deadlock.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <glib.h>
+#include <sqlite3.h>
+
+#include "store.h"
+#include "view.h"
+
+/* Free-space thresholds, in percent of capacity (cachefilesd's defaults). */
+#define BRUN_PCT 10
+#define BCULL_PCT 7
+#define BSTOP_PCT 3
+
+struct store {
+        pthread_mutex_t lock;
+        char *dir;
+        int objdir_fd;
+        sqlite3 *db;            /* protected by lock */
+        GHashTable *objs;       /* protected by lock: ino -> struct sobj (in use) */
+        GHashTable *nocache;    /* protected by lock: inos with cacheable off */
+        uint64_t cache_size, reserve; /* protected by lock */
+        uint64_t used, pinned;  /* protected by lock */
+        uint64_t objects;       /* protected by lock */
+        uint64_t culled, corrupt; /* protected by lock */
+};
+
+struct sobj {
+        uint64_t ino;
+        unsigned refs;          /* protected by store.lock */
+        pthread_mutex_t lock;
+        /* the fields below are protected by lock */
+        int64_t size, mtime_ns, ctime_ns;
+        uint64_t validated_ns;
+        uint32_t nblk;          /* entries in len[] and crc[] */
+        uint32_t *len;          /* 0: block absent */
+        uint32_t *crc;
+        uint64_t bytes;
+        int pin;
+        int cfd;                /* content file, or -1 until needed */
+};
+
+static int64_t ts_ns(const struct timespec *t)
+{
+        return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+}
+
+static int db_exec(struct store *s, const char *sql)
+{
+        char *msg = NULL;
+        int r = sqlite3_exec(s->db, sql, NULL, NULL, &msg);
+
+        if (r != SQLITE_OK) {
+                log_error("Failed to run '%s' on the store database: %s", sql,
+                          msg ? msg : sqlite3_errstr(r));
+                sqlite3_free(msg);
+                return -EIO;
+        }
+        return 0;
+}
+
+/* Prepares sql, binds up to 6 int64 arguments, steps once. Returns
+ * SQLITE_ROW/SQLITE_DONE as 1/0 with *stmt left for a row, or -EIO. */
+static int db_run(struct store *s, sqlite3_stmt **out, const char *sql, int n, ...)
+{
+        sqlite3_stmt *st;
+        va_list ap;
+        int r;
+
+        r = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+        if (r != SQLITE_OK) {
+                log_error("Failed to prepare '%s': %s", sql, sqlite3_errmsg(s->db));
+                return -EIO;
+        }
+        va_start(ap, n);
+        for (int i = 1; i <= n; i++)
+                sqlite3_bind_int64(st, i, va_arg(ap, int64_t));
+        va_end(ap);
+        r = sqlite3_step(st);
+        if (r != SQLITE_ROW && r != SQLITE_DONE) {
+                log_error("Failed to run '%s': %s", sql, sqlite3_errmsg(s->db));
+                sqlite3_finalize(st);
+                return -EIO;
+        }
+        if (out && r == SQLITE_ROW) {
+                *out = st;
+                return 1;
+        }
+        sqlite3_finalize(st);
+        return r == SQLITE_ROW;
+}
+
+static uint64_t db_scalar(struct store *s, const char *sql)
+{
+        sqlite3_stmt *st = NULL;
+        uint64_t v = 0;
+
+        if (db_run(s, &st, sql, 0) == 1) {
+                v = (uint64_t)sqlite3_column_int64(st, 0);
+                sqlite3_finalize(st);
+        }
+        return v;
+}
+
+static const char schema[] =
+        "PRAGMA journal_mode=WAL;"
+        "PRAGMA synchronous=NORMAL;"
+        "CREATE TABLE IF NOT EXISTS objects("
+        " ino INTEGER PRIMARY KEY, size INTEGER NOT NULL DEFAULT 0,"
+        " mtime INTEGER NOT NULL DEFAULT 0, ctime INTEGER NOT NULL DEFAULT 0,"
+        " validated INTEGER NOT NULL DEFAULT 0, atime INTEGER NOT NULL DEFAULT 0,"
+        " pin INTEGER NOT NULL DEFAULT -1, nocache INTEGER NOT NULL DEFAULT 0);"
+        "CREATE TABLE IF NOT EXISTS blocks("
+        " ino INTEGER NOT NULL, idx INTEGER NOT NULL, len INTEGER NOT NULL,"
+        " crc INTEGER NOT NULL, PRIMARY KEY(ino, idx)) WITHOUT ROWID;"
+        "CREATE TABLE IF NOT EXISTS pins(path TEXT PRIMARY KEY, prio INTEGER NOT NULL);"
+        "CREATE INDEX IF NOT EXISTS objects_lru ON objects(pin, atime);";
+
+int store_open(struct store **out, const char *dir, uint64_t cache_size, uint64_t reserve)
+{
+        struct store *s = calloc(1, sizeof(*s));
+        char *path = NULL;
+        int r;
+
+        if (!s)
+                return -ENOMEM;
+        pthread_mutex_init(&s->lock, NULL);
+        s->objdir_fd = -1;
+        s->cache_size = cache_size;
+        s->reserve = reserve;
+        s->dir = strdup(dir);
+        s->objs = g_hash_table_new(g_int64_hash, g_int64_equal);
+        s->nocache = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+        if (!s->dir || !s->objs || !s->nocache) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+                r = -errno;
+                log_error("Failed to create CacheDir %s: %m", dir);
+                goto fail;
+        }
+        if (asprintf(&path, "%s/objects", dir) < 0) {
+                path = NULL;
+                r = -ENOMEM;
+                goto fail;
+        }
+        if (mkdir(path, 0700) < 0 && errno != EEXIST) {
+                r = -errno;
+                log_error("Failed to create %s: %m", path);
+                goto fail;
+        }
+        s->objdir_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (s->objdir_fd < 0) {
+                r = -errno;
+                log_error("Failed to open %s: %m", path);
+                goto fail;
+        }
+        free(path);
+        if (asprintf(&path, "%s/store.db", dir) < 0) {
+                path = NULL;
+                r = -ENOMEM;
+                goto fail;
+        }
+        r = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                            SQLITE_OPEN_NOMUTEX, NULL);
+        if (r != SQLITE_OK) {
+                log_error("Failed to open the store database %s: %s", path,
+                          s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(r));
+                r = -EIO;
+                goto fail;
+        }
+        sqlite3_busy_timeout(s->db, 5000);
+        r = db_exec(s, schema);
+        if (r < 0)
+                goto fail;
+        /* Counters are derived from the committed rows, never trusted from a
+         * previous run, so a kill -9 at any point leaves them right. */
+        s->used = db_scalar(s, "SELECT COALESCE(SUM(len),0) FROM blocks");
+        s->pinned = db_scalar(s, "SELECT COALESCE(SUM(b.len),0) FROM blocks b JOIN objects o"
+                              " ON o.ino=b.ino WHERE o.pin>=0");
+        s->objects = db_scalar(s, "SELECT COUNT(DISTINCT ino) FROM blocks");
+        {
+                sqlite3_stmt *st;
+
+                if (sqlite3_prepare_v2(s->db, "SELECT ino FROM objects WHERE nocache=1", -1,
+                                       &st, NULL) == SQLITE_OK) {
+                        while (sqlite3_step(st) == SQLITE_ROW) {
+                                gint64 *k = g_new(gint64, 1);
+
+                                *k = sqlite3_column_int64(st, 0);
+                                g_hash_table_add(s->nocache, k);
+                        }
+                        sqlite3_finalize(st);
+                }
+        }
+        free(path);
+        *out = s;
+        return 0;
+fail:
+        free(path);
+        store_close(s);
+        return r;
+}
+
+void store_close(struct store *s)
+{
+        if (!s)
+                return;
+        if (s->db)
+                sqlite3_close(s->db);
+        if (s->objdir_fd >= 0)
+                close(s->objdir_fd);
+        if (s->objs)
+                g_hash_table_destroy(s->objs);
+        if (s->nocache)
+                g_hash_table_destroy(s->nocache);
+        free(s->dir);
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+}
+
+static void thresholds(const struct store *s, struct store_stats *st)
+{
+        st->cache_size = s->cache_size;
+        st->reserve = s->reserve;
+        st->capacity = s->cache_size > s->reserve ? s->cache_size - s->reserve : 0;
+        st->brun = st->capacity / 100 * BRUN_PCT;
+        st->bcull = st->capacity / 100 * BCULL_PCT;
+        st->bstop = st->capacity / 100 * BSTOP_PCT;
+        st->used = s->used;
+        st->free = st->capacity > s->used ? st->capacity - s->used : 0;
+}
+
+void store_get_stats(struct store *s, struct store_stats *st)
+{
+        pthread_mutex_lock(&s->lock);
+        thresholds(s, st);
+        st->pinned = s->pinned;
+        st->objects = s->objects;
+        st->culled = s->culled;
+        st->corrupt = s->corrupt;
+        pthread_mutex_unlock(&s->lock);
+}
+
+int store_set_limits(struct store *s, uint64_t cache_size, uint64_t reserve)
+{
+        if (reserve >= cache_size)
+                return -EINVAL;
+        pthread_mutex_lock(&s->lock);
+        if (cache_size - reserve < s->pinned) {
+                pthread_mutex_unlock(&s->lock);
+                return -ENOSPC;
+        }
+        s->cache_size = cache_size;
+        s->reserve = reserve;
+        pthread_mutex_unlock(&s->lock);
+        store_cull(s);
+        return 0;
+}
+
+static int content_name(uint64_t ino, char *buf, size_t len)
+{
+        return snprintf(buf, len, "%02x/%" PRIu64, (unsigned)(ino & 0xff), ino);
+}
+
+static int content_fd(struct store *s, struct sobj *o)
+{
+        char name[64], dir[8];
+
+        if (o->cfd >= 0)
+                return o->cfd;
+        snprintf(dir, sizeof(dir), "%02x", (unsigned)(o->ino & 0xff));
+        if (mkdirat(s->objdir_fd, dir, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        content_name(o->ino, name, sizeof(name));
+        o->cfd = openat(s->objdir_fd, name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (o->cfd < 0)
+                return -errno;
+        return o->cfd;
+}
+
+static int grow(struct sobj *o, uint32_t nblk)
+{
+        uint32_t *l, *c;
+
+        if (nblk <= o->nblk)
+                return 0;
+        l = realloc(o->len, nblk * sizeof(*l));
+        if (!l)
+                return -ENOMEM;
+        o->len = l;
+        c = realloc(o->crc, nblk * sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        o->crc = c;
+        memset(o->len + o->nblk, 0, (nblk - o->nblk) * sizeof(*l));
+        memset(o->crc + o->nblk, 0, (nblk - o->nblk) * sizeof(*c));
+        o->nblk = nblk;
+        return 0;
+}
+
+/* Loads o's row and blocks.  Called with store.lock held. Returns 1 if a row
+ * exists, 0 if not. */
+static int load_locked(struct store *s, struct sobj *o)
+{
+        sqlite3_stmt *st = NULL;
+        int r;
+
+        r = db_run(s, &st, "SELECT size, mtime, ctime, validated, pin FROM objects"
+                   " WHERE ino=?", 1, (int64_t)o->ino);
+        if (r <= 0)
+                return r;
+        o->size = sqlite3_column_int64(st, 0);
+        o->mtime_ns = sqlite3_column_int64(st, 1);
+        o->ctime_ns = sqlite3_column_int64(st, 2);
+        o->validated_ns = (uint64_t)sqlite3_column_int64(st, 3);
+        o->pin = sqlite3_column_int(st, 4);
+        sqlite3_finalize(st);
+        if (sqlite3_prepare_v2(s->db, "SELECT idx, len, crc FROM blocks WHERE ino=?", -1, &st,
+                               NULL) != SQLITE_OK)
+                return -EIO;
+        sqlite3_bind_int64(st, 1, (int64_t)o->ino);
+        while (sqlite3_step(st) == SQLITE_ROW) {
+                int64_t idx = sqlite3_column_int64(st, 0);
+                uint32_t len = (uint32_t)sqlite3_column_int64(st, 1);
+
+                if (idx < 0 || idx >= UINT32_MAX || len > STORE_BLOCK ||
+                    grow(o, (uint32_t)idx + 1) < 0)
+                        continue;
+                o->len[idx] = len;
+                o->crc[idx] = (uint32_t)sqlite3_column_int64(st, 2);
+                o->bytes += len;
+        }
+        sqlite3_finalize(st);
+        return 1;
+}
+
+static struct sobj *obj_new(uint64_t ino)
+{
+        struct sobj *o = calloc(1, sizeof(*o));
+
+        if (!o)
+                return NULL;
+        o->ino = ino;
+        o->pin = -1;
+        o->cfd = -1;
+        pthread_mutex_init(&o->lock, NULL);
+        return o;
+}
+
+static void obj_free(struct sobj *o)
+{
+        if (o->cfd >= 0)
+                close(o->cfd);
+        free(o->len);
+        free(o->crc);
+        pthread_mutex_destroy(&o->lock);
+        free(o);
+}
+
+/* Finds or loads the in-memory object; store.lock held. *exists: row exists. */
+static int obj_ref_locked(struct store *s, uint64_t ino, bool create, struct sobj **out)
+{
+        gint64 key = (gint64)ino;
+        struct sobj *o = g_hash_table_lookup(s->objs, &key);
+        int r;
+
+        if (o) {
+                o->refs++;
+                *out = o;
+                return 1;
+        }
+        o = obj_new(ino);
+        if (!o)
+                return -ENOMEM;
+        r = load_locked(s, o);
+        if (r < 0 || (r == 0 && !create)) {
+                obj_free(o);
+                return r < 0 ? r : -ENOENT;
+        }
+        if (r == 0) {
+                r = db_run(s, NULL, "INSERT INTO objects(ino) VALUES(?)", 1, (int64_t)ino);
+                if (r < 0) {
+                        obj_free(o);
+                        return r;
+                }
+        }
+        o->refs = 1;
+        g_hash_table_insert(s->objs, &o->ino, o);
+        *out = o;
+        return r;
+}
+
+void store_obj_put(struct store *s, struct sobj *o)
+{
+        if (!o)
+                return;
+        pthread_mutex_lock(&s->lock);
+        if (--o->refs == 0) {
+                g_hash_table_remove(s->objs, &o->ino);
+                obj_free(o);
+        }
+        pthread_mutex_unlock(&s->lock);
+}
+
+/* Drops every block of o; o->lock held, store.lock not. */
+static int drop_content(struct store *s, struct sobj *o)
+{
+        char name[64];
+        int r;
+
+        pthread_mutex_lock(&s->lock);
+        r = db_run(s, NULL, "DELETE FROM blocks WHERE ino=?", 1, (int64_t)o->ino);
+        if (r >= 0) {
+                s->used -= o->bytes < s->used ? o->bytes : s->used;
+                if (o->pin >= 0)
+                        s->pinned -= o->bytes < s->pinned ? o->bytes : s->pinned;
+                if (o->bytes && s->objects)
+                        s->objects--;
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (r < 0)
+                return r;
+        /* Rows go first: content without a row is never served. */
+        if (o->cfd >= 0) {
+                close(o->cfd);
+                o->cfd = -1;
+        }
+        content_name(o->ino, name, sizeof(name));
+        if (unlinkat(s->objdir_fd, name, 0) < 0 && errno != ENOENT)
+                log_warn("Failed to remove store file %s: %m, ignoring", name);
+        if (o->nblk) {
+                memset(o->len, 0, o->nblk * sizeof(*o->len));
+                memset(o->crc, 0, o->nblk * sizeof(*o->crc));
+        }
+        o->bytes = 0;
+        return 0;
+}
+
+static int record_identity(struct store *s, struct sobj *o, const struct stat *st, uint64_t now)
+{
+        int r;
+
+        o->size = st->st_size;
+        o->mtime_ns = ts_ns(&st->st_mtim);
+        o->ctime_ns = ts_ns(&st->st_ctim);
+        o->validated_ns = now;
+        pthread_mutex_lock(&s->lock);
+        r = db_run(s, NULL, "UPDATE objects SET size=?, mtime=?, ctime=?, validated=?, atime=?"
+                   " WHERE ino=?", 6, (int64_t)o->size, o->mtime_ns, o->ctime_ns,
+                   (int64_t)now, (int64_t)now, (int64_t)o->ino);
+        pthread_mutex_unlock(&s->lock);
+        return r < 0 ? r : 0;
+}
+
+static bool same_identity(const struct sobj *o, const struct stat *st)
+{
+        return o->size == st->st_size && o->mtime_ns == ts_ns(&st->st_mtim) &&
+               o->ctime_ns == ts_ns(&st->st_ctim);
+}
+
+int store_obj_revalidate(struct store *s, struct sobj *o, const struct stat *st,
+                         bool *unchanged)
+{
+        uint64_t now = now_ns();
+        bool same;
+        int r = 0;
+
+        pthread_mutex_lock(&o->lock);
+        same = same_identity(o, st);
+        if (!same) {
+                if (o->bytes)
+                        log_debug("Backing inode %" PRIu64 " changed, dropping its store copy",
+                                  o->ino);
+                r = drop_content(s, o);
+        }
+        if (r >= 0)
+                r = record_identity(s, o, st, now);
+        pthread_mutex_unlock(&o->lock);
+        if (unchanged)
+                *unchanged = same;
+        return r;
+}
+
+int store_obj_get(struct store *s, const struct stat *st, bool create, bool *unchanged,
+                  struct sobj **out)
+{
+        struct sobj *o;
+        int r;
+
+        pthread_mutex_lock(&s->lock);
+        r = obj_ref_locked(s, st->st_ino, create, &o);
+        pthread_mutex_unlock(&s->lock);
+        if (r < 0)
+                return r;
+        r = store_obj_revalidate(s, o, st, unchanged);
+        if (r < 0) {
+                store_obj_put(s, o);
+                return r;
+        }
+        *out = o;
+        return 0;
+}
+
+int store_obj_find(struct store *s, uint64_t ino, struct sobj **out)
+{
+        int r;
+
+        pthread_mutex_lock(&s->lock);
+        r = obj_ref_locked(s, ino, false, out);
+        pthread_mutex_unlock(&s->lock);
+        return r < 0 ? r : 0;
+}
+
+bool store_obj_stale(struct sobj *o, uint64_t now, uint64_t lease_ns)
+{
+        uint64_t v = __atomic_load_n(&o->validated_ns, __ATOMIC_RELAXED);
+
+        return now - v > lease_ns;
+}
+
+/* Room for len more bytes?  Culls first when below bcull. */
+static bool has_room(struct store *s, uint64_t len)
+{
+        struct store_stats st;
+
+        pthread_mutex_lock(&s->lock);
+        thresholds(s, &st);
+        pthread_mutex_unlock(&s->lock);
+        if (st.free < st.bcull + len)
+                store_cull(s);
+        pthread_mutex_lock(&s->lock);
+        thresholds(s, &st);
+        pthread_mutex_unlock(&s->lock);
+        return st.free >= st.bstop + len;
+}
+
+static int commit_block(struct store *s, struct sobj *o, uint32_t idx, uint32_t len,
+                        uint32_t crc)
+{
+        uint32_t old = o->len[idx];
+        int r;
+
+        pthread_mutex_lock(&s->lock);
+        r = db_run(s, NULL, "INSERT OR REPLACE INTO blocks(ino, idx, len, crc) VALUES(?,?,?,?)",
+                   4, (int64_t)o->ino, (int64_t)idx, (int64_t)len, (int64_t)crc);
+        if (r >= 0) {
+                s->used += len;
+                s->used -= old < s->used ? old : s->used;
+                if (o->pin >= 0) {
+                        s->pinned += len;
+                        s->pinned -= old < s->pinned ? old : s->pinned;
+                }
+                if (!o->bytes && len)
+                        s->objects++;
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (r < 0)
+                return r;
+        o->bytes = o->bytes - old + len;
+        o->len[idx] = len;
+        o->crc[idx] = crc;
+        return 0;
+}
+
+static int uncommit_block(struct store *s, struct sobj *o, uint32_t idx)
+{
+        uint32_t old = o->len[idx];
+        int r;
+
+        if (!old)
+                return 0;
+        pthread_mutex_lock(&s->lock);
+        r = db_run(s, NULL, "DELETE FROM blocks WHERE ino=? AND idx=?", 2, (int64_t)o->ino,
+                   (int64_t)idx);
+        if (r >= 0) {
+                s->used -= old < s->used ? old : s->used;
+                if (o->pin >= 0)
+                        s->pinned -= old < s->pinned ? old : s->pinned;
+                if (o->bytes == old && s->objects)
+                        s->objects--;
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (r < 0)
+                return r;
+        o->bytes -= old;
+        o->len[idx] = 0;
+        o->crc[idx] = 0;
+        return 0;
+}
+
+/* Expected length of block idx for the recorded size. */
+static uint32_t expect_len(const struct sobj *o, uint32_t idx)
+{
+        int64_t start = (int64_t)idx * STORE_BLOCK;
+
+        if (o->size <= start)
+                return 0;
+        return o->size - start >= STORE_BLOCK ? STORE_BLOCK : (uint32_t)(o->size - start);
+}
+
+/* Reads block idx from the store into blk; o->lock held.  Returns its
+ * length, 0 if absent or corrupt (then dropped), -errno. */
+static ssize_t read_present(struct store *s, struct sobj *o, uint32_t idx, char *blk)
+{
+        uint32_t want = idx < o->nblk ? o->len[idx] : 0;
+        ssize_t n;
+        int fd;
+
+        if (!want || want < expect_len(o, idx))
+                return 0;
+        fd = content_fd(s, o);
+        if (fd < 0)
+                return 0;
+        n = pread(fd, blk, want, (off_t)idx * STORE_BLOCK);
+        if (n == (ssize_t)want && store_crc32c(0, blk, want) == o->crc[idx])
+                return n;
+        log_warn("Store block %" PRIu32 " of inode %" PRIu64 " is %s, fetching it again",
+                 idx, o->ino, n < 0 ? "unreadable" : "corrupt");
+        pthread_mutex_lock(&s->lock);
+        s->corrupt++;
+        pthread_mutex_unlock(&s->lock);
+        uncommit_block(s, o, idx);
+        return 0;
+}
+
+/* Fetches block idx from the backing into blk and, if there is room, into
+ * the store; o->lock held.  Returns its length or -errno. */
+static ssize_t fetch_block(struct store *s, struct sobj *o, int bfd, uint32_t idx, char *blk,
+                           bool store_it)
+{
+        off_t start = (off_t)idx * STORE_BLOCK;
+        ssize_t n, got = 0;
+        int fd;
+
+        while (got < STORE_BLOCK) {
+                n = pread(bfd, blk + got, STORE_BLOCK - got, start + got);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        break;
+                got += n;
+        }
+        if (!store_it || got == 0 || got < expect_len(o, idx) || !has_room(s, (uint64_t)got))
+                return got;
+        if (grow(o, idx + 1) < 0)
+                return got;
+        fd = content_fd(s, o);
+        if (fd < 0 || pwrite(fd, blk, got, start) != got) {
+                log_warn("Failed to write store block %" PRIu32 " of inode %" PRIu64
+                         ": %m, serving uncached", idx, o->ino);
+                return got;
+        }
+        commit_block(s, o, idx, (uint32_t)got, store_crc32c(0, blk, got));
+        return got;
+}
+
+ssize_t store_obj_read(struct store *s, struct sobj *o, int bfd, char *buf, size_t size,
+                       off_t off)
+{
+        char *blk = malloc(STORE_BLOCK);
+        size_t done = 0;
+        ssize_t r = 0;
+
+        if (!blk)
+                return -ENOMEM;
+        pthread_mutex_lock(&o->lock);
+        while (done < size) {
+                off_t pos = off + (off_t)done;
+                uint32_t idx = (uint32_t)(pos / STORE_BLOCK);
+                size_t in = (size_t)(pos % STORE_BLOCK), take;
+                ssize_t n;
+
+                n = read_present(s, o, idx, blk);
+                if (n == 0)
+                        n = fetch_block(s, o, bfd, idx, blk, true);
+                if (n < 0) {
+                        r = n;
+                        break;
+                }
+                if ((size_t)n <= in)
+                        break;
+                take = (size_t)n - in;
+                if (take > size - done)
+                        take = size - done;
+                memcpy(buf + done, blk + in, take);
+                done += take;
+                if ((size_t)n < STORE_BLOCK)
+                        break;
+        }
+        pthread_mutex_unlock(&o->lock);
+        free(blk);
+        return done || r == 0 ? (ssize_t)done : r;
+}
+
+int store_obj_fill(struct store *s, struct sobj *o, int bfd, uint64_t *fetched)
+{
+        char *blk = malloc(STORE_BLOCK);
+        uint32_t nblk;
+        int r = 0;
+
+        if (!blk)
+                return -ENOMEM;
+        pthread_mutex_lock(&o->lock);
+        nblk = (uint32_t)((o->size + STORE_BLOCK - 1) / STORE_BLOCK);
+        for (uint32_t i = 0; i < nblk; i++) {
+                ssize_t n;
+
+                if (i < o->nblk && o->len[i] && o->len[i] >= expect_len(o, i))
+                        continue;
+                n = fetch_block(s, o, bfd, i, blk, true);
+                if (n < 0) {
+                        r = (int)n;
+                        break;
+                }
+                if (i >= o->nblk || o->len[i] < expect_len(o, i)) {
+                        r = -ENOSPC;    /* no room: the store refused the block */
+                        break;
+                }
+                if (fetched)
+                        *fetched += (uint64_t)n;
+        }
+        pthread_mutex_unlock(&o->lock);
+        free(blk);
+        return r;
+}
+
+int store_obj_written(struct store *s, struct sobj *o, const char *buf, size_t size,
+                      off_t off, const struct stat *st)
+{
+        char *blk = NULL;
+        int r = 0;
+
+        pthread_mutex_lock(&o->lock);
+        for (size_t done = 0; done < size;) {
+                off_t pos = off + (off_t)done;
+                uint32_t idx = (uint32_t)(pos / STORE_BLOCK);
+                size_t in = (size_t)(pos % STORE_BLOCK);
+                size_t take = STORE_BLOCK - in;
+                uint32_t newlen;
+                int fd;
+
+                if (take > size - done)
+                        take = size - done;
+                if (idx < o->nblk && o->len[idx]) {
+                        newlen = o->len[idx] > in + take ? o->len[idx] : (uint32_t)(in + take);
+                        fd = content_fd(s, o);
+                        if (!blk)
+                                blk = malloc(STORE_BLOCK);
+                        if (in > o->len[idx] || fd < 0 || !blk ||
+                            pwrite(fd, buf + done, take, pos) != (ssize_t)take ||
+                            pread(fd, blk, newlen, (off_t)idx * STORE_BLOCK) != newlen) {
+                                uncommit_block(s, o, idx);
+                        } else {
+                                r = commit_block(s, o, idx, newlen,
+                                                 store_crc32c(0, blk, newlen));
+                                if (r < 0)
+                                        uncommit_block(s, o, idx);
+                        }
+                }
+                done += take;
+        }
+        free(blk);
+        if (st)
+                record_identity(s, o, st, now_ns());
+        pthread_mutex_unlock(&o->lock);
+        return r;
+}
+
+int store_obj_changed_range(struct store *s, struct sobj *o, off_t off, off_t len,
+                            const struct stat *st)
+{
+        pthread_mutex_lock(&o->lock);
+        for (uint32_t i = (uint32_t)(off / STORE_BLOCK); i < o->nblk; i++) {
+                if (len >= 0 && (off_t)i * STORE_BLOCK >= off + len)
+                        break;
+                uncommit_block(s, o, i);
+        }
+        if (st)
+                record_identity(s, o, st, now_ns());
+        pthread_mutex_unlock(&o->lock);
+        return 0;
+}
+
+int store_obj_set_pin(struct store *s, struct sobj *o, int prio)
+{
+        int r;
+
+        pthread_mutex_lock(&o->lock);
+        pthread_mutex_lock(&s->lock);
+        r = db_run(s, NULL, "UPDATE objects SET pin=? WHERE ino=?", 2, (int64_t)prio,
+                   (int64_t)o->ino);
+        if (r >= 0) {
+                if (o->pin < 0 && prio >= 0)
+                        s->pinned += o->bytes;
+                else if (o->pin >= 0 && prio < 0)
+                        s->pinned -= o->bytes < s->pinned ? o->bytes : s->pinned;
+                o->pin = prio;
+        }
+        pthread_mutex_unlock(&s->lock);
+        pthread_mutex_unlock(&o->lock);
+        return r < 0 ? r : 0;
+}
+
+void store_obj_info(struct sobj *o, struct sobj_info *info)
+{
+        uint32_t total;
+
+        pthread_mutex_lock(&o->lock);
+        total = (uint32_t)((o->size + STORE_BLOCK - 1) / STORE_BLOCK);
+        memset(info, 0, sizeof(*info));
+        info->ino = o->ino;
+        info->size = (uint64_t)o->size;
+        info->bytes = o->bytes;
+        info->validated_ns = o->validated_ns;
+        info->pin = o->pin;
+        info->blocks_total = total;
+        info->complete = true;
+        for (uint32_t i = 0; i < total; i++) {
+                if (i < o->nblk && o->len[i] && o->len[i] >= expect_len(o, i))
+                        info->blocks_present++;
+                else
+                        info->complete = false;
+        }
+        pthread_mutex_unlock(&o->lock);
+}
+
+int store_info_ino(struct store *s, uint64_t ino, struct sobj_info *info)
+{
+        struct sobj *o;
+        int r;
+
+        pthread_mutex_lock(&s->lock);
+        r = obj_ref_locked(s, ino, false, &o);
+        pthread_mutex_unlock(&s->lock);
+        if (r < 0)
+                return r;
+        store_obj_info(o, info);
+        store_obj_put(s, o);
+        return 0;
+}
+
+static int drop_ino(struct store *s, uint64_t ino, bool even_pinned, bool trylock)
+{
+        struct sobj *o;
+        int r;
+
+        pthread_mutex_lock(&s->lock);
+        r = obj_ref_locked(s, ino, false, &o);
+        pthread_mutex_unlock(&s->lock);
+        if (r < 0)
+                return r == -ENOENT ? 0 : r;
+        if (trylock) {
+                if (pthread_mutex_trylock(&o->lock)) {
+                        store_obj_put(s, o);
+                        return 0;
+                }
+        } else {
+                pthread_mutex_lock(&o->lock);
+        }
+        r = 0;
+        if ((o->pin < 0 || even_pinned) && o->bytes) {
+                r = drop_content(s, o);
+                r = r < 0 ? r : 1;
+        }
+        pthread_mutex_unlock(&o->lock);
+        store_obj_put(s, o);
+        return r;
+}
+
+int store_drop_ino(struct store *s, uint64_t ino, bool even_pinned)
+{
+        return drop_ino(s, ino, even_pinned, false);
+}
+
+static GArray *select_inos(struct store *s, const char *sql)
+{
+        GArray *a = g_array_new(FALSE, FALSE, sizeof(gint64));
+        sqlite3_stmt *st;
+
+        pthread_mutex_lock(&s->lock);
+        if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) == SQLITE_OK) {
+                while (sqlite3_step(st) == SQLITE_ROW) {
+                        gint64 ino = sqlite3_column_int64(st, 0);
+
+                        g_array_append_val(a, ino);
+                }
+                sqlite3_finalize(st);
+        } else {
+                log_error("Failed to prepare '%s': %s", sql, sqlite3_errmsg(s->db));
+        }
+        pthread_mutex_unlock(&s->lock);
+        return a;
+}
+
+int store_drop_all(struct store *s, bool even_pinned)
+{
+        GArray *a = select_inos(s, "SELECT DISTINCT ino FROM blocks");
+        int n = 0;
+
+        for (guint i = 0; i < a->len; i++)
+                if (store_drop_ino(s, (uint64_t)g_array_index(a, gint64, i), even_pinned) > 0)
+                        n++;
+        g_array_free(a, TRUE);
+        return n;
+}
+
+void store_cull(struct store *s)
+{
+        struct store_stats st;
+        bool progress = true;
+
+        while (progress) {
+                GArray *a;
+
+                pthread_mutex_lock(&s->lock);
+                thresholds(s, &st);
+                pthread_mutex_unlock(&s->lock);
+                if (st.free >= st.bcull)
+                        return;
+                a = select_inos(s, "SELECT o.ino FROM objects o WHERE o.pin<0 AND EXISTS"
+                                " (SELECT 1 FROM blocks b WHERE b.ino=o.ino)"
+                                " ORDER BY o.atime LIMIT 32");
+                progress = false;
+                for (guint i = 0; i < a->len; i++) {
+                        uint64_t ino = (uint64_t)g_array_index(a, gint64, i);
+
+                        if (drop_ino(s, ino, false, true) > 0) {
+                                progress = true;
+                                pthread_mutex_lock(&s->lock);
+                                s->culled++;
+                                thresholds(s, &st);
+                                pthread_mutex_unlock(&s->lock);
+                                log_debug("Culled inode %" PRIu64 " from the store", ino);
+                                if (st.free >= st.brun)
+                                        break;
+                        }
+                }
+                g_array_free(a, TRUE);
+                if (st.free >= st.brun)
+                        return;
+        }
+}
+
+int store_set_nocache(struct store *s, uint64_t ino, bool nocache)
+{
+        gint64 key = (gint64)ino;
+        int r;
+
+        pthread_mutex_lock(&s->lock);
+        r = db_run(s, NULL, "INSERT INTO objects(ino, nocache) VALUES(?, ?) ON CONFLICT(ino)"
+                   " DO UPDATE SET nocache=excluded.nocache", 2, (int64_t)ino,
+                   (int64_t)nocache);
+        if (r >= 0) {
+                if (nocache) {
+                        gint64 *k = g_new(gint64, 1);
+
+                        *k = key;
+                        g_hash_table_add(s->nocache, k);
+                } else {
+                        g_hash_table_remove(s->nocache, &key);
+                }
+        }
+        pthread_mutex_unlock(&s->lock);
+        return r < 0 ? r : 0;
+}
+
+bool store_is_nocache(struct store *s, uint64_t ino)
+{
+        gint64 key = (gint64)ino;
+        bool r;
+
+        pthread_mutex_lock(&s->lock);
+        r = g_hash_table_size(s->nocache) && g_hash_table_contains(s->nocache, &key);
+        pthread_mutex_unlock(&s->lock);
+        return r;
+}
+
+static int bind_text_run(struct store *s, const char *sql, const char *text, int64_t v,
+                         bool with_v)
+{
+        sqlite3_stmt *st;
+        int r;
+
+        pthread_mutex_lock(&s->lock);
+        r = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+        if (r == SQLITE_OK) {
+                sqlite3_bind_text(st, 1, text, -1, SQLITE_TRANSIENT);
+                if (with_v)
+                        sqlite3_bind_int64(st, 2, v);
+                r = sqlite3_step(st);
+                sqlite3_finalize(st);
+        }
+        if (r != SQLITE_DONE)
+                log_error("Failed to run '%s': %s", sql, sqlite3_errmsg(s->db));
+        r = r == SQLITE_DONE ? sqlite3_changes(s->db) : -EIO;
+        pthread_mutex_unlock(&s->lock);
+        return r;
+}
+
+int store_pin_add(struct store *s, const char *path, int prio)
+{
+        int r = bind_text_run(s, "INSERT OR REPLACE INTO pins(path, prio) VALUES(?, ?)", path,
+                              prio, true);
+
+        return r < 0 ? r : 0;
+}
+
+int store_pin_remove(struct store *s, const char *path)
+{
+        return bind_text_run(s, "DELETE FROM pins WHERE path=?", path, 0, false);
+}
+
+int store_pin_foreach(struct store *s, int (*fn)(void *ud, const char *path, int prio),
+                      void *ud)
+{
+        GPtrArray *paths = g_ptr_array_new_with_free_func(g_free);
+        GArray *prios = g_array_new(FALSE, FALSE, sizeof(int));
+        sqlite3_stmt *st;
+        int r = 0;
+
+        pthread_mutex_lock(&s->lock);
+        if (sqlite3_prepare_v2(s->db, "SELECT path, prio FROM pins ORDER BY prio DESC", -1,
+                               &st, NULL) == SQLITE_OK) {
+                while (sqlite3_step(st) == SQLITE_ROW) {
+                        int prio = sqlite3_column_int(st, 1);
+
+                        g_ptr_array_add(paths, g_strdup((const char *)sqlite3_column_text(st, 0)));
+                        g_array_append_val(prios, prio);
+                }
+                sqlite3_finalize(st);
+        }
+        pthread_mutex_unlock(&s->lock);
+        for (guint i = 0; i < paths->len && r >= 0; i++)
+                r = fn(ud, g_ptr_array_index(paths, i), g_array_index(prios, int, i));
+        g_ptr_array_free(paths, TRUE);
+        g_array_free(prios, TRUE);
+        return r;
+}

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * store.h: the persistent local store of one fcache volume.
+ *
+ * Layout under CacheDir:
+ *   store.db            SQLite (WAL): objects, blocks, pins
+ *   objects/XX/INO      content of backing inode INO, sparse, block-addressed
+ *
+ * An object is one backing regular file, keyed by its inode number and
+ * carrying the identity it was cached from (size, mtime, ctime) and when that
+ * identity was last checked.  Content is kept in blocks of STORE_BLOCK bytes;
+ * a block is present only once its data is in the content file and its row
+ * (length, CRC-32C) is committed, so a crash leaves at worst a block that is
+ * absent (fetched again) or whose checksum does not match (detected on read,
+ * dropped and fetched again).  Corrupt content is never served.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#define STORE_BLOCK (128 * 1024)
+
+struct store;
+struct sobj;
+
+struct store_stats {
+        uint64_t cache_size;    /* CacheSize */
+        uint64_t reserve;       /* Reserve: never used for cached copies */
+        uint64_t capacity;      /* cache_size - reserve */
+        uint64_t used;          /* bytes of present blocks */
+        uint64_t pinned;        /* bytes of present blocks of pinned objects */
+        uint64_t free;          /* capacity - used */
+        uint64_t brun, bcull, bstop; /* free-space thresholds, bytes */
+        uint64_t objects;       /* objects with content */
+        uint64_t culled;        /* objects culled since start */
+        uint64_t corrupt;       /* blocks found corrupt since start */
+};
+
+struct sobj_info {
+        uint64_t ino, size, bytes, validated_ns;
+        uint32_t blocks_present, blocks_total;
+        int pin;                /* priority, or -1 */
+        bool complete;
+};
+
+int store_open(struct store **out, const char *dir, uint64_t cache_size, uint64_t reserve);
+void store_close(struct store *s);
+int store_set_limits(struct store *s, uint64_t cache_size, uint64_t reserve);
+void store_get_stats(struct store *s, struct store_stats *st);
+
+/*
+ * Returns the object of the backing file described by st, creating it if
+ * create is set (else -ENOENT when the store has none).  If the recorded
+ * identity differs from st, the old content is dropped first.  *unchanged is
+ * set when the copy was already valid for st (the kernel may keep its cache).
+ */
+int store_obj_get(struct store *s, const struct stat *st, bool create, bool *unchanged,
+                  struct sobj **out);
+void store_obj_put(struct store *s, struct sobj *o);
+/* The object of inode ino as recorded, without validation; -ENOENT if none. */
+int store_obj_find(struct store *s, uint64_t ino, struct sobj **out);
+/* True when the identity was last checked more than lease_ns ago. */
+bool store_obj_stale(struct sobj *o, uint64_t now, uint64_t lease_ns);
+/* Compares with a fresh stat of the backing; drops content if it changed. */
+int store_obj_revalidate(struct store *s, struct sobj *o, const struct stat *st,
+                         bool *unchanged);
+
+/*
+ * Reads [off, off+size) of the object into buf, from present blocks, and
+ * fetches absent (or corrupt) blocks from the backing descriptor bfd into
+ * the store when there is room.  Returns bytes read or -errno.
+ */
+ssize_t store_obj_read(struct store *s, struct sobj *o, int bfd, char *buf, size_t size,
+                       off_t off);
+/* Fetches every absent block; *fetched gets the bytes brought in. */
+int store_obj_fill(struct store *s, struct sobj *o, int bfd, uint64_t *fetched);
+/* After a write through the view reached the backing: patch present blocks. */
+int store_obj_written(struct store *s, struct sobj *o, const char *buf, size_t size,
+                      off_t off, const struct stat *st);
+/* After truncate/fallocate reached the backing: drop what changed. */
+int store_obj_changed_range(struct store *s, struct sobj *o, off_t off, off_t len,
+                            const struct stat *st);
+int store_obj_set_pin(struct store *s, struct sobj *o, int prio);
+void store_obj_info(struct sobj *o, struct sobj_info *info);
+
+/* Drops the content of inode ino (unlink, flush).  Pinned copies are kept
+ * unless even_pinned.  Returns 1 if something was dropped, 0 if not, -errno. */
+int store_drop_ino(struct store *s, uint64_t ino, bool even_pinned);
+/* Same as store_drop_ino for every object; returns the number dropped. */
+int store_drop_all(struct store *s, bool even_pinned);
+int store_info_ino(struct store *s, uint64_t ino, struct sobj_info *info);
+
+/* set cacheable off|on on a directory (or file) inode. */
+int store_set_nocache(struct store *s, uint64_t ino, bool nocache);
+bool store_is_nocache(struct store *s, uint64_t ino);
+
+/* Pins (hoarding roots), by path relative to the volume root. */
+int store_pin_add(struct store *s, const char *path, int prio);
+int store_pin_remove(struct store *s, const char *path);
+/* Calls fn for every pin; stops early on a negative return. */
+int store_pin_foreach(struct store *s, int (*fn)(void *ud, const char *path, int prio),
+                      void *ud);
+
+/* Culls unpinned objects, least recently used first, while free < bcull. */
+void store_cull(struct store *s);
+
+/* store-crc.c */
+uint32_t store_crc32c(uint32_t crc, const void *buf, size_t len);

@@ -1,0 +1,495 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * view-inode.c: the node table of a view.
+ *
+ * A node is a backing object the kernel holds a lookup count on.  Its nodeid
+ * is the backing inode number (stable across a takeover by a new
+ * fcache-view), except for the root (always 1) and for a reused inode number
+ * whose old node is still alive, which gets a number from a high range.
+ *
+ * Nodes do not each keep a descriptor: there is a bounded cache of O_PATH
+ * descriptors (max_fds, least recently used closed first), and a node
+ * without one is re-resolved through its file handle (open_by_handle_at) or,
+ * where the backing has no handles (sshfs), through its parent and name,
+ * checking that the inode number is still the same.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "view.h"
+
+#define ALT_ID_BASE (1ULL << 62)
+
+struct vnode {
+        uint64_t id;            /* nodeid, immutable */
+        uint64_t ino;           /* backing inode number, immutable */
+        mode_t type;            /* S_IFMT bits, immutable */
+        /* the fields below are protected by view.itab_lock */
+        uint64_t nlookup;
+        bool immortal;          /* root, or restored after a takeover */
+        uint64_t parent;
+        char *name;
+        struct file_handle *fh; /* NULL when the backing has none */
+        int fd;                 /* O_PATH, or -1 */
+        unsigned users;         /* vnode_get()s not yet put */
+        bool in_lru;
+        struct vnode *lru_prev, *lru_next;
+};
+
+int vnode_fd(const struct vnode *n) { return n->fd; }
+uint64_t vnode_ino(const struct vnode *n) { return n->ino; }
+mode_t vnode_type(const struct vnode *n) { return n->type; }
+
+static void lru_del(struct view *v, struct vnode *n)
+{
+        if (!n->in_lru)
+                return;
+        if (n->lru_prev)
+                n->lru_prev->lru_next = n->lru_next;
+        else
+                v->lru_head = n->lru_next;
+        if (n->lru_next)
+                n->lru_next->lru_prev = n->lru_prev;
+        else
+                v->lru_tail = n->lru_prev;
+        n->lru_prev = n->lru_next = NULL;
+        n->in_lru = false;
+}
+
+static void lru_add(struct view *v, struct vnode *n)
+{
+        if (n->in_lru || n->fd < 0 || n->id == FUSE_ROOT_ID)
+                return;
+        n->lru_prev = v->lru_tail;
+        n->lru_next = NULL;
+        if (v->lru_tail)
+                v->lru_tail->lru_next = n;
+        else
+                v->lru_head = n;
+        v->lru_tail = n;
+        n->in_lru = true;
+}
+
+/* itab_lock held */
+static void evict_fds(struct view *v)
+{
+        while (v->open_fds > v->max_fds && v->lru_head) {
+                struct vnode *n = v->lru_head;
+
+                lru_del(v, n);
+                close(n->fd);
+                n->fd = -1;
+                v->open_fds--;
+        }
+}
+
+static void node_free(struct vnode *n)
+{
+        if (n->fd >= 0)
+                close(n->fd);
+        free(n->name);
+        free(n->fh);
+        free(n);
+}
+
+/* itab_lock held; removes a node nobody needs any more. */
+static void maybe_free(struct view *v, struct vnode *n)
+{
+        if (n->nlookup || n->users || n->immortal)
+                return;
+        lru_del(v, n);
+        if (n->fd >= 0)
+                v->open_fds--;
+        g_hash_table_remove(v->nodes, &n->id);
+        if (g_hash_table_lookup(v->by_ino, &n->ino) == n)
+                g_hash_table_remove(v->by_ino, &n->ino);
+        node_free(n);
+}
+
+int vnode_table_init(struct view *v)
+{
+        struct vnode *root = calloc(1, sizeof(*root));
+        struct stat st;
+
+        if (!root)
+                return -ENOMEM;
+        pthread_mutex_init(&v->itab_lock, NULL);
+        v->nodes = g_hash_table_new(g_int64_hash, g_int64_equal);
+        v->by_ino = g_hash_table_new(g_int64_hash, g_int64_equal);
+        if (!v->max_fds)
+                v->max_fds = 4096;
+        v->next_alt_id = ALT_ID_BASE;
+        if (fstat(v->root_fd, &st) < 0) {
+                free(root);
+                return -errno;
+        }
+        root->id = FUSE_ROOT_ID;
+        root->ino = st.st_ino;
+        root->type = S_IFDIR;
+        root->immortal = true;
+        root->fd = v->root_fd;
+        root->parent = FUSE_ROOT_ID;
+        g_hash_table_insert(v->nodes, &root->id, root);
+        g_hash_table_insert(v->by_ino, &root->ino, root);
+        return 0;
+}
+
+static struct file_handle *handle_of(struct view *v, int fd)
+{
+        struct file_handle *fh;
+        int mount_id;
+
+        if (!v->handles)
+                return NULL;
+        fh = malloc(sizeof(*fh) + MAX_HANDLE_SZ);
+        if (!fh)
+                return NULL;
+        fh->handle_bytes = MAX_HANDLE_SZ;
+        if (name_to_handle_at(fd, "", fh, &mount_id, AT_EMPTY_PATH) < 0) {
+                free(fh);
+                return NULL;
+        }
+        return fh;
+}
+
+static bool same_handle(const struct file_handle *a, const struct file_handle *b)
+{
+        if (!a || !b)
+                return true;    /* cannot tell: trust the inode number */
+        return a->handle_type == b->handle_type && a->handle_bytes == b->handle_bytes &&
+               !memcmp(a->f_handle, b->f_handle, a->handle_bytes);
+}
+
+static void log_node(struct view *v, const struct vnode *n)
+{
+        state_log_node(v, n->id, n->ino, n->type, n->parent, n->name ? n->name : "",
+                       n->fh ? n->fh->f_handle : NULL, n->fh ? n->fh->handle_bytes : 0,
+                       n->fh ? n->fh->handle_type : 0);
+}
+
+static int check_ino(int fd, uint64_t ino)
+{
+        struct stat st;
+
+        if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        return st.st_ino == ino ? 0 : -ESTALE;
+}
+
+/* Opens an O_PATH descriptor for n without holding itab_lock. */
+static int resolve(struct view *v, struct vnode *n, struct file_handle *fh, uint64_t parent,
+                   const char *name)
+{
+        struct vnode *p;
+        int fd, pfd;
+
+        if (fh) {
+                fd = open_by_handle_at(v->mount_fd, fh, O_PATH | O_CLOEXEC);
+                if (fd >= 0) {
+                        if (check_ino(fd, n->ino) == 0)
+                                return fd;
+                        close(fd);
+                }
+        }
+        if (!name || !*name || parent == n->id)
+                return -ESTALE;
+        pfd = vnode_get(v, parent, &p);
+        if (pfd < 0)
+                return pfd;
+        fd = openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        vnode_put(v, p);
+        if (fd < 0)
+                return errno == ENOENT ? -ESTALE : -errno;
+        if (check_ino(fd, n->ino) < 0) {
+                close(fd);
+                return -ESTALE;
+        }
+        return fd;
+}
+
+int vnode_get(struct view *v, fuse_ino_t id, struct vnode **out)
+{
+        struct file_handle *fh = NULL;
+        uint64_t key = id, parent;
+        char *name = NULL;
+        struct vnode *n;
+        int fd;
+
+        pthread_mutex_lock(&v->itab_lock);
+        n = g_hash_table_lookup(v->nodes, &key);
+        if (!n) {
+                pthread_mutex_unlock(&v->itab_lock);
+                log_debug("Request for unknown node %" PRIu64, (uint64_t)id);
+                return -ESTALE;
+        }
+        n->users++;
+        lru_del(v, n);
+        if (n->fd >= 0) {
+                pthread_mutex_unlock(&v->itab_lock);
+                *out = n;
+                return n->fd;
+        }
+        if (n->fh) {
+                fh = malloc(sizeof(*fh) + n->fh->handle_bytes);
+                if (fh)
+                        memcpy(fh, n->fh, sizeof(*fh) + n->fh->handle_bytes);
+        }
+        name = n->name ? strdup(n->name) : NULL;
+        parent = n->parent;
+        pthread_mutex_unlock(&v->itab_lock);
+
+        fd = resolve(v, n, fh, parent, name);
+        free(fh);
+        free(name);
+
+        pthread_mutex_lock(&v->itab_lock);
+        if (fd < 0) {
+                n->users--;
+                maybe_free(v, n);
+                pthread_mutex_unlock(&v->itab_lock);
+                return fd;
+        }
+        if (n->fd >= 0) {
+                close(fd);      /* another thread resolved it meanwhile */
+        } else {
+                n->fd = fd;
+                v->open_fds++;
+        }
+        fd = n->fd;
+        evict_fds(v);
+        pthread_mutex_unlock(&v->itab_lock);
+        *out = n;
+        return fd;
+}
+
+void vnode_put(struct view *v, struct vnode *n)
+{
+        pthread_mutex_lock(&v->itab_lock);
+        if (--n->users == 0) {
+                lru_add(v, n);
+                evict_fds(v);
+                maybe_free(v, n);
+        }
+        pthread_mutex_unlock(&v->itab_lock);
+}
+
+int vnode_fill_stat(struct view *v, int fd, struct stat *st)
+{
+        if (fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        return 0;
+}
+
+int vnode_lookup(struct view *v, fuse_ino_t parent, int pfd, const char *name,
+                 struct fuse_entry_param *e)
+{
+        struct file_handle *fh;
+        struct vnode *n;
+        struct stat st;
+        uint64_t key;
+        int fd, r;
+
+        fd = openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        r = vnode_fill_stat(v, fd, &st);
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
+        fh = handle_of(v, fd);
+        key = st.st_ino;
+
+        pthread_mutex_lock(&v->itab_lock);
+        n = st.st_dev == v->backing_dev ? g_hash_table_lookup(v->by_ino, &key) : NULL;
+        if (n && (!same_handle(n->fh, fh) || (n->type ^ st.st_mode) & S_IFMT))
+                n = NULL;       /* inode number reused by another object */
+        if (n) {
+                free(fh);
+                n->nlookup++;
+                if (n->id != FUSE_ROOT_ID && (n->parent != parent || !n->name ||
+                                              strcmp(n->name, name))) {
+                        char *nm = strdup(name);
+
+                        if (nm) {
+                                free(n->name);
+                                n->name = nm;
+                                n->parent = parent;
+                                log_node(v, n);
+                        }
+                }
+                if (n->fd < 0) {
+                        n->fd = fd;
+                        v->open_fds++;
+                        if (!n->users)
+                                lru_add(v, n);
+                } else {
+                        close(fd);
+                }
+        } else {
+                n = calloc(1, sizeof(*n));
+                if (!n || !(n->name = strdup(name))) {
+                        pthread_mutex_unlock(&v->itab_lock);
+                        free(n);
+                        free(fh);
+                        close(fd);
+                        return -ENOMEM;
+                }
+                n->ino = st.st_ino;
+                n->type = st.st_mode & S_IFMT;
+                n->id = st.st_ino;
+                if (n->id <= FUSE_ROOT_ID || n->id >= ALT_ID_BASE ||
+                    st.st_dev != v->backing_dev || g_hash_table_contains(v->nodes, &n->id))
+                        n->id = v->next_alt_id++;
+                n->parent = parent;
+                n->fh = fh;
+                n->fd = fd;
+                n->nlookup = 1;
+                v->open_fds++;
+                g_hash_table_insert(v->nodes, &n->id, n);
+                if (st.st_dev == v->backing_dev)
+                        g_hash_table_insert(v->by_ino, &n->ino, n);
+                lru_add(v, n);
+                log_node(v, n);
+        }
+        memset(e, 0, sizeof(*e));
+        e->ino = n->id;
+        evict_fds(v);
+        pthread_mutex_unlock(&v->itab_lock);
+        e->attr = st;
+        e->attr_timeout = v->lease_s;
+        e->entry_timeout = v->lease_s;
+        return 0;
+}
+
+void vnode_forget(struct view *v, fuse_ino_t id, uint64_t nlookup)
+{
+        uint64_t key = id;
+        struct vnode *n;
+
+        pthread_mutex_lock(&v->itab_lock);
+        n = g_hash_table_lookup(v->nodes, &key);
+        if (n && !n->immortal) {
+                n->nlookup = nlookup > n->nlookup ? 0 : n->nlookup - nlookup;
+                if (!n->nlookup) {
+                        state_log_drop(v, n->id);
+                        maybe_free(v, n);
+                }
+        }
+        pthread_mutex_unlock(&v->itab_lock);
+}
+
+void vnode_moved(struct view *v, fuse_ino_t newparent, int npfd, const char *newname)
+{
+        struct stat st;
+        struct vnode *n;
+        uint64_t key;
+        char *nm;
+
+        if (fstatat(npfd, newname, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return;
+        key = st.st_ino;
+        nm = strdup(newname);
+        if (!nm)
+                return;
+        pthread_mutex_lock(&v->itab_lock);
+        n = g_hash_table_lookup(v->by_ino, &key);
+        if (n && n->id != FUSE_ROOT_ID) {
+                free(n->name);
+                n->name = nm;
+                nm = NULL;
+                n->parent = newparent;
+                log_node(v, n);
+        }
+        pthread_mutex_unlock(&v->itab_lock);
+        free(nm);
+}
+
+bool vnode_cacheable(struct view *v, fuse_ino_t id)
+{
+        uint64_t inos[256], key = id;
+        unsigned count = 0;
+        struct vnode *n;
+
+        pthread_mutex_lock(&v->itab_lock);
+        n = g_hash_table_lookup(v->nodes, &key);
+        while (n && count < 256) {
+                inos[count++] = n->ino;
+                if (n->id == FUSE_ROOT_ID)
+                        break;
+                key = n->parent;
+                n = g_hash_table_lookup(v->nodes, &key);
+        }
+        pthread_mutex_unlock(&v->itab_lock);
+        for (unsigned i = 0; i < count; i++)
+                if (store_is_nocache(v->store, inos[i]))
+                        return false;
+        return true;
+}
+
+fuse_ino_t vnode_id_of_ino(struct view *v, uint64_t ino)
+{
+        struct vnode *n;
+        fuse_ino_t id = 0;
+
+        pthread_mutex_lock(&v->itab_lock);
+        n = g_hash_table_lookup(v->by_ino, &ino);
+        if (n)
+                id = n->id;
+        pthread_mutex_unlock(&v->itab_lock);
+        return id;
+}
+
+void vnode_set_alt_floor(struct view *v, uint64_t id)
+{
+        pthread_mutex_lock(&v->itab_lock);
+        if (id >= v->next_alt_id)
+                v->next_alt_id = id + 1;
+        pthread_mutex_unlock(&v->itab_lock);
+}
+
+int vnode_restore(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint64_t parent,
+                  const char *name, const void *handle, unsigned hlen, int htype)
+{
+        struct vnode *n;
+
+        if (id == FUSE_ROOT_ID)
+                return 0;
+        n = calloc(1, sizeof(*n));
+        if (!n || !(n->name = strdup(name))) {
+                free(n);
+                return -ENOMEM;
+        }
+        if (handle && hlen && hlen <= MAX_HANDLE_SZ) {
+                n->fh = malloc(sizeof(*n->fh) + hlen);
+                if (!n->fh) {
+                        node_free(n);
+                        return -ENOMEM;
+                }
+                n->fh->handle_bytes = hlen;
+                n->fh->handle_type = htype;
+                memcpy(n->fh->f_handle, handle, hlen);
+        }
+        n->id = id;
+        n->ino = ino;
+        n->type = type & S_IFMT;
+        n->parent = parent;
+        n->fd = -1;
+        n->immortal = true;     /* the kernel's lookup count is not known */
+        pthread_mutex_lock(&v->itab_lock);
+        if (g_hash_table_contains(v->nodes, &id)) {
+                pthread_mutex_unlock(&v->itab_lock);
+                node_free(n);
+                return -EEXIST;
+        }
+        g_hash_table_insert(v->nodes, &n->id, n);
+        g_hash_table_insert(v->by_ino, &n->ino, n);
+        if (id >= v->next_alt_id && id >= ALT_ID_BASE)
+                v->next_alt_id = id + 1;
+        log_node(v, n);
+        pthread_mutex_unlock(&v->itab_lock);
+        return 0;
+}

@@ -1,0 +1,353 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * view-main.c: fcache-view, the data-plane process of one fcache volume.
+ *
+ *   fcache-view NAME                    volume from /etc/fcache/volumes.d/NAME.conf
+ *   fcache-view --config FILE           volume from FILE
+ *   fcache-view --backing DIR --mountpoint DIR --cache-dir DIR [--set Key=Value]...
+ *
+ * The process started this way is the holder: it mounts the view (it opens
+ * /dev/fuse and mounts with allow_other,default_permissions), keeps the
+ * /dev/fuse descriptor, and runs the worker (the same binary, re-executed
+ * with --worker-fd) that serves it.  When the worker dies (kill -9, a crash,
+ * SIGTERM for an upgrade) the holder starts a new worker with --takeover on
+ * the same connection, so the mount never goes away.  SIGTERM to the holder
+ * unmounts and stops.  --no-holder serves in this process (no restart).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "view.h"
+
+int view_log_level = 6;
+static const char *log_name = "fcache-view";
+static const char *log_role = "";
+
+void view_log(int level, const char *fmt, ...)
+{
+        char buf[1024];
+        va_list ap;
+        int saved = errno;
+
+        if (level > view_log_level)
+                return;
+        va_start(ap, fmt);
+        errno = saved;  /* keep %m meaningful */
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        va_end(ap);
+        fprintf(stderr, "fcache-view[%s%s]: %s\n", log_name, log_role, buf);
+        errno = saved;
+}
+
+static void usage(void)
+{
+        fprintf(stderr,
+                "Usage: fcache-view NAME | --config FILE | --backing DIR --mountpoint DIR"
+                " --cache-dir DIR\n"
+                "       [--name NAME] [--set Key=Value]... [--no-holder] [--debug]\n"
+                "Keys: Backing Mountpoint CacheDir CacheSize Reserve Server AttrLease\n"
+                "      BackingTimeout HoardInterval Threads\n");
+}
+
+static volatile sig_atomic_t holder_stop;
+
+static void holder_signal(int sig)
+{
+        holder_stop = sig;
+}
+
+static int do_mount(const struct volume_config *cfg, int fd)
+{
+        char opts[256], src[256];
+        struct stat st;
+
+        if (stat(cfg->mountpoint, &st) < 0) {
+                if (errno == ENOTCONN) {
+                        log_warn("Replacing the stale mount on %s", cfg->mountpoint);
+                        if (umount2(cfg->mountpoint, MNT_DETACH) < 0)
+                                return log_error("Failed to unmount stale %s: %m",
+                                                 cfg->mountpoint), -errno;
+                        if (stat(cfg->mountpoint, &st) < 0)
+                                return log_error("Mountpoint %s: %m", cfg->mountpoint), -errno;
+                } else {
+                        return log_error("Mountpoint %s: %m", cfg->mountpoint), -errno;
+                }
+        }
+        if (!S_ISDIR(st.st_mode))
+                return log_error("Mountpoint %s is not a directory", cfg->mountpoint), -ENOTDIR;
+        snprintf(opts, sizeof(opts), "fd=%d,rootmode=40000,user_id=0,group_id=0,"
+                 "allow_other,default_permissions", fd);
+        snprintf(src, sizeof(src), "fcache:%s", cfg->name ? cfg->name : cfg->backing);
+        if (mount(src, cfg->mountpoint, "fuse.fcache", MS_NOSUID | MS_NODEV, opts) < 0)
+                return log_error("Failed to mount %s: %m", cfg->mountpoint), -errno;
+        return 0;
+}
+
+static pid_t start_worker(char **argv, int argc, int fd, bool takeover)
+{
+        char fdarg[32];
+        char **args = calloc((size_t)argc + 4, sizeof(*args));
+        pid_t pid;
+        int n = 0;
+
+        if (!args)
+                return -1;
+        args[n++] = argv[0];
+        for (int i = 1; i < argc; i++)
+                args[n++] = argv[i];
+        snprintf(fdarg, sizeof(fdarg), "--worker-fd=%d", fd);
+        args[n++] = fdarg;
+        if (takeover)
+                args[n++] = (char *)"--takeover";
+        args[n] = NULL;
+        pid = fork();
+        if (pid == 0) {
+                signal(SIGTERM, SIG_DFL);
+                signal(SIGINT, SIG_DFL);
+                execv("/proc/self/exe", args);
+                log_error("Failed to execute the worker: %m");
+                _exit(127);
+        }
+        free(args);
+        return pid;
+}
+
+static int holder_run(struct volume_config *cfg, int argc, char **argv)
+{
+        time_t deaths[5] = { 0 };
+        unsigned ndeaths = 0;
+        bool takeover = false;
+        int fd, status, r;
+        pid_t pid;
+
+        fd = open("/dev/fuse", O_RDWR);         /* inherited by every worker */
+        if (fd < 0)
+                return log_error("Failed to open /dev/fuse: %m"), 1;
+        if (do_mount(cfg, fd) < 0)
+                return 1;
+        log_info("Mounted %s on %s", cfg->backing, cfg->mountpoint);
+        {
+                /* No SA_RESTART: the signal must interrupt waitpid(). */
+                struct sigaction sa = { .sa_handler = holder_signal };
+
+                sigemptyset(&sa.sa_mask);
+                sigaction(SIGTERM, &sa, NULL);
+                sigaction(SIGINT, &sa, NULL);
+        }
+        signal(SIGPIPE, SIG_IGN);
+        for (;;) {
+                pid = start_worker(argv, argc, fd, takeover);
+                if (pid < 0) {
+                        log_error("Failed to start a worker: %m");
+                        break;
+                }
+                while ((r = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+                        if (holder_stop) {
+                                log_info("Stopping: unmounting %s", cfg->mountpoint);
+                                if (umount2(cfg->mountpoint, 0) < 0)
+                                        umount2(cfg->mountpoint, MNT_DETACH);
+                                kill(pid, SIGTERM);
+                        }
+                }
+                if (holder_stop)
+                        break;
+                if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+                        log_info("The view was unmounted");
+                        close(fd);
+                        return 0;
+                }
+                if (WIFSIGNALED(status))
+                        log_warn("Worker %d killed by signal %d; a new worker takes over",
+                                 (int)pid, WTERMSIG(status));
+                else
+                        log_warn("Worker %d exited with status %d; a new worker takes over",
+                                 (int)pid, WEXITSTATUS(status));
+                /* Give up after 5 deaths within 10 s: something is broken. */
+                deaths[ndeaths++ % 5] = time(NULL);
+                if (ndeaths >= 5 && time(NULL) - deaths[ndeaths % 5] < 10) {
+                        log_error("Workers keep dying; unmounting %s", cfg->mountpoint);
+                        umount2(cfg->mountpoint, MNT_DETACH);
+                        break;
+                }
+                takeover = true;
+        }
+        close(fd);
+        return holder_stop ? 0 : 1;
+}
+
+static int worker_setup(struct view *v, struct volume_config *cfg, bool takeover)
+{
+        struct file_handle *fh;
+        struct stat st;
+        int mount_id, r, fd;
+
+        v->cfg = cfg;
+        v->takeover = takeover;
+        v->lease_s = (double)cfg->attr_lease_ms / 1000.0;
+        v->control_fd = -1;
+        umask(0);       /* the kernel already applied the caller's umask */
+        v->root_fd = open(cfg->backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (v->root_fd < 0)
+                return log_error("Failed to open Backing %s: %m", cfg->backing), -errno;
+        /* open_by_handle_at() wants a real (not O_PATH) descriptor on the fs. */
+        v->mount_fd = open(cfg->backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (v->mount_fd < 0)
+                return log_error("Failed to open Backing %s: %m", cfg->backing), -errno;
+        if (fstat(v->root_fd, &st) < 0)
+                return -errno;
+        v->backing_dev = st.st_dev;
+        fh = malloc(sizeof(*fh) + MAX_HANDLE_SZ);
+        if (!fh)
+                return -ENOMEM;
+        fh->handle_bytes = MAX_HANDLE_SZ;
+        if (name_to_handle_at(v->root_fd, "", fh, &mount_id, AT_EMPTY_PATH) < 0) {
+                log_info("Backing has no file handles (name_to_handle_at: %m)");
+        } else {
+                fd = open_by_handle_at(v->mount_fd, fh, O_PATH | O_CLOEXEC);
+                if (fd >= 0) {
+                        v->handles = true;
+                        close(fd);
+                } else {
+                        log_info("File handles of the backing cannot be opened"
+                                 " (open_by_handle_at: %m)");
+                }
+        }
+        free(fh);
+        log_info("Backing %s %s file handles", cfg->backing,
+                 v->handles ? "has" : "has no (nodes re-resolve by parent and name)");
+        r = store_open(&v->store, cfg->cache_dir, cfg->cache_size, cfg->reserve);
+        if (r < 0)
+                return r;
+        r = vnode_table_init(v);
+        if (r < 0)
+                return r;
+        pthread_mutex_init(&v->ftab_lock, NULL);
+        v->files = g_hash_table_new(g_int64_hash, g_int64_equal);
+        v->next_fh = 1;
+        return state_open(v, takeover);
+}
+
+int main(int argc, char **argv)
+{
+        static const struct option opts[] = {
+                { "config", required_argument, NULL, 'c' },
+                { "backing", required_argument, NULL, 'b' },
+                { "mountpoint", required_argument, NULL, 'm' },
+                { "cache-dir", required_argument, NULL, 'd' },
+                { "name", required_argument, NULL, 'n' },
+                { "set", required_argument, NULL, 's' },
+                { "no-holder", no_argument, NULL, 'H' },
+                { "debug", no_argument, NULL, 'D' },
+                { "worker-fd", required_argument, NULL, 'W' },
+                { "takeover", no_argument, NULL, 'T' },
+                { "help", no_argument, NULL, 'h' },
+                {}
+        };
+        struct volume_config cfg;
+        struct view v = { 0 };
+        char err[512], path[4096];
+        bool no_holder = false, takeover = false;
+        int c, worker_fd = -1, r;
+
+        volume_config_init(&cfg);
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
+                const char *key = NULL;
+                char *eq;
+
+                switch (c) {
+                case 'c':
+                        if (volume_config_load(&cfg, optarg, err, sizeof(err)) < 0) {
+                                fprintf(stderr, "fcache-view: %s\n", err);
+                                return 2;
+                        }
+                        break;
+                case 'b': key = "Backing"; break;
+                case 'm': key = "Mountpoint"; break;
+                case 'd': key = "CacheDir"; break;
+                case 'n':
+                        free(cfg.name);
+                        cfg.name = strdup(optarg);
+                        break;
+                case 's':
+                        eq = strchr(optarg, '=');
+                        if (!eq) {
+                                fprintf(stderr, "fcache-view: --set %s: expected Key=Value\n",
+                                        optarg);
+                                return 2;
+                        }
+                        *eq = 0;
+                        r = volume_config_set(&cfg, optarg, eq + 1, err, sizeof(err));
+                        *eq = '=';
+                        if (r < 0) {
+                                fprintf(stderr, "fcache-view: --set: %s\n", err);
+                                return 2;
+                        }
+                        break;
+                case 'H': no_holder = true; break;
+                case 'D': view_log_level = 7; break;
+                case 'W': worker_fd = atoi(optarg); break;
+                case 'T': takeover = true; break;
+                case 'h': usage(); return 0;
+                default: usage(); return 2;
+                }
+                if (key && volume_config_set(&cfg, key, optarg, err, sizeof(err)) < 0) {
+                        fprintf(stderr, "fcache-view: %s\n", err);
+                        return 2;
+                }
+        }
+        if (optind < argc) {
+                if (optind + 1 != argc || strchr(argv[optind], '/')) {
+                        usage();
+                        return 2;
+                }
+                snprintf(path, sizeof(path), "%s/%s.conf", VOLUME_CONFIG_DIR, argv[optind]);
+                if (volume_config_load(&cfg, path, err, sizeof(err)) < 0) {
+                        fprintf(stderr, "fcache-view: %s\n", err);
+                        return 2;
+                }
+                free(cfg.name);
+                cfg.name = strdup(argv[optind]);
+        }
+        if (volume_config_validate(&cfg, err, sizeof(err)) < 0) {
+                fprintf(stderr, "fcache-view: %s\n", err);
+                return 2;
+        }
+        if (cfg.name)
+                log_name = cfg.name;
+        if (!no_holder && worker_fd < 0) {
+                log_role = " holder";
+                r = holder_run(&cfg, argc, argv);
+                volume_config_free(&cfg);
+                return r;
+        }
+        log_role = takeover ? " worker*" : " worker";
+        signal(SIGPIPE, SIG_IGN);
+        if (worker_fd < 0) {
+                worker_fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+                if (worker_fd < 0 || do_mount(&cfg, worker_fd) < 0)
+                        return 1;
+        }
+        fcntl(worker_fd, F_SETFD, FD_CLOEXEC);
+        r = worker_setup(&v, &cfg, takeover);
+        if (r < 0) {
+                log_error("Failed to start the volume: %s", strerror(-r));
+                return 3;
+        }
+        r = view_worker_run(&v, worker_fd);
+        if (no_holder && r == 1)
+                umount2(cfg.mountpoint, MNT_DETACH);
+        /* FUSE threads may still be inside the store: leave without tearing it
+         * down (every store commit is already durable in the WAL). */
+        fflush(stderr);
+        _exit(r < 0 ? 3 : r);
+}

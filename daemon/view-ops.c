@@ -1,0 +1,1029 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * view-ops.c: the FUSE low-level operations of a view, and its table of
+ * open files.
+ *
+ * Every operation replies exactly once, with -errno from the backing as it
+ * came.  The backing is reached only through descriptors and *at() calls.
+ * Operations that create or change objects run with the caller's fsuid,
+ * fsgid and groups (view-creds.c); lookups and the reopening of descriptors
+ * run as root, the kernel having checked permissions (default_permissions).
+ *
+ * O_DIRECT policy: the view never passes O_DIRECT to the backing (unaligned
+ * direct I/O would fail there).  An open with O_DIRECT gets FOPEN_DIRECT_IO:
+ * the kernel's page cache is bypassed for that open file, every read and
+ * write reaches this process, writes go straight through to the backing and
+ * reads come from the store only when the copy is valid, exactly as for any
+ * other open; alignment is not required.
+ *
+ * Locks: POSIX record locks and flock() are left to the kernel (the view's
+ * own lock table, shared by every local process); they are not forwarded to
+ * the backing.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/fsuid.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "view.h"
+
+struct vfile {
+        uint64_t fh;            /* immutable */
+        uint64_t id;            /* nodeid, immutable */
+        int flags;              /* open flags as the application gave them, immutable */
+        bool dir;               /* immutable */
+        pthread_mutex_t lock;
+        int fd;                 /* protected by lock: backing descriptor, -1 until reopened */
+        struct sobj *obj;       /* protected by lock: the store object, or NULL */
+};
+
+static struct view *V(fuse_req_t req)
+{
+        return fuse_req_userdata(req);
+}
+
+uint64_t now_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+int backing_reopen(int pathfd, int flags)
+{
+        char p[64];
+        int fd;
+
+        snprintf(p, sizeof(p), "/proc/self/fd/%d", pathfd);
+        fd = open(p, (flags & ~(O_NOFOLLOW | O_CREAT | O_EXCL | O_DIRECT)) | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+}
+
+static void proc_path(char *buf, size_t len, int fd)
+{
+        snprintf(buf, len, "/proc/self/fd/%d", fd);
+}
+
+/* ---- open files ---- */
+
+static struct vfile *vfile_add(struct view *v, uint64_t fh, uint64_t id, int fd, int flags,
+                               bool dir)
+{
+        struct vfile *f = calloc(1, sizeof(*f));
+
+        if (!f)
+                return NULL;
+        pthread_mutex_init(&f->lock, NULL);
+        f->id = id;
+        f->fd = fd;
+        f->flags = flags;
+        f->dir = dir;
+        pthread_mutex_lock(&v->ftab_lock);
+        f->fh = fh ? fh : v->next_fh++;
+        if (fh && fh >= v->next_fh)
+                v->next_fh = fh + 1;
+        g_hash_table_insert(v->files, &f->fh, f);
+        pthread_mutex_unlock(&v->ftab_lock);
+        state_log_open(v, f->fh, id, dir ? -1 : flags);
+        return f;
+}
+
+int vfile_restore(struct view *v, uint64_t fh, uint64_t id, int flags)
+{
+        return vfile_add(v, fh, id, -1, flags < 0 ? O_RDONLY | O_DIRECTORY : flags, flags < 0)
+               ? 0 : -ENOMEM;
+}
+
+void vfile_set_fh_floor(struct view *v, uint64_t fh)
+{
+        pthread_mutex_lock(&v->ftab_lock);
+        if (fh >= v->next_fh)
+                v->next_fh = fh + 1;
+        pthread_mutex_unlock(&v->ftab_lock);
+}
+
+static void vfile_remove(struct view *v, struct vfile *f)
+{
+        pthread_mutex_lock(&v->ftab_lock);
+        g_hash_table_remove(v->files, &f->fh);
+        pthread_mutex_unlock(&v->ftab_lock);
+        state_log_close(v, f->fh);
+        if (f->fd >= 0)
+                close(f->fd);
+        store_obj_put(v->store, f->obj);
+        pthread_mutex_destroy(&f->lock);
+        free(f);
+}
+
+/* Attaches the store object of a regular file open for reading. */
+static void attach_store(struct view *v, struct vfile *f, bool *keep_cache)
+{
+        bool unchanged = false, reading = (f->flags & O_ACCMODE) != O_WRONLY;
+        struct stat st;
+        int r;
+
+        *keep_cache = false;
+        if (fstat(f->fd, &st) < 0 || !S_ISREG(st.st_mode))
+                return;
+        if (reading && !vnode_cacheable(v, f->id))
+                reading = false;
+        r = store_obj_get(v->store, &st, reading, &unchanged, &f->obj);
+        if (r < 0) {
+                f->obj = NULL;
+                return;
+        }
+        *keep_cache = unchanged;
+}
+
+/* Returns the open file of fi with its backing descriptor, reopening it
+ * after a takeover. */
+static struct vfile *vfile_of(struct view *v, struct fuse_file_info *fi, int *err)
+{
+        struct vfile *f;
+        struct vnode *n;
+        uint64_t key = fi->fh;
+        int fd, pfd;
+        bool keep;
+
+        pthread_mutex_lock(&v->ftab_lock);
+        f = g_hash_table_lookup(v->files, &key);
+        pthread_mutex_unlock(&v->ftab_lock);
+        if (!f) {
+                *err = EBADF;
+                return NULL;
+        }
+        if (__atomic_load_n(&f->fd, __ATOMIC_ACQUIRE) >= 0)
+                return f;
+        pthread_mutex_lock(&f->lock);
+        if (f->fd < 0) {
+                pfd = vnode_get(v, f->id, &n);
+                if (pfd < 0) {
+                        pthread_mutex_unlock(&f->lock);
+                        *err = -pfd;
+                        return NULL;
+                }
+                fd = backing_reopen(pfd, f->flags & ~O_TRUNC);
+                vnode_put(v, n);
+                if (fd < 0) {
+                        pthread_mutex_unlock(&f->lock);
+                        log_warn("Failed to reopen file handle %" PRIu64 " after takeover: %s",
+                                 f->fh, strerror(-fd));
+                        *err = -fd;
+                        return NULL;
+                }
+                __atomic_store_n(&f->fd, fd, __ATOMIC_RELEASE);
+                if (!f->dir)
+                        attach_store(v, f, &keep);
+        }
+        pthread_mutex_unlock(&f->lock);
+        return f;
+}
+
+/* ---- helpers ---- */
+
+static void reply_entry_or_err(fuse_req_t req, int r, const struct fuse_entry_param *e)
+{
+        if (r < 0)
+                fuse_reply_err(req, -r);
+        else
+                fuse_reply_entry(req, e);
+}
+
+#define WITH_NODE(v, id, n, fd, req)                     \
+        struct vnode *n;                                 \
+        int fd = vnode_get(v, id, &n);                   \
+        if (fd < 0) {                                    \
+                fuse_reply_err(req, -fd);                \
+                return;                                  \
+        }
+
+/* Drops the store copy of the object name in pfd if this was its last link. */
+static void drop_if_last(struct view *v, const struct stat *st)
+{
+        if (S_ISREG(st->st_mode) && st->st_nlink <= 1)
+                store_drop_ino(v->store, st->st_ino, true);
+}
+
+/* ---- operations ---- */
+
+static void op_init(void *ud, struct fuse_conn_info *conn)
+{
+        struct view *v = ud;
+
+        if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
+                conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+        if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+                conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+        if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
+                conn->want |= FUSE_CAP_EXPORT_SUPPORT;
+        conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE |
+                        FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+        conn->time_gran = 1;
+        log_info("FUSE connection %s (protocol %u.%u)",
+                 v->takeover ? "taken over" : "initialised", conn->proto_major,
+                 conn->proto_minor);
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+        struct view *v = V(req);
+        struct fuse_entry_param e;
+        WITH_NODE(v, parent, p, pfd, req);
+        int r = vnode_lookup(v, parent, pfd, name, &e);
+
+        vnode_put(v, p);
+        if (r == -ENOENT) {
+                memset(&e, 0, sizeof(e));
+                e.entry_timeout = v->lease_s;   /* negative entry, within the lease */
+                fuse_reply_entry(req, &e);
+                return;
+        }
+        reply_entry_or_err(req, r, &e);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+        vnode_forget(V(req), ino, nlookup);
+        fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+        for (size_t i = 0; i < count; i++)
+                vnode_forget(V(req), forgets[i].ino, forgets[i].nlookup);
+        fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+        struct view *v = V(req);
+        struct stat st;
+        WITH_NODE(v, ino, n, fd, req);
+        int r = vnode_fill_stat(v, fd, &st);
+
+        vnode_put(v, n);
+        if (r < 0)
+                fuse_reply_err(req, -r);
+        else
+                fuse_reply_attr(req, &st, v->lease_s);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
+                       struct fuse_file_info *fi)
+{
+        struct view *v = V(req);
+        struct vfile *f = NULL;
+        struct creds c;
+        struct stat st;
+        char path[64];
+        int r = 0, err, ffd = -1;
+        WITH_NODE(v, ino, n, fd, req);
+
+        if (fi) {
+                f = vfile_of(v, fi, &err);
+                if (f && !f->dir)
+                        ffd = f->fd;
+        }
+        proc_path(path, sizeof(path), fd);
+        r = creds_enter(req, &c);
+        if (r < 0)
+                goto out;
+        if (valid & FUSE_SET_ATTR_MODE) {
+                if (ffd >= 0)
+                        r = fchmod(ffd, attr->st_mode);
+                else
+                        r = fchmodat(AT_FDCWD, path, attr->st_mode, 0);
+                if (r < 0) {
+                        r = -errno;
+                        goto leave;
+                }
+        }
+        if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+                uid_t uid = valid & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1;
+                gid_t gid = valid & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1;
+
+                if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
+                        r = -errno;
+                        goto leave;
+                }
+        }
+        if (valid & FUSE_SET_ATTR_SIZE) {
+                if (ffd >= 0)
+                        r = ftruncate(ffd, attr->st_size);
+                else
+                        r = truncate(path, attr->st_size);
+                if (r < 0) {
+                        r = -errno;
+                        goto leave;
+                }
+        }
+        if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
+                struct timespec tv[2];
+
+                tv[0].tv_sec = 0;
+                tv[1].tv_sec = 0;
+                tv[0].tv_nsec = UTIME_OMIT;
+                tv[1].tv_nsec = UTIME_OMIT;
+                if (valid & FUSE_SET_ATTR_ATIME_NOW)
+                        tv[0].tv_nsec = UTIME_NOW;
+                else if (valid & FUSE_SET_ATTR_ATIME)
+                        tv[0] = attr->st_atim;
+                if (valid & FUSE_SET_ATTR_MTIME_NOW)
+                        tv[1].tv_nsec = UTIME_NOW;
+                else if (valid & FUSE_SET_ATTR_MTIME)
+                        tv[1] = attr->st_mtim;
+                if (ffd >= 0)
+                        r = futimens(ffd, tv);
+                else if (S_ISLNK(vnode_type(n)))
+                        r = syscall(SYS_utimensat, fd, NULL, tv, 0);
+                else
+                        r = utimensat(AT_FDCWD, path, tv, 0);
+                if (r < 0) {
+                        r = -errno;
+                        goto leave;
+                }
+        }
+leave:
+        creds_leave(&c);
+out:
+        if (r >= 0)
+                r = vnode_fill_stat(v, fd, &st);
+        if (r >= 0 && (valid & FUSE_SET_ATTR_SIZE) && S_ISREG(st.st_mode)) {
+                struct sobj *o;
+
+                /* Drop what the truncation changed, keep the rest. */
+                if (store_obj_find(v->store, st.st_ino, &o) == 0) {
+                        store_obj_changed_range(v->store, o, attr->st_size, -1, &st);
+                        store_obj_put(v->store, o);
+                }
+        }
+        vnode_put(v, n);
+        if (r < 0)
+                fuse_reply_err(req, -r);
+        else
+                fuse_reply_attr(req, &st, v->lease_s);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+        struct view *v = V(req);
+        char buf[PATH_MAX + 1];
+        WITH_NODE(v, ino, n, fd, req);
+        ssize_t len = readlinkat(fd, "", buf, sizeof(buf));
+        int err = errno;
+
+        vnode_put(v, n);
+        if (len < 0)
+                fuse_reply_err(req, err);
+        else if (len >= (ssize_t)sizeof(buf))
+                fuse_reply_err(req, ENAMETOOLONG);
+        else {
+                buf[len] = 0;
+                fuse_reply_readlink(req, buf);
+        }
+}
+
+enum mk { MK_NOD, MK_DIR, MK_LINK };
+
+static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                      dev_t rdev, const char *target, enum mk kind)
+{
+        struct view *v = V(req);
+        struct fuse_entry_param e;
+        struct creds c;
+        int r;
+        WITH_NODE(v, parent, p, pfd, req);
+
+        r = creds_enter(req, &c);
+        if (r >= 0) {
+                if (kind == MK_DIR)
+                        r = mkdirat(pfd, name, mode);
+                else if (kind == MK_LINK)
+                        r = symlinkat(target, pfd, name);
+                else
+                        r = mknodat(pfd, name, mode, rdev);
+                if (r < 0)
+                        r = -errno;
+                creds_leave(&c);
+        }
+        if (r >= 0)
+                r = vnode_lookup(v, parent, pfd, name, &e);
+        vnode_put(v, p);
+        reply_entry_or_err(req, r, &e);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                     dev_t rdev)
+{
+        make_node(req, parent, name, mode, rdev, NULL, MK_NOD);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+        make_node(req, parent, name, mode, 0, NULL, MK_DIR);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+        make_node(req, parent, name, 0, 0, link, MK_LINK);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+        struct view *v = V(req);
+        struct fuse_entry_param e;
+        struct vnode *np;
+        int r, npfd;
+        WITH_NODE(v, ino, n, fd, req);
+
+        npfd = vnode_get(v, newparent, &np);
+        if (npfd < 0) {
+                vnode_put(v, n);
+                fuse_reply_err(req, -npfd);
+                return;
+        }
+        r = linkat(fd, "", npfd, newname, AT_EMPTY_PATH) < 0 ? -errno : 0;
+        if (r >= 0)
+                r = vnode_lookup(v, newparent, npfd, newname, &e);
+        vnode_put(v, np);
+        vnode_put(v, n);
+        reply_entry_or_err(req, r, &e);
+}
+
+static void op_unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, int flags)
+{
+        struct view *v = V(req);
+        struct stat st;
+        struct creds c;
+        bool had;
+        int r;
+        WITH_NODE(v, parent, p, pfd, req);
+
+        had = fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+        r = creds_enter(req, &c);
+        if (r >= 0) {
+                r = unlinkat(pfd, name, flags) < 0 ? -errno : 0;
+                creds_leave(&c);
+        }
+        if (r >= 0 && had)
+                drop_if_last(v, &st);
+        vnode_put(v, p);
+        fuse_reply_err(req, -r);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+        op_unlink_common(req, parent, name, 0);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+        op_unlink_common(req, parent, name, AT_REMOVEDIR);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+                      const char *newname, unsigned int flags)
+{
+        struct view *v = V(req);
+        struct vnode *np;
+        struct stat victim;
+        struct creds c;
+        bool had;
+        int r, npfd;
+        WITH_NODE(v, parent, p, pfd, req);
+
+        npfd = vnode_get(v, newparent, &np);
+        if (npfd < 0) {
+                vnode_put(v, p);
+                fuse_reply_err(req, -npfd);
+                return;
+        }
+        had = !(flags & RENAME_EXCHANGE) &&
+              fstatat(npfd, newname, &victim, AT_SYMLINK_NOFOLLOW) == 0;
+        r = creds_enter(req, &c);
+        if (r >= 0) {
+                r = renameat2(pfd, name, npfd, newname, flags) < 0 ? -errno : 0;
+                creds_leave(&c);
+        }
+        if (r >= 0) {
+                if (had)
+                        drop_if_last(v, &victim);
+                vnode_moved(v, newparent, npfd, newname);
+                if (flags & RENAME_EXCHANGE)
+                        vnode_moved(v, parent, pfd, name);
+        }
+        vnode_put(v, np);
+        vnode_put(v, p);
+        fuse_reply_err(req, -r);
+}
+
+static int open_flags(struct fuse_file_info *fi)
+{
+        return fi->flags & ~(O_DIRECT | O_NOFOLLOW);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+        struct view *v = V(req);
+        struct vfile *f;
+        struct creds c;
+        bool keep = false;
+        int r, bfd;
+        WITH_NODE(v, ino, n, fd, req);
+
+        r = creds_enter(req, &c);
+        if (r < 0) {
+                vnode_put(v, n);
+                fuse_reply_err(req, -r);
+                return;
+        }
+        bfd = backing_reopen(fd, open_flags(fi));
+        creds_leave(&c);
+        vnode_put(v, n);
+        if (bfd < 0) {
+                fuse_reply_err(req, -bfd);
+                return;
+        }
+        f = vfile_add(v, 0, ino, bfd, open_flags(fi), false);
+        if (!f) {
+                close(bfd);
+                fuse_reply_err(req, ENOMEM);
+                return;
+        }
+        attach_store(v, f, &keep);
+        fi->fh = f->fh;
+        fi->keep_cache = keep;
+        if (fi->flags & O_DIRECT)
+                fi->direct_io = 1;
+        if (fuse_reply_open(req, fi) < 0)
+                vfile_remove(v, f);     /* the open was interrupted */
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                      struct fuse_file_info *fi)
+{
+        struct view *v = V(req);
+        struct fuse_entry_param e;
+        struct vfile *f;
+        struct creds c;
+        int r, bfd = -1;
+        WITH_NODE(v, parent, p, pfd, req);
+
+        r = creds_enter(req, &c);
+        if (r >= 0) {
+                bfd = openat(pfd, name, (open_flags(fi) | O_CREAT | O_NOFOLLOW | O_CLOEXEC),
+                             mode);
+                r = bfd < 0 ? -errno : 0;
+                creds_leave(&c);
+        }
+        if (r >= 0)
+                r = vnode_lookup(v, parent, pfd, name, &e);
+        vnode_put(v, p);
+        if (r < 0) {
+                if (bfd >= 0)
+                        close(bfd);
+                fuse_reply_err(req, -r);
+                return;
+        }
+        f = vfile_add(v, 0, e.ino, bfd, open_flags(fi) & ~(O_CREAT | O_EXCL | O_TRUNC), false);
+        if (!f) {
+                close(bfd);
+                vnode_forget(v, e.ino, 1);
+                fuse_reply_err(req, ENOMEM);
+                return;
+        }
+        fi->fh = f->fh;
+        if (fi->flags & O_DIRECT)
+                fi->direct_io = 1;
+        if (fuse_reply_create(req, &e, fi) < 0) {
+                vfile_remove(v, f);
+                vnode_forget(v, e.ino, 1);
+        }
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+        struct view *v = V(req);
+        struct vfile *f;
+        ssize_t n;
+        char *buf;
+        int err;
+
+        f = vfile_of(v, fi, &err);
+        if (!f) {
+                fuse_reply_err(req, err);
+                return;
+        }
+        buf = malloc(size ? size : 1);
+        if (!buf) {
+                fuse_reply_err(req, ENOMEM);
+                return;
+        }
+        if (f->obj) {
+                uint64_t lease_ns = (uint64_t)(v->lease_s * 1e9);
+
+                if (store_obj_stale(f->obj, now_ns(), lease_ns)) {
+                        struct stat st;
+
+                        /* An erroring backing keeps the valid copy serving. */
+                        if (fstat(f->fd, &st) == 0)
+                                store_obj_revalidate(v->store, f->obj, &st, NULL);
+                }
+                n = store_obj_read(v->store, f->obj, f->fd, buf, size, off);
+        } else {
+                n = pread(f->fd, buf, size, off);
+                if (n < 0)
+                        n = -errno;
+        }
+        if (n < 0)
+                fuse_reply_err(req, (int)-n);
+        else
+                fuse_reply_buf(req, buf, (size_t)n);
+        free(buf);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                     struct fuse_file_info *fi)
+{
+        struct view *v = V(req);
+        struct vfile *f;
+        struct stat st;
+        ssize_t n;
+        int err;
+
+        f = vfile_of(v, fi, &err);
+        if (!f) {
+                fuse_reply_err(req, err);
+                return;
+        }
+        /* fsuid of the writer, so that the backing clears set-id bits as it would. */
+        {
+                const struct fuse_ctx *ctx = fuse_req_ctx(req);
+                bool sw = ctx->uid != 0 && !fi->writepage;
+
+                if (sw) {
+                        setfsgid(ctx->gid);
+                        setfsuid(ctx->uid);
+                }
+                n = pwrite(f->fd, buf, size, off);
+                err = errno;
+                if (sw) {
+                        setfsuid(0);
+                        setfsgid(0);
+                }
+        }
+        if (n < 0) {
+                fuse_reply_err(req, err);
+                return;
+        }
+        if (f->obj && fstat(f->fd, &st) == 0)
+                store_obj_written(v->store, f->obj, buf, (size_t)n, off, &st);
+        fuse_reply_write(req, (size_t)n);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+        struct vfile *f;
+        int err, fd;
+
+        f = vfile_of(V(req), fi, &err);
+        if (!f) {
+                fuse_reply_err(req, err);
+                return;
+        }
+        /* Closing a duplicate makes network backings write back and report
+         * errors at close(), as they would for the application. */
+        fd = dup(f->fd);
+        err = fd < 0 ? errno : close(fd) < 0 ? errno : 0;
+        fuse_reply_err(req, err);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+        struct view *v = V(req);
+        struct vfile *f;
+        uint64_t key = fi->fh;
+
+        pthread_mutex_lock(&v->ftab_lock);
+        f = g_hash_table_lookup(v->files, &key);
+        pthread_mutex_unlock(&v->ftab_lock);
+        if (f)
+                vfile_remove(v, f);
+        fuse_reply_err(req, 0);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+        struct vfile *f;
+        int err;
+
+        f = vfile_of(V(req), fi, &err);
+        if (!f) {
+                fuse_reply_err(req, err);
+                return;
+        }
+        err = (datasync ? fdatasync(f->fd) : fsync(f->fd)) < 0 ? errno : 0;
+        fuse_reply_err(req, err);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+        struct view *v = V(req);
+        struct vfile *f;
+        int dfd;
+        WITH_NODE(v, ino, n, fd, req);
+
+        dfd = backing_reopen(fd, O_RDONLY | O_DIRECTORY);
+        vnode_put(v, n);
+        if (dfd < 0) {
+                fuse_reply_err(req, -dfd);
+                return;
+        }
+        f = vfile_add(v, 0, ino, dfd, O_RDONLY | O_DIRECTORY, true);
+        if (!f) {
+                close(dfd);
+                fuse_reply_err(req, ENOMEM);
+                return;
+        }
+        fi->fh = f->fh;
+        if (fuse_reply_open(req, fi) < 0)
+                vfile_remove(v, f);
+}
+
+struct linux_dirent64 {
+        uint64_t d_ino;
+        int64_t d_off;
+        unsigned short d_reclen;
+        unsigned char d_type;
+        char d_name[];
+};
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi)
+{
+        struct view *v = V(req);
+        char *out, *raw;
+        size_t used = 0;
+        struct vfile *f;
+        int err = 0;
+
+        f = vfile_of(v, fi, &err);
+        if (!f) {
+                fuse_reply_err(req, err);
+                return;
+        }
+        out = malloc(size);
+        raw = malloc(size < 32768 ? 32768 : size);
+        if (!out || !raw) {
+                free(out);
+                free(raw);
+                fuse_reply_err(req, ENOMEM);
+                return;
+        }
+        /* Offsets are the backing's own d_off cookies: stateless, so a
+         * successor process continues a listing where this one stopped. */
+        pthread_mutex_lock(&f->lock);
+        if (lseek(f->fd, off, SEEK_SET) < 0) {
+                err = errno;
+        } else {
+                bool full = false;
+
+                while (!full) {
+                        long n = syscall(SYS_getdents64, f->fd, raw,
+                                         size < 32768 ? 32768 : size);
+
+                        if (n < 0) {
+                                err = errno;
+                                break;
+                        }
+                        if (n == 0)
+                                break;
+                        for (long pos = 0; pos < n;) {
+                                struct linux_dirent64 *d = (void *)(raw + pos);
+                                struct stat st = { .st_ino = d->d_ino,
+                                                   .st_mode = (mode_t)d->d_type << 12 };
+                                size_t need = fuse_add_direntry(req, out + used, size - used,
+                                                                d->d_name, &st, d->d_off);
+
+                                if (need > size - used) {
+                                        full = true;
+                                        break;
+                                }
+                                used += need;
+                                pos += d->d_reclen;
+                        }
+                }
+        }
+        pthread_mutex_unlock(&f->lock);
+        if (err && !used)
+                fuse_reply_err(req, err);
+        else
+                fuse_reply_buf(req, out, used);
+        free(out);
+        free(raw);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+        op_release(req, ino, fi);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+                        struct fuse_file_info *fi)
+{
+        op_fsync(req, ino, datasync, fi);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+        struct view *v = V(req);
+        struct statvfs sv;
+
+        if (fstatvfs(v->root_fd, &sv) < 0)
+                fuse_reply_err(req, errno);
+        else
+                fuse_reply_statfs(req, &sv);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                        size_t size, int flags)
+{
+        struct view *v = V(req);
+        struct creds c;
+        char path[64];
+        int r;
+        WITH_NODE(v, ino, n, fd, req);
+
+        proc_path(path, sizeof(path), fd);
+        r = creds_enter(req, &c);
+        if (r >= 0) {
+                r = (S_ISLNK(vnode_type(n)) ? -1 : setxattr(path, name, value, size, flags));
+                r = r < 0 ? (S_ISLNK(vnode_type(n)) ? -EPERM : -errno) : 0;
+                creds_leave(&c);
+        }
+        vnode_put(v, n);
+        fuse_reply_err(req, -r);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+        struct view *v = V(req);
+        char path[64], *buf = NULL;
+        ssize_t r;
+        WITH_NODE(v, ino, n, fd, req);
+
+        proc_path(path, sizeof(path), fd);
+        if (S_ISLNK(vnode_type(n))) {
+                r = -ENODATA;
+        } else if (size) {
+                buf = malloc(size);
+                r = !buf ? -ENOMEM : getxattr(path, name, buf, size);
+                if (r < 0 && buf)
+                        r = -errno;
+        } else {
+                r = getxattr(path, name, NULL, 0);
+                if (r < 0)
+                        r = -errno;
+        }
+        vnode_put(v, n);
+        if (r < 0)
+                fuse_reply_err(req, (int)-r);
+        else if (size)
+                fuse_reply_buf(req, buf, (size_t)r);
+        else
+                fuse_reply_xattr(req, (size_t)r);
+        free(buf);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+        struct view *v = V(req);
+        char path[64], *buf = NULL;
+        ssize_t r;
+        WITH_NODE(v, ino, n, fd, req);
+
+        proc_path(path, sizeof(path), fd);
+        if (S_ISLNK(vnode_type(n))) {
+                r = 0;
+        } else if (size) {
+                buf = malloc(size);
+                r = !buf ? -ENOMEM : listxattr(path, buf, size);
+                if (r < 0 && buf)
+                        r = -errno;
+        } else {
+                r = listxattr(path, NULL, 0);
+                if (r < 0)
+                        r = -errno;
+        }
+        vnode_put(v, n);
+        if (r < 0)
+                fuse_reply_err(req, (int)-r);
+        else if (size)
+                fuse_reply_buf(req, buf, (size_t)r);
+        else
+                fuse_reply_xattr(req, (size_t)r);
+        free(buf);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+        struct view *v = V(req);
+        struct creds c;
+        char path[64];
+        int r;
+        WITH_NODE(v, ino, n, fd, req);
+
+        proc_path(path, sizeof(path), fd);
+        r = creds_enter(req, &c);
+        if (r >= 0) {
+                r = S_ISLNK(vnode_type(n)) ? -EPERM :
+                    removexattr(path, name) < 0 ? -errno : 0;
+                creds_leave(&c);
+        }
+        vnode_put(v, n);
+        fuse_reply_err(req, -r);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+                         struct fuse_file_info *fi)
+{
+        struct view *v = V(req);
+        struct vfile *f;
+        struct stat st;
+        int err;
+
+        f = vfile_of(v, fi, &err);
+        if (!f) {
+                fuse_reply_err(req, err);
+                return;
+        }
+        err = fallocate(f->fd, mode, offset, length) < 0 ? errno : 0;
+        if (!err && f->obj && fstat(f->fd, &st) == 0)
+                store_obj_changed_range(v->store, f->obj, offset, length, &st);
+        fuse_reply_err(req, err);
+}
+
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+                     struct fuse_file_info *fi)
+{
+        struct vfile *f;
+        off_t r;
+        int err;
+
+        f = vfile_of(V(req), fi, &err);
+        if (!f) {
+                fuse_reply_err(req, err);
+                return;
+        }
+        r = lseek(f->fd, off, whence);
+        if (r < 0)
+                fuse_reply_err(req, errno);
+        else
+                fuse_reply_lseek(req, r);
+}
+
+const struct fuse_lowlevel_ops view_ops = {
+        .init = op_init,
+        .lookup = op_lookup,
+        .forget = op_forget,
+        .forget_multi = op_forget_multi,
+        .getattr = op_getattr,
+        .setattr = op_setattr,
+        .readlink = op_readlink,
+        .mknod = op_mknod,
+        .mkdir = op_mkdir,
+        .symlink = op_symlink,
+        .link = op_link,
+        .unlink = op_unlink,
+        .rmdir = op_rmdir,
+        .rename = op_rename,
+        .open = op_open,
+        .create = op_create,
+        .read = op_read,
+        .write = op_write,
+        .flush = op_flush,
+        .release = op_release,
+        .fsync = op_fsync,
+        .opendir = op_opendir,
+        .readdir = op_readdir,
+        .releasedir = op_releasedir,
+        .fsyncdir = op_fsyncdir,
+        .statfs = op_statfs,
+        .setxattr = op_setxattr,
+        .getxattr = op_getxattr,
+        .listxattr = op_listxattr,
+        .removexattr = op_removexattr,
+        .fallocate = op_fallocate,
+        .lseek = op_lseek,
+};

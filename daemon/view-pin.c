@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * view-pin.c: walks over a backing subtree for pins (hoarding), unpins and
+ * flushes.  A pin is admitted before anything is fetched: the sizes of the
+ * files not yet pinned must fit in CacheSize minus Reserve minus what is
+ * already pinned, else it fails at once with the size it needs.  Then every
+ * file is fetched completely into the store and marked pinned (never
+ * culled).  The hoard thread repeats the walk for every recorded pin, so a
+ * pinned subtree stays complete as it changes on the server.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <linux/openat2.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "view.h"
+
+#define MAX_DEPTH 2048
+
+typedef int (*file_fn)(struct view *v, int dfd, const char *name, const struct stat *st,
+                       void *ud);
+
+struct walk {
+        struct view *v;
+        struct pin_result *res;
+        file_fn fn;
+        void *ud;
+        bool recursive;
+        bool cancel;
+};
+
+static int walk_dir(struct walk *w, int dfd, int depth)
+{
+        DIR *d;
+        struct dirent *de;
+        int r = 0;
+
+        if (depth > MAX_DEPTH)
+                return -ELOOP;
+        d = fdopendir(dfd);
+        if (!d) {
+                r = -errno;
+                close(dfd);
+                return r;
+        }
+        w->res->dirs++;
+        while ((de = readdir(d)) && !w->cancel) {
+                struct stat st;
+                int cfd;
+
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                        continue;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                        w->res->failed++;
+                        continue;
+                }
+                if (S_ISREG(st.st_mode)) {
+                        w->res->files++;
+                        w->res->total_bytes += (uint64_t)st.st_size;
+                        if (w->fn(w->v, dirfd(d), de->d_name, &st, w->ud) < 0)
+                                w->res->failed++;
+                } else if (S_ISDIR(st.st_mode) && w->recursive) {
+                        cfd = openat(dirfd(d), de->d_name,
+                                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (cfd < 0 || walk_dir(w, cfd, depth + 1) < 0)
+                                w->res->failed++;
+                }
+        }
+        closedir(d);
+        return r;
+}
+
+/* fd: O_PATH descriptor of the walk's root (file or directory). */
+static int walk(struct view *v, int fd, bool recursive, file_fn fn, void *ud,
+                struct pin_result *res)
+{
+        struct walk w = { v, res, fn, ud, recursive, false };
+        struct stat st;
+        int dfd;
+
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (S_ISREG(st.st_mode)) {
+                res->files++;
+                res->total_bytes += (uint64_t)st.st_size;
+                return fn(v, fd, NULL, &st, ud);
+        }
+        if (!S_ISDIR(st.st_mode))
+                return -EINVAL;
+        dfd = backing_reopen(fd, O_RDONLY | O_DIRECTORY);
+        if (dfd < 0)
+                return dfd;
+        return walk_dir(&w, dfd, 0);
+}
+
+static int open_file(int dfd, const char *name)
+{
+        int fd = name ? openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+                      : backing_reopen(dfd, O_RDONLY);
+
+        return fd < 0 && name ? -errno : fd;
+}
+
+static int measure_one(struct view *v, int dfd, const char *name, const struct stat *st,
+                       void *ud)
+{
+        struct pin_result *res = ud;
+        struct sobj_info info;
+
+        if (store_info_ino(v->store, st->st_ino, &info) == 0 && info.pin >= 0)
+                return 0;
+        res->needed += (uint64_t)st->st_size;
+        return 0;
+}
+
+struct fill_ctx {
+        struct pin_result *res;
+        int prio;
+};
+
+static int pin_one(struct view *v, int dfd, const char *name, const struct stat *lst, void *ud)
+{
+        struct fill_ctx *c = ud;
+        struct sobj *o;
+        struct stat st;
+        bool same;
+        int fd, r;
+
+        fd = open_file(dfd, name);
+        if (fd < 0)
+                return fd;
+        if (fstat(fd, &st) < 0) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        r = store_obj_get(v->store, &st, true, &same, &o);
+        if (r == 0) {
+                r = store_obj_set_pin(v->store, o, c->prio);
+                if (r == 0)
+                        r = store_obj_fill(v->store, o, fd, &c->res->fetched);
+                store_obj_put(v->store, o);
+        }
+        if (r < 0)
+                log_warn("Failed to hoard inode %" PRIu64 ": %s", (uint64_t)st.st_ino,
+                         strerror(-r));
+        close(fd);
+        return r;
+}
+
+int pin_subtree(struct view *v, int fd, bool recursive, int prio, bool dry_run,
+                struct pin_result *res, uint64_t *available)
+{
+        struct fill_ctx c = { res, prio };
+        struct store_stats st;
+        int r;
+
+        memset(res, 0, sizeof(*res));
+        if (available) {
+                r = walk(v, fd, recursive, measure_one, res, res);
+                if (r < 0)
+                        return r;
+                store_get_stats(v->store, &st);
+                *available = st.capacity > st.pinned ? st.capacity - st.pinned : 0;
+                if (res->needed > *available)
+                        return -ENOSPC;
+                if (dry_run)
+                        return 0;
+                memset(res, 0, sizeof(*res));
+                res->needed = 0;
+        }
+        return walk(v, fd, recursive, pin_one, &c, res);
+}
+
+static int unpin_one(struct view *v, int dfd, const char *name, const struct stat *st,
+                     void *ud)
+{
+        struct sobj *o;
+        int r;
+
+        if (store_obj_find(v->store, st->st_ino, &o) < 0)
+                return 0;
+        r = store_obj_set_pin(v->store, o, -1);
+        store_obj_put(v->store, o);
+        return r;
+}
+
+int unpin_subtree(struct view *v, int fd, bool recursive, struct pin_result *res)
+{
+        memset(res, 0, sizeof(*res));
+        return walk(v, fd, recursive, unpin_one, NULL, res);
+}
+
+static int flush_one(struct view *v, int dfd, const char *name, const struct stat *st,
+                     void *ud)
+{
+        struct pin_result *res = ud;
+        struct sobj_info info;
+        fuse_ino_t id;
+        int r;
+
+        if (store_info_ino(v->store, st->st_ino, &info) < 0 || !info.bytes)
+                return 0;
+        r = store_drop_ino(v->store, st->st_ino, false);
+        if (r < 0)
+                return r;
+        if (r == 0) {
+                res->needed++;          /* kept: pinned */
+                return 0;
+        }
+        res->fetched++;                 /* dropped */
+        id = vnode_id_of_ino(v, st->st_ino);
+        if (id && v->se)
+                fuse_lowlevel_notify_inval_inode(v->se, id, 0, 0);
+        return 0;
+}
+
+int flush_subtree(struct view *v, int fd, bool recursive, struct pin_result *res)
+{
+        memset(res, 0, sizeof(*res));
+        return walk(v, fd, recursive, flush_one, res, res);
+}
+
+static int hoard_one(void *ud, const char *path, int prio)
+{
+        struct view *v = ud;
+        struct pin_result res;
+        int fd = view_open_path(v, path, O_PATH | O_NOFOLLOW);
+
+        if (fd < 0) {
+                log_warn("Pinned path '%s' cannot be opened: %s, keeping the pin", path,
+                         strerror(-fd));
+                return 0;
+        }
+        pin_subtree(v, fd, true, prio, false, &res, NULL);
+        close(fd);
+        if (res.fetched)
+                log_info("Hoard walk of '%s' fetched %" PRIu64 " bytes", path, res.fetched);
+        return 0;
+}
+
+int pin_walk_all(struct view *v)
+{
+        return store_pin_foreach(v->store, hoard_one, v);
+}
+
+int view_open_path(struct view *v, const char *path, int flags)
+{
+        struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC),
+                                .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS };
+        size_t ml = strlen(v->cfg->mountpoint);
+        int fd;
+
+        if (path[0] == '/') {
+                if (strncmp(path, v->cfg->mountpoint, ml) || (path[ml] && path[ml] != '/'))
+                        return -EXDEV;
+                path += ml;
+        }
+        while (*path == '/')
+                path++;
+        if (!*path)
+                path = ".";
+        fd = (int)syscall(SYS_openat2, v->root_fd, path, &how, sizeof(how));
+        return fd < 0 ? -errno : fd;
+}

@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * view-session.c: the worker side of fcache-view: it serves a FUSE
+ * connection whose /dev/fuse descriptor it inherited from the holder.
+ *
+ * The worker runs its own loop (fuse_session_receive_buf/process_buf on N
+ * threads) rather than fuse_session_loop_mt, because it needs to see the
+ * raw requests: the first worker of a connection saves the FUSE_INIT request
+ * the kernel sent, and a successor (--takeover) feeds that saved INIT to
+ * libfuse again so that libfuse accepts requests on a connection the kernel
+ * will never initialise a second time.  libfuse's reply to that replayed INIT
+ * carries a unique id the kernel does not know and is dropped by the kernel
+ * (ENOENT, which libfuse does not report).  The successor then sends
+ * FUSE_NOTIFY_RESEND (Linux 6.9+), which puts every request the dead worker
+ * had read but not answered back in the queue, so applications see a pause,
+ * not a hang or ENOTCONN.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <linux/fuse.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "view.h"
+
+#ifndef FUSE_NOTIFY_RESEND
+#define FUSE_NOTIFY_RESEND 7
+#endif
+
+/* A unique id no kernel request has: even, far above the kernel's counter. */
+#define REPLAYED_INIT_UNIQUE (1ULL << 62)
+
+struct loop {
+        struct view *v;
+        struct fuse_session *se;
+        pthread_mutex_t lock;
+        pthread_cond_t done;
+        unsigned running;       /* protected by lock */
+        bool init_saved;        /* protected by lock */
+};
+
+static void *worker_thread(void *arg)
+{
+        struct loop *l = arg;
+        struct fuse_buf buf = { 0 };
+
+        while (!fuse_session_exited(l->se)) {
+                int res = fuse_session_receive_buf(l->se, &buf);
+
+                if (res == -EINTR || res == -EAGAIN)
+                        continue;
+                if (res <= 0) {
+                        if (res < 0 && res != -ENODEV)
+                                log_error("Failed to read from /dev/fuse: %s", strerror(-res));
+                        fuse_session_exit(l->se);
+                        break;
+                }
+                if (!(buf.flags & FUSE_BUF_IS_FD) && (size_t)res >= sizeof(struct fuse_in_header)) {
+                        const struct fuse_in_header *in = buf.mem;
+
+                        if (in->opcode == FUSE_INIT) {
+                                pthread_mutex_lock(&l->lock);
+                                if (!l->init_saved && state_save_init(l->v, buf.mem, (size_t)res) == 0)
+                                        l->init_saved = true;
+                                pthread_mutex_unlock(&l->lock);
+                        }
+                }
+                fuse_session_process_buf(l->se, &buf);
+        }
+        free(buf.mem);
+        pthread_mutex_lock(&l->lock);
+        l->running--;
+        pthread_cond_signal(&l->done);
+        pthread_mutex_unlock(&l->lock);
+        return NULL;
+}
+
+static int replay_init(struct view *v, struct fuse_session *se)
+{
+        struct fuse_buf buf = { 0 };
+        struct fuse_in_header *in;
+        void *mem;
+        size_t len;
+        int r = state_load_init(v, &mem, &len);
+
+        if (r < 0) {
+                log_error("Cannot take over: no saved FUSE_INIT in %s: %s", v->init_path,
+                          strerror(-r));
+                return r;
+        }
+        if (len < sizeof(*in) + sizeof(struct fuse_init_in) - 4 * sizeof(uint32_t) ||
+            ((struct fuse_in_header *)mem)->opcode != FUSE_INIT) {
+                g_free(mem);
+                log_error("Cannot take over: %s is not a FUSE_INIT request", v->init_path);
+                return -EINVAL;
+        }
+        in = mem;
+        in->unique = REPLAYED_INIT_UNIQUE;
+        buf.mem = mem;
+        buf.size = len;
+        fuse_session_process_buf(se, &buf);
+        g_free(mem);
+        return 0;
+}
+
+static void send_resend(int fd)
+{
+        struct fuse_out_header oh = {
+                .len = sizeof(oh), .error = FUSE_NOTIFY_RESEND, .unique = 0,
+        };
+
+        if (write(fd, &oh, sizeof(oh)) < 0)
+                log_warn("FUSE_NOTIFY_RESEND failed: %m; requests the previous worker had"
+                         " read stay unanswered");
+        else
+                log_info("Asked the kernel to resend the requests the previous worker had read");
+}
+
+static void *hoard_thread(void *arg);
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+        stop_signal = sig;
+}
+
+int view_worker_run(struct view *v, int fuse_fd)
+{
+        char *argv[] = { (char *)"fcache-view", NULL };
+        struct fuse_args args = FUSE_ARGS_INIT(1, argv);
+        struct loop l = { .v = v };
+        char mnt[64];
+        pthread_t *tids, hoard;
+        sigset_t set, old;
+        int r = 0;
+
+        pthread_mutex_init(&l.lock, NULL);
+        pthread_cond_init(&l.done, NULL);
+        v->se = fuse_session_new(&args, &view_ops, sizeof(view_ops), v);
+        if (!v->se) {
+                log_error("Failed to create the FUSE session");
+                return -ENOMEM;
+        }
+        l.se = v->se;
+        snprintf(mnt, sizeof(mnt), "/dev/fd/%d", fuse_fd);
+        if (fuse_session_mount(v->se, mnt) != 0) {
+                log_error("Failed to use /dev/fuse descriptor %d", fuse_fd);
+                return -EIO;
+        }
+        if (v->takeover) {
+                r = replay_init(v, v->se);
+                if (r < 0)
+                        return r;
+                l.init_saved = true;
+        }
+        r = control_start(v);
+        if (r < 0)
+                return r;
+
+        /* Threads start with the stop signals blocked; the main thread waits. */
+        sigemptyset(&set);
+        sigaddset(&set, SIGTERM);
+        sigaddset(&set, SIGINT);
+        sigaddset(&set, SIGHUP);
+        pthread_sigmask(SIG_BLOCK, &set, &old);
+        tids = calloc(v->cfg->threads, sizeof(*tids));
+        if (!tids)
+                return -ENOMEM;
+        for (unsigned i = 0; i < v->cfg->threads; i++) {
+                if (pthread_create(&tids[i], NULL, worker_thread, &l) != 0) {
+                        log_error("Failed to start FUSE thread %u", i);
+                        break;
+                }
+                pthread_detach(tids[i]);
+                l.running++;
+        }
+        if (pthread_create(&hoard, NULL, hoard_thread, v) == 0)
+                pthread_detach(hoard);
+        if (v->takeover)
+                send_resend(fuse_fd);
+
+        signal(SIGTERM, on_signal);
+        signal(SIGINT, on_signal);
+        signal(SIGHUP, on_signal);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_mutex_lock(&l.lock);
+        while (l.running && !stop_signal) {
+                struct timespec ts;
+
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 200 * 1000000;
+                if (ts.tv_nsec >= 1000000000) {
+                        ts.tv_sec++;
+                        ts.tv_nsec -= 1000000000;
+                }
+                pthread_cond_timedwait(&l.done, &l.lock, &ts);
+        }
+        pthread_mutex_unlock(&l.lock);
+        if (stop_signal)
+                log_info("Stopping on signal %d", (int)stop_signal);
+        else
+                log_info("The FUSE connection ended (unmounted)");
+        control_stop(v);
+        /* The FUSE threads may be blocked in read(): exit without joining.
+         * The store is consistent at every commit, nothing to flush. */
+        free(tids);
+        return stop_signal ? 1 : 0;
+}
+
+static void *hoard_thread(void *arg)
+{
+        struct view *v = arg;
+        uint64_t interval = v->cfg->hoard_interval_ms;
+
+        if (!interval)
+                return NULL;
+        for (;;) {
+                struct timespec ts = { (time_t)(interval / 1000),
+                                       (long)(interval % 1000) * 1000000 };
+
+                nanosleep(&ts, NULL);
+                pin_walk_all(v);
+        }
+        return NULL;
+}

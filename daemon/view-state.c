@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * view-state.c: what a successor fcache-view needs to take over a live FUSE
+ * connection after this one is killed: the kernel's nodeids (with the file
+ * handle, parent and name to find each backing object again), the open file
+ * handles (fh -> node and open flags), and the FUSE_INIT request the kernel
+ * sent once for this connection.
+ *
+ * The log CacheDir/view.state is append-only while a worker runs (one small
+ * write() per new node, move, forget, open and release: the page cache keeps
+ * it across kill -9) and compacted by the next worker, which replays it,
+ * writes the live records to a new file and renames that over the old one.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "view.h"
+
+struct rec_hdr {
+        uint32_t len;           /* of the whole record */
+        uint32_t type;
+};
+
+struct rec_node {
+        struct rec_hdr h;
+        uint64_t id, ino, parent;
+        uint32_t mode;
+        int32_t htype;
+        uint32_t hlen, namelen;
+        /* handle bytes, then name bytes */
+};
+
+struct rec_open {
+        struct rec_hdr h;
+        uint64_t fh, id;
+        int32_t flags;
+        uint32_t pad;
+};
+
+struct rec_id {
+        struct rec_hdr h;
+        uint64_t id;
+};
+
+static void append(struct view *v, const void *buf, size_t len)
+{
+        ssize_t n;
+
+        pthread_mutex_lock(&v->state_lock);
+        if (v->state_fd >= 0) {
+                n = write(v->state_fd, buf, len);
+                if (n != (ssize_t)len)
+                        log_warn("Failed to append to %s: %s, a takeover may lose track of"
+                                 " open files", v->state_path, n < 0 ? strerror(errno) : "short");
+                v->state_records++;
+        }
+        pthread_mutex_unlock(&v->state_lock);
+}
+
+void state_log_node(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint64_t parent,
+                    const char *name, const void *handle, unsigned hlen, int htype)
+{
+        size_t namelen = strlen(name), len = sizeof(struct rec_node) + hlen + namelen;
+        struct rec_node *r;
+
+        if (namelen > 4096 || hlen > MAX_HANDLE_SZ)
+                return;
+        len = (len + 7) & ~(size_t)7;   /* keep every record 8-byte aligned */
+        r = calloc(1, len);
+        if (!r)
+                return;
+        memset(r, 0, sizeof(*r));
+        r->h.len = (uint32_t)len;
+        r->h.type = STATE_NODE;
+        r->id = id;
+        r->ino = ino;
+        r->parent = parent;
+        r->mode = type;
+        r->htype = htype;
+        r->hlen = hlen;
+        r->namelen = (uint32_t)namelen;
+        if (hlen)
+                memcpy((char *)(r + 1), handle, hlen);
+        memcpy((char *)(r + 1) + hlen, name, namelen);
+        append(v, r, len);
+        free(r);
+}
+
+static void log_id(struct view *v, uint32_t type, uint64_t id)
+{
+        struct rec_id r = { { sizeof(r), type }, id };
+
+        append(v, &r, sizeof(r));
+}
+
+void state_log_drop(struct view *v, uint64_t id)
+{
+        log_id(v, STATE_DROP, id);
+}
+
+void state_log_close(struct view *v, uint64_t fh)
+{
+        log_id(v, STATE_CLOSE, fh);
+}
+
+void state_log_open(struct view *v, uint64_t fh, uint64_t id, int flags)
+{
+        struct rec_open r = { { sizeof(r), STATE_OPEN }, fh, id, flags, 0 };
+
+        append(v, &r, sizeof(r));
+}
+
+static int read_all(const char *path, char **buf, size_t *len)
+{
+        GError *err = NULL;
+        gsize n;
+
+        if (!g_file_get_contents(path, buf, &n, &err)) {
+                int r = err->domain == G_FILE_ERROR && err->code == G_FILE_ERROR_NOENT ?
+                        -ENOENT : -EIO;
+
+                g_error_free(err);
+                return r;
+        }
+        *len = n;
+        return 0;
+}
+
+/* Replays the old log into the node and file tables (which log into the new
+ * file as they restore). */
+static void replay(struct view *v, const char *buf, size_t len)
+{
+        GHashTable *nodes = g_hash_table_new(g_int64_hash, g_int64_equal);
+        GHashTable *files = g_hash_table_new(g_int64_hash, g_int64_equal);
+        GHashTableIter it;
+        gpointer key, val;
+        unsigned restored_nodes = 0, restored_files = 0;
+        size_t off = 0;
+
+        while (off + sizeof(struct rec_hdr) <= len) {
+                const struct rec_hdr *h = (const void *)(buf + off);
+
+                if (h->len < sizeof(*h) || h->len % 8 || off + h->len > len)
+                        break;  /* a torn last record */
+                switch (h->type) {
+                case STATE_NODE:
+                        if (h->len >= sizeof(struct rec_node)) {
+                                const struct rec_node *r = (const void *)h;
+
+                                if (sizeof(*r) + r->hlen + r->namelen <= h->len)
+                                        g_hash_table_insert(nodes, (gpointer)&r->id, (gpointer)r);
+                        }
+                        break;
+                case STATE_DROP:
+                        if (h->len == sizeof(struct rec_id))
+                                g_hash_table_remove(nodes, &((const struct rec_id *)h)->id);
+                        break;
+                case STATE_OPEN:
+                        if (h->len == sizeof(struct rec_open))
+                                g_hash_table_insert(files, (gpointer)&((const struct rec_open *)h)->fh,
+                                                    (gpointer)h);
+                        break;
+                case STATE_CLOSE:
+                        if (h->len == sizeof(struct rec_id))
+                                g_hash_table_remove(files, &((const struct rec_id *)h)->id);
+                        break;
+                }
+                off += h->len;
+        }
+        g_hash_table_iter_init(&it, nodes);
+        while (g_hash_table_iter_next(&it, &key, &val)) {
+                const struct rec_node *r = val;
+                const char *p = (const char *)(r + 1);
+                char *name = g_strndup(p + r->hlen, r->namelen);
+
+                if (vnode_restore(v, r->id, r->ino, r->mode, r->parent, name,
+                                  r->hlen ? p : NULL, r->hlen, r->htype) == 0)
+                        restored_nodes++;
+                g_free(name);
+        }
+        g_hash_table_iter_init(&it, files);
+        while (g_hash_table_iter_next(&it, &key, &val)) {
+                const struct rec_open *r = val;
+
+                if (vfile_restore(v, r->fh, r->id, r->flags) == 0)
+                        restored_files++;
+        }
+        log_info("Took over %u nodes and %u open files from the previous worker",
+                 restored_nodes, restored_files);
+        g_hash_table_destroy(nodes);
+        g_hash_table_destroy(files);
+}
+
+int state_open(struct view *v, bool takeover)
+{
+        char *tmp = NULL, *old = NULL;
+        size_t len = 0;
+        int r;
+
+        pthread_mutex_init(&v->state_lock, NULL);
+        v->state_fd = -1;
+        if (asprintf(&v->state_path, "%s/view.state", v->cfg->cache_dir) < 0 ||
+            asprintf(&v->init_path, "%s/view.init", v->cfg->cache_dir) < 0 ||
+            asprintf(&tmp, "%s/view.state.new", v->cfg->cache_dir) < 0)
+                return -ENOMEM;
+        if (takeover) {
+                r = read_all(v->state_path, &old, &len);
+                if (r < 0)
+                        log_warn("No takeover log %s: %s, open files from before cannot be"
+                                 " served", v->state_path, strerror(-r));
+        }
+        v->state_fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+        if (v->state_fd < 0) {
+                r = -errno;
+                log_error("Failed to create %s: %m", tmp);
+                free(tmp);
+                g_free(old);
+                return r;
+        }
+        if (old)
+                replay(v, old, len);
+        g_free(old);
+        if (rename(tmp, v->state_path) < 0) {
+                r = -errno;
+                log_error("Failed to rename %s: %m", tmp);
+                free(tmp);
+                return r;
+        }
+        free(tmp);
+        if (!takeover)
+                unlink(v->init_path);
+        return 0;
+}
+
+int state_save_init(struct view *v, const void *buf, size_t len)
+{
+        GError *err = NULL;
+
+        if (!g_file_set_contents(v->init_path, buf, (gssize)len, &err)) {
+                log_error("Failed to save FUSE_INIT to %s: %s", v->init_path, err->message);
+                g_error_free(err);
+                return -EIO;
+        }
+        return 0;
+}
+
+int state_load_init(struct view *v, void **buf, size_t *len)
+{
+        char *b;
+        int r = read_all(v->init_path, &b, len);
+
+        if (r < 0)
+                return r;
+        *buf = b;
+        return 0;
+}

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * view.h: the data plane of one fcache volume (fcache-view): the shared
+ * context and the interfaces between its files.
+ *
+ *   view-main.c     command line, the holder (supervisor) that keeps /dev/fuse
+ *   view-session.c  the worker: FUSE session, thread pool, INIT replay on takeover
+ *   view-ops.c      the FUSE low-level operations
+ *   view-inode.c    node table, bounded descriptor cache, re-resolution
+ *   view-state.c    the takeover log (nodes and open files) and the saved INIT
+ *   view-creds.c    per-thread caller credentials
+ *   view-control.c  the control socket (query/flush/pin/set)
+ *   view-command.c  the command grammar subset the control socket speaks
+ *   store*.c        the persistent store
+ *
+ * Lock order: vfile.lock -> store object lock -> store lock -> itab lock ->
+ * state_lock (a leaf).
+ */
+#pragma once
+
+#define FUSE_USE_VERSION 34
+
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <glib.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "store.h"
+#include "volume-config.h"
+
+#define log_error(fmt, ...) view_log(3, fmt, ##__VA_ARGS__)
+#define log_warn(fmt, ...)  view_log(4, fmt, ##__VA_ARGS__)
+#define log_info(fmt, ...)  view_log(6, fmt, ##__VA_ARGS__)
+#define log_debug(fmt, ...) view_log(7, fmt, ##__VA_ARGS__)
+
+void view_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+extern int view_log_level;
+
+struct vnode;
+
+struct view {
+        struct volume_config *cfg;
+        struct fuse_session *se;
+        struct store *store;
+        int root_fd;            /* O_PATH|O_DIRECTORY on Backing, never closed */
+        int mount_fd;           /* O_RDONLY on Backing, for open_by_handle_at */
+        dev_t backing_dev;
+        bool handles;           /* the backing supports name_to_handle_at */
+        double lease_s;         /* entry/attr timeouts handed to the kernel */
+        bool takeover;          /* this worker took over a live connection */
+
+        /* node table (view-inode.c) */
+        pthread_mutex_t itab_lock;
+        GHashTable *nodes;      /* protected by itab_lock: nodeid -> struct vnode */
+        GHashTable *by_ino;     /* protected by itab_lock: backing ino -> struct vnode */
+        unsigned open_fds;      /* protected by itab_lock: O_PATH fds held by nodes */
+        unsigned max_fds;       /* bound of the descriptor cache */
+        struct vnode *lru_head, *lru_tail; /* protected by itab_lock: idle fds, oldest first */
+        uint64_t next_alt_id;   /* protected by itab_lock: nodeids for reused inode numbers */
+
+        /* open files (view-ops.c) */
+        pthread_mutex_t ftab_lock;
+        GHashTable *files;      /* protected by ftab_lock: fh -> struct vfile */
+        uint64_t next_fh;       /* protected by ftab_lock */
+
+        /* takeover log (view-state.c) */
+        pthread_mutex_t state_lock;
+        int state_fd;           /* protected by state_lock */
+        uint64_t state_records; /* protected by state_lock */
+        char *state_path;
+        char *init_path;
+
+        int control_fd;         /* listening control socket */
+        char *control_path;
+};
+
+/* view-creds.c */
+struct creds {
+        bool switched;
+};
+int creds_enter(fuse_req_t req, struct creds *c);
+void creds_leave(struct creds *c);
+
+/* view-inode.c */
+int vnode_table_init(struct view *v);
+/* Returns an O_PATH descriptor of node id (held until vnode_put), or -errno. */
+int vnode_get(struct view *v, fuse_ino_t id, struct vnode **out);
+int vnode_fd(const struct vnode *n);
+uint64_t vnode_ino(const struct vnode *n);
+mode_t vnode_type(const struct vnode *n);
+void vnode_put(struct view *v, struct vnode *n);
+/* Looks name up under parent (descriptor pfd of node parent), fills e. */
+int vnode_lookup(struct view *v, fuse_ino_t parent, int pfd, const char *name,
+                 struct fuse_entry_param *e);
+void vnode_forget(struct view *v, fuse_ino_t id, uint64_t nlookup);
+/* After a rename through the view: re-points the moved node at its new name. */
+void vnode_moved(struct view *v, fuse_ino_t newparent, int npfd, const char *newname);
+/* Is a store copy allowed for objects under node id (set cacheable off)? */
+bool vnode_cacheable(struct view *v, fuse_ino_t id);
+/* The kernel's nodeid of a backing inode, or 0 if the kernel does not know it. */
+fuse_ino_t vnode_id_of_ino(struct view *v, uint64_t ino);
+/* Recreates a node from the takeover log (its kernel lookup count is unknown). */
+int vnode_restore(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint64_t parent,
+                  const char *name, const void *handle, unsigned hlen, int htype);
+void vnode_set_alt_floor(struct view *v, uint64_t id);
+int vnode_fill_stat(struct view *v, int fd, struct stat *st);
+
+/* view-state.c */
+enum state_rec {
+        STATE_NODE = 1,         /* nodeid, ino, type, parent, name, handle */
+        STATE_DROP = 2,         /* nodeid forgotten by the kernel */
+        STATE_OPEN = 3,         /* fh, nodeid, flags */
+        STATE_CLOSE = 4,        /* fh */
+};
+int state_open(struct view *v, bool takeover);
+void state_log_node(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint64_t parent,
+                    const char *name, const void *handle, unsigned hlen, int htype);
+void state_log_drop(struct view *v, uint64_t id);
+void state_log_open(struct view *v, uint64_t fh, uint64_t id, int flags);
+void state_log_close(struct view *v, uint64_t fh);
+int state_save_init(struct view *v, const void *buf, size_t len);
+int state_load_init(struct view *v, void **buf, size_t *len);
+
+/* view-ops.c */
+extern const struct fuse_lowlevel_ops view_ops;
+int vfile_restore(struct view *v, uint64_t fh, uint64_t id, int flags);
+void vfile_set_fh_floor(struct view *v, uint64_t fh);
+
+/* view-control.c */
+int control_start(struct view *v);
+void control_stop(struct view *v);
+
+/* view-pin.c: hoarding walks */
+struct pin_result {
+        uint64_t files, dirs, total_bytes, needed, fetched, failed;
+};
+int pin_subtree(struct view *v, int fd, bool recursive, int prio, bool dry_run,
+                struct pin_result *res, uint64_t *available);
+int unpin_subtree(struct view *v, int fd, bool recursive, struct pin_result *res);
+int flush_subtree(struct view *v, int fd, bool recursive, struct pin_result *res);
+int pin_walk_all(struct view *v);
+/* Opens path (relative to the volume root, or absolute under the mountpoint). */
+int view_open_path(struct view *v, const char *path, int flags);
+
+/* view-session.c */
+int view_worker_run(struct view *v, int fuse_fd);
+
+/* helpers shared by the ops and the control socket */
+uint64_t now_ns(void);
+int backing_reopen(int pathfd, int flags);
