@@ -47,6 +47,8 @@ struct walk {
         uint64_t files_done, bytes_done, errors;
         char first_error[512];          /* protected by lock */
         uint64_t last_progress_ns;      /* walker thread only */
+        /* getdents buffer, walker thread only: one directory is read whole before descending. */
+        char dents[32768];
 };
 
 static uint64_t now_ns(void)
@@ -250,14 +252,14 @@ static struct batch *batch_new(struct dir_ref *d)
 
 static int walk_dir(struct walk *w, struct dir_ref *d, const char *display)
 {
-        char buf[32768];
+        char *buf = w->dents;
         struct name_list subdirs = { 0 };
         struct batch *b = NULL;
         int r = 0;
 
         w->st->dirs++;
         for (;;) {
-                long n = syscall(SYS_getdents64, d->fd, buf, sizeof(buf));
+                long n = syscall(SYS_getdents64, d->fd, buf, sizeof(w->dents));
                 if (n < 0) {
                         note_error(w, display, errno);
                         break;

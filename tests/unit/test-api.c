@@ -210,6 +210,34 @@ static void test_options(void)
         g_assert_cmpstr(fcachectl_error(), ==, "");
 }
 
+/* A tree deeper than PATH_MAX: reached by descriptors, never by gluing paths. */
+static void test_deep_tree(void)
+{
+        int fd = open(dir, O_PATH | O_DIRECTORY), depth = 1500;
+
+        g_assert_cmpint(mkdirat(fd, "deep", 0700), ==, 0);
+        int top = openat(fd, "deep", O_PATH | O_DIRECTORY);
+        int cur = dup(top);
+        for (int i = 0; i < depth; i++) {
+                int next;
+                g_assert_cmpint(mkdirat(cur, "d", 0700), ==, 0);
+                next = openat(cur, "d", O_PATH | O_DIRECTORY);
+                g_assert_cmpint(next, >=, 0);
+                close(cur);
+                cur = next;
+        }
+        int f = openat(cur, "leaf", O_WRONLY | O_CREAT, 0600);
+        g_assert_cmpint(write(f, "x", 1), ==, 1);
+        close(f);
+        close(cur);
+        g_autofree char *r = run_ok(top, "", AT_EMPTY_PATH, "query cached recursive");
+        g_assert_nonnull(strstr(r, "\nfiles=1\n"));
+        g_autofree char *dirs = value_of(r, "dirs");
+        g_assert_cmpint(atoi(dirs), ==, depth + 1);
+        close(top);
+        close(fd);
+}
+
 int main(int argc, char **argv)
 {
         g_test_init(&argc, &argv, NULL);
@@ -221,6 +249,7 @@ int main(int argc, char **argv)
         g_test_add_func("/fcache/api/missing-and-notdir", test_missing_and_notdir);
         g_test_add_func("/fcache/api/empty-path-and-dirfd", test_empty_path_and_dirfd);
         g_test_add_func("/fcache/api/options", test_options);
+        g_test_add_func("/fcache/api/deep-tree", test_deep_tree);
         int r = g_test_run();
         g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", dir);
         if (system(cmd) != 0)
