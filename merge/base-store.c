@@ -71,11 +71,9 @@ int fcache_merge_blob_id(char out[FCACHE_MERGE_ID_SIZE], const void *data, size_
                 return e;
         e = git_odb_hash(&oid, size ? data : "", size, GIT_OBJECT_BLOB);
         if (e < 0)
-                e = fcache_merge_git_errno(e);
-        else
-                git_oid_tostr(out, FCACHE_MERGE_ID_SIZE, &oid);
-        fcache_merge_git_unref();
-        return e < 0 ? e : 0;
+                return fcache_merge_git_errno(e);
+        git_oid_tostr(out, FCACHE_MERGE_ID_SIZE, &oid);
+        return 0;
 }
 
 static int odb_open(git_odb **out, const char *path, unsigned flags)
@@ -137,7 +135,6 @@ int fcache_merge_store_open(fcache_merge_store **out, const char *path, const fc
                 return -ENOMEM;
         }
 
-        /* Held until fcache_merge_store_free(): the odb lives in libgit2's state. */
         e = fcache_merge_git_ref();
         if (e < 0) {
                 free(s->path);
@@ -146,7 +143,6 @@ int fcache_merge_store_open(fcache_merge_store **out, const char *path, const fc
         }
         e = odb_open(&s->odb, path, flags);
         if (e < 0) {
-                fcache_merge_git_unref();
                 free(s->path);
                 free(s);
                 return e;
@@ -177,7 +173,6 @@ void fcache_merge_store_free(fcache_merge_store *store)
         if (!store)
                 return;
         git_odb_free(store->odb);
-        fcache_merge_git_unref();
         free(store->path);
         free(store);
 }

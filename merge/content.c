@@ -292,10 +292,8 @@ int fcache_merge_content(fcache_merge_content_result *out,
                         e = 0;
                 } else {
                         e = fcache_merge_git_ref();
-                        if (e >= 0) {
+                        if (e >= 0)
                                 e = merge_text(&r, base, local, remote, &o);
-                                fcache_merge_git_unref();
-                        }
                 }
                 if (e >= 0 && r.outcome == FCACHE_MERGE_CONTENT_CONFLICT)
                         e = keep_versions(&r, base, local, remote);

@@ -20,6 +20,11 @@
  * the defaults). A conflict is a result, not an error: it is reported in the
  * result with a return value of 0.
  *
+ * libgit2 is initialized on first use, once for the life of the process
+ * (git_libgit2_init() is reference counted, so other users are unaffected).
+ * All functions are thread-safe except that calls on one store must not
+ * overlap.
+ *
  * Naming: "local" is the person's side (the volume's store, changed offline),
  * "remote" is the server's side (the backing now), "base" is the version both
  * started from. Two-sided kind names read local first: "edit-delete" means
@@ -236,7 +241,12 @@ typedef enum {
         _FCACHE_MERGE_STYLE_MAX,
 } fcache_merge_style;
 
-/* Flags for fcache_merge_content_options.flags (the text merge's diff options). */
+/*
+ * Flags for fcache_merge_content_options.flags (the text merge's diff
+ * options). The whitespace ones let a whitespace-only change on one side
+ * (a CRLF -> LF conversion, say) be dropped from a merge, so none is set by
+ * default.
+ */
 enum {
         FCACHE_MERGE_CONTENT_IGNORE_WHITESPACE = 1u << 0,
         FCACHE_MERGE_CONTENT_IGNORE_WHITESPACE_CHANGE = 1u << 1,

@@ -3,22 +3,31 @@
  * git-util.c: the library's use of libgit2's global state and error codes.
  */
 #include <errno.h>
+#include <pthread.h>
 
 #include <git2.h>
 
 #include "merge-internal.h"
 
-int fcache_merge_git_ref(void)
+static pthread_once_t git_once = PTHREAD_ONCE_INIT;
+static int git_init_error;
+
+static void git_init_once(void)
 {
-        /* Reference counted inside libgit2, and thread-safe. */
         if (git_libgit2_init() < 0)
-                return -ENOMEM;
-        return 0;
+                git_init_error = -ENOMEM;
 }
 
-void fcache_merge_git_unref(void)
+/*
+ * Setting libgit2 up costs milliseconds (TLS, its crypto backend), far more
+ * than a small merge, so the first use initializes it once for the life of
+ * the process instead of once per call; git_libgit2_init() is reference
+ * counted, so other users of libgit2 in the process are not disturbed.
+ */
+int fcache_merge_git_ref(void)
 {
-        git_libgit2_shutdown();
+        pthread_once(&git_once, git_init_once);
+        return git_init_error;
 }
 
 int fcache_merge_git_errno(int code)

@@ -9,12 +9,10 @@
 
 /*
  * libgit2 needs git_libgit2_init() before most calls (its allocator and
- * thread state live there). The library takes a reference for the length of
- * each call (or of a store's life), so callers need not know about libgit2.
- * Returns 0 or -errno.
+ * thread state live there). Every entry point that uses libgit2 calls this
+ * first; it initializes libgit2 once per process. Returns 0 or -errno.
  */
 int fcache_merge_git_ref(void);
-void fcache_merge_git_unref(void);
 
 /* Map a negative libgit2 return code (and its last error) to -errno. */
 int fcache_merge_git_errno(int code);

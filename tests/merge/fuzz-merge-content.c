@@ -14,8 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <git2.h>
-
 #include "fcache-merge.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -27,7 +25,6 @@ static bool same(const void *a, size_t an, const void *b, size_t bn)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-        static bool initialized;
         fcache_merge_content_options opts = FCACHE_MERGE_CONTENT_OPTIONS_INIT;
         fcache_merge_content_result r;
         fcache_merge_buf b, l, rm;
@@ -35,11 +32,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         bool no_base;
         uint8_t o;
 
-        /* Hold libgit2's state across runs instead of setting it up per input. */
-        if (!initialized) {
-                git_libgit2_init();
-                initialized = true;
-        }
         if (size < 6)
                 return 0;
         o = data[0];
