@@ -224,6 +224,10 @@ static void op_init(void *ud, struct fuse_conn_info *conn)
                 conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
         if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
                 conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+        /* Writes, truncates and chowns run with the caller's fsuid, so the
+         * backing clears set-id bits itself, as it would for the caller. */
+        if (conn->capable & FUSE_CAP_HANDLE_KILLPRIV)
+                conn->want |= FUSE_CAP_HANDLE_KILLPRIV;
         if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
                 conn->want |= FUSE_CAP_EXPORT_SUPPORT;
         conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE |
@@ -299,6 +303,15 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
         if (r < 0)
                 goto out;
         if (valid & FUSE_SET_ATTR_MODE) {
+                struct stat cur;
+
+                /* The kernel kills set-id bits on a write or truncate by another
+                 * user with a forced mode change (default_permissions has already
+                 * refused any chmod the caller may not do): apply that as root. */
+                if (c.switched && vnode_fill_stat(v, fd, &cur) == 0 &&
+                    (cur.st_mode & 07777 & ~(S_ISUID | S_ISGID)) == (attr->st_mode & 07777) &&
+                    (cur.st_mode & (S_ISUID | S_ISGID)))
+                        creds_leave(&c);
                 if (ffd >= 0)
                         r = fchmod(ffd, attr->st_mode);
                 else
@@ -308,6 +321,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
                         goto leave;
                 }
         }
+        if (!c.switched)
+                r = creds_enter(req, &c);
+        if (r < 0)
+                goto out;
         if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
                 uid_t uid = valid & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1;
                 gid_t gid = valid & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1;
@@ -527,9 +544,11 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
         fuse_reply_err(req, -r);
 }
 
+/* O_APPEND stays with the kernel, which sends each write with its offset:
+ * a write resent after a takeover then lands at the same place, not twice. */
 static int open_flags(struct fuse_file_info *fi)
 {
-        return fi->flags & ~(O_DIRECT | O_NOFOLLOW);
+        return fi->flags & ~(O_DIRECT | O_NOFOLLOW | O_APPEND);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -1,0 +1,286 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""viewlib: start, talk to and stop an fcache-view volume for the fuse tests.
+
+Every test makes its own temporary tree (backing, mountpoint, cache), starts
+fcache-view (the holder and its worker), and on exit stops it, unmounts and
+kills whatever it started.  Tests that cannot run here exit 77 with a reason.
+"""
+import atexit
+import ctypes
+import errno
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+VIEW = os.environ.get("FCACHE_VIEW", "build-view/daemon/fcache-view")
+CTL = os.environ.get("FCACHE_VIEW_CTL", "build-view/daemon/fcache-view-ctl")
+
+failures = []
+checks = 0
+
+
+def skip(reason):
+    print(f"SKIP: {reason}")
+    sys.exit(77)
+
+
+def require_root_fuse():
+    if os.geteuid() != 0:
+        skip("needs root (mounts a FUSE view with allow_other)")
+    if not os.path.exists("/dev/fuse"):
+        skip("no /dev/fuse")
+    for p in (VIEW, CTL):
+        if not os.access(p, os.X_OK):
+            skip(f"{p} is not built")
+
+
+def check(cond, what):
+    global checks
+    checks += 1
+    if cond:
+        print(f"ok {checks} - {what}")
+    else:
+        print(f"not ok {checks} - {what}")
+        failures.append(what)
+
+
+def eq(a, b, what):
+    check(a == b, what if a == b else f"{what}: got {a!r}, expected {b!r}")
+
+
+def finish():
+    print(f"{checks - len(failures)} passed, {len(failures)} failed")
+    sys.exit(1 if failures else 0)
+
+
+class Volume:
+    def __init__(self, name="t", backing=None, extra=(), lease="2s", cache_size=None,
+                 reserve=None):
+        self.top = tempfile.mkdtemp(prefix=f"fcache-{name}-")
+        os.chmod(self.top, 0o755)
+        self.backing = backing or os.path.join(self.top, "back")
+        self.mnt = os.path.join(self.top, "mnt")
+        self.cache = os.path.join(self.top, "cache")
+        for d in (self.backing, self.mnt):
+            os.makedirs(d, exist_ok=True)
+        os.chmod(self.backing, 0o755)
+        self.args = [VIEW, "--name", name, "--backing", self.backing, "--mountpoint", self.mnt,
+                     "--cache-dir", self.cache, "--set", f"AttrLease={lease}"]
+        if cache_size:
+            self.args += ["--set", f"CacheSize={cache_size}"]
+        if reserve:
+            self.args += ["--set", f"Reserve={reserve}"]
+        self.args += list(extra)
+        self.log = open(os.path.join(self.top, "view.log"), "ab")
+        self.proc = None
+        atexit.register(self.cleanup)
+
+    def start(self):
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=self.log,
+                                     start_new_session=True)
+        self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout=10):
+        end = time.time() + timeout
+        while time.time() < end:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"fcache-view exited {self.proc.returncode}: {self.logtext()}")
+            if os.path.ismount(self.mnt) and os.path.exists(os.path.join(self.cache,
+                                                                         "control.sock")):
+                try:
+                    self.state()
+                    return
+                except RuntimeError:
+                    pass
+            time.sleep(0.05)
+        raise RuntimeError("fcache-view did not come up: " + self.logtext())
+
+    def logtext(self):
+        self.log.flush()
+        with open(os.path.join(self.top, "view.log"), "rb") as f:
+            return f.read().decode(errors="replace")[-3000:]
+
+    def ctl(self, cmd, path=None, ok=True):
+        args = [CTL, self.cache, cmd] + ([path] if path is not None else [])
+        r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        if ok and r.returncode != 0:
+            raise RuntimeError(f"ctl {cmd} {path}: {r.stderr.strip()}")
+        out = {}
+        for line in r.stdout.splitlines():
+            k, _, v = line.partition("=")
+            out.setdefault(k, v)
+        out["_rc"] = r.returncode
+        out["_err"] = r.stderr.strip()
+        out["_lines"] = r.stdout.splitlines()
+        return out
+
+    def state(self):
+        return self.ctl("query state")
+
+    def worker_pid(self):
+        return int(self.state()["pid"])
+
+    def kill_worker(self, sig=signal.SIGKILL):
+        pid = self.worker_pid()
+        os.kill(pid, sig)
+        return pid
+
+    def wait_new_worker(self, old, timeout=10):
+        end = time.time() + timeout
+        while time.time() < end:
+            try:
+                if self.worker_pid() != old:
+                    return
+            except (RuntimeError, ValueError, KeyError):
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("no new worker: " + self.logtext())
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        # the worker is in the same session; make sure nothing is left
+        if self.proc:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if os.path.ismount(self.mnt):
+            subprocess.run(["umount", "-l", self.mnt], capture_output=True)
+        self.proc = None
+
+    def cleanup(self):
+        try:
+            self.stop()
+        finally:
+            if not failures or os.environ.get("FCACHE_KEEP") is None:
+                shutil.rmtree(self.top, ignore_errors=True)
+
+    def v(self, *p):
+        return os.path.join(self.mnt, *p)
+
+    def b(self, *p):
+        return os.path.join(self.backing, *p)
+
+
+def read_direct(path, off=0, size=None):
+    """Reads through O_DIRECT (the view then bypasses the page cache)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    try:
+        if size is None:
+            size = os.fstat(fd).st_size - off
+        out = b""
+        while len(out) < size:
+            chunk = os.pread(fd, size - len(out), off + len(out))
+            if not chunk:
+                break
+            out += chunk
+        return out
+    finally:
+        os.close(fd)
+
+
+def write_file(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def read_file(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+libc = ctypes.CDLL(None, use_errno=True)
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+
+
+def renameat2(old, new, flags):
+    r = libc.renameat2(-100, old.encode(), -100, new.encode(), flags)
+    if r < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+def rand_bytes(n, seed):
+    return random.Random(seed).randbytes(n)
+
+
+def ensure_user(name, groups=()):
+    """Creates a system user for the test (kept: cheap, and tests rerun)."""
+    try:
+        import pwd
+        return pwd.getpwnam(name)
+    except KeyError:
+        pass
+    cmd = ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin"]
+    if groups:
+        cmd += ["-G", ",".join(groups)]
+    cmd.append(name)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        skip(f"cannot create user {name}: {r.stderr.strip()}")
+    import pwd
+    return pwd.getpwnam(name)
+
+
+def ensure_group(name):
+    import grp
+    try:
+        return grp.getgrnam(name)
+    except KeyError:
+        r = subprocess.run(["groupadd", "--system", name], capture_output=True, text=True)
+        if r.returncode != 0:
+            skip(f"cannot create group {name}: {r.stderr.strip()}")
+        return grp.getgrnam(name)
+
+
+def as_user(pw, fn, groups=None):
+    """Runs fn() in a child with the user's uid, gid and groups; returns its result
+    (a repr-able value) or the errno name it failed with."""
+    import pickle
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(rfd)
+        try:
+            os.setgroups(groups if groups is not None else os.getgrouplist(pw.pw_name, pw.pw_gid))
+            os.setgid(pw.pw_gid)
+            os.setuid(pw.pw_uid)
+            os.umask(0o022)
+            res = fn()
+        except OSError as e:
+            res = "E" + errno.errorcode.get(e.errno, str(e.errno))
+        except Exception as e:  # noqa: BLE001 - reported to the parent
+            res = f"X{type(e).__name__}: {e}"
+        os.write(wfd, pickle.dumps(res))
+        os._exit(0)
+    os.close(wfd)
+    data = b""
+    while True:
+        chunk = os.read(rfd, 65536)
+        if not chunk:
+            break
+        data += chunk
+    os.close(rfd)
+    os.waitpid(pid, 0)
+    return pickle.loads(data)
+
+
+def errname(fn):
+    try:
+        r = fn()
+        return r if r is not None else "ok"
+    except OSError as e:
+        return "E" + errno.errorcode.get(e.errno, str(e.errno))
