@@ -56,9 +56,10 @@ void store_get_stats(struct store *s, struct store_stats *st);
  * create is set (else -ENOENT when the store has none).  If the recorded
  * identity differs from st, the old content is dropped first.  *unchanged is
  * set when the copy was already valid for st (the kernel may keep its cache).
+ * A copy validated less than lease_ns ago is trusted without comparing.
  */
-int store_obj_get(struct store *s, const struct stat *st, bool create, bool *unchanged,
-                  struct sobj **out);
+int store_obj_get(struct store *s, const struct stat *st, bool create, uint64_t lease_ns,
+                  bool *unchanged, struct sobj **out);
 void store_obj_put(struct store *s, struct sobj *o);
 /* The object of inode ino as recorded, without validation; -ENOENT if none. */
 int store_obj_find(struct store *s, uint64_t ino, struct sobj **out);

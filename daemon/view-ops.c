@@ -137,7 +137,9 @@ static void attach_store(struct view *v, struct vfile *f, bool *keep_cache)
                 return;
         if (reading && !vnode_cacheable(v, f->id))
                 reading = false;
-        r = store_obj_get(v->store, &st, reading, &unchanged, &f->obj);
+        r = store_obj_get(v->store, &st, reading,
+                          f->flags & O_TRUNC ? 0 : (uint64_t)(v->lease_s * 1e9), &unchanged,
+                          &f->obj);
         if (r < 0) {
                 f->obj = NULL;
                 return;

@@ -137,7 +137,7 @@ static int pin_one(struct view *v, int dfd, const char *name, const struct stat 
                 close(fd);
                 return r;
         }
-        r = store_obj_get(v->store, &st, true, &same, &o);
+        r = store_obj_get(v->store, &st, true, 0, &same, &o);
         if (r == 0) {
                 r = store_obj_set_pin(v->store, o, c->prio);
                 if (r == 0)

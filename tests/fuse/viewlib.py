@@ -49,8 +49,17 @@ def check(cond, what):
         failures.append(what)
 
 
+def short(x):
+    r = repr(x)
+    if len(r) > 160:
+        import hashlib
+        h = hashlib.sha256(r.encode()).hexdigest()[:12]
+        r = f"{r[:60]}...({len(r)} chars, sha {h})"
+    return r
+
+
 def eq(a, b, what):
-    check(a == b, what if a == b else f"{what}: got {a!r}, expected {b!r}")
+    check(a == b, what if a == b else f"{what}: got {short(a)}, expected {short(b)}")
 
 
 def finish():

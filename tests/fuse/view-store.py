@@ -1,0 +1,168 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The store of a volume: validity within the lease, partial fill, write-through,
+flush, set cacheable off, corruption detection, and deep paths near PATH_MAX.
+
+O_DIRECT reads through the view bypass the kernel's page cache (the view's
+O_DIRECT policy), so they show what the store serves.
+"""
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from viewlib import (Volume, check, eq, finish, rand_bytes, read_direct, read_file,  # noqa: E402
+                     require_root_fuse, write_file)
+
+BLOCK = 131072
+LEASE = 2.0
+
+
+def main():
+    require_root_fuse()
+    vol = Volume("store", lease=f"{int(LEASE)}s").start()
+
+    # --- a cached file is served from the store while valid, revalidated after
+    data = rand_bytes(3 * 1024 * 1024 + 1234, 1)
+    write_file(vol.b("big"), data)
+    eq(read_file(vol.v("big")), data, "first read through the view returns the backing content")
+    q = vol.ctl("query cached", "big")
+    eq((q["cached"], int(q["cached_bytes"]), q["valid"]), ("complete", len(data), "yes"),
+       "query cached: the whole file is in the store and valid")
+    changed = bytearray(data)
+    changed[0:4096] = rand_bytes(4096, 2)
+    with open(vol.b("big"), "r+b") as f:          # changed on the server, same size
+        f.write(changed[0:4096])
+    eq(read_direct(vol.v("big"), 0, 4096), data[0:4096],
+       "within the lease the store copy is served")
+    time.sleep(LEASE + 0.5)
+    eq(read_direct(vol.v("big"), 0, 4096), bytes(changed[0:4096]),
+       "after the lease the change made in the backing is seen")
+    eq(read_file(vol.v("big")), bytes(changed), "a fresh open after the lease reads the new content")
+    q = vol.ctl("query cached", "big")
+    eq(q["cached"], "complete", "the store refilled after revalidation")
+
+    # --- a change of size made in the backing is seen after the lease (stat)
+    write_file(vol.b("small"), b"one")
+    eq(read_file(vol.v("small")), b"one", "small file read")
+    write_file(vol.b("small"), b"three")
+    time.sleep(LEASE + 0.5)
+    eq((os.stat(vol.v("small")).st_size, read_file(vol.v("small"))), (5, b"three"),
+       "size and content changed in the backing are seen after the lease")
+    write_file(vol.b("newfile"), b"n")
+    time.sleep(LEASE + 0.5)
+    check(os.path.exists(vol.v("newfile")), "a file created in the backing appears after the lease")
+
+    # --- partial fill by block ranges
+    part = rand_bytes(8 * 1024 * 1024, 3)
+    write_file(vol.b("part"), part)
+    eq(read_direct(vol.v("part"), 5 * 1024 * 1024 + 100, 4096),
+       part[5 * 1024 * 1024 + 100:5 * 1024 * 1024 + 4196], "4 KiB read in the middle")
+    q = vol.ctl("query cached", "part")
+    eq((q["cached"], int(q["cached_bytes"]), q["blocks"]), ("partial", BLOCK, "1"),
+       "only the block read is in the store (partial)")
+    eq(read_direct(vol.v("part"), BLOCK * 10, BLOCK * 3), part[BLOCK * 10:BLOCK * 13],
+       "a second range")
+    eq(vol.ctl("query cached", "part")["blocks"], "4", "the store holds the two ranges read")
+    eq(read_file(vol.v("part")), part, "the whole file, mixing store and backing blocks")
+    eq(vol.ctl("query cached", "part")["cached"], "complete", "then the store copy is complete")
+
+    # --- writes go through to the backing and keep the store copy valid
+    with open(vol.v("part"), "r+b") as f:
+        f.seek(BLOCK + 10)
+        f.write(b"WRITTEN-THROUGH")
+    p2 = bytearray(part)
+    p2[BLOCK + 10:BLOCK + 25] = b"WRITTEN-THROUGH"
+    eq(read_file(vol.b("part")), bytes(p2), "the write reached the backing")
+    q = vol.ctl("query cached", "part")
+    eq((q["cached"], q["valid"]), ("complete", "yes"), "the store copy was patched, still complete")
+    eq(read_direct(vol.v("part"), BLOCK, BLOCK), bytes(p2[BLOCK:2 * BLOCK]),
+       "the store serves the written bytes")
+    os.truncate(vol.v("part"), 3 * BLOCK + 5)
+    eq(read_file(vol.v("part")), bytes(p2[:3 * BLOCK + 5]), "truncate through the view")
+    eq(read_direct(vol.v("part")), bytes(p2[:3 * BLOCK + 5]), "store after truncate")
+
+    # --- flush drops store copies (the kernel's too); the data is fetched again
+    r = vol.ctl("flush", "part")
+    eq(r["flushed"], "1", "flush drops the file's store copy")
+    eq(vol.ctl("query cached", "part")["cached"], "no", "query cached after flush")
+    eq(read_file(vol.v("part")), bytes(p2[:3 * BLOCK + 5]), "content after flush, fetched again")
+
+    # --- set cacheable off: read through without storing
+    os.mkdir(vol.v("nocache"))
+    write_file(vol.b("nocache", "f"), b"x" * 300000)
+    eq(vol.ctl("set cacheable off", "nocache")["cacheable"], "off", "set cacheable off")
+    eq(read_file(vol.v("nocache", "f")), b"x" * 300000, "read under a cacheable-off directory")
+    q = vol.ctl("query cached", "nocache/f")
+    eq((q["cached"], q["cacheable"]), ("no", "off"), "nothing stored under cacheable off")
+    vol.ctl("set cacheable on", "nocache")
+
+    # --- bad commands are refused with the word that was wrong
+    r = vol.ctl("frobnicate", ok=False)
+    check(r["_rc"] != 0 and "frobnicate" in r["_err"], f"bad command names the word ({r['_err']})")
+    r = vol.ctl("query cached", "../../etc/passwd", ok=False)
+    check(r["_rc"] != 0, "a path outside the volume is refused")
+
+    # --- a corrupted store file is detected and fetched again, never served
+    good = rand_bytes(5 * BLOCK, 4)
+    write_file(vol.b("victim"), good)
+    eq(read_file(vol.v("victim")), good, "victim cached")
+    ino = os.stat(vol.b("victim")).st_ino
+    blob = os.path.join(vol.cache, "objects", f"{ino & 0xff:02x}", str(ino))
+    check(os.path.getsize(blob) == len(good), "the store holds the content in one file per object")
+    with open(blob, "r+b") as f:               # flip bytes while the view runs
+        f.seek(BLOCK + 7)
+        f.write(b"\xff\x00CORRUPT")
+    eq(read_direct(vol.v("victim"), BLOCK, BLOCK), good[BLOCK:2 * BLOCK],
+       "a corrupt block is not served (running)")
+    check(int(vol.ctl("query cache")["corrupt_blocks"]) >= 1, "query cache counts the corrupt block")
+    vol.stop()
+    with open(blob, "r+b") as f:               # and while it is stopped
+        f.seek(3 * BLOCK + 1)
+        f.write(b"garbage!")
+    with open(blob, "r+b") as f:
+        f.truncate(4 * BLOCK + 3)             # a torn tail
+    vol.start()
+    eq(read_direct(vol.v("victim")), good, "after restart, corrupt and torn blocks are fetched again")
+    eq(vol.ctl("query cached", "victim")["cached"], "complete", "and the store copy is whole again")
+
+    # --- deep paths near and beyond PATH_MAX: the backing is reached by *at() calls
+    name = "d" * 200
+    depth = 0
+    fd = os.open(vol.mnt, os.O_RDONLY | os.O_DIRECTORY)
+    while depth < 30:                          # 30 * 201 bytes: past PATH_MAX (4096)
+        os.mkdir(name, dir_fd=fd)
+        nfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = nfd
+        depth += 1
+    with open(os.open("leaf", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd), "wb") as f:
+        f.write(b"deep")
+    os.rename("leaf", "leaf2", src_dir_fd=fd, dst_dir_fd=fd)
+    os.symlink("leaf2", "ln", dir_fd=fd)
+    with open(os.open("ln", os.O_RDONLY, dir_fd=fd), "rb") as f:
+        got = f.read()
+    os.close(fd)
+    eq(got, b"deep", f"create/rename/symlink/read at depth {depth} ({depth * 201} bytes of path)")
+    # the same leaf through the backing, walking it by descriptors
+    bfd = os.open(vol.backing, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(depth):
+        n = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=bfd)
+        os.close(bfd)
+        bfd = n
+    with open(os.open("leaf2", os.O_RDONLY, dir_fd=bfd), "rb") as f:
+        eq(f.read(), b"deep", "the deep file is on the backing")
+    os.close(bfd)
+    near = os.path.join(vol.mnt, *([name] * ((4000 - len(vol.mnt)) // 201)))
+    check(len(near) < 4096 and len(near) > 3800, f"a path of {len(near)} bytes")
+    write_file(os.path.join(near, "x"), b"near")
+    eq(read_file(os.path.join(near, "x")), b"near", "absolute path near PATH_MAX works")
+    subprocess.run(["rm", "-rf", vol.b(name)], check=True)
+
+    vol.stop()
+    finish()
+
+
+if __name__ == "__main__":
+    main()
