@@ -36,6 +36,7 @@
 struct fcache_merge_store {
         git_odb *odb;
         char *path;
+        int dir_fd;
         unsigned flags;
         bool stale; /* objects were deleted but the odb (and its cache) not yet reopened */
 };
@@ -129,20 +130,18 @@ int fcache_merge_store_open(fcache_merge_store **out, const char *path, const fc
         if (!s)
                 return -ENOMEM;
         s->flags = flags;
-        s->path = strdup(path);
-        if (!s->path) {
-                free(s);
-                return -ENOMEM;
-        }
-
-        e = fcache_merge_git_ref();
-        if (e < 0) {
-                free(s->path);
+        s->dir_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (s->dir_fd < 0) {
+                e = -errno;
                 free(s);
                 return e;
         }
-        e = odb_open(&s->odb, path, flags);
+        s->path = strdup(path);
+        e = s->path ? fcache_merge_git_ref() : -ENOMEM;
+        if (e >= 0)
+                e = odb_open(&s->odb, path, flags);
         if (e < 0) {
+                close(s->dir_fd);
                 free(s->path);
                 free(s);
                 return e;
@@ -168,11 +167,26 @@ static int store_refresh(fcache_merge_store *s)
         return 0;
 }
 
+/*
+ * libgit2 fsyncs the object and its fan-out directory, but not the store
+ * directory that a new fan-out directory was created in; without that a
+ * crash could lose the entry and the object with it.
+ */
+static int store_sync(fcache_merge_store *s)
+{
+        if (s->flags & FCACHE_MERGE_STORE_NO_FSYNC)
+                return 0;
+        if (fsync(s->dir_fd) < 0)
+                return -errno;
+        return 0;
+}
+
 void fcache_merge_store_free(fcache_merge_store *store)
 {
         if (!store)
                 return;
         git_odb_free(store->odb);
+        close(store->dir_fd);
         free(store->path);
         free(store);
 }
@@ -190,6 +204,9 @@ int fcache_merge_store_put(char out[FCACHE_MERGE_ID_SIZE], fcache_merge_store *s
         e = git_odb_write(&oid, store->odb, size ? data : "", size, GIT_OBJECT_BLOB);
         if (e < 0)
                 return fcache_merge_git_errno(e);
+        e = store_sync(store);
+        if (e < 0)
+                return e;
         git_oid_tostr(out, FCACHE_MERGE_ID_SIZE, &oid);
         return 0;
 }
@@ -250,6 +267,9 @@ int fcache_merge_store_put_fd(char out[FCACHE_MERGE_ID_SIZE], fcache_merge_store
         e = git_odb_stream_finalize_write(&oid, stream);
         if (e < 0)
                 return fcache_merge_git_errno(e);
+        e = store_sync(store);
+        if (e < 0)
+                return e;
         git_oid_tostr(out, FCACHE_MERGE_ID_SIZE, &oid);
         return 0;
 }
@@ -316,6 +336,7 @@ typedef struct {
         size_t n, allocated;
         const git_oid *keep;
         size_t n_keep;
+        bool out_of_memory;
 } gc_state;
 
 static int oid_cmp(const void *a, const void *b)
@@ -333,8 +354,10 @@ static int gc_collect(const git_oid *id, void *userdata)
                 size_t n = st->allocated ? st->allocated * 2 : 64;
                 git_oid *ids = reallocarray(st->ids, n, sizeof(git_oid));
 
-                if (!ids)
-                        return -ENOMEM; /* stops the iteration; libgit2 returns it as is */
+                if (!ids) {
+                        st->out_of_memory = true;
+                        return GIT_EUSER; /* stops the iteration */
+                }
                 st->ids = ids;
                 st->allocated = n;
         }
@@ -434,7 +457,7 @@ int fcache_merge_store_gc(size_t *out_removed, fcache_merge_store *store, const 
         e = git_odb_foreach(store->odb, gc_collect, &st);
         if (e < 0) {
                 free(st.ids);
-                return e == -ENOMEM ? -ENOMEM : fcache_merge_git_errno(e);
+                return st.out_of_memory ? -ENOMEM : fcache_merge_git_errno(e);
         }
 
         for (size_t i = 0; i < st.n; i++) {

@@ -209,7 +209,13 @@ typedef struct {
 } fcache_merge_decision;
 
 /*
- * Classify a path. @base may be NULL for "did not exist at base" (same as an
+ * Classify a path. Parents are classified as paths of their own: a
+ * directory that gained entries on one side is passed with has_new_children,
+ * so removing it on the other side is reported once, at the directory
+ * (children-delete or delete-children), and the entries inside wait for that
+ * conflict's resolution. Entries moved into a directory count as new there.
+ *
+ * @base may be NULL for "did not exist at base" (same as an
  * ABSENT node); @local and @remote are required. Returns 0 with *out filled
  * (a conflict is reported in out->action / out->conflict), or -EINVAL for
  * bad arguments (NULL, an unknown type, a FILE or SYMLINK without
@@ -378,8 +384,9 @@ typedef struct {
 /*
  * Open the store in directory @path (e.g. <CacheDir>/bases), creating it
  * with mode 0700 if it does not exist (its parent must). Objects are loose
- * git objects (0400, fsynced unless NO_FSYNC). Calls on one store must not
- * run concurrently. Returns 0 or -errno.
+ * git objects (0400); unless NO_FSYNC, a put returns only once the object
+ * and the directory entries leading to it are on disk. Calls on one store
+ * must not run concurrently. Returns 0 or -errno.
  */
 int fcache_merge_store_open(fcache_merge_store **out, const char *path,
                             const fcache_merge_store_options *opts);
