@@ -155,6 +155,24 @@ static void test_persistence(fixture *f, gconstpointer data)
         assert_get(f, id, "survives a restart\n", 19);
 }
 
+/* The default, durable store (fsync on every put). */
+static void test_durable(fixture *f, gconstpointer data)
+{
+        g_autofree char *path = g_build_filename(f->tmp, "durable", NULL);
+        fcache_merge_store *s = NULL;
+        char id[FCACHE_MERGE_ID_SIZE];
+        void *p = NULL;
+        size_t n = 0;
+
+        g_assert_cmpint(fcache_merge_store_open(&s, path, NULL), ==, 0);
+        g_assert_cmpint(fcache_merge_store_put(id, s, "hello\n", 6), ==, 0);
+        g_assert_cmpstr(id, ==, HELLO_ID);
+        g_assert_cmpint(fcache_merge_store_get(&p, &n, s, id), ==, 0);
+        g_assert_cmpmem(p, n, "hello\n", 6);
+        g_free(p);
+        fcache_merge_store_free(s);
+}
+
 static void test_bad_ids(fixture *f, gconstpointer data)
 {
         static const char *const bad[] = {
@@ -387,6 +405,7 @@ int main(int argc, char **argv)
         g_test_init(&argc, &argv, NULL);
         ADD("round-trip", test_round_trip);
         ADD("persistence", test_persistence);
+        ADD("durable", test_durable);
         ADD("bad-ids", test_bad_ids);
         ADD("put-fd", test_put_fd);
         ADD("corruption", test_corruption);

@@ -330,6 +330,38 @@ static void test_crlf(void)
         fcache_merge_content_result_free(&res);
 }
 
+static void test_diff_flags(void)
+{
+        static const unsigned flags[] = { FCACHE_MERGE_CONTENT_IGNORE_WHITESPACE,
+                                          FCACHE_MERGE_CONTENT_IGNORE_WHITESPACE_CHANGE };
+        fcache_merge_content_options opts = FCACHE_MERGE_CONTENT_OPTIONS_INIT;
+        fcache_merge_content_result res;
+        const char *base = "x\na b\ny\n", *local = "x\na  b\ny\n", *remote = "x\nA B\ny\n";
+
+        /* A whitespace-only edit against a real one: a conflict by default... */
+        g_assert_cmpint(merge3(&res, base, local, remote, NULL), ==, 0);
+        g_assert_cmpint(res.conflict, ==, FCACHE_CONFLICT_CONTENT);
+        fcache_merge_content_result_free(&res);
+
+        /* ...and the real edit wins when whitespace is ignored. */
+        for (size_t i = 0; i < G_N_ELEMENTS(flags); i++) {
+                opts.flags = flags[i];
+                g_assert_cmpint(merge3(&res, base, local, remote, &opts), ==, 0);
+                ASSERT_CLEAN(&res, MERGED, "x\nA B\ny\n");
+                fcache_merge_content_result_free(&res);
+        }
+
+        /* Other diff algorithms merge the same non-overlapping edits the same way. */
+        opts.flags = FCACHE_MERGE_CONTENT_PATIENCE;
+        g_assert_cmpint(merge3(&res, BASE5, "one\n2\n3\n4\n5\n", "1\n2\n3\n4\nfive\n", &opts), ==, 0);
+        ASSERT_CLEAN(&res, MERGED, "one\n2\n3\n4\nfive\n");
+        fcache_merge_content_result_free(&res);
+        opts.flags = FCACHE_MERGE_CONTENT_MINIMAL;
+        g_assert_cmpint(merge3(&res, BASE5, "one\n2\n3\n4\n5\n", "1\n2\n3\n4\nfive\n", &opts), ==, 0);
+        ASSERT_CLEAN(&res, MERGED, "one\n2\n3\n4\nfive\n");
+        fcache_merge_content_result_free(&res);
+}
+
 static void test_no_trailing_newline(void)
 {
         fcache_merge_content_result res;
@@ -455,6 +487,7 @@ int main(int argc, char **argv)
         g_test_add_func("/fcache/merge/content/empty", test_empty_files);
         g_test_add_func("/fcache/merge/content/crlf", test_crlf);
         g_test_add_func("/fcache/merge/content/no-trailing-newline", test_no_trailing_newline);
+        g_test_add_func("/fcache/merge/content/diff-flags", test_diff_flags);
         g_test_add_func("/fcache/merge/content/no-base", test_no_base);
         g_test_add_func("/fcache/merge/content/many-hunks", test_many_hunks);
         g_test_add_func("/fcache/merge/content/invalid", test_invalid);
