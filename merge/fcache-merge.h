@@ -227,6 +227,18 @@ int fcache_merge_structure(fcache_merge_decision *out,
                            const fcache_merge_node *remote,
                            const fcache_merge_structure_options *opts);
 
+/*
+ * The name for keeping one side of a conflict next to the other ("keep
+ * both"): ".@tag" goes before the last extension, so the copy still opens
+ * with the same application: "report.txt" -> "report.local.txt",
+ * "Makefile" -> "Makefile.local", ".bashrc" -> ".bashrc.local". A @counter
+ * above 1 makes it unique when that name is taken: "report.local-2.txt".
+ * The name is shortened (at a UTF-8 character boundary, never in the tag or
+ * extension) to fit NAME_MAX. *out is malloc()ed. Returns 0, -EINVAL for an
+ * empty, ".", ".." or '/'-containing name or tag, -ENAMETOOLONG, -ENOMEM.
+ */
+int fcache_merge_keep_both_name(char **out, const char *name, const char *tag, unsigned counter);
+
 /* ------------------------------------------------------------------------ */
 /* Content: three-way merge of a regular file                               */
 /* ------------------------------------------------------------------------ */

@@ -5,6 +5,7 @@
  * out here: renaming one must fail this test.
  */
 #include <errno.h>
+#include <string.h>
 
 #include <glib.h>
 
@@ -102,11 +103,66 @@ static void test_other_names(void)
         g_assert_null(fcache_merge_content_outcome_to_string(_FCACHE_MERGE_CONTENT_MAX));
 }
 
+static void assert_keep_both(const char *name, const char *tag, unsigned counter, const char *want)
+{
+        g_autofree char *got = NULL;
+
+        g_assert_cmpint(fcache_merge_keep_both_name(&got, name, tag, counter), ==, 0);
+        g_assert_cmpstr(got, ==, want);
+}
+
+static void test_keep_both_name(void)
+{
+        g_autofree char *long_name = NULL, *got = NULL;
+        g_autoptr(GString) utf8 = g_string_new(NULL);
+        char *untouched = (char *) "untouched";
+
+        assert_keep_both("report.txt", "local", 0, "report.local.txt");
+        assert_keep_both("report.txt", "remote", 1, "report.remote.txt");
+        assert_keep_both("report.txt", "local", 2, "report.local-2.txt");
+        assert_keep_both("Makefile", "local", 0, "Makefile.local");
+        assert_keep_both(".bashrc", "remote", 0, ".bashrc.remote");
+        assert_keep_both(".config.json", "local", 0, ".config.local.json");
+        assert_keep_both("archive.tar.gz", "local", 0, "archive.tar.local.gz");
+        assert_keep_both("trailing.", "local", 0, "trailing..local");
+        assert_keep_both("v1.0-release-notes-for-the-whole-team", "local", 0,
+                         "v1.0-release-notes-for-the-whole-team.local");
+
+        /* Shortened to NAME_MAX, keeping tag and extension. */
+        long_name = g_strnfill(300, 'x');
+        g_assert_cmpint(fcache_merge_keep_both_name(&got, long_name, "local", 3), ==, 0);
+        g_assert_cmpuint(strlen(got), ==, 255);
+        g_assert_true(g_str_has_suffix(got, "x.local-3"));
+        g_clear_pointer(&got, g_free);
+
+        /* ...never inside a UTF-8 character. */
+        for (int i = 0; i < 126; i++)
+                g_string_append(utf8, "\xc3\xa9"); /* é */
+        g_string_append(utf8, ".txt");
+        g_assert_cmpint(fcache_merge_keep_both_name(&got, utf8->str, "local", 0), ==, 0);
+        g_assert_cmpuint(strlen(got), <=, 255);
+        g_assert_true(g_utf8_validate(got, -1, NULL));
+        g_assert_true(g_str_has_suffix(got, "\xc3\xa9.local.txt"));
+        g_clear_pointer(&got, g_free);
+
+        g_assert_cmpint(fcache_merge_keep_both_name(&untouched, "", "local", 0), ==, -EINVAL);
+        g_assert_cmpint(fcache_merge_keep_both_name(&untouched, "..", "local", 0), ==, -EINVAL);
+        g_assert_cmpint(fcache_merge_keep_both_name(&untouched, "a/b", "local", 0), ==, -EINVAL);
+        g_assert_cmpint(fcache_merge_keep_both_name(&untouched, "a", "lo/cal", 0), ==, -EINVAL);
+        g_assert_cmpint(fcache_merge_keep_both_name(&untouched, "a", NULL, 0), ==, -EINVAL);
+        g_assert_cmpint(fcache_merge_keep_both_name(NULL, "a", "local", 0), ==, -EINVAL);
+        g_clear_pointer(&long_name, g_free);
+        long_name = g_strnfill(260, 't');
+        g_assert_cmpint(fcache_merge_keep_both_name(&untouched, "a.txt", long_name, 0), ==, -ENAMETOOLONG);
+        g_assert_cmpstr(untouched, ==, "untouched");
+}
+
 int main(int argc, char **argv)
 {
         g_test_init(&argc, &argv, NULL);
         g_test_add_func("/fcache/merge/names/conflict-kinds", test_conflict_kinds);
         g_test_add_func("/fcache/merge/names/conflict-kind-parse-errors", test_conflict_kind_parse_errors);
         g_test_add_func("/fcache/merge/names/others", test_other_names);
+        g_test_add_func("/fcache/merge/names/keep-both", test_keep_both_name);
         return g_test_run();
 }
