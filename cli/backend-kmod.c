@@ -1,0 +1,929 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * backend-kmod.c: the cache commands done by fcache.ko, in the kernel, on
+ * the kernel's own caches of any mounted filesystem.
+ *
+ * A small hand-written generic netlink client (no libnl): one socket per
+ * command (per worker on trees), the target passed as its O_PATH
+ * descriptor.  Long commands come back as a job id and a later
+ * FCACHE_CMD_DONE; closing the socket cancels them, which is how
+ * cancellation reaches the kernel.  Result keys are those of the user
+ * backend where they mean the same (pages_cached, bytes_cached, files...)
+ * plus what only the kernel knows (pinned, pages_held, cookie...).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/genetlink.h>
+#include <linux/netlink.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../kmod/uapi/fcache_netlink.h"
+#include "backend-kmod.h"
+#include "mounts.h"
+#include "pagecache.h"
+#include "walk.h"
+
+#define KBUF_SIZE 32768
+#define KMSG_SIZE 1024
+
+struct kconn {
+        int fd;
+        uint16_t family;
+        uint32_t seq;
+        char *buf;
+};
+
+struct kmsg {
+        union {
+                struct nlmsghdr nh;
+                char raw[KMSG_SIZE];
+        };
+};
+
+struct kreply {
+        uint64_t v[FCACHE_A_MAX + 1];
+        unsigned char has[FCACHE_A_MAX + 1];
+        char fstype[64];
+        char path[PATH_MAX];
+        char msg[256];          /* extack message of a failure */
+};
+
+static void kmsg_init(struct kmsg *m, uint16_t family, uint8_t cmd, uint16_t flags)
+{
+        struct genlmsghdr *g;
+
+        memset(m->raw, 0, NLMSG_LENGTH(GENL_HDRLEN));
+        m->nh.nlmsg_len = NLMSG_LENGTH(GENL_HDRLEN);
+        m->nh.nlmsg_type = family;
+        m->nh.nlmsg_flags = NLM_F_REQUEST | flags;
+        g = NLMSG_DATA(&m->nh);
+        g->cmd = cmd;
+        g->version = family == GENL_ID_CTRL ? 2 : FCACHE_GENL_VERSION;
+}
+
+static struct nlattr *kmsg_put(struct kmsg *m, uint16_t type, const void *data, size_t len)
+{
+        struct nlattr *a = (struct nlattr *)(m->raw + NLMSG_ALIGN(m->nh.nlmsg_len));
+
+        if (NLMSG_ALIGN(m->nh.nlmsg_len) + NLA_HDRLEN + NLA_ALIGN(len) > sizeof(m->raw))
+                return NULL;
+        a->nla_type = type;
+        a->nla_len = (uint16_t)(NLA_HDRLEN + len);
+        if (len)
+                memcpy((char *)a + NLA_HDRLEN, data, len);
+        m->nh.nlmsg_len = NLMSG_ALIGN(m->nh.nlmsg_len) + NLA_ALIGN(a->nla_len);
+        return a;
+}
+
+static void kmsg_put_u32(struct kmsg *m, uint16_t type, uint32_t v)
+{
+        kmsg_put(m, type, &v, sizeof(v));
+}
+
+static int kconn_send(struct kconn *c, struct kmsg *m)
+{
+        struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
+
+        m->nh.nlmsg_seq = ++c->seq;
+        if (sendto(c->fd, m->raw, m->nh.nlmsg_len, 0, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+                return -errno;
+        return 0;
+}
+
+static void kreply_attrs(struct kreply *r, const struct nlmsghdr *nh)
+{
+        const struct nlattr *a = (const struct nlattr *)((const char *)NLMSG_DATA(nh) + GENL_HDRLEN);
+        int rem = (int)nh->nlmsg_len - NLMSG_LENGTH(GENL_HDRLEN);
+
+        while (rem >= (int)NLA_HDRLEN && a->nla_len >= NLA_HDRLEN && a->nla_len <= rem) {
+                uint16_t t = a->nla_type & NLA_TYPE_MASK;
+                const char *d = (const char *)a + NLA_HDRLEN;
+                size_t len = a->nla_len - NLA_HDRLEN;
+
+                if (t <= FCACHE_A_MAX) {
+                        if (t == FCACHE_A_FSTYPE || t == FCACHE_A_PATH) {
+                                char *dst = t == FCACHE_A_FSTYPE ? r->fstype : r->path;
+                                size_t cap = t == FCACHE_A_FSTYPE ? sizeof(r->fstype)
+                                                                  : sizeof(r->path);
+                                size_t n = strnlen(d, len < cap ? len : cap - 1);
+                                memcpy(dst, d, n);
+                                dst[n] = '\0';
+                        } else if (len == 8) {
+                                memcpy(&r->v[t], d, 8);
+                        } else if (len == 4) {
+                                uint32_t w;
+                                memcpy(&w, d, 4);
+                                r->v[t] = t == FCACHE_A_ERROR ? (uint64_t)(int64_t)(int32_t)w : w;
+                        }
+                        r->has[t] = 1;
+                }
+                rem -= NLA_ALIGN(a->nla_len);
+                a = (const struct nlattr *)((const char *)a + NLA_ALIGN(a->nla_len));
+        }
+}
+
+static void extack_msg(const struct nlmsghdr *nh, char *out, size_t cap)
+{
+        const struct nlmsgerr *e = NLMSG_DATA(nh);
+        size_t off = sizeof(*e);
+        const struct nlattr *a;
+
+        out[0] = '\0';
+        if (!(nh->nlmsg_flags & NLM_F_ACK_TLVS))
+                return;
+        if (!(nh->nlmsg_flags & NLM_F_CAPPED))
+                off += e->msg.nlmsg_len - sizeof(e->msg);
+        a = (const struct nlattr *)((const char *)e + NLMSG_ALIGN(off));
+        while ((const char *)a + NLA_HDRLEN <= (const char *)nh + nh->nlmsg_len &&
+               a->nla_len >= NLA_HDRLEN) {
+                if (a->nla_type == NLMSGERR_ATTR_MSG) {
+                        snprintf(out, cap, "%s", (const char *)a + NLA_HDRLEN);
+                        return;
+                }
+                a = (const struct nlattr *)((const char *)a + NLA_ALIGN(a->nla_len));
+        }
+}
+
+typedef void (*kdump_fn)(const struct kreply *r, void *arg);
+
+/*
+ * Receive until the answer to the last request: its reply (and, for a job,
+ * the job's FCACHE_CMD_DONE), an error, or the end of a dump.  Polls so
+ * that *cancel is seen; returns 0 or -errno, with r->msg set on failure.
+ */
+static int kconn_wait(struct kconn *c, struct kreply *r, kdump_fn dump, void *arg,
+                      const volatile int *cancel)
+{
+        uint64_t job = 0;
+
+        for (;;) {
+                struct pollfd p = { .fd = c->fd, .events = POLLIN };
+                int pr = poll(&p, 1, cancel ? 100 : -1);
+
+                if (pr < 0 && errno != EINTR)
+                        return -errno;
+                if (cancel && *cancel)
+                        return -ECANCELED;
+                if (pr <= 0)
+                        continue;
+                ssize_t n = recv(c->fd, c->buf, KBUF_SIZE, MSG_DONTWAIT);
+                if (n < 0) {
+                        if (errno == EINTR || errno == EAGAIN)
+                                continue;
+                        return -errno;
+                }
+                int len = (int)n, got = 0;
+                for (struct nlmsghdr *nh = (struct nlmsghdr *)c->buf; NLMSG_OK(nh, len);
+                     nh = NLMSG_NEXT(nh, len)) {
+                        if (nh->nlmsg_seq != c->seq)
+                                continue;
+                        if (nh->nlmsg_type == NLMSG_ERROR) {
+                                const struct nlmsgerr *e = NLMSG_DATA(nh);
+                                if (!e->error)
+                                        continue;
+                                extack_msg(nh, r->msg, sizeof(r->msg));
+                                return e->error;
+                        }
+                        if (nh->nlmsg_type == NLMSG_DONE)
+                                return 0;
+                        if (nh->nlmsg_type != c->family)
+                                continue;
+                        const struct genlmsghdr *g = NLMSG_DATA(nh);
+                        if (dump) {
+                                struct kreply one;
+                                memset(&one, 0, sizeof(one));
+                                kreply_attrs(&one, nh);
+                                dump(&one, arg);
+                                continue;
+                        }
+                        kreply_attrs(r, nh);
+                        if (g->cmd == FCACHE_CMD_DONE && r->v[FCACHE_A_JOB] == job) {
+                                if (r->v[FCACHE_A_ERROR]) {
+                                        snprintf(r->msg, sizeof(r->msg), "the module's job failed");
+                                        return (int)(int64_t)r->v[FCACHE_A_ERROR];
+                                }
+                                return 0;
+                        }
+                        if (r->has[FCACHE_A_JOB] && !job)
+                                job = r->v[FCACHE_A_JOB];
+                        got = 1;
+                }
+                if (got && !job && !dump)
+                        return 0;
+        }
+}
+
+static void kconn_close(struct kconn *c)
+{
+        if (c->fd >= 0)
+                close(c->fd);
+        free(c->buf);
+        c->fd = -1;
+        c->buf = NULL;
+}
+
+static int kconn_open(struct kconn *c)
+{
+        struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
+        struct kmsg m;
+        struct kreply r;
+        int one = 1, err;
+
+        c->fd = -1;
+        c->seq = 0;
+        c->family = GENL_ID_CTRL;
+        c->buf = malloc(KBUF_SIZE);
+        if (!c->buf)
+                return -ENOMEM;
+        c->fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
+        if (c->fd < 0) {
+                err = -errno;
+                kconn_close(c);
+                return err;
+        }
+        setsockopt(c->fd, SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof(one));
+        setsockopt(c->fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof(one));
+        if (bind(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                err = -errno;
+                kconn_close(c);
+                return err;
+        }
+        kmsg_init(&m, GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 0);
+        kmsg_put(&m, CTRL_ATTR_FAMILY_NAME, FCACHE_GENL_NAME, sizeof(FCACHE_GENL_NAME));
+        err = kconn_send(c, &m);
+        if (!err) {
+                /* the controller's reply: find CTRL_ATTR_FAMILY_ID by hand */
+                ssize_t n = recv(c->fd, c->buf, KBUF_SIZE, 0);
+                struct nlmsghdr *nh = (struct nlmsghdr *)c->buf;
+                err = -ENOENT;
+                if (n < 0)
+                        err = -errno;
+                else if (NLMSG_OK(nh, (int)n) && nh->nlmsg_type == GENL_ID_CTRL) {
+                        const struct nlattr *a = (const struct nlattr *)
+                                ((const char *)NLMSG_DATA(nh) + GENL_HDRLEN);
+                        int rem = (int)nh->nlmsg_len - NLMSG_LENGTH(GENL_HDRLEN);
+                        while (rem >= (int)NLA_HDRLEN && a->nla_len >= NLA_HDRLEN) {
+                                if (a->nla_type == CTRL_ATTR_FAMILY_ID) {
+                                        memcpy(&c->family, (const char *)a + NLA_HDRLEN, 2);
+                                        err = 0;
+                                        break;
+                                }
+                                rem -= NLA_ALIGN(a->nla_len);
+                                a = (const struct nlattr *)((const char *)a +
+                                                            NLA_ALIGN(a->nla_len));
+                        }
+                }
+        }
+        (void)r;
+        if (err)
+                kconn_close(c);
+        return err;
+}
+
+/* One request: cmd on fd (or none if fd < 0), with flags; waits for the result. */
+static int kcall(struct kconn *c, uint8_t cmd, int fd, uint32_t flags, struct kreply *r,
+                 const volatile int *cancel)
+{
+        struct kmsg m;
+        int err;
+
+        memset(r, 0, sizeof(*r));
+        kmsg_init(&m, c->family, cmd, 0);
+        if (fd >= 0)
+                kmsg_put_u32(&m, FCACHE_A_FD, (uint32_t)fd);
+        if (flags)
+                kmsg_put_u32(&m, FCACHE_A_FLAGS, flags);
+        err = kconn_send(c, &m);
+        return err ? err : kconn_wait(c, r, NULL, NULL, cancel);
+}
+
+/* ---- results ------------------------------------------------------------ */
+
+static uint64_t page_size(void)
+{
+        return (uint64_t)fc_page_size();
+}
+
+static void add_pages(struct fc_result *res, const char *what, uint64_t pages)
+{
+        char key[64];
+
+        snprintf(key, sizeof(key), "pages_%s", what);
+        fc_result_add_u64(res, key, pages);
+        snprintf(key, sizeof(key), "bytes_%s", what);
+        fc_result_add_u64(res, key, pages * page_size());
+}
+
+static const char *pin_mode(uint64_t pinned)
+{
+        if (pinned & FCACHE_PIN_MEMORY)
+                return "memory";
+        return pinned & FCACHE_PIN_PINNED ? "plain" : "none";
+}
+
+static const char *cookie_name(uint64_t c)
+{
+        return c == FCACHE_COOKIE_IN_USE ? "in-use" : c == FCACHE_COOKIE_IDLE ? "idle" : "none";
+}
+
+static int kfail(struct fc_request *req, int err, const struct kreply *r, const char *what)
+{
+        if (err == -ECANCELED)
+                return fc_error_set(req->error, ECANCELED, "%s: cancelled", req->target->display);
+        return fc_error_set(req->error, -err, "%s: %s: %s%s%s", req->target->display, what,
+                            strerror(-err), r && r->msg[0] ? ": " : "",
+                            r && r->msg[0] ? r->msg : "");
+}
+
+/* the keys of a QUERY reply, as the user backend names them */
+static void add_query(struct fc_result *res, const struct kreply *r)
+{
+        fc_result_add_str(res, "measured", "yes");
+        fc_result_add_str(res, "method", "kmod");
+        fc_result_add_u64(res, "page_size", page_size());
+        fc_result_add_u64(res, "files", r->v[FCACHE_A_FILES]);
+        fc_result_add_u64(res, "bytes", r->v[FCACHE_A_FILE_SIZE]);
+        fc_result_add_u64(res, "pages_total", r->v[FCACHE_A_PAGES_TOTAL]);
+        add_pages(res, "cached", r->v[FCACHE_A_PAGES_CACHED]);
+        add_pages(res, "dirty", r->v[FCACHE_A_PAGES_DIRTY]);
+        add_pages(res, "writeback", r->v[FCACHE_A_PAGES_WRITEBACK]);
+        fc_result_add_u64(res, "pages_evicted", r->v[FCACHE_A_PAGES_EVICTED]);
+        fc_result_add_u64(res, "pages_unstable", r->v[FCACHE_A_PAGES_UNSTABLE]);
+        if (r->fstype[0])
+                fc_result_add_str(res, "fs_type", r->fstype);
+        fc_result_add_str(res, "pinned", r->v[FCACHE_A_PINNED] ? "yes" : "no");
+        fc_result_add_str(res, "pin_mode", pin_mode(r->v[FCACHE_A_PINNED]));
+        if (r->has[FCACHE_A_PAGES_HELD]) {
+                fc_result_add_u64(res, "pages_held", r->v[FCACHE_A_PAGES_HELD]);
+                fc_result_add_u64(res, "pages_stale", r->v[FCACHE_A_PAGES_STALE]);
+        }
+        fc_result_add_str(res, "fscache_cookie", cookie_name(r->v[FCACHE_A_COOKIE]));
+        fc_result_add_u64(res, "fscache_cookie_users", r->v[FCACHE_A_COOKIE_USERS]);
+}
+
+/* ---- per-file work on trees -------------------------------------------- */
+
+struct ktally {
+        struct kconn c;
+        uint8_t cmd;
+        uint32_t flags;
+        const volatile int *cancel;
+        uint64_t files, bytes, cached_before, dirty_before, cached_after, total, held, failed;
+        char first_error[256];
+};
+
+static int tally_fd(struct ktally *t, int fd)
+{
+        struct kreply q, r;
+        int err;
+
+        err = kcall(&t->c, FCACHE_CMD_QUERY, fd, 0, &q, t->cancel);
+        if (err)
+                return err;
+        if (t->cmd != FCACHE_CMD_QUERY) {
+                err = kcall(&t->c, t->cmd, fd, t->flags, &r, t->cancel);
+                if (err) {
+                        if (!t->failed++)
+                                snprintf(t->first_error, sizeof(t->first_error), "%s%s%s",
+                                         strerror(-err), r.msg[0] ? ": " : "", r.msg);
+                        return err == -ECANCELED ? err : 0;
+                }
+                t->held += r.v[FCACHE_A_PAGES_HELD];
+        }
+        t->files++;
+        t->bytes += q.v[FCACHE_A_FILE_SIZE];
+        t->total += q.v[FCACHE_A_PAGES_TOTAL];
+        t->cached_before += q.v[FCACHE_A_PAGES_CACHED];
+        t->dirty_before += q.v[FCACHE_A_PAGES_DIRTY];
+        if (t->cmd == FCACHE_CMD_PREFETCH)
+                t->cached_after += r.v[FCACHE_A_PAGES_CACHED];
+        else if (t->cmd == FCACHE_CMD_QUERY || t->cmd == FCACHE_CMD_PIN ||
+                 t->cmd == FCACHE_CMD_UNPIN)
+                t->cached_after += q.v[FCACHE_A_PAGES_CACHED];
+        return 0;
+}
+
+static int walk_file(void *ctx, int dirfd, const char *name, uint64_t *bytes)
+{
+        struct ktally *t = ctx;
+        int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC), err;
+        uint64_t before = t->bytes;
+
+        if (fd < 0)
+                return -errno;
+        err = tally_fd(t, fd);
+        close(fd);
+        *bytes = t->bytes - before;
+        return err;
+}
+
+/* Run t0's command on every regular file under the target directory. */
+static int walk_tree(struct fc_request *req, bool top_only, struct ktally *sum,
+                     struct fc_walk_stats *st)
+{
+        unsigned n = req->opts->workers ? req->opts->workers : 4;
+        struct ktally *t;
+        void **ctx;
+        int dirfd, r = 0;
+
+        if (n > 64)
+                n = 64;
+        dirfd = fc_target_open_data(req->target, req->error);
+        if (dirfd < 0)
+                return dirfd;
+        t = calloc(n, sizeof(*t));
+        ctx = calloc(n, sizeof(*ctx));
+        if (!t || !ctx) {
+                r = fc_error_set(req->error, ENOMEM, "out of memory");
+                goto out;
+        }
+        for (unsigned i = 0; i < n; i++) {
+                t[i].c.fd = -1;
+                t[i].cmd = sum->cmd;
+                t[i].flags = sum->flags;
+                t[i].cancel = req->opts->cancel;
+                ctx[i] = &t[i];
+        }
+        for (unsigned i = 0; i < n && !r; i++)
+                r = kconn_open(&t[i].c);
+        if (r) {
+                r = fc_error_set(req->error, -r, "fcache.ko: %s", strerror(-r));
+                goto out;
+        }
+        struct fc_walk_params p = {
+                .workers = n, .top_only = top_only, .file = walk_file,
+                .worker_ctx = ctx, .opts = req->opts,
+        };
+        r = fc_walk(dirfd, &p, st);
+        for (unsigned i = 0; i < n; i++) {
+                sum->files += t[i].files;
+                sum->bytes += t[i].bytes;
+                sum->total += t[i].total;
+                sum->cached_before += t[i].cached_before;
+                sum->dirty_before += t[i].dirty_before;
+                sum->cached_after += t[i].cached_after;
+                sum->held += t[i].held;
+                if (t[i].failed && !sum->failed)
+                        snprintf(sum->first_error, sizeof(sum->first_error), "%s",
+                                 t[i].first_error);
+                sum->failed += t[i].failed;
+        }
+        if (r == -ECANCELED)
+                r = fc_error_set(req->error, ECANCELED, "%s: cancelled", req->target->display);
+        else if (r < 0)
+                r = fc_error_set(req->error, -r, "%s: walking the tree: %s",
+                                 req->target->display, strerror(-r));
+out:
+        if (t)
+                for (unsigned i = 0; i < n; i++)
+                        kconn_close(&t[i].c);
+        free(t);
+        free(ctx);
+        close(dirfd);
+        return r;
+}
+
+static void add_walk(struct fc_result *res, const struct ktally *sum,
+                     const struct fc_walk_stats *st)
+{
+        fc_result_add_u64(res, "dirs", st->dirs);
+        fc_result_add_u64(res, "mounts_skipped", st->mounts_skipped);
+        fc_result_add_u64(res, "errors", st->errors + sum->failed);
+        if (st->errors)
+                fc_result_add_str(res, "first_error", st->first_error);
+        else if (sum->failed)
+                fc_result_add_str(res, "first_error", sum->first_error);
+}
+
+static void add_change(struct fc_result *res, const struct ktally *s, bool fetched)
+{
+        fc_result_add_u64(res, "files", s->files);
+        fc_result_add_u64(res, "bytes", s->bytes);
+        fc_result_add_u64(res, "pages_total", s->total);
+        fc_result_add_u64(res, "pages_cached_before", s->cached_before);
+        fc_result_add_u64(res, "pages_dirty_before", s->dirty_before);
+        add_pages(res, "cached", s->cached_after);
+        if (fetched && s->cached_after >= s->cached_before)
+                fc_result_add_u64(res, "pages_fetched", s->cached_after - s->cached_before);
+        else if (s->cached_before >= s->cached_after)
+                fc_result_add_u64(res, "pages_dropped", s->cached_before - s->cached_after);
+}
+
+/* ---- commands ----------------------------------------------------------- */
+
+static bool is_dir(const struct fc_request *req)
+{
+        return S_ISDIR(req->target->stx.stx_mode);
+}
+
+static int run_query(struct fc_request *req, struct kconn *c)
+{
+        struct kreply r;
+        bool rec = req->cmd->mods & FC_MOD_RECURSIVE;
+        int err;
+
+        fc_result_add_str(req->result, "type", fc_file_type_name(req->target->stx.stx_mode));
+        if (is_dir(req) && !rec) {
+                /* the directory's own files, as the user backend counts them */
+                struct ktally sum = { .cmd = FCACHE_CMD_QUERY };
+                struct fc_walk_stats st;
+
+                err = walk_tree(req, true, &sum, &st);
+                if (err)
+                        return err;
+                err = kcall(c, FCACHE_CMD_QUERY, req->target->fd, 0, &r, req->opts->cancel);
+                if (err)
+                        return kfail(req, err, &r, "query");
+                r.v[FCACHE_A_FILES] = sum.files;
+                r.v[FCACHE_A_FILE_SIZE] = sum.bytes;
+                r.v[FCACHE_A_PAGES_TOTAL] = sum.total;
+                r.v[FCACHE_A_PAGES_CACHED] = sum.cached_before;
+                r.v[FCACHE_A_PAGES_DIRTY] = sum.dirty_before;
+                r.v[FCACHE_A_PAGES_WRITEBACK] = 0;
+                add_query(req->result, &r);
+                add_walk(req->result, &sum, &st);
+                return 0;
+        }
+        err = kcall(c, FCACHE_CMD_QUERY, req->target->fd,
+                    rec ? FCACHE_FLAG_RECURSIVE : 0, &r, req->opts->cancel);
+        if (err)
+                return kfail(req, err, &r, "query");
+        add_query(req->result, &r);
+        if (is_dir(req))
+                fc_result_add_str(req->result, "files_counted", "in-memory");
+        return 0;
+}
+
+struct pinscan {
+        const char *prefix;
+        size_t len;
+        uint64_t pins, memory, held;
+};
+
+static void count_pin(const struct kreply *r, void *arg)
+{
+        struct pinscan *s = arg;
+
+        if (strncmp(r->path, s->prefix, s->len) ||
+            (r->path[s->len] && r->path[s->len] != '/' && s->len > 1))
+                return;
+        s->pins++;
+        s->memory += !!(r->v[FCACHE_A_PINNED] & FCACHE_PIN_MEMORY);
+        s->held += r->v[FCACHE_A_PAGES_HELD];
+}
+
+static int run_query_pinned(struct fc_request *req, struct kconn *c)
+{
+        struct kreply r;
+        int err;
+
+        fc_result_add_str(req->result, "type", fc_file_type_name(req->target->stx.stx_mode));
+        err = kcall(c, FCACHE_CMD_QUERY, req->target->fd, 0, &r, req->opts->cancel);
+        if (err)
+                return kfail(req, err, &r, "query");
+        fc_result_add_str(req->result, "pinned", r.v[FCACHE_A_PINNED] ? "yes" : "no");
+        fc_result_add_str(req->result, "pin_mode", pin_mode(r.v[FCACHE_A_PINNED]));
+        if (r.has[FCACHE_A_PAGES_HELD])
+                fc_result_add_u64(req->result, "pages_held", r.v[FCACHE_A_PAGES_HELD]);
+        if (is_dir(req)) {
+                /* the pins under the directory, by path */
+                char link[64], path[PATH_MAX];
+                struct pinscan s = { 0 };
+                struct kmsg m;
+                ssize_t n;
+
+                snprintf(link, sizeof(link), "/proc/self/fd/%d", req->target->fd);
+                n = readlink(link, path, sizeof(path) - 1);
+                if (n < 0)
+                        return fc_error_set(req->error, errno, "%s: cannot name it: %m",
+                                            req->target->display);
+                path[n] = '\0';
+                s.prefix = path;
+                s.len = (size_t)n;
+                kmsg_init(&m, c->family, FCACHE_CMD_PIN_LIST, NLM_F_DUMP);
+                err = kconn_send(c, &m);
+                if (!err)
+                        err = kconn_wait(c, &r, count_pin, &s, req->opts->cancel);
+                if (err)
+                        return kfail(req, err, &r, "pin list");
+                fc_result_add_u64(req->result, "pins", s.pins);
+                fc_result_add_u64(req->result, "pins_memory", s.memory);
+                fc_result_add_u64(req->result, "pins_pages_held", s.held);
+        }
+        return 0;
+}
+
+static int run_query_cache(struct fc_request *req, struct kconn *c)
+{
+        struct kreply r;
+        int err = fc_backend_user.run(req);
+
+        if (err)
+                return err;
+        err = kcall(c, FCACHE_CMD_LIMITS_GET, -1, 0, &r, req->opts->cancel);
+        if (err)
+                return kfail(req, err, &r, "limits");
+        fc_result_add_u64(req->result, "kmod_pin_budget_bytes", r.v[FCACHE_A_PIN_BUDGET]);
+        fc_result_add_u64(req->result, "kmod_pin_used_bytes", r.v[FCACHE_A_PIN_USED]);
+        fc_result_add_u64(req->result, "kmod_pins", r.v[FCACHE_A_PIN_COUNT]);
+        fc_result_add_u64(req->result, "kmod_pin_max", r.v[FCACHE_A_PIN_MAX]);
+        fc_result_add_u64(req->result, "kmod_job_max", r.v[FCACHE_A_JOB_MAX]);
+        return 0;
+}
+
+/* flush and prefetch of one file: QUERY, the command, QUERY */
+static int run_file_change(struct fc_request *req, struct kconn *c, uint8_t cmd)
+{
+        struct ktally sum = { .cmd = cmd };
+        struct kreply q, r;
+        int err;
+
+        err = kcall(c, FCACHE_CMD_QUERY, req->target->fd, 0, &q, req->opts->cancel);
+        if (err)
+                return kfail(req, err, &q, "query");
+        err = kcall(c, cmd, req->target->fd, 0, &r, req->opts->cancel);
+        if (err)
+                return kfail(req, err, &r, fc_op_name(req->cmd->op));
+        sum.files = 1;
+        sum.bytes = q.v[FCACHE_A_FILE_SIZE];
+        sum.total = q.v[FCACHE_A_PAGES_TOTAL];
+        sum.cached_before = q.v[FCACHE_A_PAGES_CACHED];
+        sum.dirty_before = q.v[FCACHE_A_PAGES_DIRTY];
+        if (cmd == FCACHE_CMD_FLUSH) {
+                err = kcall(c, FCACHE_CMD_QUERY, req->target->fd, 0, &q, req->opts->cancel);
+                if (err)
+                        return kfail(req, err, &q, "query");
+                sum.cached_after = q.v[FCACHE_A_PAGES_CACHED];
+        } else {
+                sum.cached_after = r.v[FCACHE_A_PAGES_CACHED];
+        }
+        add_change(req->result, &sum, cmd == FCACHE_CMD_PREFETCH);
+        return 0;
+}
+
+static int run_flush(struct fc_request *req, struct kconn *c)
+{
+        struct kreply before, r, after;
+        int err;
+
+        fc_result_add_str(req->result, "type", fc_file_type_name(req->target->stx.stx_mode));
+        if (!is_dir(req))
+                return run_file_change(req, c, FCACHE_CMD_FLUSH);
+        /* the module flushes the subtree itself, as one job */
+        err = kcall(c, FCACHE_CMD_QUERY, req->target->fd, FCACHE_FLAG_RECURSIVE, &before,
+                    req->opts->cancel);
+        if (!err)
+                err = kcall(c, FCACHE_CMD_FLUSH, req->target->fd, 0, &r, req->opts->cancel);
+        if (err)
+                return kfail(req, err, &r, "flush");
+        err = kcall(c, FCACHE_CMD_QUERY, req->target->fd, FCACHE_FLAG_RECURSIVE, &after,
+                    req->opts->cancel);
+        if (err)
+                return kfail(req, err, &after, "query");
+        struct ktally sum = {
+                .files = r.v[FCACHE_A_FILES], .bytes = before.v[FCACHE_A_FILE_SIZE],
+                .total = before.v[FCACHE_A_PAGES_TOTAL],
+                .cached_before = before.v[FCACHE_A_PAGES_CACHED],
+                .dirty_before = before.v[FCACHE_A_PAGES_DIRTY],
+                .cached_after = after.v[FCACHE_A_PAGES_CACHED],
+        };
+        add_change(req->result, &sum, false);
+        fc_result_add_str(req->result, "files_counted", "in-memory");
+        return 0;
+}
+
+static int run_tree(struct fc_request *req, uint8_t cmd, uint32_t flags, bool top_only)
+{
+        struct ktally sum = { .cmd = cmd, .flags = flags };
+        struct fc_walk_stats st;
+        int err = walk_tree(req, top_only, &sum, &st);
+
+        if (err)
+                return err;
+        add_change(req->result, &sum, cmd == FCACHE_CMD_PREFETCH);
+        if (cmd == FCACHE_CMD_PIN || cmd == FCACHE_CMD_UNPIN)
+                fc_result_add_u64(req->result, "pages_held", sum.held);
+        add_walk(req->result, &sum, &st);
+        return 0;
+}
+
+static int run_prefetch(struct fc_request *req, struct kconn *c)
+{
+        mode_t mode = req->target->stx.stx_mode;
+
+        fc_result_add_str(req->result, "type", fc_file_type_name(mode));
+        if (S_ISDIR(mode))
+                return run_tree(req, FCACHE_CMD_PREFETCH, 0,
+                                !(req->cmd->mods & FC_MOD_RECURSIVE));
+        if (!S_ISREG(mode))
+                return fc_error_set(req->error, EINVAL, "%s: is a %s; prefetch applies to "
+                                    "regular files and directories", req->target->display,
+                                    fc_file_type_name(mode));
+        return run_file_change(req, c, FCACHE_CMD_PREFETCH);
+}
+
+static uint32_t pin_flags(const struct fc_request *req)
+{
+        uint32_t flags = 0;
+
+        if (req->cmd->mods & FC_MOD_DRY_RUN)
+                flags |= FCACHE_FLAG_DRY_RUN;
+#ifdef FC_MOD_MEMORY
+        if (req->cmd->mods & FC_MOD_MEMORY)
+                flags |= FCACHE_FLAG_MEMORY;
+#endif
+        return flags;
+}
+
+static int run_pin(struct fc_request *req, struct kconn *c, uint8_t cmd)
+{
+        uint32_t flags = cmd == FCACHE_CMD_PIN ? pin_flags(req) : 0;
+        struct kreply r;
+        int err;
+
+        fc_result_add_str(req->result, "type", fc_file_type_name(req->target->stx.stx_mode));
+        if (cmd == FCACHE_CMD_PIN && (req->cmd->mods & FC_MOD_PRIORITY))
+                fc_result_add_u64(req->result, "priority", (uint64_t)req->cmd->priority);
+        if (is_dir(req) && (req->cmd->mods & FC_MOD_RECURSIVE))
+                return run_tree(req, cmd, flags, false);
+        err = kcall(c, cmd, req->target->fd, flags, &r, req->opts->cancel);
+        if (err)
+                return kfail(req, err, &r, cmd == FCACHE_CMD_PIN ? "pin" : "unpin");
+        if (cmd == FCACHE_CMD_PIN) {
+                fc_result_add_str(req->result, "pinned",
+                                  flags & FCACHE_FLAG_DRY_RUN ? "no" : "yes");
+                fc_result_add_str(req->result, "pin_mode", pin_mode(r.v[FCACHE_A_PINNED]));
+                if (flags & FCACHE_FLAG_DRY_RUN)
+                        fc_result_add_u64(req->result, "bytes_needed", r.v[FCACHE_A_BYTES]);
+        } else {
+                fc_result_add_str(req->result, "pinned", "no");
+        }
+        if (r.has[FCACHE_A_PIN_ID])
+                fc_result_add_u64(req->result, "pin_id", r.v[FCACHE_A_PIN_ID]);
+        fc_result_add_u64(req->result, "files", r.v[FCACHE_A_FILES]);
+        if (r.has[FCACHE_A_PAGES_HELD])
+                fc_result_add_u64(req->result, "pages_held", r.v[FCACHE_A_PAGES_HELD]);
+        return 0;
+}
+
+static int add_result_flush(struct fc_request *req, const struct kreply *r)
+{
+        if (r->fstype[0])
+                fc_result_add_str(req->result, "fs_type", r->fstype);
+        fc_result_add_u64(req->result, "supers", r->v[FCACHE_A_SUPERS]);
+        fc_result_add_u64(req->result, "files", r->v[FCACHE_A_FILES]);
+        fc_result_add_u64(req->result, "pages_dropped", r->v[FCACHE_A_PAGES_DROPPED]);
+        return 0;
+}
+
+static int run_flush_volume(struct fc_request *req, struct kconn *c)
+{
+        struct kreply r;
+        int err = kcall(c, FCACHE_CMD_FLUSH_VOLUME, req->target->fd, 0, &r, req->opts->cancel);
+
+        if (err)
+                return kfail(req, err, &r, "flush volume");
+        return add_result_flush(req, &r);
+}
+
+/* FLUSH_ALL: one O_PATH descriptor per mounted network filesystem */
+static int run_flush_all(struct fc_request *req, struct kconn *c)
+{
+        struct fc_mount_table mt;
+        struct kmsg m;
+        struct kreply r;
+        struct nlattr *nest;
+        int fds[64], nfd = 0, err;
+
+        err = fc_mount_table_read(&mt);
+        if (err < 0)
+                return fc_error_set(req->error, -err, "cannot read /proc/self/mountinfo: %s",
+                                    strerror(-err));
+        kmsg_init(&m, c->family, FCACHE_CMD_FLUSH_ALL, 0);
+        nest = kmsg_put(&m, FCACHE_A_MOUNTS | NLA_F_NESTED, NULL, 0);
+        for (size_t i = 0; i < mt.count && nfd < 64; i++) {
+                const struct fc_mount *mnt = &mt.mounts[i];
+                int fd;
+
+                if (!fc_fs_type_is_network(mnt->fs_type))
+                        continue;
+                fd = open(mnt->mount_point, O_PATH | O_CLOEXEC | O_DIRECTORY);
+                if (fd < 0)
+                        continue;
+                fds[nfd++] = fd;
+                kmsg_put_u32(&m, FCACHE_A_FD, (uint32_t)fd);
+        }
+        fc_mount_table_free(&mt);
+        nest->nla_len = (uint16_t)(m.raw + m.nh.nlmsg_len - (char *)nest);
+        if (!nfd) {
+                fc_result_add_u64(req->result, "mounts", 0);
+                fc_result_add_u64(req->result, "supers", 0);
+                fc_result_add_u64(req->result, "pages_dropped", 0);
+                return 0;
+        }
+        memset(&r, 0, sizeof(r));
+        err = kconn_send(c, &m);
+        if (!err)
+                err = kconn_wait(c, &r, NULL, NULL, req->opts->cancel);
+        for (int i = 0; i < nfd; i++)
+                close(fds[i]);
+        if (err)
+                return kfail(req, err, &r, "flush all");
+        fc_result_add_u64(req->result, "mounts", (uint64_t)nfd);
+        return add_result_flush(req, &r);
+}
+
+static int kmod_run(struct fc_request *req)
+{
+        struct kconn c;
+        int err = kconn_open(&c);
+
+        if (err)
+                return fc_error_set(req->error, -err, "fcache.ko: cannot reach the %s netlink "
+                                    "family: %s", FCACHE_GENL_NAME, strerror(-err));
+        switch (req->cmd->op) {
+        case FC_OP_QUERY_CACHED:
+        case FC_OP_QUERY_DIRTY:
+                err = run_query(req, &c);
+                break;
+        case FC_OP_QUERY_PINNED:
+                err = run_query_pinned(req, &c);
+                break;
+        case FC_OP_QUERY_CACHE:
+                err = run_query_cache(req, &c);
+                break;
+        case FC_OP_FLUSH:
+                err = run_flush(req, &c);
+                break;
+        case FC_OP_FLUSH_VOLUME:
+                err = run_flush_volume(req, &c);
+                break;
+        case FC_OP_FLUSH_ALL:
+                err = run_flush_all(req, &c);
+                break;
+        case FC_OP_PREFETCH:
+                err = run_prefetch(req, &c);
+                break;
+        case FC_OP_PIN:
+                err = run_pin(req, &c, FCACHE_CMD_PIN);
+                break;
+        case FC_OP_UNPIN:
+                err = run_pin(req, &c, FCACHE_CMD_UNPIN);
+                break;
+        default:
+                err = fc_error_set(req->error, EOPNOTSUPP, "%s: not a fcache.ko command",
+                                   fc_op_name(req->cmd->op));
+                break;
+        }
+        kconn_close(&c);
+        return err;
+}
+
+/* Loaded?  sysfs says so cheaply; without sysfs, ask the netlink controller. */
+static bool kmod_available(void)
+{
+        struct stat st;
+        struct kconn c;
+
+        if (stat("/sys/module/fcache/initstate", &st) == 0)
+                return true;
+        if (stat("/sys/module", &st) == 0)
+                return false;
+        if (kconn_open(&c))
+                return false;
+        kconn_close(&c);
+        return true;
+}
+
+static bool kmod_handles(const struct fc_command *cmd, const struct fc_target *t)
+{
+        switch (cmd->op) {
+        case FC_OP_QUERY_CACHED:
+        case FC_OP_QUERY_DIRTY:
+        case FC_OP_QUERY_PINNED:
+        case FC_OP_QUERY_CACHE:
+        case FC_OP_FLUSH:
+        case FC_OP_FLUSH_VOLUME:
+        case FC_OP_FLUSH_ALL:
+        case FC_OP_PREFETCH:
+        case FC_OP_PIN:
+        case FC_OP_UNPIN:
+                return true;
+        default:
+                return false;
+        }
+}
+
+const struct fc_backend fc_backend_kmod = {
+        .name = "kmod",
+        .available = kmod_available,
+        .handles = kmod_handles,
+        .run = kmod_run,
+};

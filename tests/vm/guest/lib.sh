@@ -1,0 +1,34 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# lib.sh: TAP helpers and fcnl wrappers for the guest tests (sourced).
+TAP=/results/tap
+tn=0
+ok() { tn=$((tn + 1)); echo "ok $tn - $*" >> $TAP; echo "ok $tn - $*"; }
+notok() {
+	tn=$((tn + 1)); echo "not ok $tn - $*" >> $TAP; echo "not ok $tn - $*"
+	[ -n "${LAST:-}" ] && echo "$LAST" | sed 's/^/#   /' | tee -a $TAP
+}
+todo() { tn=$((tn + 1)); echo "not ok $tn - $* # TODO" >> $TAP; echo "not ok $tn - $* # TODO"; }
+diag() { echo "# $*" >> $TAP; echo "# $*"; }
+# check DESCRIPTION COMMAND...: ok if the command succeeds
+check() { _cd=$1; shift; if "$@"; then ok "$_cd"; else notok "$_cd"; fi; }
+
+# fc ARGS...: run fcnl, keep its output in LAST, return its status
+fc() { LAST=$($FCNL "$@" 2>&1); }
+# key KEY: the value of KEY in LAST
+key() { echo "$LAST" | sed -n "s/^$1=//p" | head -n 1; }
+# fc_key KEY ARGS...: run fcnl and print KEY of its output
+fc_key() { _k=$1; shift; fc "$@"; key "$_k"; }
+cached() { fc_key pages_cached query "$1"; }
+total() { fc_key pages_total query "$1"; }
+# expect_err ERRNO ARGS...: fcnl fails with ERRNO
+expect_err() { _e=$1; shift; fc "$@" && return 1; [ "$(key error)" = "$_e" ]; }
+eq() { [ "$1" = "$2" ] || { LAST="${LAST:-}
+expected [$2], got [$1]"; return 1; }; }
+ge() { [ "${1:-0}" -ge "$2" ] 2>/dev/null || { LAST="${LAST:-}
+expected >= $2, got [$1]"; return 1; }; }
+# as_user CMD...: run as uid/gid 1000 without capabilities
+as_user() { setpriv --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all "$@"; }
+fc_user() { LAST=$(as_user $FCNL "$@" 2>&1); }
+expect_user_err() { _e=$1; shift; fc_user "$@" && return 1; [ "$(key error)" = "$_e" ]; }
+drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+mkfile() { dd if=/dev/urandom of="$1" bs=1M count="$2" status=none; }

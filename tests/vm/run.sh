@@ -1,0 +1,122 @@
+#!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# run.sh: boot Debian's kernel in qemu (TCG), run the fcache.ko guest tests
+# and report their results.
+#
+#   run.sh [--tap] --ko FCACHE.KO --fcnl FCNL [--fcachectl FCACHECTL]
+#          [--guest SCRIPT] [--bench N] [--timeout SECONDS] [--keep DIR]
+#
+# The guest sees this machine's / read-only over 9p (so the build
+# directory too) and writes its TAP lines, dmesg and logs to a second,
+# writable 9p share.  Missing qemu or kernel image: skip (exit 77, or a TAP
+# "1..0 # SKIP" with --tap, as meson's TAP protocol wants).  Any not-ok
+# line, a missing result, or a WARN/BUG/oops/leak report in the guest's
+# dmesg fails the run.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+tap=0 ko= fcnl= ctl= guest=$here/guest/main.sh bench=${FCACHE_VM_BENCH:-0}
+timeout=${FCACHE_VM_TIMEOUT:-900} keep=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--tap) tap=1 ;;
+	--ko) ko=$2; shift ;;
+	--fcnl) fcnl=$2; shift ;;
+	--fcachectl) ctl=$2; shift ;;
+	--guest) guest=$2; shift ;;
+	--bench) bench=$2; shift ;;
+	--timeout) timeout=$2; shift ;;
+	--keep) keep=$2; shift ;;
+	*) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
+	esac
+	shift
+done
+
+skip() {
+	if [ $tap = 1 ]; then
+		echo "1..0 # SKIP $*"
+		exit 0
+	fi
+	echo "SKIP: $*"
+	exit 77
+}
+
+qemu=$(command -v qemu-system-x86_64) || skip "qemu-system-x86_64 is not installed"
+kver=${FCACHE_VM_KVER:-}
+if [ -z "$kver" ]; then
+	for k in $(ls /boot 2>/dev/null | sed -n 's/^vmlinuz-//p' | sort -V); do
+		[ -e "/lib/modules/$k/modules.dep" ] && kver=$k
+	done
+fi
+[ -n "$kver" ] && [ -r "/boot/vmlinuz-$kver" ] ||
+	skip "no readable /boot/vmlinuz-* with its /lib/modules (install linux-image-amd64)"
+[ -n "$ko" ] && [ -f "$ko" ] || { echo "run.sh: --ko $ko: no module" >&2; exit 1; }
+[ -n "$fcnl" ] && [ -x "$fcnl" ] || { echo "run.sh: --fcnl $fcnl: no client" >&2; exit 1; }
+modinfo -F vermagic "$ko" | grep -q "^$kver " ||
+	{ echo "run.sh: $ko is not built for $kver" >&2; exit 1; }
+
+abspath() { (cd "$(dirname "$1")" && echo "$(pwd)/$(basename "$1")"); }
+res=$(mktemp -d /tmp/fcache-vm.XXXXXX)
+trap '[ -n "$keep" ] && cp -a "$res/." "$keep/"; rm -rf "$res"' EXIT
+"$here/mkinitramfs.sh" "$res/initrd.gz" "$kver" || { echo "run.sh: initramfs failed" >&2; exit 1; }
+{
+	echo "FCACHE_KO=$(abspath "$ko")"
+	echo "FCNL=$(abspath "$fcnl")"
+	[ -n "$ctl" ] && [ -x "$ctl" ] && echo "FCACHECTL=$(abspath "$ctl")"
+	echo "BENCH_FILES=$bench"
+	echo "GUEST_DIR=$(dirname "$(abspath "$guest")")"
+} > "$res/env.sh"
+
+start=$(date +%s)
+timeout -k 10 "$timeout" "$qemu" -accel tcg,thread=multi -cpu max -m 2048 -smp 2 \
+	-nographic -no-reboot -kernel "/boot/vmlinuz-$kver" -initrd "$res/initrd.gz" \
+	-append "console=ttyS0 quiet panic=-1 fcache_test=$(abspath "$guest")" \
+	-fsdev local,id=r,path=/,security_model=none,readonly=on,multidevs=remap \
+	-device virtio-9p-pci,fsdev=r,mount_tag=hostroot \
+	-fsdev local,id=res,path="$res",security_model=none \
+	-device virtio-9p-pci,fsdev=res,mount_tag=results \
+	</dev/null >"$res/console.log" 2>&1
+qrc=$?
+secs=$(( $(date +%s) - start ))
+
+n=0 failed=0
+if [ -f "$res/tap" ]; then
+	while IFS= read -r line; do
+		case $line in
+		"ok "*|"not ok "*)
+			n=$((n + 1))
+			case $line in "not ok "*)
+				case $line in *"# TODO"*) ;; *) failed=$((failed + 1)) ;; esac ;;
+			esac
+			echo "$line" | sed "s/^\(not \)\{0,1\}ok [0-9]*/\1ok $n/" ;;
+		"#"*) echo "$line" ;;
+		esac
+	done < "$res/tap"
+fi
+report() { # ok|fail description
+	n=$((n + 1))
+	if [ "$1" = ok ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi
+}
+if grep -q '^GUEST-DONE' "$res/console.log" 2>/dev/null || [ -f "$res/done" ]; then
+	report ok "guest ran to the end ($secs s, qemu exit $qrc)"
+else
+	report fail "guest did not finish (qemu exit $qrc after $secs s)"
+fi
+if [ -f "$res/dmesg.txt" ]; then
+	bad=$(grep -E 'WARNING:|BUG:|Oops|general protection|Call Trace|kmemleak|refcount_t:|UBSAN|KASAN|list_(add|del) corruption|sleeping function called|INFO: task .* blocked|unreferenced object|fcache.*leak' "$res/dmesg.txt")
+	if [ -z "$bad" ]; then
+		report ok "dmesg has no WARN, BUG, oops or leak report"
+	else
+		report fail "dmesg shows a kernel problem"
+		echo "$bad" | sed 's/^/# /' | head -40
+	fi
+else
+	report fail "guest wrote no dmesg"
+fi
+echo "1..$n"
+if [ $failed -gt 0 ] || [ $n -le 2 ]; then
+	echo "# ---- console (last 80 lines) ----"
+	tail -n 80 "$res/console.log" | sed 's/^/# /'
+fi
+echo "# $((n - failed)) passed, $failed failed ($secs s in the VM)"
+[ $tap = 1 ] && exit 0
+[ $failed -eq 0 ]
