@@ -93,10 +93,10 @@ static int do_mount(const struct volume_config *cfg, int fd)
         return 0;
 }
 
-static pid_t start_worker(char **argv, int argc, int fd, bool takeover)
+static pid_t start_worker(char **argv, int argc, int fd, int ready_fd, bool takeover)
 {
-        char fdarg[32];
-        char **args = calloc((size_t)argc + 4, sizeof(*args));
+        char fdarg[32], readyarg[32];
+        char **args = calloc((size_t)argc + 5, sizeof(*args));
         pid_t pid;
         int n = 0;
 
@@ -107,6 +107,8 @@ static pid_t start_worker(char **argv, int argc, int fd, bool takeover)
                 args[n++] = argv[i];
         snprintf(fdarg, sizeof(fdarg), "--worker-fd=%d", fd);
         args[n++] = fdarg;
+        snprintf(readyarg, sizeof(readyarg), "--ready-fd=%d", ready_fd);
+        args[n++] = readyarg;
         if (takeover)
                 args[n++] = (char *)"--takeover";
         args[n] = NULL;
@@ -124,17 +126,22 @@ static pid_t start_worker(char **argv, int argc, int fd, bool takeover)
 
 static int holder_run(struct volume_config *cfg, int argc, char **argv)
 {
-        time_t deaths[5] = { 0 };
-        unsigned ndeaths = 0;
+        unsigned early_deaths = 0;
         bool takeover = false;
-        int fd, status, r;
+        int fd, status, r, ready[2];
         pid_t pid;
+        char c;
 
         fd = open("/dev/fuse", O_RDWR);         /* inherited by every worker */
         if (fd < 0)
                 return log_error("Failed to open /dev/fuse: %m"), 1;
         if (do_mount(cfg, fd) < 0)
                 return 1;
+        /* A worker writes one byte here once it serves; one that dies before
+         * that counts towards giving up. */
+        if (pipe2(ready, O_NONBLOCK) < 0)
+                return log_error("Failed to create a pipe: %m"), 1;
+        fcntl(ready[0], F_SETFD, FD_CLOEXEC);
         log_info("Mounted %s on %s", cfg->backing, cfg->mountpoint);
         {
                 /* No SA_RESTART: the signal must interrupt waitpid(). */
@@ -146,7 +153,7 @@ static int holder_run(struct volume_config *cfg, int argc, char **argv)
         }
         signal(SIGPIPE, SIG_IGN);
         for (;;) {
-                pid = start_worker(argv, argc, fd, takeover);
+                pid = start_worker(argv, argc, fd, ready[1], takeover);
                 if (pid < 0) {
                         log_error("Failed to start a worker: %m");
                         break;
@@ -172,12 +179,18 @@ static int holder_run(struct volume_config *cfg, int argc, char **argv)
                 else
                         log_warn("Worker %d exited with status %d; a new worker takes over",
                                  (int)pid, WEXITSTATUS(status));
-                /* Give up after 5 deaths within 10 s: something is broken. */
-                deaths[ndeaths++ % 5] = time(NULL);
-                if (ndeaths >= 5 && time(NULL) - deaths[ndeaths % 5] < 10) {
-                        log_error("Workers keep dying; unmounting %s", cfg->mountpoint);
+                /* Give up after 5 workers in a row died before serving. */
+                if (read(ready[0], &c, 1) == 1) {
+                        while (read(ready[0], &c, 1) == 1)
+                                ;
+                        early_deaths = 0;
+                } else if (++early_deaths >= 5) {
+                        log_error("Workers keep dying before they serve; unmounting %s",
+                                  cfg->mountpoint);
                         umount2(cfg->mountpoint, MNT_DETACH);
                         break;
+                } else {
+                        usleep(200000 * early_deaths);
                 }
                 takeover = true;
         }
@@ -250,11 +263,12 @@ int main(int argc, char **argv)
                 { "debug", no_argument, NULL, 'D' },
                 { "worker-fd", required_argument, NULL, 'W' },
                 { "takeover", no_argument, NULL, 'T' },
+                { "ready-fd", required_argument, NULL, 'R' },
                 { "help", no_argument, NULL, 'h' },
                 {}
         };
         struct volume_config cfg;
-        struct view v = { 0 };
+        struct view v = { .ready_fd = -1 };
         char err[512], path[4096];
         bool no_holder = false, takeover = false;
         int c, worker_fd = -1, r;
@@ -297,6 +311,7 @@ int main(int argc, char **argv)
                 case 'D': view_log_level = 7; break;
                 case 'W': worker_fd = atoi(optarg); break;
                 case 'T': takeover = true; break;
+                case 'R': v.ready_fd = atoi(optarg); break;
                 case 'h': usage(); return 0;
                 default: usage(); return 2;
                 }

@@ -183,6 +183,11 @@ int view_worker_run(struct view *v, int fuse_fd)
                 pthread_detach(hoard);
         if (v->takeover)
                 send_resend(fuse_fd);
+        if (v->ready_fd >= 0) {
+                if (write(v->ready_fd, "R", 1) < 0)
+                        log_warn("Failed to tell the holder we serve: %m, ignoring");
+                close(v->ready_fd);
+        }
 
         signal(SIGTERM, on_signal);
         signal(SIGINT, on_signal);

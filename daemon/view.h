@@ -74,6 +74,7 @@ struct view {
         char *init_path;
 
         int control_fd;         /* listening control socket */
+        int ready_fd;           /* pipe to the holder: one byte once serving, or -1 */
         char *control_path;
 };
 

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * fault.h: named crash points for tests of disconnected operation.
+ *
+ * FCACHE_FAULT=<point>:<n>[,<point>:<n>...] in the environment makes the
+ * process raise(SIGKILL) the n-th time (n >= 1) it passes the named point.
+ * Always compiled in: with FCACHE_FAULT unset a point costs one load and one
+ * branch.  The points, in the order a change travels:
+ *
+ *   oplog-before-data      an offline change is being logged; its local
+ *                          content is not yet durable (nothing acknowledged)
+ *   oplog-before-commit    the content is durable in the log directory, the
+ *                          log row is written but not committed
+ *   reint-after-write      reintegration changed the server, the record is
+ *                          not yet marked applied
+ *   reint-merge-output     a clean three-way merge is written to a temporary
+ *                          on the server, not yet renamed into place
+ *   reint-conflict-record  a conflict's remote version is saved in the base
+ *                          store, the conflict row is not yet committed
+ */
+#pragma once
+
+#include <stdbool.h>
+
+#define FAULT_OPLOG_BEFORE_DATA "oplog-before-data"
+#define FAULT_OPLOG_BEFORE_COMMIT "oplog-before-commit"
+#define FAULT_REINT_AFTER_WRITE "reint-after-write"
+#define FAULT_REINT_MERGE_OUTPUT "reint-merge-output"
+#define FAULT_REINT_CONFLICT_RECORD "reint-conflict-record"
+
+/* Passes the named point; kills the process if FCACHE_FAULT says so. */
+void fault_point(const char *name);
+
+/* Whether any fault is armed (FCACHE_FAULT parsed and non-empty). */
+bool fault_armed(void);
+
+/* Re-reads FCACHE_FAULT and resets the counters (tests that set it with setenv()). */
+void fault_reload(void);

@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * oplog.h: the durable operation log of one fcache volume while it is
+ * offline (Coda's client modify log).
+ *
+ * Every change the view makes offline is recorded here, against objects
+ * named by a stable local id (lid), never by path: the volume root is
+ * OPLOG_ROOT; an object that exists on the server gets its lid from
+ * oplog_object() (keyed by its server inode, with the server version it was
+ * cached at: its "base"); an object created offline gets one from its
+ * oplog_record_create()/_mkdir()/_symlink().  Reintegration (reintegrate.h)
+ * replays the log against the server.
+ *
+ * Files under the log directory (CacheDir/offline, say):
+ *   log.db        SQLite, WAL, synchronous=FULL: objects, ops, conflicts
+ *   content/SEQ   the local content of content-changed record SEQ
+ *   bases/        fcache_merge_store: base, local and remote versions by id
+ *
+ * Durability: each oplog_record_*() returns only after its row (and for
+ * content, the content file) is fsynced, so a change acknowledged to an
+ * application (fsync, close) survives kill -9 and power loss.  A failed call
+ * changes nothing.  When the log would grow past opts.max_bytes, or the disk
+ * is full, a call fails with -ENOSPC and everything recorded before stays.
+ *
+ * Coalescing, done when a record is appended (only pending records are ever
+ * touched, never ones reintegration already applied):
+ *   - content: a new content record of an object replaces its pending one;
+ *   - create/mkdir/symlink then unlink/rmdir (or rename over) of the same
+ *     object cancels its create and every pending record of it (contents,
+ *     setattrs, xattrs, renames; a rename that replaced a server object turns
+ *     into the unlink of that object), unless the object is named by a
+ *     link/exchange record or a pending record uses it as a parent;
+ *   - unlink of a server file with one link drops its pending contents,
+ *     setattrs and xattrs (the unlink wins; the base stays for conflicts);
+ *   - setattr after setattr of an object merges into one (later fields win);
+ *   - setxattr/removexattr after one of the same name replaces it;
+ *   - rename of an object to B, then from B to C, becomes one rename to C
+ *     (and vanishes if C is where it started), unless the first replaced or
+ *     exchanged something or another pending record uses its old name.
+ *
+ * Concurrency: one struct oplog must not be used by two threads at once; the
+ * caller (the view) serializes with its own lock.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "fcache-merge.h"
+
+#define OPLOG_ROOT 1 /* the lid of the volume root */
+
+struct oplog;
+
+/* The server-side identity of an object, as cached (its base version). */
+struct oplog_version {
+        uint64_t ino;
+        uint64_t size;
+        int64_t mtime_ns;
+        int64_t ctime_ns;
+        uint32_t mode;  /* st_mode: type and permission bits */
+        uint32_t uid, gid;
+        uint32_t nlink;
+        /*
+         * Regular file: blob id of the content in oplog_store() (see
+         * oplog_put_base_fd()); symlink: blob id of the target; "" if unknown
+         * (a file not completely cached: both-sides edits then conflict).
+         */
+        char content[FCACHE_MERGE_ID_SIZE];
+};
+
+/* Fills @v from @st; content is left "". */
+void oplog_version_from_stat(struct oplog_version *v, const struct stat *st);
+
+struct oplog_options {
+        unsigned version;
+        uint64_t max_bytes;     /* bound on log.db + WAL + content/ (0: none; the Reserve) */
+        bool no_fsync;          /* tests and benchmarks only: skip every fsync */
+};
+#define OPLOG_OPTIONS_VERSION 1
+#define OPLOG_OPTIONS_INIT { OPLOG_OPTIONS_VERSION, 0, false }
+
+/* Opens (creating) the log in directory @dir (created 0700 if missing). */
+int oplog_open(struct oplog **out, const char *dir, const struct oplog_options *opts);
+void oplog_close(struct oplog *log);
+
+/* The base store of the log (base, local and remote versions by blob id). */
+fcache_merge_store *oplog_store(struct oplog *log);
+
+/* Stores the content of regular file @fd as a base version; *out gets its id. */
+int oplog_put_base_fd(struct oplog *log, int fd, char out[FCACHE_MERGE_ID_SIZE]);
+
+/* Records the base version of the volume root (its type, mode and owner). */
+int oplog_set_root(struct oplog *log, const struct oplog_version *base);
+
+/*
+ * The lid of the server object with inode base->ino, cached under directory
+ * lid @parent as @name, registering it with @base as its base version if the
+ * log does not know it yet.  Call it before the first record of an object.
+ */
+int oplog_object(struct oplog *log, uint64_t parent, const char *name,
+                 const struct oplog_version *base, uint64_t *out_lid);
+/* The lid of server inode @ino if registered (-ENOENT if not). */
+int oplog_find_ino(struct oplog *log, uint64_t ino, uint64_t *out_lid);
+
+/*
+ * Records.  @uid/@gid are the owner the object gets (the caller's fsuid and
+ * fsgid, or the setgid directory's group); @mode of create carries the type
+ * (S_IFREG; S_IFIFO/S_IFSOCK/S_IFCHR/S_IFBLK with @rdev via _mknod).
+ */
+/* write, truncate, fallocate: the object's whole local content is now @fd's. */
+int oplog_record_content(struct oplog *log, uint64_t lid, int fd);
+int oplog_record_create(struct oplog *log, uint64_t parent, const char *name, mode_t mode,
+                        uid_t uid, gid_t gid, uint64_t *out_lid);
+int oplog_record_mknod(struct oplog *log, uint64_t parent, const char *name, mode_t mode,
+                       dev_t rdev, uid_t uid, gid_t gid, uint64_t *out_lid);
+int oplog_record_mkdir(struct oplog *log, uint64_t parent, const char *name, mode_t mode,
+                       uid_t uid, gid_t gid, uint64_t *out_lid);
+int oplog_record_symlink(struct oplog *log, uint64_t parent, const char *name,
+                         const char *target, uid_t uid, gid_t gid, uint64_t *out_lid);
+int oplog_record_link(struct oplog *log, uint64_t lid, uint64_t newparent, const char *newname);
+int oplog_record_unlink(struct oplog *log, uint64_t parent, const char *name, uint64_t lid);
+int oplog_record_rmdir(struct oplog *log, uint64_t parent, const char *name, uint64_t lid);
+/*
+ * rename(2)/renameat2(2): @lid moves from parent/name to newparent/newname.
+ * @other is the object that was at newparent/newname (replaced, or with
+ * RENAME_EXCHANGE moved to parent/name), 0 if none.  @flags: RENAME_NOREPLACE,
+ * RENAME_EXCHANGE.
+ */
+int oplog_record_rename(struct oplog *log, uint64_t parent, const char *name, uint64_t lid,
+                        uint64_t newparent, const char *newname, uint64_t other,
+                        unsigned flags);
+
+enum {
+        OPLOG_SET_MODE = 1u << 0,
+        OPLOG_SET_UID = 1u << 1,
+        OPLOG_SET_GID = 1u << 2,
+        OPLOG_SET_ATIME = 1u << 3,
+        OPLOG_SET_MTIME = 1u << 4,
+};
+struct oplog_setattr {
+        unsigned mask;          /* OPLOG_SET_* */
+        mode_t mode;            /* permission bits */
+        uid_t uid;
+        gid_t gid;
+        struct timespec atime, mtime; /* tv_nsec UTIME_NOW is kept as "now at replay" */
+};
+int oplog_record_setattr(struct oplog *log, uint64_t lid, const struct oplog_setattr *sa);
+int oplog_record_setxattr(struct oplog *log, uint64_t lid, const char *name, const void *value,
+                          size_t size, int flags);
+int oplog_record_removexattr(struct oplog *log, uint64_t lid, const char *name);
+
+/* Record kinds (stored as numbers; the names are the interface). */
+enum oplog_kind {
+        OPLOG_CONTENT = 1,
+        OPLOG_CREATE,
+        OPLOG_MKDIR,
+        OPLOG_SYMLINK,
+        OPLOG_LINK,
+        OPLOG_UNLINK,
+        OPLOG_RMDIR,
+        OPLOG_RENAME,
+        OPLOG_SETATTR,
+        OPLOG_SETXATTR,
+        OPLOG_REMOVEXATTR,
+        OPLOG_MKNOD,
+        _OPLOG_KIND_MAX,
+};
+const char *oplog_kind_to_string(enum oplog_kind k); /* "content", "create", ... */
+
+enum oplog_state {
+        OPLOG_PENDING = 0,
+        OPLOG_APPLIED = 1,      /* reached the server (or the server already had it) */
+        OPLOG_CONFLICT = 2,     /* kept as a conflict (see the conflicts) */
+        OPLOG_HELD = 3,         /* not applied: its object is in conflict */
+};
+const char *oplog_state_to_string(enum oplog_state s);
+
+/* One record as read back; the strings live until the callback returns. */
+struct oplog_record {
+        uint64_t seq;
+        enum oplog_kind kind;
+        enum oplog_state state;
+        uint64_t lid;
+        uint64_t parent;        /* create/unlink/rename source location */
+        const char *name;
+        uint64_t parent2;       /* link/rename destination */
+        const char *name2;
+        uint64_t other;         /* rename: replaced or exchanged object */
+        unsigned flags;         /* rename flags; setxattr flags */
+        unsigned mask;          /* setattr */
+        uint32_t mode, uid, gid;
+        uint64_t rdev;
+        int64_t atime_ns, mtime_ns; /* setattr; UTIME_NOW/OMIT kept in nsec as in timespec */
+        const char *content;    /* content: local blob id; symlink: target */
+        uint64_t size;          /* content: bytes */
+        const char *xname;      /* xattrs */
+        const void *xvalue;
+        size_t xsize;
+        const char *outcome;    /* what reintegration did, or NULL */
+};
+
+/* Calls @fn for each record in log order (all states; @pending_only: only pending). */
+int oplog_foreach(struct oplog *log, bool pending_only,
+                  int (*fn)(void *ud, const struct oplog_record *r), void *ud);
+/* Number of records in @state (or all with -1). */
+int oplog_count(struct oplog *log, int state, uint64_t *out);
+
+/* One recorded conflict; every version is kept in oplog_store() by id. */
+struct oplog_conflict {
+        uint64_t id;
+        uint64_t seq;           /* the record that conflicted */
+        uint64_t lid;
+        const char *kind;       /* fcache_conflict_kind_to_string() */
+        const char *path;       /* the object's server path (relative to the backing) */
+        const char *base;       /* blob ids, "" where a side has no content */
+        const char *local;
+        const char *remote;
+        const char *detail;     /* record kind and what was found */
+};
+int oplog_conflict_foreach(struct oplog *log,
+                           int (*fn)(void *ud, const struct oplog_conflict *c), void *ud);
+
+/* Opens the local content file of record @seq read-only (reintegration, the view). */
+int oplog_content_open(struct oplog *log, uint64_t seq);
+
+/*
+ * Drops applied records (their content files too), and base-store blobs no
+ * record, object or conflict refers to.  *out_removed (may be NULL) gets the
+ * number of records dropped.
+ */
+int oplog_compact(struct oplog *log, uint64_t *out_removed);
+
+/* Bytes used by the log (database, WAL, content files). */
+int oplog_size(struct oplog *log, uint64_t *out);
