@@ -271,6 +271,7 @@ int main(int argc, char **argv)
         struct view v = { .ready_fd = -1 };
         char err[512], path[4096];
         bool no_holder = false, takeover = false;
+        const char *conf_path = NULL;
         int c, worker_fd = -1, r;
 
         volume_config_init(&cfg);
@@ -280,6 +281,7 @@ int main(int argc, char **argv)
 
                 switch (c) {
                 case 'c':
+                        conf_path = optarg;
                         if (volume_config_load(&cfg, optarg, err, sizeof(err)) < 0) {
                                 fprintf(stderr, "fcache-view: %s\n", err);
                                 return 2;
@@ -332,9 +334,11 @@ int main(int argc, char **argv)
                 }
                 free(cfg.name);
                 cfg.name = strdup(argv[optind]);
+                conf_path = path;
         }
         if (volume_config_validate(&cfg, err, sizeof(err)) < 0) {
-                fprintf(stderr, "fcache-view: %s\n", err);
+                fprintf(stderr, "fcache-view: %s%s%s\n", conf_path ? conf_path : "",
+                        conf_path ? ": " : "", err);
                 return 2;
         }
         if (cfg.name)

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * fcached.h: what the parts of fcached (the control-plane daemon) share:
+ * the daemon context, a caller's identity, the request that flows through
+ * parse -> validate -> authorize -> act -> emit -> reply, and the errors.
+ *
+ * Threads: the main loop owns the context, the pin registry and every
+ * exported object. Worker threads (GTask) only resolve and act on files
+ * with a caller's identity and hand plain data back to the main loop.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <gio/gio.h>
+
+#include "command.h"
+#include "fcached-dbus.h"
+
+#define FCD_BUS_NAME "org.fcache.Manager1"
+#define FCD_MANAGER_PATH "/org/fcache/Manager1"
+#define FCD_OPERATION_PREFIX "/org/fcache/Manager1/operation/"
+#define FCD_ERROR_PREFIX "org.fcache.Manager1.Error."
+#define FCD_PATH_MAX 4095          /* longest path accepted from the bus */
+#define FCD_GROUPS_MAX 256         /* groups of a caller we honour */
+#define FCD_MAX_OPERATIONS 64      /* operations running at once */
+
+/* org.fcache.Manager1.Error.* */
+typedef enum {
+        FCD_ERROR_FAILED,
+        FCD_ERROR_NOT_AUTHORIZED,
+        FCD_ERROR_ACCESS_DENIED,
+        FCD_ERROR_INVALID_COMMAND,
+        FCD_ERROR_INVALID_ARGUMENT,
+        FCD_ERROR_NO_SUCH_PATH,
+        FCD_ERROR_LIMIT_EXCEEDED,
+        FCD_ERROR_NOT_SUPPORTED,
+        FCD_ERROR_CANCELLED,
+        FCD_ERROR_BUSY,
+        FCD_ERROR_COUNT,
+} FcdError;
+
+#define FCD_ERROR (fcd_error_quark())
+GQuark fcd_error_quark(void);
+/* The FcdError for an errno from the file layer. */
+FcdError fcd_error_from_errno(int err);
+
+/* Who is calling, from the bus credentials. */
+struct fcd_caller {
+        uid_t uid;
+        gid_t gid;                     /* used as the fs gid */
+        guint ngroups;
+        gid_t groups[FCD_GROUPS_MAX];
+        guint32 pid;
+};
+
+struct fcd_pins;
+struct fcd_operation;
+
+struct fcd_context {
+        GMainLoop *loop;
+        GDBusConnection *bus;
+        FcManager1 *manager;           /* the exported skeleton */
+        struct fcd_pins *pins;
+        GHashTable *operations;        /* id -> struct fcd_operation*, running or lingering */
+        guint64 next_operation;
+        guint running_operations;
+        guint operation_linger_s;
+        char *state_dir;
+};
+
+/* A call in flight; freed by fcd_request_free once replied to. */
+struct fcd_request {
+        struct fcd_context *ctx;
+        GDBusMethodInvocation *inv;    /* NULL once replied (Start replies early) */
+        char *sender;
+        char *path;
+        char *cmd_text;                /* canonical command text */
+        struct fc_command cmd;
+        unsigned int atflags;
+        const char *action;            /* polkit action id */
+        struct fcd_caller caller;
+        struct fcd_operation *op;      /* set for Start, Prefetch, Pin */
+};
+
+void fcd_request_free(struct fcd_request *req);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(fcd_request, fcd_request_free)
+typedef struct fcd_request fcd_request;
+
+/* manager.c */
+int fcd_manager_export(struct fcd_context *ctx, GError **error);
+void fcd_manager_update_properties(struct fcd_context *ctx);
+
+/* bus-result.c: "key=value\n" lines <-> a{sv} */
+GVariant *fcd_result_to_variant(const char *lines);
+/* Reply or finish with an error: the FcdError name and the message. */
+const char *fcd_error_name(FcdError code);

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * oplog-internal.h: what reintegrate.c shares with oplog.c and nobody else
+ * does: the database handle, the per-object replay state and small SQLite
+ * helpers.  Not an interface for the view.
+ */
+#pragma once
+
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "oplog.h"
+
+struct oplog {
+        sqlite3 *db;
+        char *dir;
+        int dir_fd;
+        int content_fd;         /* dir/content */
+        fcache_merge_store *store;
+        struct oplog_options opts;
+        uint64_t content_bytes; /* sum of the content files' sizes */
+        char token[17];         /* random, names the server-side temporaries */
+};
+
+/* The replay view of one object (table objects). */
+struct oplog_object {
+        uint64_t lid;
+        bool local;             /* created offline: no server version until its create applies */
+        uint32_t type;          /* S_IFMT */
+        uint64_t srv_parent;    /* where replay expects it on the server (0: not there) */
+        char *srv_name;
+        struct oplog_version base; /* the server version the next record applies to */
+        char orig[FCACHE_MERGE_ID_SIZE]; /* content id when cached (for conflicts) */
+        uint64_t conflict;      /* the conflict it is held behind, 0 if none */
+};
+
+void oplog_object_clear(struct oplog_object *o);
+int oplog_object_load(struct oplog *log, uint64_t lid, struct oplog_object *out);
+int oplog_object_save(struct oplog *log, const struct oplog_object *o);
+
+/* -errno for an SQLite result code. */
+int oplog_sqlite_errno(int rc);
+/* Runs @sql (no rows); -errno on failure. */
+int oplog_exec(struct oplog *log, const char *sql);
+int oplog_begin(struct oplog *log);
+int oplog_commit(struct oplog *log);
+void oplog_rollback(struct oplog *log);
+/* Switches between synchronous=FULL (recording) and NORMAL (replay, with explicit syncs). */
+int oplog_set_sync(struct oplog *log, bool full);
+/* Forces what is committed to disk (a WAL checkpoint-free fsync via a FULL commit). */
+int oplog_sync(struct oplog *log);
+
+/* Sets a pending record's state and outcome text. */
+int oplog_mark(struct oplog *log, uint64_t seq, enum oplog_state state, const char *outcome);
+/* The intent of a server-side create: its temporary's inode (0 clears). */
+int oplog_set_intent(struct oplog *log, uint64_t seq, uint64_t ino);
+int oplog_get_intent(struct oplog *log, uint64_t seq, uint64_t *out_ino);
+/* Inserts a conflict row; *out_id (may be NULL) gets its id. */
+int oplog_add_conflict(struct oplog *log, uint64_t seq, uint64_t lid, const char *kind,
+                       const char *path, const char *base, const char *local,
+                       const char *remote, const char *detail, uint64_t *out_id);
+/* Whether a server inode is known to the log (an object's base or a create intent). */
+bool oplog_ino_known(struct oplog *log, uint64_t ino);

@@ -1,0 +1,1611 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * oplog.c: the durable offline operation log (see oplog.h).
+ *
+ * Why SQLite (WAL, synchronous=FULL) and not a write-ahead file: coalescing
+ * rewrites and deletes earlier records, and reintegration must mark a record
+ * applied in the same atomic step as the server identity it produced; a
+ * transactional table gives both, and in WAL mode each commit is one append
+ * and one fsync of the WAL.  Content goes to its own file (content/SEQ),
+ * fsynced and renamed into place before the row that names it commits, so a
+ * committed row always names complete content; a crash before the commit
+ * leaves at most an orphan file, removed at the next open.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fault.h"
+#include "oplog-internal.h"
+
+#define LOG_FORMAT "1"
+
+static const char schema[] =
+        "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
+        "CREATE TABLE IF NOT EXISTS objects("
+        " lid INTEGER PRIMARY KEY, local INTEGER NOT NULL, type INTEGER NOT NULL,"
+        " names INTEGER NOT NULL DEFAULT 1,"
+        " srv_parent INTEGER, srv_name TEXT,"
+        " b_ino INTEGER, b_size INTEGER, b_mtime INTEGER, b_ctime INTEGER, b_mode INTEGER,"
+        " b_uid INTEGER, b_gid INTEGER, b_nlink INTEGER, b_content TEXT,"
+        " orig_content TEXT, conflict INTEGER);"
+        "CREATE INDEX IF NOT EXISTS objects_ino ON objects(b_ino);"
+        "CREATE TABLE IF NOT EXISTS ops("
+        " seq INTEGER PRIMARY KEY AUTOINCREMENT, kind INTEGER NOT NULL, lid INTEGER NOT NULL,"
+        " parent INTEGER, name TEXT, parent2 INTEGER, name2 TEXT, other INTEGER,"
+        " flags INTEGER NOT NULL DEFAULT 0, mask INTEGER NOT NULL DEFAULT 0,"
+        " mode INTEGER, uid INTEGER, gid INTEGER, rdev INTEGER, atime INTEGER, mtime INTEGER,"
+        " size INTEGER, content TEXT, xname TEXT, xvalue BLOB,"
+        " state INTEGER NOT NULL DEFAULT 0, outcome TEXT, intent INTEGER);"
+        "CREATE INDEX IF NOT EXISTS ops_lid ON ops(lid, state);"
+        "CREATE INDEX IF NOT EXISTS ops_state ON ops(state, seq);"
+        "CREATE TABLE IF NOT EXISTS conflicts("
+        " id INTEGER PRIMARY KEY, seq INTEGER, lid INTEGER, kind TEXT NOT NULL, path TEXT,"
+        " base TEXT, local TEXT, remote TEXT, detail TEXT);";
+
+static const char *const kind_names[_OPLOG_KIND_MAX] = {
+        [OPLOG_CONTENT] = "content",   [OPLOG_CREATE] = "create",
+        [OPLOG_MKDIR] = "mkdir",       [OPLOG_SYMLINK] = "symlink",
+        [OPLOG_LINK] = "link",         [OPLOG_UNLINK] = "unlink",
+        [OPLOG_RMDIR] = "rmdir",       [OPLOG_RENAME] = "rename",
+        [OPLOG_SETATTR] = "setattr",   [OPLOG_SETXATTR] = "setxattr",
+        [OPLOG_REMOVEXATTR] = "removexattr", [OPLOG_MKNOD] = "mknod",
+};
+
+const char *oplog_kind_to_string(enum oplog_kind k)
+{
+        return k > 0 && k < _OPLOG_KIND_MAX ? kind_names[k] : NULL;
+}
+
+const char *oplog_state_to_string(enum oplog_state s)
+{
+        static const char *const names[] = { "pending", "applied", "conflict", "held" };
+
+        return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : NULL;
+}
+
+void oplog_version_from_stat(struct oplog_version *v, const struct stat *st)
+{
+        memset(v, 0, sizeof(*v));
+        v->ino = st->st_ino;
+        v->size = (uint64_t)st->st_size;
+        v->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+        v->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+        v->mode = st->st_mode;
+        v->uid = st->st_uid;
+        v->gid = st->st_gid;
+        v->nlink = (uint32_t)st->st_nlink;
+}
+
+/* ------------------------------------------------------------------------ */
+/* SQLite helpers                                                           */
+/* ------------------------------------------------------------------------ */
+
+int oplog_sqlite_errno(int rc)
+{
+        switch (rc & 0xff) {
+        case SQLITE_OK: case SQLITE_DONE: case SQLITE_ROW: return 0;
+        case SQLITE_FULL: return -ENOSPC;
+        case SQLITE_NOMEM: return -ENOMEM;
+        case SQLITE_BUSY: case SQLITE_LOCKED: return -EBUSY;
+        case SQLITE_READONLY: case SQLITE_PERM: case SQLITE_AUTH: return -EACCES;
+        case SQLITE_CANTOPEN: return -ENOENT;
+        case SQLITE_CONSTRAINT: return -EEXIST;
+        case SQLITE_TOOBIG: return -E2BIG;
+        case SQLITE_MISUSE: case SQLITE_RANGE: return -EINVAL;
+        case SQLITE_CORRUPT: case SQLITE_NOTADB: return -EUCLEAN;
+        default: return -EIO;
+        }
+}
+
+int oplog_exec(struct oplog *log, const char *sql)
+{
+        return oplog_sqlite_errno(sqlite3_exec(log->db, sql, NULL, NULL, NULL));
+}
+
+int oplog_begin(struct oplog *log)
+{
+        return oplog_exec(log, "BEGIN IMMEDIATE");
+}
+
+int oplog_commit(struct oplog *log)
+{
+        int e = oplog_exec(log, "COMMIT");
+
+        if (e < 0)
+                oplog_rollback(log);
+        return e;
+}
+
+void oplog_rollback(struct oplog *log)
+{
+        if (!sqlite3_get_autocommit(log->db))
+                (void)sqlite3_exec(log->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+int oplog_set_sync(struct oplog *log, bool full)
+{
+        if (log->opts.no_fsync)
+                return 0;
+        return oplog_exec(log, full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
+}
+
+int oplog_sync(struct oplog *log)
+{
+        int e;
+
+        if (log->opts.no_fsync)
+                return 0;
+        /* An empty FULL transaction is not written at all; a checkpoint syncs the WAL. */
+        e = oplog_exec(log, "PRAGMA wal_checkpoint(PASSIVE)");
+        if (e < 0)
+                return e;
+        return fsync(log->dir_fd) < 0 ? -errno : 0;
+}
+
+static int prep(struct oplog *log, sqlite3_stmt **st, const char *sql)
+{
+        return oplog_sqlite_errno(sqlite3_prepare_v2(log->db, sql, -1, st, NULL));
+}
+
+static void bind_text(sqlite3_stmt *st, int i, const char *s)
+{
+        if (s)
+                sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
+        else
+                sqlite3_bind_null(st, i);
+}
+
+static void bind_id(sqlite3_stmt *st, int i, uint64_t v)
+{
+        if (v)
+                sqlite3_bind_int64(st, i, (sqlite3_int64)v);
+        else
+                sqlite3_bind_null(st, i);
+}
+
+/* Steps a statement that returns no row, then finalizes it. */
+static int step_done(sqlite3_stmt *st)
+{
+        int rc = sqlite3_step(st);
+
+        sqlite3_finalize(st);
+        return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
+}
+
+/* Runs a one-integer query with up to three integer arguments. */
+static int query_int(struct oplog *log, int64_t *out, const char *sql, int n, ...)
+{
+        sqlite3_stmt *st;
+        va_list ap;
+        int rc, e;
+
+        e = prep(log, &st, sql);
+        if (e < 0)
+                return e;
+        va_start(ap, n);
+        for (int i = 0; i < n; i++)
+                sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+        va_end(ap);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+                *out = sqlite3_column_int64(st, 0);
+                e = 1;
+        } else {
+                e = rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
+        }
+        sqlite3_finalize(st);
+        return e;
+}
+
+static int exec_ids(struct oplog *log, const char *sql, int n, ...)
+{
+        sqlite3_stmt *st;
+        va_list ap;
+        int e;
+
+        e = prep(log, &st, sql);
+        if (e < 0)
+                return e;
+        va_start(ap, n);
+        for (int i = 0; i < n; i++)
+                sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+        va_end(ap);
+        return step_done(st);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Open and close                                                           */
+/* ------------------------------------------------------------------------ */
+
+static int fsync_dir(struct oplog *log, int fd)
+{
+        if (log->opts.no_fsync)
+                return 0;
+        return fsync(fd) < 0 ? -errno : 0;
+}
+
+static int load_token(struct oplog *log)
+{
+        sqlite3_stmt *st;
+        uint8_t raw[8];
+        int rc, e;
+
+        e = prep(log, &st, "SELECT value FROM meta WHERE key='token'");
+        if (e < 0)
+                return e;
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW && sqlite3_column_bytes(st, 0) == 16) {
+                memcpy(log->token, sqlite3_column_text(st, 0), 16);
+                log->token[16] = '\0';
+                sqlite3_finalize(st);
+                return 0;
+        }
+        sqlite3_finalize(st);
+        if (getrandom(raw, sizeof(raw), 0) != sizeof(raw))
+                return -EIO;
+        for (int i = 0; i < 8; i++)
+                snprintf(log->token + 2 * i, 3, "%02x", raw[i]);
+        e = prep(log, &st, "INSERT OR REPLACE INTO meta(key, value) VALUES ('token', ?1)");
+        if (e < 0)
+                return e;
+        bind_text(st, 1, log->token);
+        return step_done(st);
+}
+
+/* Removes content files that no committed row names (a crash before a commit). */
+static int sweep_content(struct oplog *log)
+{
+        int dfd = dup(log->content_fd);
+        struct dirent *de;
+        DIR *d;
+
+        if (dfd < 0)
+                return -errno;
+        d = fdopendir(dfd);
+        if (!d) {
+                close(dfd);
+                return -errno;
+        }
+        log->content_bytes = 0;
+        while ((de = readdir(d))) {
+                char *end;
+                uint64_t seq;
+                int64_t size;
+                int found;
+
+                if (de->d_name[0] == '.')
+                        continue;
+                seq = strtoull(de->d_name, &end, 10);
+                found = *end ? 0 : query_int(log, &size,
+                        "SELECT size FROM ops WHERE seq=?1 AND kind=1", 1, (int64_t)seq);
+                if (found == 1)
+                        log->content_bytes += (uint64_t)size;
+                else if (found == 0)
+                        (void)unlinkat(log->content_fd, de->d_name, 0);
+        }
+        closedir(d);
+        return 0;
+}
+
+int oplog_open(struct oplog **out, const char *dir, const struct oplog_options *opts)
+{
+        struct oplog_options defaults = OPLOG_OPTIONS_INIT;
+        fcache_merge_store_options so = FCACHE_MERGE_STORE_OPTIONS_INIT;
+        struct oplog *log;
+        char *path = NULL;
+        int e;
+
+        if (!out || !dir)
+                return -EINVAL;
+        if (opts && opts->version != OPLOG_OPTIONS_VERSION)
+                return -EINVAL;
+        log = calloc(1, sizeof(*log));
+        if (!log)
+                return -ENOMEM;
+        log->opts = opts ? *opts : defaults;
+        log->dir_fd = log->content_fd = -1;
+        log->dir = strdup(dir);
+        if (!log->dir) {
+                e = -ENOMEM;
+                goto fail;
+        }
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+                e = -errno;
+                goto fail;
+        }
+        log->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (log->dir_fd < 0) {
+                e = -errno;
+                goto fail;
+        }
+        if (mkdirat(log->dir_fd, "content", 0700) < 0 && errno != EEXIST) {
+                e = -errno;
+                goto fail;
+        }
+        log->content_fd = openat(log->dir_fd, "content", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (log->content_fd < 0) {
+                e = -errno;
+                goto fail;
+        }
+        if (asprintf(&path, "%s/bases", dir) < 0) {
+                path = NULL;
+                e = -ENOMEM;
+                goto fail;
+        }
+        if (log->opts.no_fsync)
+                so.flags |= FCACHE_MERGE_STORE_NO_FSYNC;
+        e = fcache_merge_store_open(&log->store, path, &so);
+        free(path);
+        path = NULL;
+        if (e < 0)
+                goto fail;
+        if (asprintf(&path, "%s/log.db", dir) < 0) {
+                path = NULL;
+                e = -ENOMEM;
+                goto fail;
+        }
+        e = oplog_sqlite_errno(sqlite3_open_v2(path, &log->db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL));
+        free(path);
+        path = NULL;
+        if (e < 0)
+                goto fail;
+        sqlite3_busy_timeout(log->db, 5000);
+        e = oplog_exec(log, "PRAGMA journal_mode=WAL");
+        if (e >= 0)
+                e = oplog_exec(log, log->opts.no_fsync ? "PRAGMA synchronous=OFF"
+                                                       : "PRAGMA synchronous=FULL");
+        if (e >= 0)
+                e = oplog_exec(log, schema);
+        if (e >= 0)
+                e = oplog_exec(log, "INSERT OR IGNORE INTO meta(key, value) VALUES"
+                                    " ('format', '" LOG_FORMAT "')");
+        if (e >= 0)
+                e = oplog_exec(log, "INSERT OR IGNORE INTO objects(lid, local, type, srv_parent,"
+                                    " srv_name) VALUES (1, 0, 16384, 0, '')");
+        if (e >= 0)
+                e = load_token(log);
+        if (e >= 0)
+                e = sweep_content(log);
+        if (e < 0)
+                goto fail;
+        *out = log;
+        return 0;
+fail:
+        oplog_close(log);
+        return e;
+}
+
+void oplog_close(struct oplog *log)
+{
+        if (!log)
+                return;
+        if (log->db)
+                sqlite3_close_v2(log->db);
+        fcache_merge_store_free(log->store);
+        if (log->content_fd >= 0)
+                close(log->content_fd);
+        if (log->dir_fd >= 0)
+                close(log->dir_fd);
+        free(log->dir);
+        free(log);
+}
+
+fcache_merge_store *oplog_store(struct oplog *log)
+{
+        return log ? log->store : NULL;
+}
+
+int oplog_put_base_fd(struct oplog *log, int fd, char out[FCACHE_MERGE_ID_SIZE])
+{
+        if (!log || fd < 0 || !out)
+                return -EINVAL;
+        return fcache_merge_store_put_fd(out, log->store, fd);
+}
+
+int oplog_size(struct oplog *log, uint64_t *out)
+{
+        struct stat st;
+        uint64_t total = log->content_bytes;
+
+        if (fstatat(log->dir_fd, "log.db", &st, 0) == 0)
+                total += (uint64_t)st.st_size;
+        if (fstatat(log->dir_fd, "log.db-wal", &st, 0) == 0)
+                total += (uint64_t)st.st_size;
+        *out = total;
+        return 0;
+}
+
+/* -ENOSPC if @extra more bytes would take the log past its bound. */
+static int check_room(struct oplog *log, uint64_t extra)
+{
+        uint64_t used;
+
+        if (!log->opts.max_bytes)
+                return 0;
+        oplog_size(log, &used);
+        return used + extra + 4096 > log->opts.max_bytes ? -ENOSPC : 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Objects                                                                  */
+/* ------------------------------------------------------------------------ */
+
+void oplog_object_clear(struct oplog_object *o)
+{
+        free(o->srv_name);
+        memset(o, 0, sizeof(*o));
+}
+
+static void copy_id(char dst[FCACHE_MERGE_ID_SIZE], const unsigned char *src)
+{
+        if (src && strlen((const char *)src) < FCACHE_MERGE_ID_SIZE)
+                strcpy(dst, (const char *)src);
+        else
+                dst[0] = '\0';
+}
+
+int oplog_object_load(struct oplog *log, uint64_t lid, struct oplog_object *out)
+{
+        struct oplog_object o = { 0 };
+        sqlite3_stmt *st;
+        int rc, e;
+
+        e = prep(log, &st, "SELECT local, type, srv_parent, srv_name, b_ino, b_size, b_mtime,"
+                           " b_ctime, b_mode, b_uid, b_gid, b_nlink, b_content, orig_content,"
+                           " conflict FROM objects WHERE lid=?1");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW) {
+                sqlite3_finalize(st);
+                return rc == SQLITE_DONE ? -ENOENT : oplog_sqlite_errno(rc);
+        }
+        o.lid = lid;
+        o.local = sqlite3_column_int(st, 0);
+        o.type = (uint32_t)sqlite3_column_int(st, 1);
+        o.srv_parent = (uint64_t)sqlite3_column_int64(st, 2);
+        if (sqlite3_column_type(st, 3) != SQLITE_NULL) {
+                o.srv_name = strdup((const char *)sqlite3_column_text(st, 3));
+                if (!o.srv_name) {
+                        sqlite3_finalize(st);
+                        return -ENOMEM;
+                }
+        }
+        o.base.ino = (uint64_t)sqlite3_column_int64(st, 4);
+        o.base.size = (uint64_t)sqlite3_column_int64(st, 5);
+        o.base.mtime_ns = sqlite3_column_int64(st, 6);
+        o.base.ctime_ns = sqlite3_column_int64(st, 7);
+        o.base.mode = (uint32_t)sqlite3_column_int64(st, 8);
+        o.base.uid = (uint32_t)sqlite3_column_int64(st, 9);
+        o.base.gid = (uint32_t)sqlite3_column_int64(st, 10);
+        o.base.nlink = (uint32_t)sqlite3_column_int64(st, 11);
+        copy_id(o.base.content, sqlite3_column_text(st, 12));
+        copy_id(o.orig, sqlite3_column_text(st, 13));
+        o.conflict = (uint64_t)sqlite3_column_int64(st, 14);
+        sqlite3_finalize(st);
+        *out = o;
+        return 0;
+}
+
+int oplog_object_save(struct oplog *log, const struct oplog_object *o)
+{
+        sqlite3_stmt *st;
+        int e;
+
+        e = prep(log, &st, "UPDATE objects SET srv_parent=?2, srv_name=?3, b_ino=?4, b_size=?5,"
+                           " b_mtime=?6, b_ctime=?7, b_mode=?8, b_uid=?9, b_gid=?10, b_nlink=?11,"
+                           " b_content=?12, conflict=?13, local=?14 WHERE lid=?1");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)o->lid);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)o->srv_parent);
+        bind_text(st, 3, o->srv_name);
+        sqlite3_bind_int64(st, 4, (sqlite3_int64)o->base.ino);
+        sqlite3_bind_int64(st, 5, (sqlite3_int64)o->base.size);
+        sqlite3_bind_int64(st, 6, o->base.mtime_ns);
+        sqlite3_bind_int64(st, 7, o->base.ctime_ns);
+        sqlite3_bind_int64(st, 8, o->base.mode);
+        sqlite3_bind_int64(st, 9, o->base.uid);
+        sqlite3_bind_int64(st, 10, o->base.gid);
+        sqlite3_bind_int64(st, 11, o->base.nlink);
+        bind_text(st, 12, o->base.content);
+        bind_id(st, 13, o->conflict);
+        sqlite3_bind_int(st, 14, o->local);
+        return step_done(st);
+}
+
+int oplog_set_root(struct oplog *log, const struct oplog_version *base)
+{
+        struct oplog_object o;
+        int e;
+
+        if (!log || !base || !S_ISDIR(base->mode))
+                return -EINVAL;
+        e = oplog_object_load(log, OPLOG_ROOT, &o);
+        if (e < 0)
+                return e;
+        o.base = *base;
+        e = oplog_object_save(log, &o);
+        oplog_object_clear(&o);
+        return e;
+}
+
+int oplog_find_ino(struct oplog *log, uint64_t ino, uint64_t *out_lid)
+{
+        int64_t lid;
+        int e;
+
+        if (!log || !out_lid)
+                return -EINVAL;
+        e = query_int(log, &lid, "SELECT lid FROM objects WHERE local=0 AND b_ino=?1"
+                                 " ORDER BY lid DESC LIMIT 1", 1, (int64_t)ino);
+        if (e < 0)
+                return e;
+        if (e == 0)
+                return -ENOENT;
+        *out_lid = (uint64_t)lid;
+        return 0;
+}
+
+bool oplog_ino_known(struct oplog *log, uint64_t ino)
+{
+        int64_t v;
+
+        if (query_int(log, &v, "SELECT 1 FROM objects WHERE b_ino=?1 LIMIT 1", 1,
+                      (int64_t)ino) == 1)
+                return true;
+        return query_int(log, &v, "SELECT 1 FROM ops WHERE intent=?1 LIMIT 1", 1,
+                         (int64_t)ino) == 1;
+}
+
+static bool valid_name(const char *name)
+{
+        size_t n;
+
+        if (!name)
+                return false;
+        n = strlen(name);
+        return n > 0 && n <= NAME_MAX && !strchr(name, '/') && strcmp(name, ".") != 0 &&
+               strcmp(name, "..") != 0;
+}
+
+static int insert_object(struct oplog *log, bool local, uint32_t type, uint64_t parent,
+                         const char *name, const struct oplog_version *base, uint64_t *out)
+{
+        sqlite3_stmt *st;
+        int e;
+
+        e = prep(log, &st, "INSERT INTO objects(local, type, srv_parent, srv_name, b_ino, b_size,"
+                           " b_mtime, b_ctime, b_mode, b_uid, b_gid, b_nlink, b_content,"
+                           " orig_content) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
+                           " ?12, ?13, ?13)");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int(st, 1, local);
+        sqlite3_bind_int64(st, 2, type);
+        if (local) {
+                /* Not on the server until its create applies. */
+                sqlite3_bind_int64(st, 3, 0);
+                sqlite3_bind_null(st, 4);
+        } else {
+                sqlite3_bind_int64(st, 3, (sqlite3_int64)parent);
+                bind_text(st, 4, name);
+        }
+        if (base) {
+                sqlite3_bind_int64(st, 5, (sqlite3_int64)base->ino);
+                sqlite3_bind_int64(st, 6, (sqlite3_int64)base->size);
+                sqlite3_bind_int64(st, 7, base->mtime_ns);
+                sqlite3_bind_int64(st, 8, base->ctime_ns);
+                sqlite3_bind_int64(st, 9, base->mode);
+                sqlite3_bind_int64(st, 10, base->uid);
+                sqlite3_bind_int64(st, 11, base->gid);
+                sqlite3_bind_int64(st, 12, base->nlink);
+                bind_text(st, 13, base->content);
+        }
+        e = step_done(st);
+        if (e < 0)
+                return e;
+        *out = (uint64_t)sqlite3_last_insert_rowid(log->db);
+        return 0;
+}
+
+int oplog_object(struct oplog *log, uint64_t parent, const char *name,
+                 const struct oplog_version *base, uint64_t *out_lid)
+{
+        uint64_t lid;
+        int e;
+
+        if (!log || !base || !out_lid || !parent || !valid_name(name))
+                return -EINVAL;
+        if (base->content[0] && !fcache_merge_id_is_valid(base->content))
+                return -EINVAL;
+        e = oplog_find_ino(log, base->ino, &lid);
+        if (e == 0) {
+                *out_lid = lid;
+                return 0;
+        }
+        if (e != -ENOENT)
+                return e;
+        e = check_room(log, 512);
+        if (e < 0)
+                return e;
+        e = insert_object(log, false, base->mode & S_IFMT, parent, name, base, &lid);
+        if (e < 0)
+                return e;
+        *out_lid = lid;
+        return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Appending records                                                        */
+/* ------------------------------------------------------------------------ */
+
+struct row {
+        enum oplog_kind kind;
+        uint64_t lid, parent, parent2, other;
+        const char *name, *name2;
+        unsigned flags, mask;
+        uint32_t mode, uid, gid;
+        uint64_t rdev;
+        int64_t atime, mtime;
+        uint64_t size;
+        bool has_size;
+        const char *content;
+        const char *xname;
+        const void *xvalue;
+        size_t xsize;
+        bool has_xvalue;
+};
+
+static int insert_row(struct oplog *log, const struct row *r, uint64_t *out_seq)
+{
+        sqlite3_stmt *st;
+        int e;
+
+        e = prep(log, &st, "INSERT INTO ops(kind, lid, parent, name, parent2, name2, other,"
+                           " flags, mask, mode, uid, gid, rdev, atime, mtime, size, content, xname,"
+                           " xvalue) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
+                           " ?13, ?14, ?15, ?16, ?17, ?18, ?19)");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int(st, 1, r->kind);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)r->lid);
+        bind_id(st, 3, r->parent);
+        bind_text(st, 4, r->name);
+        bind_id(st, 5, r->parent2);
+        bind_text(st, 6, r->name2);
+        bind_id(st, 7, r->other);
+        sqlite3_bind_int64(st, 8, r->flags);
+        sqlite3_bind_int64(st, 9, r->mask);
+        sqlite3_bind_int64(st, 10, r->mode);
+        sqlite3_bind_int64(st, 11, r->uid);
+        sqlite3_bind_int64(st, 12, r->gid);
+        sqlite3_bind_int64(st, 13, (sqlite3_int64)r->rdev);
+        sqlite3_bind_int64(st, 14, r->atime);
+        sqlite3_bind_int64(st, 15, r->mtime);
+        if (r->has_size)
+                sqlite3_bind_int64(st, 16, (sqlite3_int64)r->size);
+        bind_text(st, 17, r->content);
+        bind_text(st, 18, r->xname);
+        if (r->has_xvalue)
+                sqlite3_bind_blob(st, 19, r->xsize ? r->xvalue : "", (int)r->xsize,
+                                  SQLITE_TRANSIENT);
+        e = step_done(st);
+        if (e < 0)
+                return e;
+        if (out_seq)
+                *out_seq = (uint64_t)sqlite3_last_insert_rowid(log->db);
+        return 0;
+}
+
+/* Commits, passing the "before commit" crash point. */
+static int commit(struct oplog *log)
+{
+        fault_point(FAULT_OPLOG_BEFORE_COMMIT);
+        return oplog_commit(log);
+}
+
+static int object_exists(struct oplog *log, uint64_t lid)
+{
+        int64_t v;
+        int e = query_int(log, &v, "SELECT 1 FROM objects WHERE lid=?1", 1, (int64_t)lid);
+
+        return e < 0 ? e : e == 1 ? 0 : -ENOENT;
+}
+
+/* Collects the seqs of pending content rows of @lid matching @where (to unlink their files). */
+static int content_seqs(struct oplog *log, uint64_t lid, uint64_t **out, size_t *n)
+{
+        sqlite3_stmt *st;
+        uint64_t *v = NULL;
+        size_t cnt = 0;
+        int rc, e;
+
+        e = prep(log, &st, "SELECT seq FROM ops WHERE lid=?1 AND kind=1 AND state=0");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                uint64_t *nv = realloc(v, (cnt + 1) * sizeof(*v));
+
+                if (!nv) {
+                        free(v);
+                        sqlite3_finalize(st);
+                        return -ENOMEM;
+                }
+                v = nv;
+                v[cnt++] = (uint64_t)sqlite3_column_int64(st, 0);
+        }
+        sqlite3_finalize(st);
+        if (rc != SQLITE_DONE) {
+                free(v);
+                return oplog_sqlite_errno(rc);
+        }
+        *out = v;
+        *n = cnt;
+        return 0;
+}
+
+/* After a commit: removes the content files of rows that coalescing deleted. */
+static void drop_content_files(struct oplog *log, uint64_t *seqs, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                char name[32];
+                struct stat st;
+
+                snprintf(name, sizeof(name), "%" PRIu64, seqs[i]);
+                if (fstatat(log->content_fd, name, &st, 0) == 0 &&
+                    log->content_bytes >= (uint64_t)st.st_size)
+                        log->content_bytes -= (uint64_t)st.st_size;
+                (void)unlinkat(log->content_fd, name, 0);
+        }
+        free(seqs);
+}
+
+/* A list of content seqs to drop after the commit, grown by each coalescing step. */
+struct drops {
+        uint64_t *seqs;
+        size_t n;
+};
+
+static int drops_add_lid(struct oplog *log, struct drops *d, uint64_t lid)
+{
+        uint64_t *v;
+        size_t n;
+        int e = content_seqs(log, lid, &v, &n);
+
+        if (e < 0)
+                return e;
+        if (n) {
+                uint64_t *nv = realloc(d->seqs, (d->n + n) * sizeof(*nv));
+
+                if (!nv) {
+                        free(v);
+                        return -ENOMEM;
+                }
+                memcpy(nv + d->n, v, n * sizeof(*v));
+                d->seqs = nv;
+                d->n += n;
+        }
+        free(v);
+        return 0;
+}
+
+/*
+ * If @lid was created offline and nothing outside its own pending records
+ * refers to it, cancels the object: returns 1.  Returns 0 when it cannot be
+ * cancelled (the caller appends the unlink), or -errno.
+ */
+static int cancel_local(struct oplog *log, struct drops *d, uint64_t lid)
+{
+        int64_t v;
+        int e;
+
+        e = query_int(log, &v, "SELECT names FROM objects WHERE lid=?1 AND local=1", 1,
+                      (int64_t)lid);
+        if (e <= 0)
+                return e;
+        if (v > 1)
+                return 0;
+        /* Its create must still be pending, and nothing of it applied. */
+        e = query_int(log, &v, "SELECT count(*) FROM ops WHERE lid=?1 AND state=0 AND"
+                               " kind IN (2, 3, 4, 12)", 1, (int64_t)lid);
+        if (e < 0 || v == 0)
+                return e < 0 ? e : 0;
+        e = query_int(log, &v, "SELECT count(*) FROM ops WHERE lid=?1 AND state<>0", 1,
+                      (int64_t)lid);
+        if (e < 0 || v)
+                return e < 0 ? e : 0;
+        e = query_int(log, &v, "SELECT count(*) FROM ops WHERE state=0 AND ((kind=5 AND lid=?1)"
+                               " OR (kind=8 AND (flags & 2) AND (lid=?1 OR other=?1))"
+                               " OR parent=?1 OR parent2=?1 OR (other=?1 AND kind<>8))", 1,
+                      (int64_t)lid);
+        if (e < 0 || v)
+                return e < 0 ? e : 0;
+        e = drops_add_lid(log, d, lid);
+        if (e < 0)
+                return e;
+        /* A rename of it over a server object still removed that object. */
+        e = exec_ids(log, "UPDATE ops SET kind=6, lid=other, parent=parent2, name=name2,"
+                          " parent2=NULL, name2=NULL, other=NULL, flags=0"
+                          " WHERE lid=?1 AND kind=8 AND state=0 AND other IS NOT NULL", 1,
+                     (int64_t)lid);
+        if (e >= 0)
+                e = exec_ids(log, "DELETE FROM ops WHERE lid=?1 AND state=0", 1, (int64_t)lid);
+        if (e >= 0)
+                e = exec_ids(log, "UPDATE ops SET other=NULL WHERE other=?1 AND state=0", 1,
+                             (int64_t)lid);
+        if (e >= 0)
+                e = exec_ids(log, "DELETE FROM objects WHERE lid=?1", 1, (int64_t)lid);
+        return e < 0 ? e : 1;
+}
+
+/* A server object lost a name: with one link its pending edits no longer matter. */
+static int drop_edits_of_removed(struct oplog *log, struct drops *d, uint64_t lid)
+{
+        int64_t v;
+        int e;
+
+        e = query_int(log, &v, "SELECT b_nlink FROM objects WHERE lid=?1 AND local=0", 1,
+                      (int64_t)lid);
+        if (e <= 0 || v > 1)
+                return e < 0 ? e : 0;
+        e = query_int(log, &v, "SELECT count(*) FROM ops WHERE state=0 AND kind=5 AND lid=?1",
+                      1, (int64_t)lid);
+        if (e < 0 || v)
+                return e < 0 ? e : 0;
+        e = drops_add_lid(log, d, lid);
+        if (e < 0)
+                return e;
+        return exec_ids(log, "DELETE FROM ops WHERE lid=?1 AND state=0 AND kind IN (1, 9, 10, 11)",
+                        1, (int64_t)lid);
+}
+
+/* Finishes a record: commit, or roll back; then drop the coalesced content files. */
+static int finish(struct oplog *log, int e, struct drops *d)
+{
+        if (e >= 0)
+                e = commit(log);
+        else
+                oplog_rollback(log);
+        if (e >= 0)
+                drop_content_files(log, d->seqs, d->n);
+        else
+                free(d->seqs);
+        return e;
+}
+
+/* Reads @fd (from offset 0) into content/NAME, fsynced; *size and *id get its size and id. */
+static int copy_content(struct oplog *log, int fd, const char *name, uint64_t *size,
+                        char id[FCACHE_MERGE_ID_SIZE])
+{
+        struct stat st;
+        void *map = NULL;
+        int out, e = 0;
+
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EINVAL;
+        e = check_room(log, (uint64_t)st.st_size);
+        if (e < 0)
+                return e;
+        if (st.st_size) {
+                map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+                if (map == MAP_FAILED)
+                        return -errno;
+        }
+        e = fcache_merge_blob_id(id, map, (size_t)st.st_size);
+        if (e < 0)
+                goto out_unmap;
+        out = openat(log->content_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (out < 0) {
+                e = -errno;
+                goto out_unmap;
+        }
+        for (size_t done = 0; done < (size_t)st.st_size;) {
+                ssize_t n = write(out, (char *)map + done, (size_t)st.st_size - done);
+
+                if (n < 0) {
+                        e = errno == EINTR ? 0 : -errno;
+                        if (e < 0)
+                                break;
+                        continue;
+                }
+                done += (size_t)n;
+        }
+        if (e >= 0 && !log->opts.no_fsync && fsync(out) < 0)
+                e = -errno;
+        if (close(out) < 0 && e >= 0)
+                e = -errno;
+        if (e < 0)
+                (void)unlinkat(log->content_fd, name, 0);
+        *size = (uint64_t)st.st_size;
+out_unmap:
+        if (map)
+                munmap(map, (size_t)st.st_size);
+        return e;
+}
+
+int oplog_record_content(struct oplog *log, uint64_t lid, int fd)
+{
+        struct drops d = { 0 };
+        char tmp[64], name[32], id[FCACHE_MERGE_ID_SIZE];
+        struct row r = { .kind = OPLOG_CONTENT, .lid = lid, .has_size = true };
+        uint64_t seq;
+        int e;
+
+        if (!log || fd < 0 || !lid)
+                return -EINVAL;
+        fault_point(FAULT_OPLOG_BEFORE_DATA);
+        snprintf(tmp, sizeof(tmp), ".tmp-%d-%" PRIu64, getpid(), lid);
+        e = copy_content(log, fd, tmp, &r.size, id);
+        if (e < 0)
+                return e;
+        r.content = id;
+        e = oplog_begin(log);
+        if (e < 0)
+                goto fail_tmp;
+        e = object_exists(log, lid);
+        if (e >= 0)
+                e = drops_add_lid(log, &d, lid);
+        if (e >= 0)
+                e = exec_ids(log, "DELETE FROM ops WHERE lid=?1 AND kind=1 AND state=0", 1,
+                             (int64_t)lid);
+        if (e >= 0)
+                e = insert_row(log, &r, &seq);
+        if (e >= 0) {
+                snprintf(name, sizeof(name), "%" PRIu64, seq);
+                if (renameat(log->content_fd, tmp, log->content_fd, name) < 0)
+                        e = -errno;
+        }
+        if (e >= 0)
+                e = fsync_dir(log, log->content_fd);
+        if (e < 0) {
+                oplog_rollback(log);
+                free(d.seqs);
+                goto fail_tmp;
+        }
+        e = finish(log, 0, &d);
+        if (e < 0) {
+                (void)unlinkat(log->content_fd, name, 0);
+                return e;
+        }
+        log->content_bytes += r.size;
+        return 0;
+fail_tmp:
+        (void)unlinkat(log->content_fd, tmp, 0);
+        return e;
+}
+
+int oplog_content_open(struct oplog *log, uint64_t seq)
+{
+        char name[32];
+        int fd;
+
+        snprintf(name, sizeof(name), "%" PRIu64, seq);
+        fd = openat(log->content_fd, name, O_RDONLY | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+}
+
+static int record_new(struct oplog *log, struct row *r, uint32_t type, uint64_t *out_lid)
+{
+        struct oplog_version v = { 0 };
+        uint64_t lid;
+        int e;
+
+        if (!log || !out_lid || !r->parent || !valid_name(r->name))
+                return -EINVAL;
+        e = check_room(log, 1024);
+        if (e < 0)
+                return e;
+        fault_point(FAULT_OPLOG_BEFORE_DATA);
+        v.mode = type | (r->mode & 07777);
+        v.uid = r->uid;
+        v.gid = r->gid;
+        e = oplog_begin(log);
+        if (e < 0)
+                return e;
+        e = object_exists(log, r->parent);
+        if (e >= 0)
+                e = insert_object(log, true, type, 0, NULL, &v, &lid);
+        if (e >= 0) {
+                r->lid = lid;
+                e = insert_row(log, r, NULL);
+        }
+        if (e >= 0)
+                e = commit(log);
+        else
+                oplog_rollback(log);
+        if (e < 0)
+                return e;
+        *out_lid = lid;
+        return 0;
+}
+
+int oplog_record_create(struct oplog *log, uint64_t parent, const char *name, mode_t mode,
+                        uid_t uid, gid_t gid, uint64_t *out_lid)
+{
+        if ((mode & S_IFMT) && !S_ISREG(mode))
+                return oplog_record_mknod(log, parent, name, mode, 0, uid, gid, out_lid);
+        struct row r = { .kind = OPLOG_CREATE, .parent = parent, .name = name,
+                         .mode = mode & 07777, .uid = uid, .gid = gid };
+
+        return record_new(log, &r, S_IFREG, out_lid);
+}
+
+int oplog_record_mknod(struct oplog *log, uint64_t parent, const char *name, mode_t mode,
+                       dev_t rdev, uid_t uid, gid_t gid, uint64_t *out_lid)
+{
+        struct row r = { .kind = OPLOG_MKNOD, .parent = parent, .name = name,
+                         .mode = mode, .uid = uid, .gid = gid, .rdev = rdev };
+
+        if (S_ISREG(mode) || S_ISDIR(mode) || S_ISLNK(mode) || !(mode & S_IFMT))
+                return -EINVAL;
+        return record_new(log, &r, mode & S_IFMT, out_lid);
+}
+
+int oplog_record_mkdir(struct oplog *log, uint64_t parent, const char *name, mode_t mode,
+                       uid_t uid, gid_t gid, uint64_t *out_lid)
+{
+        struct row r = { .kind = OPLOG_MKDIR, .parent = parent, .name = name,
+                         .mode = mode & 07777, .uid = uid, .gid = gid };
+
+        return record_new(log, &r, S_IFDIR, out_lid);
+}
+
+int oplog_record_symlink(struct oplog *log, uint64_t parent, const char *name,
+                         const char *target, uid_t uid, gid_t gid, uint64_t *out_lid)
+{
+        struct row r = { .kind = OPLOG_SYMLINK, .parent = parent, .name = name, .mode = 0777,
+                         .uid = uid, .gid = gid, .content = target };
+
+        if (!target || !*target || strlen(target) >= PATH_MAX)
+                return -EINVAL;
+        return record_new(log, &r, S_IFLNK, out_lid);
+}
+
+/* Begins a record of an existing object: checks, the crash point, BEGIN. */
+static int begin_existing(struct oplog *log, uint64_t lid)
+{
+        int e;
+
+        if (!log || !lid)
+                return -EINVAL;
+        e = check_room(log, 1024);
+        if (e < 0)
+                return e;
+        fault_point(FAULT_OPLOG_BEFORE_DATA);
+        e = oplog_begin(log);
+        if (e < 0)
+                return e;
+        e = object_exists(log, lid);
+        if (e < 0)
+                oplog_rollback(log);
+        return e;
+}
+
+int oplog_record_link(struct oplog *log, uint64_t lid, uint64_t newparent, const char *newname)
+{
+        struct row r = { .kind = OPLOG_LINK, .lid = lid, .parent2 = newparent, .name2 = newname };
+        struct drops d = { 0 };
+        int e;
+
+        if (!newparent || !valid_name(newname))
+                return -EINVAL;
+        e = begin_existing(log, lid);
+        if (e < 0)
+                return e;
+        e = exec_ids(log, "UPDATE objects SET names=names+1 WHERE lid=?1 AND local=1", 1,
+                     (int64_t)lid);
+        if (e >= 0)
+                e = insert_row(log, &r, NULL);
+        return finish(log, e, &d);
+}
+
+static int record_remove(struct oplog *log, enum oplog_kind kind, uint64_t parent,
+                         const char *name, uint64_t lid)
+{
+        struct row r = { .kind = kind, .lid = lid, .parent = parent, .name = name };
+        struct drops d = { 0 };
+        int e;
+
+        if (!parent || !valid_name(name) || lid == OPLOG_ROOT)
+                return -EINVAL;
+        e = begin_existing(log, lid);
+        if (e < 0)
+                return e;
+        e = cancel_local(log, &d, lid);
+        if (e == 0) {
+                e = exec_ids(log, "UPDATE objects SET names=names-1 WHERE lid=?1 AND local=1"
+                                  " AND names>1", 1, (int64_t)lid);
+                if (e >= 0 && kind == OPLOG_UNLINK)
+                        e = drop_edits_of_removed(log, &d, lid);
+                if (e >= 0)
+                        e = insert_row(log, &r, NULL);
+        }
+        return finish(log, e, &d);
+}
+
+int oplog_record_unlink(struct oplog *log, uint64_t parent, const char *name, uint64_t lid)
+{
+        return record_remove(log, OPLOG_UNLINK, parent, name, lid);
+}
+
+int oplog_record_rmdir(struct oplog *log, uint64_t parent, const char *name, uint64_t lid)
+{
+        return record_remove(log, OPLOG_RMDIR, parent, name, lid);
+}
+
+/*
+ * Rename chain: the latest pending rename of @lid that brought it to
+ * parent/name, when it replaced nothing and nothing else pending names its
+ * source since.  Returns 1 with *seq/*src set, 0 if none.
+ */
+static int find_chain(struct oplog *log, uint64_t lid, uint64_t parent, const char *name,
+                      uint64_t *seq, uint64_t *src_parent, char **src_name)
+{
+        sqlite3_stmt *st;
+        int64_t v;
+        int rc, e;
+
+        e = prep(log, &st, "SELECT seq, parent, name, other, flags FROM ops WHERE lid=?1 AND"
+                           " kind=8 AND state=0 ORDER BY seq DESC LIMIT 1");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW) {
+                sqlite3_finalize(st);
+                return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
+        }
+        *seq = (uint64_t)sqlite3_column_int64(st, 0);
+        *src_parent = (uint64_t)sqlite3_column_int64(st, 1);
+        if (sqlite3_column_type(st, 3) != SQLITE_NULL || (sqlite3_column_int(st, 4) & RENAME_EXCHANGE)) {
+                sqlite3_finalize(st);
+                return 0;
+        }
+        *src_name = strdup((const char *)sqlite3_column_text(st, 2));
+        sqlite3_finalize(st);
+        if (!*src_name)
+                return -ENOMEM;
+        /* It must be the rename to parent/name, and no later record may name its source. */
+        e = prep(log, &st, "SELECT count(*) FROM ops WHERE seq=?1 AND parent2=?2 AND name2=?3");
+        if (e >= 0) {
+                sqlite3_bind_int64(st, 1, (sqlite3_int64)*seq);
+                sqlite3_bind_int64(st, 2, (sqlite3_int64)parent);
+                bind_text(st, 3, name);
+                rc = sqlite3_step(st);
+                v = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+                sqlite3_finalize(st);
+                if (v == 1) {
+                        e = prep(log, &st, "SELECT count(*) FROM ops WHERE seq>?1 AND state=0 AND"
+                                           " ((parent=?2 AND name=?3) OR (parent2=?2 AND name2=?3))");
+                        if (e >= 0) {
+                                sqlite3_bind_int64(st, 1, (sqlite3_int64)*seq);
+                                sqlite3_bind_int64(st, 2, (sqlite3_int64)*src_parent);
+                                bind_text(st, 3, *src_name);
+                                rc = sqlite3_step(st);
+                                v = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 1;
+                                sqlite3_finalize(st);
+                                if (v == 0)
+                                        return 1;
+                        }
+                }
+        }
+        free(*src_name);
+        *src_name = NULL;
+        return e < 0 ? e : 0;
+}
+
+int oplog_record_rename(struct oplog *log, uint64_t parent, const char *name, uint64_t lid,
+                        uint64_t newparent, const char *newname, uint64_t other,
+                        unsigned flags)
+{
+        struct row r = { .kind = OPLOG_RENAME, .lid = lid, .parent = parent, .name = name,
+                         .parent2 = newparent, .name2 = newname, .other = other,
+                         .flags = flags };
+        struct drops d = { 0 };
+        char *src_name = NULL;
+        uint64_t seq, src_parent;
+        int e;
+
+        if (!parent || !newparent || !valid_name(name) || !valid_name(newname) ||
+            lid == OPLOG_ROOT || other == lid || (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) ||
+            ((flags & RENAME_EXCHANGE) && (!other || (flags & RENAME_NOREPLACE))) ||
+            ((flags & RENAME_NOREPLACE) && other))
+                return -EINVAL;
+        if (parent == newparent && strcmp(name, newname) == 0)
+                return 0;
+        e = begin_existing(log, lid);
+        if (e >= 0 && other && (e = object_exists(log, other)) < 0)
+                oplog_rollback(log);
+        if (e < 0)
+                return e;
+        if (other && !(flags & RENAME_EXCHANGE)) {
+                e = cancel_local(log, &d, other);
+                if (e == 1) {
+                        r.other = 0;
+                } else if (e == 0) {
+                        e = exec_ids(log, "UPDATE objects SET names=names-1 WHERE lid=?1 AND"
+                                          " local=1 AND names>1", 1, (int64_t)other);
+                        if (e >= 0)
+                                e = drop_edits_of_removed(log, &d, other);
+                }
+        }
+        if (e >= 0 && !(flags & RENAME_EXCHANGE)) {
+                e = find_chain(log, lid, parent, name, &seq, &src_parent, &src_name);
+                if (e == 1) {
+                        e = exec_ids(log, "DELETE FROM ops WHERE seq=?1", 1, (int64_t)seq);
+                        r.parent = src_parent;
+                        r.name = src_name;
+                        r.flags &= ~RENAME_NOREPLACE;
+                }
+        }
+        if (e >= 0 && !(r.parent == r.parent2 && strcmp(r.name, r.name2) == 0 && !r.other))
+                e = insert_row(log, &r, NULL);
+        e = finish(log, e, &d);
+        free(src_name);
+        return e;
+}
+
+int oplog_record_setattr(struct oplog *log, uint64_t lid, const struct oplog_setattr *sa)
+{
+        struct row r = { .kind = OPLOG_SETATTR, .lid = lid };
+        struct drops d = { 0 };
+        sqlite3_stmt *st;
+        int rc, e;
+
+        if (!sa || !sa->mask || (sa->mask & ~0x1fu))
+                return -EINVAL;
+        e = begin_existing(log, lid);
+        if (e < 0)
+                return e;
+        /* Start from the pending setattr of the object, if any. */
+        e = prep(log, &st, "SELECT seq, mask, mode, uid, gid, atime, mtime FROM ops WHERE lid=?1"
+                           " AND kind=9 AND state=0 ORDER BY seq DESC LIMIT 1");
+        if (e >= 0) {
+                sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
+                rc = sqlite3_step(st);
+                if (rc == SQLITE_ROW) {
+                        int64_t seq = sqlite3_column_int64(st, 0);
+
+                        r.mask = (unsigned)sqlite3_column_int(st, 1);
+                        r.mode = (uint32_t)sqlite3_column_int64(st, 2);
+                        r.uid = (uint32_t)sqlite3_column_int64(st, 3);
+                        r.gid = (uint32_t)sqlite3_column_int64(st, 4);
+                        r.atime = sqlite3_column_int64(st, 5);
+                        r.mtime = sqlite3_column_int64(st, 6);
+                        sqlite3_finalize(st);
+                        e = exec_ids(log, "DELETE FROM ops WHERE seq=?1", 1, seq);
+                } else {
+                        sqlite3_finalize(st);
+                        e = rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
+                }
+        }
+        r.mask |= sa->mask;
+        if (sa->mask & OPLOG_SET_MODE)
+                r.mode = sa->mode & 07777;
+        if (sa->mask & OPLOG_SET_UID)
+                r.uid = sa->uid;
+        if (sa->mask & OPLOG_SET_GID)
+                r.gid = sa->gid;
+        if (sa->mask & OPLOG_SET_ATIME)
+                r.atime = sa->atime.tv_nsec == UTIME_NOW ? INT64_MIN
+                        : (int64_t)sa->atime.tv_sec * 1000000000 + sa->atime.tv_nsec;
+        if (sa->mask & OPLOG_SET_MTIME)
+                r.mtime = sa->mtime.tv_nsec == UTIME_NOW ? INT64_MIN
+                        : (int64_t)sa->mtime.tv_sec * 1000000000 + sa->mtime.tv_nsec;
+        if (e >= 0)
+                e = insert_row(log, &r, NULL);
+        return finish(log, e, &d);
+}
+
+static int record_xattr(struct oplog *log, enum oplog_kind kind, uint64_t lid, const char *name,
+                        const void *value, size_t size, int flags)
+{
+        struct row r = { .kind = kind, .lid = lid, .xname = name, .xvalue = value,
+                         .xsize = size, .has_xvalue = kind == OPLOG_SETXATTR,
+                         .flags = (unsigned)flags };
+        struct drops d = { 0 };
+        sqlite3_stmt *st;
+        int e;
+
+        if (!name || !*name || strlen(name) > 255 || (size && !value) || size > 65536)
+                return -EINVAL;
+        e = check_room(log, size);
+        if (e < 0)
+                return e;
+        e = begin_existing(log, lid);
+        if (e < 0)
+                return e;
+        e = prep(log, &st, "DELETE FROM ops WHERE lid=?1 AND kind IN (10, 11) AND state=0 AND"
+                           " xname=?2");
+        if (e >= 0) {
+                sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
+                bind_text(st, 2, name);
+                e = step_done(st);
+        }
+        if (e >= 0)
+                e = insert_row(log, &r, NULL);
+        return finish(log, e, &d);
+}
+
+int oplog_record_setxattr(struct oplog *log, uint64_t lid, const char *name, const void *value,
+                          size_t size, int flags)
+{
+        return record_xattr(log, OPLOG_SETXATTR, lid, name, value, size, flags);
+}
+
+int oplog_record_removexattr(struct oplog *log, uint64_t lid, const char *name)
+{
+        return record_xattr(log, OPLOG_REMOVEXATTR, lid, name, NULL, 0, 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reading back                                                             */
+/* ------------------------------------------------------------------------ */
+
+static const char *col_text(sqlite3_stmt *st, int i)
+{
+        return (const char *)sqlite3_column_text(st, i);
+}
+
+int oplog_foreach(struct oplog *log, bool pending_only,
+                  int (*fn)(void *ud, const struct oplog_record *r), void *ud)
+{
+        sqlite3_stmt *st;
+        int rc, e;
+
+        if (!log || !fn)
+                return -EINVAL;
+        e = prep(log, &st, pending_only
+                 ? "SELECT seq, kind, state, lid, parent, name, parent2, name2, other, flags, mask,"
+                   " mode, uid, gid, rdev, atime, mtime, content, size, xname, xvalue, outcome"
+                   " FROM ops WHERE state=0 ORDER BY seq"
+                 : "SELECT seq, kind, state, lid, parent, name, parent2, name2, other, flags, mask,"
+                   " mode, uid, gid, rdev, atime, mtime, content, size, xname, xvalue, outcome"
+                   " FROM ops ORDER BY seq");
+        if (e < 0)
+                return e;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                struct oplog_record r = {
+                        .seq = (uint64_t)sqlite3_column_int64(st, 0),
+                        .kind = sqlite3_column_int(st, 1),
+                        .state = sqlite3_column_int(st, 2),
+                        .lid = (uint64_t)sqlite3_column_int64(st, 3),
+                        .parent = (uint64_t)sqlite3_column_int64(st, 4),
+                        .name = col_text(st, 5),
+                        .parent2 = (uint64_t)sqlite3_column_int64(st, 6),
+                        .name2 = col_text(st, 7),
+                        .other = (uint64_t)sqlite3_column_int64(st, 8),
+                        .flags = (unsigned)sqlite3_column_int(st, 9),
+                        .mask = (unsigned)sqlite3_column_int(st, 10),
+                        .mode = (uint32_t)sqlite3_column_int64(st, 11),
+                        .uid = (uint32_t)sqlite3_column_int64(st, 12),
+                        .gid = (uint32_t)sqlite3_column_int64(st, 13),
+                        .rdev = (uint64_t)sqlite3_column_int64(st, 14),
+                        .atime_ns = sqlite3_column_int64(st, 15),
+                        .mtime_ns = sqlite3_column_int64(st, 16),
+                        .content = col_text(st, 17),
+                        .size = (uint64_t)sqlite3_column_int64(st, 18),
+                        .xname = col_text(st, 19),
+                        .xvalue = sqlite3_column_blob(st, 20),
+                        .xsize = (size_t)sqlite3_column_bytes(st, 20),
+                        .outcome = col_text(st, 21),
+                };
+
+                e = fn(ud, &r);
+                if (e < 0)
+                        break;
+        }
+        sqlite3_finalize(st);
+        if (e < 0)
+                return e;
+        return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
+}
+
+int oplog_count(struct oplog *log, int state, uint64_t *out)
+{
+        int64_t v;
+        int e;
+
+        if (!log || !out)
+                return -EINVAL;
+        e = state < 0 ? query_int(log, &v, "SELECT count(*) FROM ops", 0)
+                      : query_int(log, &v, "SELECT count(*) FROM ops WHERE state=?1", 1,
+                                  (int64_t)state);
+        if (e < 0)
+                return e;
+        *out = (uint64_t)v;
+        return 0;
+}
+
+int oplog_conflict_foreach(struct oplog *log,
+                           int (*fn)(void *ud, const struct oplog_conflict *c), void *ud)
+{
+        sqlite3_stmt *st;
+        int rc, e;
+
+        if (!log || !fn)
+                return -EINVAL;
+        e = prep(log, &st, "SELECT id, seq, lid, kind, ifnull(path, ''), ifnull(base, ''),"
+                           " ifnull(local, ''), ifnull(remote, ''), ifnull(detail, '')"
+                           " FROM conflicts ORDER BY id");
+        if (e < 0)
+                return e;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                struct oplog_conflict c = {
+                        .id = (uint64_t)sqlite3_column_int64(st, 0),
+                        .seq = (uint64_t)sqlite3_column_int64(st, 1),
+                        .lid = (uint64_t)sqlite3_column_int64(st, 2),
+                        .kind = col_text(st, 3),
+                        .path = col_text(st, 4),
+                        .base = col_text(st, 5),
+                        .local = col_text(st, 6),
+                        .remote = col_text(st, 7),
+                        .detail = col_text(st, 8),
+                };
+
+                e = fn(ud, &c);
+                if (e < 0)
+                        break;
+        }
+        sqlite3_finalize(st);
+        if (e < 0)
+                return e;
+        return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Replay bookkeeping (reintegrate.c)                                       */
+/* ------------------------------------------------------------------------ */
+
+int oplog_mark(struct oplog *log, uint64_t seq, enum oplog_state state, const char *outcome)
+{
+        sqlite3_stmt *st;
+        int e;
+
+        e = prep(log, &st, "UPDATE ops SET state=?2, outcome=?3 WHERE seq=?1");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)seq);
+        sqlite3_bind_int(st, 2, state);
+        bind_text(st, 3, outcome);
+        return step_done(st);
+}
+
+int oplog_set_intent(struct oplog *log, uint64_t seq, uint64_t ino)
+{
+        return exec_ids(log, ino ? "UPDATE ops SET intent=?2 WHERE seq=?1"
+                                 : "UPDATE ops SET intent=NULL WHERE seq=?1 AND ?2=0",
+                        2, (int64_t)seq, (int64_t)ino);
+}
+
+int oplog_get_intent(struct oplog *log, uint64_t seq, uint64_t *out_ino)
+{
+        int64_t v;
+        int e = query_int(log, &v, "SELECT ifnull(intent, 0) FROM ops WHERE seq=?1", 1,
+                          (int64_t)seq);
+
+        if (e < 0)
+                return e;
+        *out_ino = e ? (uint64_t)v : 0;
+        return 0;
+}
+
+int oplog_add_conflict(struct oplog *log, uint64_t seq, uint64_t lid, const char *kind,
+                       const char *path, const char *base, const char *local,
+                       const char *remote, const char *detail, uint64_t *out_id)
+{
+        sqlite3_stmt *st;
+        int e;
+
+        e = prep(log, &st, "INSERT INTO conflicts(seq, lid, kind, path, base, local, remote,"
+                           " detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)seq);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)lid);
+        bind_text(st, 3, kind);
+        bind_text(st, 4, path);
+        bind_text(st, 5, base);
+        bind_text(st, 6, local);
+        bind_text(st, 7, remote);
+        bind_text(st, 8, detail);
+        e = step_done(st);
+        if (e >= 0 && out_id)
+                *out_id = (uint64_t)sqlite3_last_insert_rowid(log->db);
+        return e;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Compaction                                                               */
+/* ------------------------------------------------------------------------ */
+
+static int collect_ids(struct oplog *log, const char *sql, char ***ids, size_t *n)
+{
+        sqlite3_stmt *st;
+        int rc, e;
+
+        e = prep(log, &st, sql);
+        if (e < 0)
+                return e;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                const char *id = col_text(st, 0);
+                char **nv;
+
+                if (!id || !fcache_merge_id_is_valid(id))
+                        continue;
+                nv = realloc(*ids, (*n + 1) * sizeof(**ids));
+                if (!nv) {
+                        sqlite3_finalize(st);
+                        return -ENOMEM;
+                }
+                *ids = nv;
+                (*ids)[*n] = strdup(id);
+                if (!(*ids)[*n]) {
+                        sqlite3_finalize(st);
+                        return -ENOMEM;
+                }
+                (*n)++;
+        }
+        sqlite3_finalize(st);
+        return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
+}
+
+int oplog_compact(struct oplog *log, uint64_t *out_removed)
+{
+        struct drops d = { 0 };
+        char **ids = NULL;
+        size_t n = 0;
+        sqlite3_stmt *st;
+        int rc, e;
+
+        if (!log)
+                return -EINVAL;
+        e = oplog_begin(log);
+        if (e < 0)
+                return e;
+        e = prep(log, &st, "SELECT seq FROM ops WHERE state=1 AND kind=1");
+        while (e >= 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+                uint64_t *nv = realloc(d.seqs, (d.n + 1) * sizeof(*nv));
+
+                if (!nv) {
+                        e = -ENOMEM;
+                        break;
+                }
+                d.seqs = nv;
+                d.seqs[d.n++] = (uint64_t)sqlite3_column_int64(st, 0);
+        }
+        if (e >= 0)
+                sqlite3_finalize(st);
+        if (e >= 0)
+                e = exec_ids(log, "DELETE FROM ops WHERE state=1", 0);
+        if (e >= 0 && out_removed)
+                *out_removed = (uint64_t)sqlite3_changes(log->db);
+        e = finish(log, e, &d);
+        if (e < 0)
+                return e;
+        e = collect_ids(log, "SELECT b_content FROM objects UNION SELECT orig_content FROM objects"
+                             " UNION SELECT base FROM conflicts UNION SELECT local FROM conflicts"
+                             " UNION SELECT remote FROM conflicts", &ids, &n);
+        if (e >= 0)
+                e = fcache_merge_store_gc(NULL, log->store, (const char *const *)ids, n);
+        for (size_t i = 0; i < n; i++)
+                free(ids[i]);
+        free(ids);
+        return e;
+}

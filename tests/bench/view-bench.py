@@ -1,0 +1,195 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Benchmark of the fcache view against the raw backing, rclone's VFS cache
+and sshfs, one run, same data (issue 5):
+
+  seqread   warm sequential read of a 1 GiB file (1 MiB reads)
+  randread  4 KiB random reads of that file, warm
+  stat      stat of 20,000 cached files (second pass)
+  create    creation of 5,000 small files (create, write 100 bytes, close)
+
+Ratios are to raw (higher is better: raw_time / time).  Peers that cannot
+run here (no rclone, no sshd) are reported as missing, not failed.
+Environment: FCACHE_BENCH_DIR (default /var/tmp), FCACHE_BENCH_GIB (default 1).
+"""
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuse"))
+import viewlib  # noqa: E402
+
+NSTAT = 20000
+NCREATE = 5000
+NRAND = 20000
+
+
+def drop_all_caches():
+    subprocess.run(["sync"])
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def seqread(path):
+    fd = os.open(path, os.O_RDONLY)
+    n = 0
+    t = time.perf_counter()
+    while True:
+        b = os.read(fd, 1 << 20)
+        if not b:
+            break
+        n += len(b)
+    dt = time.perf_counter() - t
+    os.close(fd)
+    return dt, n
+
+
+def randread(path, size):
+    rnd = random.Random(5)
+    offs = [rnd.randrange(0, size // 4096) * 4096 for _ in range(NRAND)]
+    fd = os.open(path, os.O_RDONLY)
+    t = time.perf_counter()
+    for o in offs:
+        os.pread(fd, 4096, o)
+    dt = time.perf_counter() - t
+    os.close(fd)
+    return dt
+
+
+def stat_all(root):
+    t = time.perf_counter()
+    for i in range(NSTAT):
+        os.stat(os.path.join(root, f"d{i // 1000:02d}", f"f{i:05d}"))
+    return time.perf_counter() - t
+
+
+def create_all(root):
+    os.mkdir(root)
+    data = b"x" * 100
+    t = time.perf_counter()
+    for i in range(NCREATE):
+        fd = os.open(os.path.join(root, f"c{i:05d}"), os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+        os.write(fd, data)
+        os.close(fd)
+    return time.perf_counter() - t
+
+
+def measure(name, root, tag, size):
+    big = os.path.join(root, "big")
+    r = {}
+    seqread(big)                              # warm up: fill every cache on the path
+    dt, n = seqread(big)
+    r["seqread"] = dt
+    r["seqread_MBps"] = n / dt / 1e6
+    randread(big, size)
+    r["randread"] = randread(big, size)
+    stat_all(os.path.join(root, "many"))     # first pass: cold, populates caches
+    r["stat"] = stat_all(os.path.join(root, "many"))
+    r["create"] = create_all(os.path.join(root, f"create-{tag}"))
+    print(f"  {name:8s} seqread {r['seqread']:.3f}s ({r['seqread_MBps']:.0f} MB/s)  "
+          f"randread {r['randread']:.3f}s  stat {r['stat']:.3f}s  create {r['create']:.3f}s",
+          flush=True)
+    return r
+
+
+def main():
+    if os.geteuid() != 0:
+        viewlib.skip("needs root")
+    gib = float(os.environ.get("FCACHE_BENCH_GIB", "1"))
+    size = int(gib * (1 << 30))
+    top = tempfile.mkdtemp(prefix="fcache-bench-", dir=os.environ.get("FCACHE_BENCH_DIR", "/var/tmp"))
+    os.chmod(top, 0o755)
+    back = os.path.join(top, "back")
+    os.mkdir(back)
+    print(f"preparing {size >> 20} MiB file and {NSTAT} small files in {back}", flush=True)
+    with open(os.path.join(back, "big"), "wb") as f:
+        chunk = random.Random(1).randbytes(1 << 20)
+        for _ in range(size >> 20):
+            f.write(chunk)
+    for i in range(NSTAT):
+        d = os.path.join(back, "many", f"d{i // 1000:02d}")
+        if i % 1000 == 0:
+            os.makedirs(d)
+        with open(os.path.join(d, f"f{i:05d}"), "wb") as f:
+            f.write(b"s" * 64)
+    drop_all_caches()
+    results = {}
+    cleanups = []
+    try:
+        results["raw"] = measure("raw", back, "raw", size)
+
+        vol = viewlib.Volume("bench", backing=back, lease="300s", cache_size=f"{int(gib * 2) + 1}G")
+        vol.start()
+        cleanups.append(vol.stop)
+        results["view"] = measure("view", vol.mnt, "view", size)
+        vol.stop()
+
+        rclone = shutil.which("rclone")
+        if rclone:
+            rmnt = os.path.join(top, "rclone")
+            os.mkdir(rmnt)
+            rp = subprocess.Popen([rclone, "mount", back, rmnt, "--vfs-cache-mode", "full",
+                                   "--cache-dir", os.path.join(top, "rclone-cache"),
+                                   "--allow-other", "--dir-cache-time", "300s"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(100):
+                if os.path.ismount(rmnt):
+                    break
+                time.sleep(0.1)
+            cleanups.append(lambda: (subprocess.run(["fusermount3", "-u", "-z", rmnt]), rp.kill()))
+            results["rclone"] = measure("rclone", rmnt, "rclone", size)
+            subprocess.run(["fusermount3", "-u", "-z", rmnt])
+            rp.send_signal(signal.SIGTERM)
+            rp.wait(10)
+        else:
+            print("  rclone   missing (apt-get install rclone)")
+
+        sshd_path = shutil.which("sshd") or "/usr/sbin/sshd"
+        if shutil.which("sshfs") and os.access(sshd_path, os.X_OK):
+            import importlib.util
+            spec = importlib.util.spec_from_file_location(
+                "vs", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuse", "view-sshfs.py"))
+            vs = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(vs)
+            sshd, keydir = vs.start_sshd(top)
+            smnt = os.path.join(top, "sshfs")
+            os.mkdir(smnt)
+            subprocess.run(["sshfs", f"root@127.0.0.1:{back}", smnt, "-p", str(vs.PORT), "-o",
+                            f"IdentityFile={keydir}/id,StrictHostKeyChecking=no,"
+                            "UserKnownHostsFile=/dev/null,allow_other"], check=True)
+            cleanups.append(lambda: (subprocess.run(["fusermount3", "-u", "-z", smnt]), sshd.kill()))
+            results["sshfs"] = measure("sshfs", smnt, "sshfs", size)
+            subprocess.run(["fusermount3", "-u", "-z", smnt])
+            sshd.kill()
+        else:
+            print("  sshfs    missing (apt-get install sshfs openssh-server)")
+    finally:
+        for c in reversed(cleanups):
+            try:
+                c()
+            except Exception:  # noqa: BLE001
+                pass
+        shutil.rmtree(top, ignore_errors=True)
+
+    raw = results["raw"]
+    print("\nratio to raw (raw time / time; higher is better)")
+    print(f"  {'':8s} {'seqread':>8s} {'randread':>9s} {'stat':>8s} {'create':>8s}")
+    ratios = {}
+    for name, r in results.items():
+        ratios[name] = {k: raw[k] / r[k] for k in ("seqread", "randread", "stat", "create")}
+        x = ratios[name]
+        print(f"  {name:8s} {x['seqread']:8.3f} {x['randread']:9.3f} {x['stat']:8.3f} {x['create']:8.3f}")
+    out = os.environ.get("FCACHE_BENCH_JSON")
+    if out:
+        with open(out, "w") as f:
+            json.dump({"results": results, "ratios": ratios}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The view over a real network filesystem: Backing is an sshfs mount of a
+loopback sshd (nodes whose FUSE file handle goes stale re-resolve by parent
+and name).  Runs a POSIX subset, store validity and a kill -9 takeover; and when
+the server goes away, cached files keep serving from the store instead of
+looking deleted or empty."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from viewlib import (RENAME_EXCHANGE, Volume, check, eq, finish, rand_bytes, read_direct,  # noqa: E402
+                     read_file, renameat2, require_root_fuse, skip, write_file)
+
+PORT = 22000 + os.getpid() % 1000
+
+
+def start_sshd(top):
+    sshd = shutil.which("sshd") or "/usr/sbin/sshd"
+    if not os.access(sshd, os.X_OK) or not shutil.which("sshfs"):
+        skip("needs openssh-server (sshd) and sshfs")
+    keydir = os.path.join(top, "ssh")
+    os.makedirs(keydir)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", os.path.join(keydir, "host")],
+                   check=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", os.path.join(keydir, "id")],
+                   check=True)
+    auth = os.path.join(keydir, "authorized_keys")
+    shutil.copy(os.path.join(keydir, "id.pub"), auth)
+    os.chmod(auth, 0o600)
+    conf = os.path.join(keydir, "sshd_config")
+    with open(conf, "w") as f:
+        f.write(f"Port {PORT}\nListenAddress 127.0.0.1\nHostKey {keydir}/host\n"
+                f"AuthorizedKeysFile {auth}\nPasswordAuthentication no\nPermitRootLogin yes\n"
+                f"StrictModes no\nUsePAM no\nPidFile {keydir}/sshd.pid\n"
+                "Subsystem sftp internal-sftp\n")
+    os.makedirs("/run/sshd", exist_ok=True)
+    p = subprocess.Popen([sshd, "-D", "-e", "-f", conf], stderr=open(os.path.join(keydir, "log"), "w"))
+    time.sleep(0.5)
+    if p.poll() is not None:
+        skip("sshd did not start: " + open(os.path.join(keydir, "log")).read()[-300:])
+    return p, keydir
+
+
+def main():
+    require_root_fuse()
+    vol = Volume("sshfs", lease="2s")
+    server_dir = os.path.join(vol.top, "server")
+    os.makedirs(server_dir)
+    sshd, keydir = start_sshd(vol.top)
+    sshfs_mnt = vol.backing
+    r = subprocess.run(["sshfs", f"root@127.0.0.1:{server_dir}", sshfs_mnt, "-p", str(PORT),
+                        "-o", f"IdentityFile={keydir}/id,StrictHostKeyChecking=no,"
+                        f"UserKnownHostsFile=/dev/null,allow_other,reconnect,"
+                        "ServerAliveInterval=1,ServerAliveCountMax=2,cache=no"],
+                       capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        sshd.kill()
+        skip("sshfs mount failed: " + r.stderr.strip())
+
+    def cleanup():
+        vol.stop()
+        subprocess.run(["fusermount3", "-u", "-z", sshfs_mnt], capture_output=True)
+        sshd.kill()
+        sshd.wait()
+    try:
+        vol.start()
+        fh = vol.state()["file_handles"]
+        check(fh in ("yes", "no"), f"the view serves sshfs (file handles: {fh}; nodes whose handle"
+              " goes stale re-resolve by parent and name)")
+        # POSIX subset through view -> sshfs -> sftp -> the server directory
+        write_file(vol.v("a"), b"alpha")
+        eq(read_file(os.path.join(server_dir, "a")), b"alpha", "create+write reach the server")
+        os.mkdir(vol.v("d"))
+        os.rename(vol.v("a"), vol.v("d", "a2"))
+        eq(sorted(os.listdir(vol.v("d"))), ["a2"], "mkdir, rename")
+        os.symlink("a2", vol.v("d", "ln"))
+        eq((os.readlink(vol.v("d", "ln")), read_file(vol.v("d", "ln"))), ("a2", b"alpha"),
+           "symlink, readlink")
+        os.chmod(vol.v("d", "a2"), 0o640)
+        eq(oct(os.stat(os.path.join(server_dir, "d", "a2")).st_mode & 0o777), "0o640", "chmod")
+        os.truncate(vol.v("d", "a2"), 2)
+        eq(read_file(vol.v("d", "a2")), b"al", "truncate")
+        with open(vol.v("d", "a2"), "ab") as f:
+            f.write(b"+more")
+        eq(read_file(os.path.join(server_dir, "d", "a2")), b"al+more", "append")
+        os.utime(vol.v("d", "a2"), (1000000000, 1100000000))
+        eq(int(os.stat(os.path.join(server_dir, "d", "a2")).st_mtime), 1100000000, "utimens")
+        write_file(vol.v("b"), b"B")
+        try:
+            renameat2(vol.v("b"), vol.v("d", "a2"), RENAME_EXCHANGE)
+            ex = "ok"
+        except OSError as e:
+            ex = e.errno
+        eq(ex, sshfs_rename_exchange_errno(), "RENAME_EXCHANGE comes out as sshfs gives it")
+        os.unlink(vol.v("d", "ln"))
+        os.unlink(vol.v("d", "a2"))
+        os.rmdir(vol.v("d"))
+        check(not os.path.exists(os.path.join(server_dir, "d")), "unlink, rmdir")
+        # deep path on the network filesystem
+        p = vol.mnt
+        for i in range(12):
+            p = os.path.join(p, "n" * 200)
+            os.mkdir(p)
+        write_file(os.path.join(p, "leaf"), b"deep")
+        eq(read_file(os.path.join(p, "leaf")), b"deep", f"deep path of {len(p)} bytes")
+        # store validity
+        data = rand_bytes(2 * 1024 * 1024, 7)
+        write_file(os.path.join(server_dir, "big"), data)
+        time.sleep(2.5)
+        eq(read_file(vol.v("big")), data, "a file written on the server reads through the view")
+        eq(vol.ctl("query cached", "big")["cached"], "complete", "and is in the store")
+        with open(os.path.join(server_dir, "big"), "r+b") as f:
+            f.write(b"CHANGED")
+        eq(read_direct(vol.v("big"), 0, 7), data[:7], "within the lease the store copy is served")
+        time.sleep(2.5)
+        eq(read_direct(vol.v("big"), 0, 7), b"CHANGED", "after the lease the server's change is seen")
+        # kill -9 of the worker: an open file keeps working on the new worker
+        fd = os.open(vol.v("big"), os.O_RDONLY)
+        old = vol.kill_worker()
+        vol.wait_new_worker(old)
+        eq(os.pread(fd, 7, 0), b"CHANGED", "a file open across kill -9 reads on (sshfs backing)")
+        os.close(fd)
+        eq(read_file(vol.v("big"))[7:], data[7:], "content after takeover")
+        # the server goes away: cached content keeps serving, nothing looks deleted or empty
+        sshd.send_signal(signal.SIGSTOP)
+        for p2 in subprocess.run(["pgrep", "-f", "sshd.*" + keydir], capture_output=True,
+                                 text=True).stdout.split():
+            try:
+                os.kill(int(p2), signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+        t0 = time.time()
+        fd = os.open(vol.v("big"), os.O_RDONLY | os.O_DIRECT)
+        got = os.pread(fd, 7, 0)
+        os.close(fd)
+        eq(got, b"CHANGED", f"with the server stopped a cached file is served ({time.time() - t0:.1f}s)")
+        for p2 in subprocess.run(["pgrep", "-f", "sshd.*" + keydir], capture_output=True,
+                                 text=True).stdout.split():
+            try:
+                os.kill(int(p2), signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        sshd.send_signal(signal.SIGCONT)
+    finally:
+        cleanup()
+    finish()
+
+
+def sshfs_rename_exchange_errno():
+    import errno
+    return errno.EINVAL
+
+
+if __name__ == "__main__":
+    main()
