@@ -15,7 +15,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <linux/fs.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -782,8 +784,8 @@ struct drops {
 
 static int drops_add_lid(struct oplog *log, struct drops *d, uint64_t lid)
 {
-        uint64_t *v;
-        size_t n;
+        uint64_t *v = NULL;
+        size_t n = 0;
         int e = content_seqs(log, lid, &v, &n);
 
         if (e < 0)
@@ -1152,7 +1154,7 @@ int oplog_record_rmdir(struct oplog *log, uint64_t parent, const char *name, uin
 /*
  * Rename chain: the latest pending rename of @lid that brought it to
  * parent/name, when it replaced nothing and nothing else pending names its
- * source since.  Returns 1 with *seq/*src set, 0 if none.
+ * source since.  Returns 1 with *seq and the source set, 0 if none.
  */
 static int find_chain(struct oplog *log, uint64_t lid, uint64_t parent, const char *name,
                       uint64_t *seq, uint64_t *src_parent, char **src_name)
@@ -1219,7 +1221,7 @@ int oplog_record_rename(struct oplog *log, uint64_t parent, const char *name, ui
                          .flags = flags };
         struct drops d = { 0 };
         char *src_name = NULL;
-        uint64_t seq, src_parent;
+        uint64_t seq = 0, src_parent = 0;
         int e;
 
         if (!parent || !newparent || !valid_name(name) || !valid_name(newname) ||

@@ -1,0 +1,1561 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * reintegrate.c: replay of the offline operation log against the server
+ * (see reintegrate.h for the rules, oplog.h for the log).
+ *
+ * Objects are found on the server by the location replay expects them at
+ * (objects.srv_parent/srv_name, starting from the base location and moved
+ * by each applied rename), walking directory descriptors from the backing
+ * root with openat(O_PATH|O_NOFOLLOW), and are recognized by inode number.
+ * The replay state of every object touched (its location and the server
+ * version the next record applies to) is saved in the transaction that marks
+ * the record, so the log alone says where replay stands.
+ *
+ * Synchronous=NORMAL while replaying: every record is its own commit, which
+ * survives kill -9 (the WAL is in the page cache); the WAL is forced to disk
+ * every sync_every records and at the end, bounding what a power loss can
+ * put back in doubt.  A record in doubt is settled by comparing the server
+ * with the record's expected result: content by blob id, creates by the
+ * inode of the temporary recorded as the record's intent before it was
+ * renamed into place, removals and renames by inode at the two names.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "fault.h"
+#include "oplog-internal.h"
+#include "reintegrate.h"
+
+#define EMPTY_BLOB_ID "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
+
+const char *reintegrate_outcome_to_string(enum reintegrate_outcome o)
+{
+        static const char *const names[] = { "apply", "already", "merge", "conflict", "held" };
+
+        return (unsigned)o < _REINTEGRATE_OUTCOME_MAX ? names[o] : NULL;
+}
+
+/* A record copied out of the log, so that replay can write while it walks. */
+struct rec {
+        struct oplog_record r;
+        char *name, *name2, *content, *xname;
+        void *xvalue;
+};
+
+struct ctx {
+        struct oplog *log;
+        int root;
+        const struct reintegrate_options *o;
+        bool dry;
+        GHashTable *objs;       /* lid -> struct oplog_object * */
+        GHashTable *dirs;       /* lid -> directory O_PATH fd (+1 stored) */
+        GHashTable *virt;       /* dry run: lids that would exist on the server */
+        GPtrArray *dirty;       /* objects changed by the record in progress */
+        struct reintegrate_stats st;
+        unsigned since_sync;
+        /* the record in progress */
+        fcache_conflict_kind conflict;
+        char *path;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Small helpers                                                            */
+/* ------------------------------------------------------------------------ */
+
+static void rec_free(gpointer p)
+{
+        struct rec *c = p;
+
+        free(c->name);
+        free(c->name2);
+        free(c->content);
+        free(c->xname);
+        free(c->xvalue);
+        free(c);
+}
+
+static int dup_str(char **dst, const char *src)
+{
+        *dst = NULL;
+        if (!src)
+                return 0;
+        *dst = strdup(src);
+        return *dst ? 0 : -ENOMEM;
+}
+
+static int collect(void *ud, const struct oplog_record *r)
+{
+        GPtrArray *a = ud;
+        struct rec *c = calloc(1, sizeof(*c));
+
+        if (!c)
+                return -ENOMEM;
+        c->r = *r;
+        if (dup_str(&c->name, r->name) < 0 || dup_str(&c->name2, r->name2) < 0 ||
+            dup_str(&c->content, r->content) < 0 || dup_str(&c->xname, r->xname) < 0) {
+                rec_free(c);
+                return -ENOMEM;
+        }
+        if (r->xvalue && r->xsize) {
+                c->xvalue = malloc(r->xsize);
+                if (!c->xvalue) {
+                        rec_free(c);
+                        return -ENOMEM;
+                }
+                memcpy(c->xvalue, r->xvalue, r->xsize);
+        }
+        c->r.name = c->name;
+        c->r.name2 = c->name2;
+        c->r.content = c->content;
+        c->r.xname = c->xname;
+        c->r.xvalue = c->xvalue;
+        c->r.outcome = NULL;
+        g_ptr_array_add(a, c);
+        return 0;
+}
+
+static bool same_identity(const struct oplog_version *b, const struct stat *st)
+{
+        struct oplog_version v;
+
+        oplog_version_from_stat(&v, st);
+        return v.ino == b->ino && v.size == b->size && v.mtime_ns == b->mtime_ns &&
+               v.ctime_ns == b->ctime_ns && v.mode == b->mode;
+}
+
+/* Takes a new base version from @st, keeping @content as its content id. */
+static void set_base(struct oplog_object *o, const struct stat *st, const char *content)
+{
+        char id[FCACHE_MERGE_ID_SIZE] = "";
+
+        if (content && strlen(content) < sizeof(id))
+                strcpy(id, content); /* @content may be o->base.content itself */
+        oplog_version_from_stat(&o->base, st);
+        memcpy(o->base.content, id, sizeof(id));
+}
+
+static void obj_free(gpointer p)
+{
+        struct oplog_object *o = p;
+
+        oplog_object_clear(o);
+        free(o);
+}
+
+static int get_obj(struct ctx *c, uint64_t lid, struct oplog_object **out)
+{
+        struct oplog_object *o = g_hash_table_lookup(c->objs, &lid);
+        int e;
+
+        if (o) {
+                *out = o;
+                return 0;
+        }
+        o = calloc(1, sizeof(*o));
+        if (!o)
+                return -ENOMEM;
+        e = oplog_object_load(c->log, lid, o);
+        if (e < 0) {
+                free(o);
+                return e;
+        }
+        g_hash_table_insert(c->objs, &o->lid, o);
+        *out = o;
+        return 0;
+}
+
+static void dirty(struct ctx *c, struct oplog_object *o)
+{
+        for (guint i = 0; i < c->dirty->len; i++)
+                if (c->dirty->pdata[i] == o)
+                        return;
+        g_ptr_array_add(c->dirty, o);
+}
+
+static void set_srv(struct oplog_object *o, uint64_t parent, const char *name)
+{
+        char *n = name ? strdup(name) : NULL;
+
+        if (name && !n)
+                return; /* keeps the old location; the save below fails the record */
+        free(o->srv_name);
+        o->srv_name = n;
+        o->srv_parent = parent;
+}
+
+static void close_dir(gpointer p)
+{
+        int fd = GPOINTER_TO_INT(p) - 1;
+
+        if (fd >= 0)
+                close(fd);
+}
+
+static void forget_dirs(struct ctx *c)
+{
+        g_hash_table_remove_all(c->dirs);
+}
+
+/*
+ * An O_PATH descriptor of directory @lid on the server (not to be closed),
+ * -ENOENT if it is not where replay expects it (gone or replaced), or -errno.
+ */
+static int dir_fd(struct ctx *c, uint64_t lid, int depth)
+{
+        struct oplog_object *o;
+        struct stat st;
+        gpointer v;
+        int pfd, fd, e;
+
+        if (lid == OPLOG_ROOT)
+                return c->root;
+        if (depth > 4096)
+                return -ELOOP;
+        v = g_hash_table_lookup(c->dirs, &lid);
+        if (v)
+                return GPOINTER_TO_INT(v) - 1;
+        e = get_obj(c, lid, &o);
+        if (e < 0)
+                return e;
+        if (!S_ISDIR(o->type) || !o->srv_parent || !o->srv_name)
+                return -ENOENT;
+        pfd = dir_fd(c, o->srv_parent, depth + 1);
+        if (pfd < 0)
+                return pfd;
+        fd = openat(pfd, o->srv_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOTDIR || errno == ELOOP ? -ENOENT : -errno;
+        if (fstat(fd, &st) < 0) {
+                e = -errno;
+                close(fd);
+                return e;
+        }
+        if (st.st_ino != o->base.ino) {
+                close(fd);
+                return -ENOENT;
+        }
+        g_hash_table_insert(c->dirs, &o->lid, GINT_TO_POINTER(fd + 1));
+        return fd;
+}
+
+/* The server path of @lid as replay knows it (malloc()ed), or NULL. */
+static char *obj_path(struct ctx *c, uint64_t lid)
+{
+        GString *s = g_string_new(NULL);
+        int depth = 0;
+
+        while (lid != OPLOG_ROOT && depth++ < 4096) {
+                struct oplog_object *o;
+
+                if (get_obj(c, lid, &o) < 0 || !o->srv_name)
+                        break;
+                g_string_prepend(s, o->srv_name);
+                g_string_prepend_c(s, '/');
+                lid = o->srv_parent;
+        }
+        if (!s->len)
+                g_string_append_c(s, '/');
+        return g_string_free(s, FALSE);
+}
+
+static void set_path(struct ctx *c, uint64_t parent, const char *name)
+{
+        char *p = obj_path(c, parent);
+
+        g_free(c->path);
+        c->path = p ? g_strdup_printf("%s%s%s", p, strcmp(p, "/") ? "/" : "",
+                                      name ? name : "") : NULL;
+        g_free(p);
+}
+
+static int read_all_fd(int fd, char **out, size_t *size)
+{
+        struct stat st;
+        char *buf;
+        size_t len = 0, cap;
+
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        cap = (size_t)st.st_size + 1;
+        buf = malloc(cap);
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                ssize_t n = pread(fd, buf + len, cap - len, (off_t)len);
+
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        free(buf);
+                        return -errno;
+                }
+                if (n == 0)
+                        break;
+                len += (size_t)n;
+                if (len == cap) {
+                        char *nb = realloc(buf, cap * 2);
+
+                        if (!nb) {
+                                free(buf);
+                                return -ENOMEM;
+                        }
+                        buf = nb;
+                        cap *= 2;
+                }
+        }
+        *out = buf;
+        *size = len;
+        return 0;
+}
+
+/* The content id of what is at pfd/name now (file: content; symlink: target). */
+static int remote_id(int pfd, const char *name, const struct stat *st,
+                     char id[FCACHE_MERGE_ID_SIZE])
+{
+        char *buf;
+        size_t size;
+        int fd, e;
+
+        if (S_ISLNK(st->st_mode)) {
+                char target[PATH_MAX];
+                ssize_t n = readlinkat(pfd, name, target, sizeof(target));
+
+                if (n < 0)
+                        return -errno;
+                return fcache_merge_blob_id(id, target, (size_t)n);
+        }
+        if (!S_ISREG(st->st_mode)) {
+                snprintf(id, FCACHE_MERGE_ID_SIZE, "%s", "");
+                return 0;
+        }
+        fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        e = read_all_fd(fd, &buf, &size);
+        close(fd);
+        if (e < 0)
+                return e;
+        e = fcache_merge_blob_id(id, buf, size);
+        free(buf);
+        return e;
+}
+
+static const char *lid_str(uint64_t lid, char buf[24])
+{
+        snprintf(buf, 24, "%" PRIu64, lid);
+        return buf;
+}
+
+static fcache_merge_node_type node_type(uint32_t mode)
+{
+        switch (mode & S_IFMT) {
+        case S_IFDIR: return FCACHE_MERGE_NODE_DIR;
+        case S_IFLNK: return FCACHE_MERGE_NODE_SYMLINK;
+        default: return FCACHE_MERGE_NODE_FILE;
+        }
+}
+
+static void node_set(fcache_merge_node *n, uint32_t mode, uint32_t uid, uint32_t gid,
+                     const char *content, const char *parent, const char *name)
+{
+        n->type = node_type(mode);
+        n->mode = mode & 07777;
+        n->uid = uid;
+        n->gid = gid;
+        n->content_id = content && *content ? content : "-";
+        n->parent = parent;
+        n->name = name;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Marking records                                                          */
+/* ------------------------------------------------------------------------ */
+
+static int sync_maybe(struct ctx *c)
+{
+        unsigned every = c->o->sync_every ? c->o->sync_every : 64;
+
+        if (++c->since_sync < every)
+                return 0;
+        c->since_sync = 0;
+        return oplog_sync(c->log);
+}
+
+/* Marks @r with @state in one transaction with the objects it changed. */
+static int mark(struct ctx *c, const struct rec *r, enum oplog_state state, const char *outcome)
+{
+        int e;
+
+        if (c->dry) {
+                g_ptr_array_set_size(c->dirty, 0);
+                return 0;
+        }
+        e = oplog_begin(c->log);
+        if (e < 0)
+                return e;
+        for (guint i = 0; i < c->dirty->len && e >= 0; i++)
+                e = oplog_object_save(c->log, c->dirty->pdata[i]);
+        if (e >= 0)
+                e = oplog_mark(c->log, r->r.seq, state, outcome);
+        if (e >= 0)
+                e = oplog_commit(c->log);
+        else
+                oplog_rollback(c->log);
+        g_ptr_array_set_size(c->dirty, 0);
+        if (e < 0)
+                return e;
+        return sync_maybe(c);
+}
+
+/* Saves @size bytes or the regular file at pfd/name in the base store. */
+static int keep_remote(struct ctx *c, int pfd, const char *name, const struct stat *st,
+                       char id[FCACHE_MERGE_ID_SIZE])
+{
+        int fd, e;
+
+        id[0] = '\0';
+        if (!st)
+                return 0;
+        if (S_ISLNK(st->st_mode)) {
+                char target[PATH_MAX];
+                ssize_t n = readlinkat(pfd, name, target, sizeof(target));
+
+                if (n < 0)
+                        return -errno;
+                return fcache_merge_store_put(id, oplog_store(c->log), target, (size_t)n);
+        }
+        if (!S_ISREG(st->st_mode))
+                return 0;
+        fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        e = fcache_merge_store_put_fd(id, oplog_store(c->log), fd);
+        close(fd);
+        return e;
+}
+
+/* Saves the local side of @r in the base store: its content or symlink target. */
+static int keep_local(struct ctx *c, const struct rec *r, char id[FCACHE_MERGE_ID_SIZE])
+{
+        int fd, e;
+
+        id[0] = '\0';
+        if (r->r.kind == OPLOG_SYMLINK && r->content)
+                return fcache_merge_store_put(id, oplog_store(c->log), r->content,
+                                              strlen(r->content));
+        if (r->r.kind != OPLOG_CONTENT)
+                return 0;
+        fd = oplog_content_open(c->log, r->r.seq);
+        if (fd < 0)
+                return fd;
+        e = fcache_merge_store_put_fd(id, oplog_store(c->log), fd);
+        close(fd);
+        return e;
+}
+
+/*
+ * Records a conflict of @r on @o: every version kept, the server untouched,
+ * later records of @o held.  @remote_pfd/@remote_name/@remote_st: what the
+ * server has (NULL st: nothing).
+ */
+static int conflict(struct ctx *c, const struct rec *r, struct oplog_object *o,
+                    fcache_conflict_kind kind, int remote_pfd, const char *remote_name,
+                    const struct stat *remote_st, const char *detail)
+{
+        char local[FCACHE_MERGE_ID_SIZE], remote[FCACHE_MERGE_ID_SIZE];
+        const char *kname = fcache_conflict_kind_to_string(kind);
+        char *full = NULL;
+        uint64_t id = 0;
+        int e;
+
+        c->conflict = kind;
+        if (c->dry) {
+                o->conflict = UINT64_MAX; /* later records of it show as held */
+                g_ptr_array_set_size(c->dirty, 0);
+                return REINTEGRATE_CONFLICT;
+        }
+        e = keep_local(c, r, local);
+        if (e >= 0)
+                e = keep_remote(c, remote_pfd, remote_name, remote_st, remote);
+        if (e < 0)
+                return e;
+        fault_point(FAULT_REINT_CONFLICT_RECORD);
+        full = g_strdup_printf("%s: %s", oplog_kind_to_string(r->r.kind), detail);
+        e = oplog_begin(c->log);
+        if (e >= 0)
+                e = oplog_add_conflict(c->log, r->r.seq, o->lid, kname, c->path,
+                                       o->orig[0] ? o->orig : o->base.content, local, remote,
+                                       full, &id);
+        if (e >= 0) {
+                o->conflict = id;
+                dirty(c, o);
+                for (guint i = 0; i < c->dirty->len && e >= 0; i++)
+                        e = oplog_object_save(c->log, c->dirty->pdata[i]);
+        }
+        if (e >= 0)
+                e = oplog_mark(c->log, r->r.seq, OPLOG_CONFLICT, kname);
+        if (e >= 0)
+                e = oplog_commit(c->log);
+        else
+                oplog_rollback(c->log);
+        g_free(full);
+        g_ptr_array_set_size(c->dirty, 0);
+        if (e < 0)
+                return e;
+        e = sync_maybe(c);
+        return e < 0 ? e : REINTEGRATE_CONFLICT;
+}
+
+/* Classifies with the structure table and records the conflict it names. */
+static int structure_conflict(struct ctx *c, const struct rec *r, struct oplog_object *o,
+                              const fcache_merge_node *base, const fcache_merge_node *local,
+                              const fcache_merge_node *remote, int pfd, const char *name,
+                              const struct stat *st, fcache_conflict_kind fallback,
+                              const char *detail)
+{
+        fcache_merge_structure_options so = FCACHE_MERGE_STRUCTURE_OPTIONS_INIT;
+        fcache_merge_decision d;
+        fcache_conflict_kind kind = fallback;
+
+        so.flags = c->o->structure_flags;
+        if (fcache_merge_structure(&d, base, local, remote, &so) == 0 &&
+            d.action == FCACHE_MERGE_ACTION_CONFLICT)
+                kind = d.conflict;
+        return conflict(c, r, o, kind, pfd, name, st, detail);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Writing to the server                                                    */
+/* ------------------------------------------------------------------------ */
+
+static void tmp_name(struct ctx *c, const struct rec *r, char buf[64])
+{
+        snprintf(buf, 64, ".fcache-%s-%" PRIu64, c->log->token, r->r.seq);
+}
+
+static int write_all(int fd, const char *buf, size_t size)
+{
+        while (size) {
+                ssize_t n = write(fd, buf, size);
+
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                buf += n;
+                size -= (size_t)n;
+        }
+        return 0;
+}
+
+static int copy_fd(int out, int in)
+{
+        char buf[65536];
+        off_t off = 0;
+
+        for (;;) {
+                ssize_t n = copy_file_range(in, &off, out, NULL, 1 << 30, 0);
+
+                if (n == 0)
+                        return 0;
+                if (n < 0)
+                        break;
+        }
+        if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+                return -errno;
+        for (;;) {
+                ssize_t n = pread(in, buf, sizeof(buf), off);
+                int e;
+
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        return 0;
+                e = write_all(out, buf, (size_t)n);
+                if (e < 0)
+                        return e;
+                off += n;
+        }
+}
+
+/* Copies the extended attributes of @from to @to (best effort: the backing may lack them). */
+static void copy_xattrs(int from, int to)
+{
+        char names[4096], value[4096];
+        ssize_t len = flistxattr(from, names, sizeof(names));
+
+        for (ssize_t i = 0; len > 0 && i < len; i += (ssize_t)strlen(names + i) + 1) {
+                ssize_t n = fgetxattr(from, names + i, value, sizeof(value));
+
+                if (n >= 0)
+                        (void)fsetxattr(to, names + i, value, (size_t)n, 0);
+        }
+}
+
+/*
+ * Replaces the content of regular file pfd/name (now @old) with @src_fd's or
+ * @buf's: through a temporary in the same directory renamed over it, or in
+ * place when the file has other links (a rename would split them).
+ */
+static int put_content(struct ctx *c, const struct rec *r, int pfd, const char *name,
+                       const struct stat *old, int src_fd, const char *buf, size_t size,
+                       bool merged)
+{
+        char tmp[64];
+        int fd, ofd, e;
+
+        if (old->st_nlink > 1) {
+                fd = openat(pfd, name, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+                if (fd < 0)
+                        return -errno;
+                e = src_fd >= 0 ? copy_fd(fd, src_fd) : write_all(fd, buf, size);
+                if (e >= 0 && fsync(fd) < 0)
+                        e = -errno;
+                if (close(fd) < 0 && e >= 0)
+                        e = -errno;
+                if (e >= 0 && merged)
+                        fault_point(FAULT_REINT_MERGE_OUTPUT);
+                return e;
+        }
+        tmp_name(c, r, tmp);
+        (void)unlinkat(pfd, tmp, 0); /* a leftover of an interrupted attempt */
+        fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -errno;
+        e = src_fd >= 0 ? copy_fd(fd, src_fd) : write_all(fd, buf, size);
+        if (e >= 0) {
+                (void)fchown(fd, old->st_uid, old->st_gid);
+                if (fchmod(fd, old->st_mode & 07777) < 0)
+                        e = -errno;
+        }
+        if (e >= 0) {
+                ofd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                if (ofd >= 0) {
+                        copy_xattrs(ofd, fd);
+                        close(ofd);
+                }
+                if (fsync(fd) < 0)
+                        e = -errno;
+        }
+        if (close(fd) < 0 && e >= 0)
+                e = -errno;
+        if (e >= 0 && merged)
+                fault_point(FAULT_REINT_MERGE_OUTPUT);
+        if (e >= 0 && renameat(pfd, tmp, pfd, name) < 0)
+                e = -errno;
+        if (e < 0)
+                (void)unlinkat(pfd, tmp, 0);
+        return e;
+}
+
+/* renameat2(RENAME_NOREPLACE), with a link+unlink fallback where it is not supported. */
+static int rename_noreplace(int ofd, const char *oname, int nfd, const char *nname, bool is_dir)
+{
+        struct stat st;
+
+        if (renameat2(ofd, oname, nfd, nname, RENAME_NOREPLACE) == 0)
+                return 0;
+        if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+                return -errno;
+        if (!is_dir) {
+                if (linkat(ofd, oname, nfd, nname, 0) < 0)
+                        return -errno;
+                return unlinkat(ofd, oname, 0) < 0 ? -errno : 0;
+        }
+        /* Directories cannot be linked: check, then rename (a race window we cannot close). */
+        if (fstatat(nfd, nname, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                return -EEXIST;
+        return renameat(ofd, oname, nfd, nname) < 0 ? -errno : 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The records                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* Locates @o on the server: its parent's fd and name, and a fresh stat (-ENOENT: absent). */
+static int locate(struct ctx *c, struct oplog_object *o, int *pfd, struct stat *st)
+{
+        int fd, e;
+
+        if (!o->srv_parent || !o->srv_name)
+                return -ENOENT;
+        fd = dir_fd(c, o->srv_parent, 0);
+        if (fd < 0)
+                return fd;
+        *pfd = fd;
+        if (fstatat(fd, o->srv_name, st, AT_SYMLINK_NOFOLLOW) < 0) {
+                e = -errno;
+                return e == -ENOTDIR ? -ENOENT : e;
+        }
+        return 0;
+}
+
+static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o)
+{
+        fcache_merge_structure_options so = FCACHE_MERGE_STRUCTURE_OPTIONS_INIT;
+        char rid[FCACHE_MERGE_ID_SIZE], ps[24];
+        fcache_merge_node bn = FCACHE_MERGE_NODE_INIT, ln = FCACHE_MERGE_NODE_INIT,
+                          rn = FCACHE_MERGE_NODE_INIT;
+        fcache_merge_decision d;
+        struct stat st, nst;
+        int pfd = -1, src, e;
+        const char *lid_parent = lid_str(o->srv_parent, ps);
+
+        set_path(c, o->srv_parent, o->srv_name);
+        if (c->dry && g_hash_table_contains(c->virt, &o->lid))
+                return REINTEGRATE_APPLIED;
+        node_set(&bn, o->base.mode, o->base.uid, o->base.gid, o->base.content, lid_parent,
+                 o->srv_name);
+        ln = bn;
+        ln.content_id = r->content;
+        e = locate(c, o, &pfd, &st);
+        if (e == -ENOENT)
+                return structure_conflict(c, r, o, &bn, &ln, &rn, -1, NULL, NULL,
+                                          FCACHE_CONFLICT_EDIT_DELETE,
+                                          "the server removed the file");
+        if (e < 0)
+                return e;
+        if (st.st_ino == o->base.ino && same_identity(&o->base, &st)) {
+                snprintf(rid, sizeof(rid), "%s", o->base.content);
+        } else {
+                e = remote_id(pfd, o->srv_name, &st, rid);
+                if (e < 0)
+                        return e;
+                if (S_ISREG(st.st_mode) && strcmp(rid, r->content) == 0) {
+                        /* Our own earlier write (a replay interrupted before its mark). */
+                        set_base(o, &st, r->content);
+                        dirty(c, o);
+                        e = mark(c, r, OPLOG_APPLIED, "already");
+                        return e < 0 ? e : REINTEGRATE_ALREADY;
+                }
+        }
+        node_set(&rn, st.st_mode, st.st_uid, st.st_gid, rid, lid_parent, o->srv_name);
+        so.flags = c->o->structure_flags;
+        e = fcache_merge_structure(&d, &bn, &ln, &rn, &so);
+        if (e < 0)
+                return e;
+        if (d.action == FCACHE_MERGE_ACTION_CONFLICT)
+                return conflict(c, r, o, d.conflict, pfd, o->srv_name, &st,
+                                "changed on both sides");
+        if (d.action == FCACHE_MERGE_ACTION_NONE || d.action == FCACHE_MERGE_ACTION_TAKE_REMOTE) {
+                set_base(o, &st, rid);
+                dirty(c, o);
+                e = mark(c, r, OPLOG_APPLIED, "already");
+                return e < 0 ? e : REINTEGRATE_ALREADY;
+        }
+        if (d.action == FCACHE_MERGE_ACTION_MERGE_CONTENT) {
+                fcache_merge_content_options mo = FCACHE_MERGE_CONTENT_OPTIONS_INIT;
+                fcache_merge_content_result res = { 0 };
+                fcache_merge_buf bb, lb, rb;
+                void *base = NULL;
+                size_t base_size = 0, lsize = 0, rsize = 0;
+                char *local = NULL, *remote = NULL;
+                int fd;
+
+                if (o->base.content[0]) {
+                        e = fcache_merge_store_get(&base, &base_size, oplog_store(c->log),
+                                                   o->base.content);
+                        if (e < 0 && e != -ENOENT)
+                                return e;
+                }
+                src = oplog_content_open(c->log, r->r.seq);
+                if (src < 0) {
+                        free(base);
+                        return src;
+                }
+                e = read_all_fd(src, &local, &lsize);
+                close(src);
+                fd = e < 0 ? -1 : openat(pfd, o->srv_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                if (e >= 0 && fd < 0)
+                        e = -errno;
+                if (e >= 0) {
+                        e = read_all_fd(fd, &remote, &rsize);
+                        close(fd);
+                }
+                if (e >= 0) {
+                        bb = FCACHE_MERGE_BUF(base, base_size);
+                        lb = FCACHE_MERGE_BUF(local, lsize);
+                        rb = FCACHE_MERGE_BUF(remote, rsize);
+                        e = fcache_merge_content(&res, base ? &bb : NULL, &lb, &rb, &mo);
+                }
+                free(base);
+                free(local);
+                free(remote);
+                if (e < 0)
+                        return e;
+                if (res.outcome == FCACHE_MERGE_CONTENT_CONFLICT) {
+                        fcache_conflict_kind k = res.conflict;
+
+                        fcache_merge_content_result_free(&res);
+                        return conflict(c, r, o, k, pfd, o->srv_name, &st,
+                                        "edits overlap");
+                }
+                if (c->dry) {
+                        fcache_merge_content_result_free(&res);
+                        return REINTEGRATE_MERGED;
+                }
+                e = put_content(c, r, pfd, o->srv_name, &st, -1, res.merged, res.merged_size,
+                                true);
+                if (e >= 0)
+                        e = fcache_merge_blob_id(rid, res.merged, res.merged_size);
+                fcache_merge_content_result_free(&res);
+                if (e < 0)
+                        return e;
+                fault_point(FAULT_REINT_AFTER_WRITE);
+                if (fstatat(pfd, o->srv_name, &nst, AT_SYMLINK_NOFOLLOW) < 0)
+                        return -errno;
+                set_base(o, &nst, rid);
+                dirty(c, o);
+                e = mark(c, r, OPLOG_APPLIED, "merged");
+                if (e < 0)
+                        return e;
+                if (c->o->refresh)
+                        c->o->refresh(c->o->userdata, o->lid);
+                return REINTEGRATE_MERGED;
+        }
+        /* TAKE_LOCAL, MERGE_METADATA: the local content, the server's metadata. */
+        if (c->dry)
+                return REINTEGRATE_APPLIED;
+        src = oplog_content_open(c->log, r->r.seq);
+        if (src < 0)
+                return src;
+        e = put_content(c, r, pfd, o->srv_name, &st, src, NULL, 0, false);
+        close(src);
+        if (e < 0)
+                return e;
+        fault_point(FAULT_REINT_AFTER_WRITE);
+        if (fstatat(pfd, o->srv_name, &nst, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        set_base(o, &nst, r->content);
+        dirty(c, o);
+        e = mark(c, r, OPLOG_APPLIED, "applied");
+        return e < 0 ? e : REINTEGRATE_APPLIED;
+}
+
+/* Creates the object of @r at the temporary @tmp in @pfd. */
+static int make_tmp(const struct rec *r, int pfd, const char *tmp)
+{
+        int fd;
+
+        switch (r->r.kind) {
+        case OPLOG_CREATE:
+                fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+                if (fd < 0)
+                        return -errno;
+                if (fsync(fd) < 0) {
+                        close(fd);
+                        return -errno;
+                }
+                close(fd);
+                break;
+        case OPLOG_MKDIR:
+                if (mkdirat(pfd, tmp, 0700) < 0)
+                        return -errno;
+                break;
+        case OPLOG_SYMLINK:
+                if (symlinkat(r->content, pfd, tmp) < 0)
+                        return -errno;
+                break;
+        case OPLOG_MKNOD:
+                if (mknodat(pfd, tmp, (r->r.mode & S_IFMT) | 0600, (dev_t)r->r.rdev) < 0)
+                        return -errno;
+                break;
+        default:
+                return -EINVAL;
+        }
+        if (fchownat(pfd, tmp, r->r.uid, r->r.gid, AT_SYMLINK_NOFOLLOW) < 0 && errno != EPERM)
+                return -errno;
+        if (r->r.kind != OPLOG_SYMLINK && fchmodat(pfd, tmp, r->r.mode & 07777, 0) < 0)
+                return -errno;
+        return 0;
+}
+
+static void remove_tmp(int pfd, const char *tmp, enum oplog_kind kind)
+{
+        (void)unlinkat(pfd, tmp, kind == OPLOG_MKDIR ? AT_REMOVEDIR : 0);
+}
+
+/* Finishes a create: the object is on the server at parent/name as @st says. */
+static int created(struct ctx *c, const struct rec *r, struct oplog_object *o, int pfd,
+                   const char *outcome)
+{
+        struct stat st;
+        char id[FCACHE_MERGE_ID_SIZE] = "";
+        int e;
+
+        if (fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        if (r->r.kind == OPLOG_CREATE)
+                snprintf(id, sizeof(id), "%s", EMPTY_BLOB_ID);
+        else if (r->r.kind == OPLOG_SYMLINK && (e = fcache_merge_blob_id(id, r->content,
+                                                                         strlen(r->content))) < 0)
+                return e;
+        set_base(o, &st, id);
+        set_srv(o, r->r.parent, r->name);
+        o->local = false;
+        dirty(c, o);
+        e = mark(c, r, OPLOG_APPLIED, outcome);
+        return e < 0 ? e : strcmp(outcome, "already") ? REINTEGRATE_APPLIED : REINTEGRATE_ALREADY;
+}
+
+static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
+{
+        fcache_merge_node ln = FCACHE_MERGE_NODE_INIT, rn = FCACHE_MERGE_NODE_INIT;
+        char tmp[64], ps[24];
+        struct stat st, tst;
+        uint64_t intent = 0;
+        int pfd, e;
+
+        set_path(c, r->r.parent, r->name);
+        pfd = dir_fd(c, r->r.parent, 0);
+        if (pfd == -ENOENT) {
+                if (c->dry && g_hash_table_contains(c->virt, &r->r.parent)) {
+                        g_hash_table_add(c->virt, &o->lid);
+                        return REINTEGRATE_APPLIED;
+                }
+                return conflict(c, r, o, FCACHE_CONFLICT_CHILDREN_DELETE, -1, NULL, NULL,
+                                "the server removed the directory it was created in");
+        }
+        if (pfd < 0)
+                return pfd;
+        tmp_name(c, r, tmp);
+        if (!c->dry) {
+                e = oplog_get_intent(c->log, r->r.seq, &intent);
+                if (e < 0)
+                        return e;
+        }
+        if (intent) {
+                if (fstatat(pfd, tmp, &tst, AT_SYMLINK_NOFOLLOW) == 0 && tst.st_ino == intent)
+                        goto place;
+                if (fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == intent)
+                        return created(c, r, o, pfd, "already");
+                /* The temporary is gone (cleaned up): start again. */
+        }
+        if (fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+                node_set(&ln, (r->r.kind == OPLOG_MKNOD ? r->r.mode : 0) |
+                         (r->r.kind == OPLOG_MKDIR ? S_IFDIR : r->r.kind == OPLOG_SYMLINK
+                          ? S_IFLNK : S_IFREG), r->r.uid, r->r.gid, "local",
+                         lid_str(r->r.parent, ps), r->name);
+                node_set(&rn, st.st_mode, st.st_uid, st.st_gid, "remote", ps, r->name);
+                return structure_conflict(c, r, o, NULL, &ln, &rn, pfd, r->name, &st,
+                                          FCACHE_CONFLICT_CREATE_CREATE,
+                                          "the server created the same name");
+        } else if (errno != ENOENT) {
+                return -errno;
+        }
+        if (c->dry) {
+                g_hash_table_add(c->virt, &o->lid);
+                return REINTEGRATE_APPLIED;
+        }
+        remove_tmp(pfd, tmp, r->r.kind);
+        e = make_tmp(r, pfd, tmp);
+        if (e < 0) {
+                remove_tmp(pfd, tmp, r->r.kind);
+                return e;
+        }
+        if (fstatat(pfd, tmp, &tst, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        /* The intent: this inode is ours, whatever name it has when we look again. */
+        e = oplog_set_intent(c->log, r->r.seq, tst.st_ino);
+        if (e < 0)
+                return e;
+place:
+        e = rename_noreplace(pfd, tmp, pfd, r->name, r->r.kind == OPLOG_MKDIR);
+        if (e == -EEXIST || e == -ENOTEMPTY) {
+                remove_tmp(pfd, tmp, r->r.kind);
+                if (fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        return -errno;
+                return conflict(c, r, o, FCACHE_CONFLICT_CREATE_CREATE, pfd, r->name, &st,
+                                "the server created the same name");
+        }
+        if (e < 0)
+                return e;
+        fault_point(FAULT_REINT_AFTER_WRITE);
+        return created(c, r, o, pfd, "applied");
+}
+
+static int do_link(struct ctx *c, const struct rec *r, struct oplog_object *o)
+{
+        struct stat st, nst;
+        int pfd = -1, nfd, e;
+
+        set_path(c, r->r.parent2, r->name2);
+        if (c->dry && (g_hash_table_contains(c->virt, &o->lid) ||
+                       g_hash_table_contains(c->virt, &r->r.parent2)))
+                return REINTEGRATE_APPLIED;
+        nfd = dir_fd(c, r->r.parent2, 0);
+        if (nfd == -ENOENT)
+                return conflict(c, r, o, FCACHE_CONFLICT_CHILDREN_DELETE, -1, NULL, NULL,
+                                "the server removed the directory of the new link");
+        if (nfd < 0)
+                return nfd;
+        if (fstatat(nfd, r->name2, &nst, AT_SYMLINK_NOFOLLOW) == 0) {
+                if (nst.st_ino == o->base.ino) {
+                        if (locate(c, o, &pfd, &st) == 0 && st.st_ino == o->base.ino) {
+                                set_base(o, &st, o->base.content);
+                                dirty(c, o);
+                        }
+                        e = mark(c, r, OPLOG_APPLIED, "already");
+                        return e < 0 ? e : REINTEGRATE_ALREADY;
+                }
+                return conflict(c, r, o, FCACHE_CONFLICT_CREATE_CREATE, nfd, r->name2, &nst,
+                                "the server created the same name");
+        } else if (errno != ENOENT) {
+                return -errno;
+        }
+        e = locate(c, o, &pfd, &st);
+        if (e == -ENOENT || (e == 0 && st.st_ino != o->base.ino))
+                return conflict(c, r, o, FCACHE_CONFLICT_EDIT_DELETE, -1, NULL, NULL,
+                                "the server removed the file being linked");
+        if (e < 0)
+                return e;
+        if (c->dry)
+                return REINTEGRATE_APPLIED;
+        if (linkat(pfd, o->srv_name, nfd, r->name2, 0) < 0) {
+                if (errno == EEXIST) {
+                        if (fstatat(nfd, r->name2, &nst, AT_SYMLINK_NOFOLLOW) < 0)
+                                return -errno;
+                        return conflict(c, r, o, FCACHE_CONFLICT_CREATE_CREATE, nfd, r->name2,
+                                        &nst, "the server created the same name");
+                }
+                return -errno;
+        }
+        fault_point(FAULT_REINT_AFTER_WRITE);
+        if (fstatat(pfd, o->srv_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        set_base(o, &st, o->base.content);
+        dirty(c, o);
+        e = mark(c, r, OPLOG_APPLIED, "applied");
+        return e < 0 ? e : REINTEGRATE_APPLIED;
+}
+
+/* Whether the server's @st (at pfd/name) still is @o's base version, by content if need be. */
+static int unchanged(struct oplog_object *o, int pfd, const char *name, const struct stat *st,
+                     char rid[FCACHE_MERGE_ID_SIZE])
+{
+        int e;
+
+        if (st->st_ino != o->base.ino || (st->st_mode & S_IFMT) != (o->base.mode & S_IFMT))
+                return 0;
+        if (S_ISDIR(st->st_mode) || same_identity(&o->base, st)) {
+                snprintf(rid, FCACHE_MERGE_ID_SIZE, "%s", o->base.content);
+                return (st->st_mode & 07777) == (o->base.mode & 07777) &&
+                       st->st_uid == o->base.uid && st->st_gid == o->base.gid;
+        }
+        e = remote_id(pfd, name, st, rid);
+        if (e < 0)
+                return e;
+        return strcmp(rid, o->base.content) == 0 && (st->st_mode & 07777) == (o->base.mode & 07777) &&
+               st->st_uid == o->base.uid && st->st_gid == o->base.gid;
+}
+
+static int do_remove(struct ctx *c, const struct rec *r, struct oplog_object *o)
+{
+        fcache_merge_node bn = FCACHE_MERGE_NODE_INIT, ln = FCACHE_MERGE_NODE_INIT,
+                          rn = FCACHE_MERGE_NODE_INIT;
+        char rid[FCACHE_MERGE_ID_SIZE] = "", ps[24];
+        bool dir = r->r.kind == OPLOG_RMDIR;
+        struct stat st;
+        int pfd, e;
+
+        set_path(c, r->r.parent, r->name);
+        if (c->dry && g_hash_table_contains(c->virt, &o->lid))
+                return REINTEGRATE_APPLIED;
+        pfd = dir_fd(c, r->r.parent, 0);
+        e = pfd < 0 ? pfd : fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+        if (e == -ENOENT || e == -ENOTDIR) {
+                /* Gone on the server too (or removed by us before a crash). */
+                if (o->srv_parent == r->r.parent && o->srv_name && !strcmp(o->srv_name, r->name)) {
+                        set_srv(o, 0, NULL);
+                        dirty(c, o);
+                }
+                if (dir)
+                        forget_dirs(c);
+                e = mark(c, r, OPLOG_APPLIED, "already");
+                return e < 0 ? e : REINTEGRATE_ALREADY;
+        }
+        if (e < 0)
+                return e;
+        e = unchanged(o, pfd, r->name, &st, rid);
+        if (e < 0)
+                return e;
+        node_set(&bn, o->base.mode, o->base.uid, o->base.gid, o->base.content,
+                 lid_str(r->r.parent, ps), r->name);
+        if (!e) {
+                node_set(&rn, st.st_mode, st.st_uid, st.st_gid,
+                         st.st_ino == o->base.ino ? rid : "replaced", ps, r->name);
+                if (st.st_ino != o->base.ino && (st.st_mode & S_IFMT) != (o->base.mode & S_IFMT))
+                        rn.type = node_type(st.st_mode);
+                return structure_conflict(c, r, o, &bn, &ln, &rn, pfd, r->name, &st,
+                                          FCACHE_CONFLICT_DELETE_EDIT,
+                                          "the server changed what was removed");
+        }
+        if (c->dry)
+                return REINTEGRATE_APPLIED;
+        if (unlinkat(pfd, r->name, dir ? AT_REMOVEDIR : 0) < 0) {
+                if (errno == ENOTEMPTY || errno == EEXIST)
+                        return conflict(c, r, o, FCACHE_CONFLICT_DELETE_CHILDREN, pfd, r->name,
+                                        &st, "the server added entries to the directory");
+                return -errno;
+        }
+        fault_point(FAULT_REINT_AFTER_WRITE);
+        if (o->srv_parent == r->r.parent && o->srv_name && !strcmp(o->srv_name, r->name))
+                set_srv(o, 0, NULL);
+        else if (fstatat(dir_fd(c, o->srv_parent, 0), o->srv_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                set_base(o, &st, o->base.content); /* another link of it lives on */
+        dirty(c, o);
+        if (dir)
+                forget_dirs(c);
+        e = mark(c, r, OPLOG_APPLIED, "applied");
+        return e < 0 ? e : REINTEGRATE_APPLIED;
+}
+
+static int do_rename(struct ctx *c, const struct rec *r, struct oplog_object *o)
+{
+        fcache_merge_node bn = FCACHE_MERGE_NODE_INIT, ln = FCACHE_MERGE_NODE_INIT,
+                          rn = FCACHE_MERGE_NODE_INIT;
+        bool exchange = r->r.flags & RENAME_EXCHANGE;
+        struct oplog_object *other = NULL;
+        char ps[24], qs[24], rid[FCACHE_MERGE_ID_SIZE];
+        struct stat sa, sb;
+        bool has_a, has_b;
+        int pfd, qfd, e;
+
+        set_path(c, r->r.parent, r->name);
+        if (r->r.other && (e = get_obj(c, r->r.other, &other)) < 0)
+                return e;
+        if (c->dry && (g_hash_table_contains(c->virt, &o->lid) ||
+                       g_hash_table_contains(c->virt, &r->r.parent2)))
+                return REINTEGRATE_APPLIED;
+        pfd = dir_fd(c, r->r.parent, 0);
+        qfd = pfd < 0 ? pfd : dir_fd(c, r->r.parent2, 0);
+        if (pfd == -ENOENT || qfd == -ENOENT)
+                return conflict(c, r, o, pfd == -ENOENT ? FCACHE_CONFLICT_RENAME_DELETE
+                                                        : FCACHE_CONFLICT_CHILDREN_DELETE,
+                                -1, NULL, NULL, "the server removed a directory of the rename");
+        if (pfd < 0 || qfd < 0)
+                return pfd < 0 ? pfd : qfd;
+        has_a = fstatat(pfd, r->name, &sa, AT_SYMLINK_NOFOLLOW) == 0;
+        if (!has_a && errno != ENOENT)
+                return -errno;
+        has_b = fstatat(qfd, r->name2, &sb, AT_SYMLINK_NOFOLLOW) == 0;
+        if (!has_b && errno != ENOENT)
+                return -errno;
+        /* Already done? */
+        if (has_b && sb.st_ino == o->base.ino &&
+            (!exchange || (has_a && other && sa.st_ino == other->base.ino))) {
+                set_srv(o, r->r.parent2, r->name2);
+                set_base(o, &sb, o->base.content);
+                dirty(c, o);
+                if (other) {
+                        if (exchange) {
+                                set_srv(other, r->r.parent, r->name);
+                                set_base(other, &sa, other->base.content);
+                        } else {
+                                set_srv(other, 0, NULL);
+                        }
+                        dirty(c, other);
+                }
+                if (S_ISDIR(o->type) || (other && S_ISDIR(other->type)))
+                        forget_dirs(c);
+                e = mark(c, r, OPLOG_APPLIED, "already");
+                return e < 0 ? e : REINTEGRATE_ALREADY;
+        }
+        node_set(&bn, o->base.mode, o->base.uid, o->base.gid, "x", lid_str(r->r.parent, ps),
+                 r->name);
+        ln = bn;
+        ln.parent = lid_str(r->r.parent2, qs);
+        ln.name = r->name2;
+        if (!has_a || sa.st_ino != o->base.ino)
+                return structure_conflict(c, r, o, &bn, &ln, &rn, pfd, NULL, NULL,
+                                          FCACHE_CONFLICT_RENAME_DELETE,
+                                          "the server removed or replaced what was renamed");
+        if (has_b && (!other || sb.st_ino != other->base.ino)) {
+                node_set(&rn, sb.st_mode, sb.st_uid, sb.st_gid, "remote", qs, r->name2);
+                return conflict(c, r, o, FCACHE_CONFLICT_CREATE_CREATE, qfd, r->name2, &sb,
+                                "the server created the target name");
+        }
+        if (has_b && other && !exchange) {
+                /* Replacing: the server's copy of what is replaced must be the base one. */
+                e = unchanged(other, qfd, r->name2, &sb, rid);
+                if (e < 0)
+                        return e;
+                if (!e)
+                        return conflict(c, r, o, FCACHE_CONFLICT_DELETE_EDIT, qfd, r->name2, &sb,
+                                        "the server changed the file the rename replaces");
+        }
+        if (exchange && !has_b)
+                return conflict(c, r, o, FCACHE_CONFLICT_RENAME_DELETE, -1, NULL, NULL,
+                                "the server removed the other side of the exchange");
+        if (c->dry)
+                return REINTEGRATE_APPLIED;
+        if (exchange)
+                e = renameat2(pfd, r->name, qfd, r->name2, RENAME_EXCHANGE) < 0 ? -errno : 0;
+        else if (!has_b)
+                e = rename_noreplace(pfd, r->name, qfd, r->name2, S_ISDIR(sa.st_mode));
+        else
+                e = renameat(pfd, r->name, qfd, r->name2) < 0 ? -errno : 0;
+        if (e == -EEXIST || e == -ENOTEMPTY) {
+                if (fstatat(qfd, r->name2, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+                        return -errno;
+                return conflict(c, r, o, e == -EEXIST ? FCACHE_CONFLICT_CREATE_CREATE
+                                                      : FCACHE_CONFLICT_DELETE_CHILDREN,
+                                qfd, r->name2, &sb, "the target changed on the server");
+        }
+        if (e < 0)
+                return e;
+        fault_point(FAULT_REINT_AFTER_WRITE);
+        if (fstatat(qfd, r->name2, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        set_srv(o, r->r.parent2, r->name2);
+        set_base(o, &sb, o->base.content);
+        dirty(c, o);
+        if (other) {
+                if (exchange && fstatat(pfd, r->name, &sa, AT_SYMLINK_NOFOLLOW) == 0) {
+                        set_srv(other, r->r.parent, r->name);
+                        set_base(other, &sa, other->base.content);
+                } else {
+                        set_srv(other, 0, NULL);
+                }
+                dirty(c, other);
+        }
+        if (S_ISDIR(o->type) || (other && S_ISDIR(other->type)))
+                forget_dirs(c);
+        e = mark(c, r, OPLOG_APPLIED, "applied");
+        return e < 0 ? e : REINTEGRATE_APPLIED;
+}
+
+static int do_setattr(struct ctx *c, const struct rec *r, struct oplog_object *o)
+{
+        fcache_merge_structure_options so = FCACHE_MERGE_STRUCTURE_OPTIONS_INIT;
+        fcache_merge_node bn = FCACHE_MERGE_NODE_INIT, ln, rn = FCACHE_MERGE_NODE_INIT;
+        fcache_merge_decision d;
+        unsigned m = r->r.mask;
+        struct timespec ts[2];
+        struct stat st;
+        bool todo = false;
+        char ps[24];
+        int pfd, e;
+
+        set_path(c, o->srv_parent, o->srv_name);
+        if (c->dry && g_hash_table_contains(c->virt, &o->lid))
+                return REINTEGRATE_APPLIED;
+        /* Content is not this record's business: the same id on all three sides. */
+        node_set(&bn, o->base.mode, o->base.uid, o->base.gid, "-", lid_str(o->srv_parent, ps),
+                 o->srv_name);
+        ln = bn;
+        if (m & OPLOG_SET_MODE)
+                ln.mode = r->r.mode & 07777;
+        if (m & OPLOG_SET_UID)
+                ln.uid = r->r.uid;
+        if (m & OPLOG_SET_GID)
+                ln.gid = r->r.gid;
+        e = locate(c, o, &pfd, &st);
+        if (e == -ENOENT || (e == 0 && st.st_ino != o->base.ino))
+                return structure_conflict(c, r, o, &bn, &ln, &rn, -1, NULL, NULL,
+                                          FCACHE_CONFLICT_EDIT_DELETE,
+                                          "the server removed the object");
+        if (e < 0)
+                return e;
+        node_set(&rn, st.st_mode, st.st_uid, st.st_gid, "-", ps, o->srv_name);
+        so.flags = c->o->structure_flags;
+        e = fcache_merge_structure(&d, &bn, &ln, &rn, &so);
+        if (e < 0)
+                return e;
+        if (d.action == FCACHE_MERGE_ACTION_CONFLICT)
+                return conflict(c, r, o, d.conflict, pfd, o->srv_name, &st,
+                                "attributes changed differently on both sides");
+        if (c->dry)
+                return REINTEGRATE_APPLIED;
+        if ((m & OPLOG_SET_MODE) && (st.st_mode & 07777) != (r->r.mode & 07777) &&
+            !S_ISLNK(st.st_mode)) {
+                if (fchmodat(pfd, o->srv_name, r->r.mode & 07777, 0) < 0)
+                        return -errno;
+                todo = true;
+        }
+        if (((m & OPLOG_SET_UID) && st.st_uid != r->r.uid) ||
+            ((m & OPLOG_SET_GID) && st.st_gid != r->r.gid)) {
+                if (fchownat(pfd, o->srv_name, (m & OPLOG_SET_UID) ? r->r.uid : (uid_t)-1,
+                             (m & OPLOG_SET_GID) ? r->r.gid : (gid_t)-1, AT_SYMLINK_NOFOLLOW) < 0)
+                        return -errno;
+                todo = true;
+        }
+        if (m & (OPLOG_SET_ATIME | OPLOG_SET_MTIME)) {
+                int64_t t[2] = { r->r.atime_ns, r->r.mtime_ns };
+
+                for (int i = 0; i < 2; i++) {
+                        if (!(m & (i ? OPLOG_SET_MTIME : OPLOG_SET_ATIME)))
+                                ts[i] = (struct timespec){ 0, UTIME_OMIT };
+                        else if (t[i] == INT64_MIN)
+                                ts[i] = (struct timespec){ 0, UTIME_NOW };
+                        else
+                                ts[i] = (struct timespec){ t[i] / 1000000000, t[i] % 1000000000 };
+                }
+                if (utimensat(pfd, o->srv_name, ts, AT_SYMLINK_NOFOLLOW) < 0)
+                        return -errno;
+                todo = true;
+        }
+        fault_point(FAULT_REINT_AFTER_WRITE);
+        if (fstatat(pfd, o->srv_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        set_base(o, &st, o->base.content);
+        dirty(c, o);
+        e = mark(c, r, OPLOG_APPLIED, todo ? "applied" : "already");
+        return e < 0 ? e : todo ? REINTEGRATE_APPLIED : REINTEGRATE_ALREADY;
+}
+
+static int do_xattr(struct ctx *c, const struct rec *r, struct oplog_object *o)
+{
+        char cur[65536];
+        struct stat st;
+        ssize_t n;
+        int pfd, fd, e;
+        bool done;
+
+        set_path(c, o->srv_parent, o->srv_name);
+        if (c->dry && g_hash_table_contains(c->virt, &o->lid))
+                return REINTEGRATE_APPLIED;
+        e = locate(c, o, &pfd, &st);
+        if (e == -ENOENT || (e == 0 && st.st_ino != o->base.ino))
+                return conflict(c, r, o, FCACHE_CONFLICT_EDIT_DELETE, -1, NULL, NULL,
+                                "the server removed the object");
+        if (e < 0)
+                return e;
+        fd = openat(pfd, o->srv_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        n = fgetxattr(fd, r->xname, cur, sizeof(cur));
+        if (r->r.kind == OPLOG_SETXATTR)
+                done = n >= 0 && (size_t)n == r->r.xsize && !memcmp(cur, r->xvalue, (size_t)n);
+        else
+                done = n < 0 && errno == ENODATA;
+        e = 0;
+        if (!done && !c->dry) {
+                if (r->r.kind == OPLOG_SETXATTR)
+                        e = fsetxattr(fd, r->xname, r->xvalue ? r->xvalue : "", r->r.xsize, 0);
+                else
+                        e = fremovexattr(fd, r->xname);
+                if (e < 0 && errno == ENODATA)
+                        e = 0;
+                e = e < 0 ? -errno : 0;
+        }
+        close(fd);
+        if (e < 0)
+                return e;
+        if (c->dry)
+                return done ? REINTEGRATE_ALREADY : REINTEGRATE_APPLIED;
+        fault_point(FAULT_REINT_AFTER_WRITE);
+        if (fstatat(pfd, o->srv_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                set_base(o, &st, o->base.content);
+        dirty(c, o);
+        e = mark(c, r, OPLOG_APPLIED, done ? "already" : "applied");
+        return e < 0 ? e : done ? REINTEGRATE_ALREADY : REINTEGRATE_APPLIED;
+}
+
+/* The conflict @r is held behind, 0 if none: its object's, or (creates) its parent's. */
+static uint64_t blocker(struct ctx *c, const struct rec *r, struct oplog_object *o)
+{
+        struct oplog_object *p;
+
+        if (o->conflict)
+                return o->conflict;
+        if (r->r.parent && get_obj(c, r->r.parent, &p) == 0 && p->conflict)
+                return p->conflict;
+        if (r->r.parent2 && get_obj(c, r->r.parent2, &p) == 0 && p->conflict)
+                return p->conflict;
+        if (r->r.other && get_obj(c, r->r.other, &p) == 0 && p->conflict)
+                return p->conflict;
+        return 0;
+}
+
+static int one(struct ctx *c, const struct rec *r)
+{
+        struct oplog_object *o;
+        uint64_t held;
+        int e;
+
+        c->conflict = FCACHE_CONFLICT_NONE;
+        g_free(c->path);
+        c->path = NULL;
+        e = get_obj(c, r->r.lid, &o);
+        if (e < 0)
+                return e;
+        held = blocker(c, r, o);
+        if (held) {
+                char buf[32];
+
+                snprintf(buf, sizeof(buf), "held:%" PRIu64, held);
+                set_path(c, o->srv_parent, o->srv_name);
+                if (!o->conflict) {
+                        o->conflict = held;
+                        dirty(c, o);
+                }
+                e = mark(c, r, OPLOG_HELD, buf);
+                return e < 0 ? e : REINTEGRATE_HELD;
+        }
+        switch (r->r.kind) {
+        case OPLOG_CONTENT:
+                return do_content(c, r, o);
+        case OPLOG_CREATE:
+        case OPLOG_MKDIR:
+        case OPLOG_SYMLINK:
+        case OPLOG_MKNOD:
+                return do_create(c, r, o);
+        case OPLOG_LINK:
+                return do_link(c, r, o);
+        case OPLOG_UNLINK:
+        case OPLOG_RMDIR:
+                return do_remove(c, r, o);
+        case OPLOG_RENAME:
+                return do_rename(c, r, o);
+        case OPLOG_SETATTR:
+                return do_setattr(c, r, o);
+        case OPLOG_SETXATTR:
+        case OPLOG_REMOVEXATTR:
+                return do_xattr(c, r, o);
+        default:
+                return -EINVAL;
+        }
+}
+
+static guint lid_hash(gconstpointer p)
+{
+        return g_int64_hash(p);
+}
+
+int reintegrate_run(struct oplog *log, int backing_dirfd, const struct reintegrate_options *opts,
+                    struct reintegrate_stats *out)
+{
+        struct reintegrate_options defaults = REINTEGRATE_OPTIONS_INIT;
+        struct ctx c = { 0 };
+        GPtrArray *recs;
+        int e, e2;
+
+        if (!log || backing_dirfd < 0)
+                return -EINVAL;
+        if (opts && opts->version != REINTEGRATE_OPTIONS_VERSION)
+                return -EINVAL;
+        c.log = log;
+        c.root = backing_dirfd;
+        c.o = opts ? opts : &defaults;
+        c.dry = c.o->dry_run;
+        recs = g_ptr_array_new_with_free_func(rec_free);
+        e = oplog_foreach(log, true, collect, recs);
+        if (e < 0) {
+                g_ptr_array_unref(recs);
+                return e;
+        }
+        c.objs = g_hash_table_new_full(lid_hash, g_int64_equal, NULL, obj_free);
+        c.dirs = g_hash_table_new_full(lid_hash, g_int64_equal, NULL, close_dir);
+        c.virt = g_hash_table_new(lid_hash, g_int64_equal);
+        c.dirty = g_ptr_array_new();
+        c.st.total = recs->len;
+        if (!c.dry)
+                e = oplog_set_sync(log, false);
+        for (guint i = 0; e >= 0 && i < recs->len; i++) {
+                struct rec *r = recs->pdata[i];
+                struct reintegrate_item it;
+
+                if (c.o->cancel && c.o->cancel(c.o->userdata)) {
+                        e = -ECANCELED;
+                        break;
+                }
+                e = one(&c, r);
+                g_ptr_array_set_size(c.dirty, 0);
+                if (e < 0)
+                        break;
+                switch (e) {
+                case REINTEGRATE_APPLIED: c.st.applied++; break;
+                case REINTEGRATE_ALREADY: c.st.already++; break;
+                case REINTEGRATE_MERGED: c.st.merged++; break;
+                case REINTEGRATE_CONFLICT: c.st.conflicts++; break;
+                case REINTEGRATE_HELD: c.st.held++; break;
+                }
+                if (c.o->progress) {
+                        it = (struct reintegrate_item){
+                                .record = &r->r, .outcome = e, .conflict = c.conflict,
+                                .path = c.path, .done = i + 1, .total = recs->len,
+                        };
+                        c.o->progress(c.o->userdata, &it);
+                }
+                e = 0;
+        }
+        if (!c.dry) {
+                e2 = oplog_sync(log);
+                if (e >= 0)
+                        e = e2;
+                e2 = oplog_set_sync(log, true);
+                if (e >= 0)
+                        e = e2;
+        }
+        g_free(c.path);
+        g_ptr_array_unref(c.dirty);
+        g_hash_table_destroy(c.virt);
+        g_hash_table_destroy(c.dirs);
+        g_hash_table_destroy(c.objs);
+        g_ptr_array_unref(recs);
+        if (e < 0)
+                return e;
+        if (out)
+                *out = c.st;
+        return 0;
+}
+
+static void dry_line(void *ud, const struct reintegrate_item *it)
+{
+        GString *s = ud;
+
+        g_string_append_printf(s, "record=%" PRIu64 " kind=%s outcome=%s", it->record->seq,
+                               oplog_kind_to_string(it->record->kind),
+                               reintegrate_outcome_to_string(it->outcome));
+        if (it->outcome == REINTEGRATE_CONFLICT)
+                g_string_append_printf(s, " conflict=%s",
+                                       fcache_conflict_kind_to_string(it->conflict));
+        g_string_append_printf(s, " path=%s\n", it->path ? it->path : "");
+}
+
+int reintegrate_dry_run_text(struct oplog *log, int backing_dirfd, char **out)
+{
+        struct reintegrate_options o = REINTEGRATE_OPTIONS_INIT;
+        struct reintegrate_stats st;
+        GString *lines = g_string_new(NULL);
+        char *text;
+        int e;
+
+        if (!out) {
+                g_string_free(lines, TRUE);
+                return -EINVAL;
+        }
+        o.dry_run = true;
+        o.progress = dry_line;
+        o.userdata = lines;
+        e = reintegrate_run(log, backing_dirfd, &o, &st);
+        if (e < 0) {
+                g_string_free(lines, TRUE);
+                return e;
+        }
+        text = g_strdup_printf("records=%" PRIu64 "\napply=%" PRIu64 "\nalready=%" PRIu64
+                               "\nmerge=%" PRIu64 "\nconflict=%" PRIu64 "\nheld=%" PRIu64
+                               "\n%s", st.total, st.applied, st.already, st.merged,
+                               st.conflicts, st.held, lines->str);
+        g_string_free(lines, TRUE);
+        *out = strdup(text);
+        g_free(text);
+        return *out ? 0 : -ENOMEM;
+}

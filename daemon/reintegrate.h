@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * reintegrate.h: replay an offline operation log (oplog.h) against the
+ * server, reached only through @backing_dirfd (the volume's Backing=
+ * directory) and *at() calls.
+ *
+ * Records replay in log order.  For each, the server's state of the objects
+ * it touches is compared with the base version the log recorded for them:
+ *   - unchanged: the change is applied (content through a temporary in the
+ *     same directory renamed into place; creates through a temporary renamed
+ *     with RENAME_NOREPLACE);
+ *   - the server already shows the record's result (a replay interrupted
+ *     after the server write): marked applied, nothing done twice;
+ *   - changed on both sides: classified with fcache_merge_structure(); text
+ *     files edited on both are merged with fcache_merge_content(): a clean
+ *     merge is written, overlapping edits become a "content" conflict;
+ *   - a conflict is recorded (oplog_conflict_foreach()) with the base, local
+ *     and remote versions kept in oplog_store(); the server is left as it
+ *     is and later records of the object are held behind the conflict.
+ *
+ * Each record is marked in the same SQLite transaction as the server
+ * identity it produced, one transaction per record, so a crash or a server
+ * that drops mid-replay leaves at most the record in progress in doubt, and
+ * its check above settles it when reintegrate_run() is called again.  An
+ * error from the backing (EIO, ETIMEDOUT, ENOTCONN, ...) stops the run and
+ * is returned; the volume goes back offline and calls it again later.
+ *
+ * Conflict decisions never use timestamps' order: "changed" is decided by
+ * inode, size, mtime and ctime equality for the fast path and by content id
+ * (git blob hash) otherwise.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fcache-merge.h"
+#include "oplog.h"
+
+enum reintegrate_outcome {
+        REINTEGRATE_APPLIED = 0, /* "apply": applied (dry run: would apply) */
+        REINTEGRATE_ALREADY,     /* "already": the server already had the result */
+        REINTEGRATE_MERGED,      /* "merge": a clean three-way merge was written */
+        REINTEGRATE_CONFLICT,    /* "conflict": kept as a conflict */
+        REINTEGRATE_HELD,        /* "held": behind an earlier conflict of its object */
+        _REINTEGRATE_OUTCOME_MAX,
+};
+const char *reintegrate_outcome_to_string(enum reintegrate_outcome o);
+
+/* What one record did (or would do, in a dry run). */
+struct reintegrate_item {
+        const struct oplog_record *record;
+        enum reintegrate_outcome outcome;
+        fcache_conflict_kind conflict;  /* CONFLICT (and HELD: the blocking kind) */
+        const char *path;               /* the object's server path, or NULL */
+        uint64_t done, total;           /* records finished in this run, records pending at start */
+};
+
+struct reintegrate_stats {
+        uint64_t total;         /* pending records at the start */
+        uint64_t applied, already, merged, conflicts, held;
+};
+
+struct reintegrate_options {
+        unsigned version;
+        /* List what would happen from the server's current state; change nothing. */
+        bool dry_run;
+        /* Records between forced syncs of the log (0: 64); every record is committed. */
+        unsigned sync_every;
+        /* Structure classification flags (FCACHE_MERGE_STRUCTURE_*). */
+        unsigned structure_flags;
+        /* Called after each record. */
+        void (*progress)(void *userdata, const struct reintegrate_item *item);
+        /* Checked between records; true stops the run with -ECANCELED (resumable). */
+        bool (*cancel)(void *userdata);
+        /* The server now has content for @lid the store does not (a merge): refetch it. */
+        void (*refresh)(void *userdata, uint64_t lid);
+        void *userdata;
+};
+#define REINTEGRATE_OPTIONS_VERSION 1
+#define REINTEGRATE_OPTIONS_INIT { REINTEGRATE_OPTIONS_VERSION }
+
+/*
+ * Replays the pending records of @log against @backing_dirfd.  Returns 0
+ * when every record is applied or kept as a conflict (*out, may be NULL,
+ * gets the counts), or -errno with the log intact and resumable.
+ */
+int reintegrate_run(struct oplog *log, int backing_dirfd, const struct reintegrate_options *opts,
+                    struct reintegrate_stats *out);
+
+/*
+ * The dry run as `query reintegration` key=value lines:
+ *   records=N apply=N already=N merge=N conflict=N held=N
+ * then one line per record: "record=SEQ kind=KIND outcome=OUTCOME
+ * [conflict=KIND] path=PATH".  *out is malloc()ed (free it).
+ */
+int reintegrate_dry_run_text(struct oplog *log, int backing_dirfd, char **out);

@@ -1,0 +1,370 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * test-oplog.c: the offline operation log on its own: durability across a
+ * reopen, argument checks, and every coalescing rule of oplog.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "oplog.h"
+
+struct fixture {
+        char *dir;
+        struct oplog *log;
+        int content_fd;
+};
+
+static void setup(struct fixture *f, gconstpointer data)
+{
+        struct oplog_options o = OPLOG_OPTIONS_INIT;
+        char *path;
+
+        f->dir = g_dir_make_tmp("test-oplog-XXXXXX", NULL);
+        g_assert_nonnull(f->dir);
+        path = g_build_filename(f->dir, "log", NULL);
+        g_assert_cmpint(oplog_open(&f->log, path, &o), ==, 0);
+        g_free(path);
+        path = g_build_filename(f->dir, "content", NULL);
+        f->content_fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        g_assert_cmpint(f->content_fd, >=, 0);
+        g_free(path);
+}
+
+static void teardown(struct fixture *f, gconstpointer data)
+{
+        char *cmd;
+
+        oplog_close(f->log);
+        close(f->content_fd);
+        cmd = g_strdup_printf("rm -rf '%s'", f->dir);
+        g_assert_cmpint(system(cmd), ==, 0);
+        g_free(cmd);
+        g_free(f->dir);
+}
+
+/* Writes @text as the whole content of the scratch file. */
+static int content(struct fixture *f, const char *text)
+{
+        g_assert_cmpint(ftruncate(f->content_fd, 0), ==, 0);
+        g_assert_cmpint(pwrite(f->content_fd, text, strlen(text), 0), ==, (ssize_t)strlen(text));
+        return f->content_fd;
+}
+
+static uint64_t server_object(struct fixture *f, uint64_t parent, const char *name, mode_t mode,
+                              uint64_t ino)
+{
+        struct oplog_version v = { .ino = ino, .mode = mode, .nlink = 1, .size = 3 };
+        uint64_t lid;
+
+        g_assert_cmpint(oplog_object(f->log, parent, name, &v, &lid), ==, 0);
+        return lid;
+}
+
+/* The pending records as "kind:lid[:name->name2]" words. */
+static int describe(void *ud, const struct oplog_record *r)
+{
+        GString *s = ud;
+
+        if (s->len)
+                g_string_append_c(s, ' ');
+        g_string_append_printf(s, "%s", oplog_kind_to_string(r->kind));
+        if (r->kind == OPLOG_RENAME)
+                g_string_append_printf(s, ":%s->%s%s", r->name, r->name2, r->other ? "!" : "");
+        else if (r->name)
+                g_string_append_printf(s, ":%s", r->name);
+        return 0;
+}
+
+static char *records(struct fixture *f)
+{
+        GString *s = g_string_new(NULL);
+
+        g_assert_cmpint(oplog_foreach(f->log, true, describe, s), ==, 0);
+        return g_string_free(s, FALSE);
+}
+
+#define assert_records(f, expected) do { \
+                char *_r = records(f); \
+                g_assert_cmpstr(_r, ==, expected); \
+                g_free(_r); \
+        } while (0)
+
+static int count_files(const char *dir)
+{
+        GDir *d = g_dir_open(dir, 0, NULL);
+        int n = 0;
+
+        g_assert_nonnull(d);
+        while (g_dir_read_name(d))
+                n++;
+        g_dir_close(d);
+        return n;
+}
+
+static void test_durable_reopen(struct fixture *f, gconstpointer data)
+{
+        uint64_t a, d;
+        char *path, *cdir;
+
+        g_assert_cmpint(oplog_record_mkdir(f->log, OPLOG_ROOT, "d", 0755, 0, 0, &d), ==, 0);
+        g_assert_cmpint(oplog_record_create(f->log, d, "a", 0644, 0, 0, &a), ==, 0);
+        g_assert_cmpint(oplog_record_content(f->log, a, content(f, "hello\n")), ==, 0);
+        oplog_close(f->log);
+        path = g_build_filename(f->dir, "log", NULL);
+        g_assert_cmpint(oplog_open(&f->log, path, NULL), ==, 0);
+        assert_records(f, "mkdir:d create:a content");
+        cdir = g_build_filename(path, "content", NULL);
+        g_assert_cmpint(count_files(cdir), ==, 1);
+        g_free(cdir);
+        g_free(path);
+}
+
+static void test_invalid(struct fixture *f, gconstpointer data)
+{
+        uint64_t lid = 77;
+
+        g_assert_cmpint(oplog_record_create(f->log, OPLOG_ROOT, "a/b", 0644, 0, 0, &lid), ==, -EINVAL);
+        g_assert_cmpint(oplog_record_create(f->log, OPLOG_ROOT, "..", 0644, 0, 0, &lid), ==, -EINVAL);
+        g_assert_cmpint(oplog_record_create(f->log, 999, "x", 0644, 0, 0, &lid), ==, -ENOENT);
+        g_assert_cmpint(lid, ==, 77); /* out-parameter untouched on failure */
+        g_assert_cmpint(oplog_record_content(f->log, 999, content(f, "x")), ==, -ENOENT);
+        g_assert_cmpint(oplog_record_rename(f->log, OPLOG_ROOT, "a", OPLOG_ROOT, OPLOG_ROOT, "b",
+                                            0, 0), ==, -EINVAL);
+        g_assert_cmpint(oplog_record_rename(f->log, OPLOG_ROOT, "a", 2, OPLOG_ROOT, "b", 0,
+                                            RENAME_EXCHANGE), ==, -EINVAL);
+        assert_records(f, "");
+}
+
+static void test_writes_coalesce(struct fixture *f, gconstpointer data)
+{
+        uint64_t a = server_object(f, OPLOG_ROOT, "a", S_IFREG | 0644, 100);
+        char *cdir = g_build_filename(f->dir, "log", "content", NULL);
+        uint64_t n;
+
+        for (int i = 0; i < 50; i++) {
+                char text[32];
+
+                snprintf(text, sizeof(text), "version %d\n", i);
+                g_assert_cmpint(oplog_record_content(f->log, a, content(f, text)), ==, 0);
+        }
+        assert_records(f, "content");
+        g_assert_cmpint(count_files(cdir), ==, 1);
+        g_assert_cmpint(oplog_count(f->log, OPLOG_PENDING, &n), ==, 0);
+        g_assert_cmpuint(n, ==, 1);
+        g_free(cdir);
+}
+
+static void test_create_unlink_cancels(struct fixture *f, gconstpointer data)
+{
+        char *cdir = g_build_filename(f->dir, "log", "content", NULL);
+        uint64_t d, t, keep;
+
+        g_assert_cmpint(oplog_record_mkdir(f->log, OPLOG_ROOT, "build", 0755, 0, 0, &d), ==, 0);
+        g_assert_cmpint(oplog_record_create(f->log, d, "keep.o", 0644, 0, 0, &keep), ==, 0);
+        for (int i = 0; i < 20; i++) {
+                struct oplog_setattr sa = { .mask = OPLOG_SET_MODE, .mode = 0600 };
+                char name[32];
+
+                snprintf(name, sizeof(name), "tmp%d", i);
+                g_assert_cmpint(oplog_record_create(f->log, d, name, 0644, 0, 0, &t), ==, 0);
+                g_assert_cmpint(oplog_record_content(f->log, t, content(f, "junk")), ==, 0);
+                g_assert_cmpint(oplog_record_setattr(f->log, t, &sa), ==, 0);
+                g_assert_cmpint(oplog_record_setxattr(f->log, t, "user.x", "1", 1, 0), ==, 0);
+                g_assert_cmpint(oplog_record_rename(f->log, d, name, t, d, "tmp.final", 0, 0), ==, 0);
+                g_assert_cmpint(oplog_record_unlink(f->log, d, "tmp.final", t), ==, 0);
+        }
+        assert_records(f, "mkdir:build create:keep.o");
+        g_assert_cmpint(count_files(cdir), ==, 0);
+        /* mkdir then rmdir of an emptied directory cancels too. */
+        g_assert_cmpint(oplog_record_unlink(f->log, d, "keep.o", keep), ==, 0);
+        g_assert_cmpint(oplog_record_rmdir(f->log, OPLOG_ROOT, "build", d), ==, 0);
+        assert_records(f, "");
+        g_free(cdir);
+}
+
+static void test_cancel_keeps_replaced_unlink(struct fixture *f, gconstpointer data)
+{
+        uint64_t old = server_object(f, OPLOG_ROOT, "file", S_IFREG | 0644, 200), t;
+
+        /* An editor's save: write a temporary, rename it over the server file... */
+        g_assert_cmpint(oplog_record_create(f->log, OPLOG_ROOT, ".file.swp", 0644, 0, 0, &t), ==, 0);
+        g_assert_cmpint(oplog_record_content(f->log, t, content(f, "new")), ==, 0);
+        g_assert_cmpint(oplog_record_rename(f->log, OPLOG_ROOT, ".file.swp", t, OPLOG_ROOT, "file",
+                                            old, 0), ==, 0);
+        assert_records(f, "create:.file.swp content rename:.file.swp->file!");
+        /* ...then delete it: the server file must still go. */
+        g_assert_cmpint(oplog_record_unlink(f->log, OPLOG_ROOT, "file", t), ==, 0);
+        assert_records(f, "unlink:file");
+}
+
+static void test_link_blocks_cancel(struct fixture *f, gconstpointer data)
+{
+        uint64_t t;
+
+        g_assert_cmpint(oplog_record_create(f->log, OPLOG_ROOT, "a", 0644, 0, 0, &t), ==, 0);
+        g_assert_cmpint(oplog_record_link(f->log, t, OPLOG_ROOT, "b"), ==, 0);
+        g_assert_cmpint(oplog_record_unlink(f->log, OPLOG_ROOT, "a", t), ==, 0);
+        assert_records(f, "create:a link unlink:a");
+}
+
+static void test_unlink_server_file_drops_edits(struct fixture *f, gconstpointer data)
+{
+        uint64_t a = server_object(f, OPLOG_ROOT, "a", S_IFREG | 0644, 300);
+        struct oplog_setattr sa = { .mask = OPLOG_SET_MODE, .mode = 0600 };
+
+        g_assert_cmpint(oplog_record_content(f->log, a, content(f, "edit")), ==, 0);
+        g_assert_cmpint(oplog_record_setattr(f->log, a, &sa), ==, 0);
+        g_assert_cmpint(oplog_record_unlink(f->log, OPLOG_ROOT, "a", a), ==, 0);
+        assert_records(f, "unlink:a");
+}
+
+static int get_setattr(void *ud, const struct oplog_record *r)
+{
+        if (r->kind == OPLOG_SETATTR)
+                *(struct oplog_record *)ud = *r;
+        return 0;
+}
+
+static void test_setattr_merges(struct fixture *f, gconstpointer data)
+{
+        uint64_t a = server_object(f, OPLOG_ROOT, "a", S_IFREG | 0644, 400);
+        struct oplog_setattr s1 = { .mask = OPLOG_SET_MODE, .mode = 0600 };
+        struct oplog_setattr s2 = { .mask = OPLOG_SET_UID | OPLOG_SET_MTIME, .uid = 42,
+                                    .mtime = { 1000, 5 } };
+        struct oplog_setattr s3 = { .mask = OPLOG_SET_MODE, .mode = 0640 };
+        struct oplog_record r = { 0 };
+
+        g_assert_cmpint(oplog_record_setattr(f->log, a, &s1), ==, 0);
+        g_assert_cmpint(oplog_record_setattr(f->log, a, &s2), ==, 0);
+        g_assert_cmpint(oplog_record_setattr(f->log, a, &s3), ==, 0);
+        assert_records(f, "setattr");
+        g_assert_cmpint(oplog_foreach(f->log, true, get_setattr, &r), ==, 0);
+        g_assert_cmpuint(r.mask, ==, OPLOG_SET_MODE | OPLOG_SET_UID | OPLOG_SET_MTIME);
+        g_assert_cmpuint(r.mode, ==, 0640);
+        g_assert_cmpuint(r.uid, ==, 42);
+        g_assert_cmpint(r.mtime_ns, ==, 1000 * 1000000000LL + 5);
+}
+
+static void test_xattr_replaces(struct fixture *f, gconstpointer data)
+{
+        uint64_t a = server_object(f, OPLOG_ROOT, "a", S_IFREG | 0644, 500);
+
+        g_assert_cmpint(oplog_record_setxattr(f->log, a, "user.k", "1", 1, 0), ==, 0);
+        g_assert_cmpint(oplog_record_setxattr(f->log, a, "user.j", "1", 1, 0), ==, 0);
+        g_assert_cmpint(oplog_record_setxattr(f->log, a, "user.k", "2", 1, 0), ==, 0);
+        g_assert_cmpint(oplog_record_removexattr(f->log, a, "user.k"), ==, 0);
+        assert_records(f, "setxattr removexattr");
+}
+
+static void test_rename_chain(struct fixture *f, gconstpointer data)
+{
+        uint64_t a = server_object(f, OPLOG_ROOT, "a", S_IFREG | 0644, 600);
+        uint64_t d = server_object(f, OPLOG_ROOT, "d", S_IFDIR | 0755, 601);
+
+        g_assert_cmpint(oplog_record_rename(f->log, OPLOG_ROOT, "a", a, OPLOG_ROOT, "b", 0, 0), ==, 0);
+        g_assert_cmpint(oplog_record_rename(f->log, OPLOG_ROOT, "b", a, d, "c", 0, 0), ==, 0);
+        g_assert_cmpint(oplog_record_rename(f->log, d, "c", a, OPLOG_ROOT, "e", 0, 0), ==, 0);
+        assert_records(f, "rename:a->e");
+        /* Back where it started: nothing left to replay. */
+        g_assert_cmpint(oplog_record_rename(f->log, OPLOG_ROOT, "e", a, OPLOG_ROOT, "a", 0, 0), ==, 0);
+        assert_records(f, "");
+}
+
+static void test_rename_chain_kept_when_name_reused(struct fixture *f, gconstpointer data)
+{
+        uint64_t a = server_object(f, OPLOG_ROOT, "a", S_IFREG | 0644, 700), n;
+
+        g_assert_cmpint(oplog_record_rename(f->log, OPLOG_ROOT, "a", a, OPLOG_ROOT, "b", 0, 0), ==, 0);
+        g_assert_cmpint(oplog_record_create(f->log, OPLOG_ROOT, "a", 0644, 0, 0, &n), ==, 0);
+        g_assert_cmpint(oplog_record_rename(f->log, OPLOG_ROOT, "b", a, OPLOG_ROOT, "c", 0, 0), ==, 0);
+        assert_records(f, "rename:a->b create:a rename:b->c");
+}
+
+static void test_exchange_not_collapsed(struct fixture *f, gconstpointer data)
+{
+        uint64_t a = server_object(f, OPLOG_ROOT, "a", S_IFREG | 0644, 800);
+        uint64_t b = server_object(f, OPLOG_ROOT, "b", S_IFREG | 0644, 801);
+
+        g_assert_cmpint(oplog_record_rename(f->log, OPLOG_ROOT, "a", a, OPLOG_ROOT, "b", b,
+                                            RENAME_EXCHANGE), ==, 0);
+        g_assert_cmpint(oplog_record_rename(f->log, OPLOG_ROOT, "b", a, OPLOG_ROOT, "c", 0, 0), ==, 0);
+        assert_records(f, "rename:a->b! rename:b->c");
+}
+
+static void test_object_identity(struct fixture *f, gconstpointer data)
+{
+        uint64_t a = server_object(f, OPLOG_ROOT, "a", S_IFREG | 0644, 900), again, found;
+
+        again = server_object(f, OPLOG_ROOT, "renamed-elsewhere", S_IFREG | 0644, 900);
+        g_assert_cmpuint(a, ==, again);
+        g_assert_cmpint(oplog_find_ino(f->log, 900, &found), ==, 0);
+        g_assert_cmpuint(found, ==, a);
+        g_assert_cmpint(oplog_find_ino(f->log, 901, &found), ==, -ENOENT);
+}
+
+static void test_max_bytes_enospc(struct fixture *f, gconstpointer data)
+{
+        struct oplog_options o = OPLOG_OPTIONS_INIT;
+        char *path = g_build_filename(f->dir, "small", NULL), *big;
+        struct oplog *log;
+        uint64_t lid, n, ok = 0;
+        int e = 0;
+
+        o.max_bytes = 256 * 1024;
+        g_assert_cmpint(oplog_open(&log, path, &o), ==, 0);
+        big = g_malloc(16384);
+        memset(big, 'x', 16384);
+        for (int i = 0; i < 100; i++) {
+                char name[32];
+
+                snprintf(name, sizeof(name), "f%d", i);
+                e = oplog_record_create(log, OPLOG_ROOT, name, 0644, 0, 0, &lid);
+                if (e == 0) {
+                        g_assert_cmpint(ftruncate(f->content_fd, 0), ==, 0);
+                        g_assert_cmpint(pwrite(f->content_fd, big, 16384, 0), ==, 16384);
+                        e = oplog_record_content(log, lid, f->content_fd);
+                }
+                if (e < 0)
+                        break;
+                ok++;
+        }
+        g_assert_cmpint(e, ==, -ENOSPC);
+        g_assert_cmpuint(ok, >, 0);
+        oplog_close(log);
+        /* Everything accepted before the ENOSPC is still there. */
+        g_assert_cmpint(oplog_open(&log, path, &o), ==, 0);
+        g_assert_cmpint(oplog_count(log, OPLOG_PENDING, &n), ==, 0);
+        g_assert_cmpuint(n, >=, 2 * ok);
+        g_assert_cmpuint(n, <=, 2 * ok + 1);
+        oplog_close(log);
+        g_free(big);
+        g_free(path);
+}
+
+int main(int argc, char **argv)
+{
+        g_test_init(&argc, &argv, NULL);
+#define T(name, fn) g_test_add("/fcache/offline/oplog/" name, struct fixture, NULL, setup, fn, teardown)
+        T("durable-reopen", test_durable_reopen);
+        T("invalid", test_invalid);
+        T("writes-coalesce", test_writes_coalesce);
+        T("create-unlink-cancels", test_create_unlink_cancels);
+        T("cancel-keeps-replaced-unlink", test_cancel_keeps_replaced_unlink);
+        T("link-blocks-cancel", test_link_blocks_cancel);
+        T("unlink-server-file-drops-edits", test_unlink_server_file_drops_edits);
+        T("setattr-merges", test_setattr_merges);
+        T("xattr-replaces", test_xattr_replaces);
+        T("rename-chain", test_rename_chain);
+        T("rename-chain-kept-when-name-reused", test_rename_chain_kept_when_name_reused);
+        T("exchange-not-collapsed", test_exchange_not_collapsed);
+        T("object-identity", test_object_identity);
+        T("max-bytes-enospc", test_max_bytes_enospc);
+        return g_test_run();
+}
