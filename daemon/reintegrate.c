@@ -691,7 +691,7 @@ static int rename_noreplace(int ofd, const char *oname, int nfd, const char *nna
 /* Locates @o on the server: its parent's fd and name, and a fresh stat (-ENOENT: absent). */
 static int locate(struct ctx *c, struct oplog_object *o, int *pfd, struct stat *st)
 {
-        int fd, e;
+        int fd;
 
         if (!o->srv_parent || !o->srv_name)
                 return -ENOENT;
@@ -699,10 +699,8 @@ static int locate(struct ctx *c, struct oplog_object *o, int *pfd, struct stat *
         if (fd < 0)
                 return fd;
         *pfd = fd;
-        if (fstatat(fd, o->srv_name, st, AT_SYMLINK_NOFOLLOW) < 0) {
-                e = -errno;
-                return e == -ENOTDIR ? -ENOENT : e;
-        }
+        if (fstatat(fd, o->srv_name, st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
         return 0;
 }
 
@@ -927,6 +925,7 @@ static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
         if (pfd == -ENOENT) {
                 if (c->dry && g_hash_table_contains(c->virt, &r->r.parent)) {
                         g_hash_table_add(c->virt, &o->lid);
+                        set_srv(o, r->r.parent, r->name);
                         return REINTEGRATE_APPLIED;
                 }
                 return conflict(c, r, o, FCACHE_CONFLICT_CHILDREN_DELETE, -1, NULL, NULL,
@@ -961,6 +960,7 @@ static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
         }
         if (c->dry) {
                 g_hash_table_add(c->virt, &o->lid);
+                set_srv(o, r->r.parent, r->name);
                 return REINTEGRATE_APPLIED;
         }
         remove_tmp(pfd, tmp, r->r.kind);
@@ -1079,7 +1079,7 @@ static int do_remove(struct ctx *c, const struct rec *r, struct oplog_object *o)
                 return REINTEGRATE_APPLIED;
         pfd = dir_fd(c, r->r.parent, 0);
         e = pfd < 0 ? pfd : fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
-        if (e == -ENOENT || e == -ENOTDIR) {
+        if (e == -ENOENT) {
                 /* Gone on the server too (or removed by us before a crash). */
                 if (o->srv_parent == r->r.parent && o->srv_name && !strcmp(o->srv_name, r->name)) {
                         set_srv(o, 0, NULL);

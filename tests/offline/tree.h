@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * tree.h: test helpers shared by the offline tests: a canonical dump of a
+ * directory tree (for comparing a server with a model), whole-file helpers,
+ * and registering a server tree's objects with an oplog.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "oplog.h"
+
+/*
+ * One line per entry, sorted by path: "PATH TYPE MODE UID:GID NLINK? CONTENT"
+ * where CONTENT is the sha of a file, the target of a symlink, "-" for
+ * directories; user.* xattrs follow as "x:name=value".  Entries whose name
+ * starts with @skip_prefix (e.g. ".fcache-") are listed as LEFTOVER lines.
+ * Returns a g_malloc()ed string.
+ */
+char *tree_dump(int dirfd, bool with_times);
+
+/* Writes @text as the whole of file @path under @dirfd (created 0644). */
+void tree_put(int dirfd, const char *path, const char *text);
+/* The whole content of @path under @dirfd (g_malloc()ed), or NULL if absent. */
+char *tree_get(int dirfd, const char *path);
+
+/*
+ * The lid of the object at @path (relative, "" for the root) of the server
+ * tree @dirfd, registering it and its parents with @log (files' content is
+ * stored as their base version).
+ */
+uint64_t tree_register(struct oplog *log, int dirfd, const char *path);
