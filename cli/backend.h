@@ -24,12 +24,14 @@ struct fc_request {
 
 struct fc_backend {
         const char *name;                     /* the value of the backend= key */
+        bool remote;                          /* another process serves it (FCACHECTL_F_LOCAL_ONLY skips it) */
         bool (*available)(void);              /* may it be used in this process now? */
         bool (*handles)(const struct fc_command *cmd, const struct fc_target *t);
         int (*run)(struct fc_request *req);   /* 0 or -errno with req->error set */
 };
 
 extern const struct fc_backend fc_backend_user;
+extern const struct fc_backend fc_backend_daemon;
 
 /* The backend for this command on this target. Never NULL. */
 const struct fc_backend *fc_route(const struct fc_command *cmd, const struct fc_target *t);

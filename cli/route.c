@@ -11,6 +11,7 @@
 #include "backend.h"
 
 static const struct fc_backend *const backends[] = {
+        &fc_backend_daemon,
         &fc_backend_user,
 };
 
@@ -27,6 +28,9 @@ const struct fc_backend *fc_route(const struct fc_command *cmd, const struct fc_
 int fc_run(struct fc_request *req)
 {
         const struct fc_backend *b = fc_route(req->cmd, req->target);
+
+        if (b->remote && (req->opts->flags & FCACHECTL_F_LOCAL_ONLY))
+                b = &fc_backend_user; /* it explains what needs fcached */
 
         fc_result_add_str(req->result, "backend", b->name);
         return b->run(req);

@@ -112,9 +112,15 @@ int fcd_caller_resolve(const char *path, unsigned int atflags, struct fc_target 
 
 int fcd_open_regular_at(int dirfd, const char *name)
 {
-        int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
         struct stat st;
+        int fd;
 
+        /* Never open a device node (its open runs a driver) or a fifo. */
+        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EINVAL;
+        fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
         if (fd < 0)
                 return -errno;
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {

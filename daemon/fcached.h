@@ -17,7 +17,9 @@
 #include <gio/gio.h>
 
 #include "command.h"
+#include "error.h"
 #include "fcached-dbus.h"
+#include "result.h"
 
 #define FCD_BUS_NAME "org.fcache.Manager1"
 #define FCD_MANAGER_PATH "/org/fcache/Manager1"
@@ -69,6 +71,7 @@ struct fcd_context {
         guint running_operations;
         guint operation_linger_s;
         char *state_dir;
+        int exit_status;               /* 1 once the run failed (bus name lost) */
 };
 
 /* A call in flight; freed by fcd_request_free once replied to. */
@@ -83,11 +86,18 @@ struct fcd_request {
         const char *action;            /* polkit action id */
         struct fcd_caller caller;
         struct fcd_operation *op;      /* set for Start, Prefetch, Pin */
+        /* Filled by the worker (dispatch.c), read by the main loop after it. */
+        int r;                         /* 0 or -errno with e set */
+        struct fc_error e;
+        struct fc_result res;
+        char *canonical;               /* the resolved object's path */
+        mode_t type;                   /* its file type */
+        struct fcd_pin_build *build;   /* pin: the file set to commit */
 };
 
+typedef struct fcd_request fcd_request;
 void fcd_request_free(struct fcd_request *req);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(fcd_request, fcd_request_free)
-typedef struct fcd_request fcd_request;
 
 /* manager.c */
 int fcd_manager_export(struct fcd_context *ctx, GError **error);
@@ -97,3 +107,24 @@ void fcd_manager_update_properties(struct fcd_context *ctx);
 GVariant *fcd_result_to_variant(const char *lines);
 /* Reply or finish with an error: the FcdError name and the message. */
 const char *fcd_error_name(FcdError code);
+
+/* Progress of a long operation, written by a worker, read by the main loop (atomics). */
+struct fcd_progress {
+        guint64 files_done;
+        guint64 files_seen;
+        guint64 bytes_done;
+        gint walk_done;
+};
+
+static inline void fcd_progress_add(guint64 *field, guint64 n)
+{
+        __atomic_fetch_add(field, n, __ATOMIC_RELAXED);
+}
+
+static inline guint64 fcd_progress_get(const guint64 *field)
+{
+        return __atomic_load_n(field, __ATOMIC_RELAXED);
+}
+
+/* Tell the manager that pins changed (PinsChanged, properties). */
+void fcd_manager_pins_changed(struct fcd_context *ctx);

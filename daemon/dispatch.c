@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * dispatch.c: the one place in fcached that decides who serves a command.
+ *
+ *   fcache volume (issue 5: the volume's data plane)   -> not yet: none exist
+ *   plain mount, cache commands                        -> libfcachectl's router
+ *                                                         (fcache.ko, else user space)
+ *   plain mount, pin / unpin / query pinned / budget   -> the daemon's pins (pins.c)
+ *   plain mount, volume-only commands                  -> NotSupported, saying why
+ *
+ * The worker half runs with the caller's identity (caller-access.c): the
+ * path is resolved and every file opened as the caller would, and the tree
+ * walk's own threads inherit that identity.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "caller-access.h"
+#include "dispatch.h"
+#include "fcachectl.h"
+#include "operation.h"
+#include "pins.h"
+
+static void on_progress(const struct fcachectl_progress *pr, void *data)
+{
+        struct fcd_progress *p = data;
+
+        __atomic_store_n(&p->files_done, pr->files_done, __ATOMIC_RELAXED);
+        __atomic_store_n(&p->files_seen, pr->files_seen, __ATOMIC_RELAXED);
+        __atomic_store_n(&p->bytes_done, pr->bytes_done, __ATOMIC_RELAXED);
+        __atomic_store_n(&p->walk_done, pr->walk_done, __ATOMIC_RELAXED);
+}
+
+/* Commands that libfcachectl's backends serve on plain mounts. */
+static bool core_serves(enum fc_op op)
+{
+        switch (op) {
+        case FC_OP_QUERY_CACHED:
+        case FC_OP_QUERY_DIRTY:
+        case FC_OP_QUERY_CACHE:
+        case FC_OP_FLUSH:
+        case FC_OP_FLUSH_VOLUME:
+        case FC_OP_FLUSH_ALL:
+        case FC_OP_FLUSH_CALLBACKS:
+        case FC_OP_PREFETCH:
+                return true;
+        default:
+                return false;
+        }
+}
+
+/* Served in the main loop from the daemon's own state. */
+static bool daemon_serves(enum fc_op op)
+{
+        return op == FC_OP_UNPIN || op == FC_OP_QUERY_PINNED || op == FC_OP_SET_CACHE_SIZE ||
+               op == FC_OP_QUERY_STATE;
+}
+
+static void run_core(struct fcd_request *req, struct fc_target *t)
+{
+        struct fcd_operation *op = req->op;
+        struct fcachectl_options o = {
+                .size = sizeof(o),
+                .flags = FCACHECTL_F_LOCAL_ONLY, /* never back to fcached itself */
+                .progress = op ? on_progress : NULL,
+                .userdata = op ? &op->progress : NULL,
+                .cancel = op ? &op->cancel : NULL,
+        };
+        struct fc_request r = {
+                .cmd = &req->cmd, .target = t, .opts = &o, .result = &req->res, .error = &req->e,
+        };
+        req->r = fc_run(&r);
+}
+
+void fcd_dispatch_thread(struct fcd_request *req)
+{
+        struct fcd_identity_saved saved;
+        struct fc_target t = FC_TARGET_INIT;
+        char proc[64], buf[FCD_PATH_MAX + 1];
+        ssize_t n;
+        int r;
+
+        r = fcd_identity_enter(&req->caller, &saved);
+        if (r < 0) {
+                req->r = fc_error_set(&req->e, -r, "Cannot take on the caller's identity (uid "
+                                      "%u): %s", req->caller.uid, strerror(-r));
+                return;
+        }
+        req->r = fcd_caller_resolve(req->path, req->atflags, &t, &req->e);
+        if (req->r < 0)
+                goto out;
+        req->type = t.stx.stx_mode & S_IFMT;
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", t.fd);
+        n = readlink(proc, buf, sizeof(buf) - 1);
+        if (n <= 0 || buf[0] != '/') {
+                req->r = fc_error_set(&req->e, n < 0 ? errno : ENOENT, "%s: cannot name the "
+                                      "resolved object (deleted, or outside this namespace)",
+                                      req->path);
+                goto out;
+        }
+        buf[n] = '\0';
+        req->canonical = g_strdup(buf);
+        /* fcache volumes join here (issue 5): a volume's path goes to its data plane. */
+        if (core_serves(req->cmd.op)) {
+                run_core(req, &t);
+        } else if (req->cmd.op == FC_OP_PIN) {
+                struct fcd_operation *op = req->op;
+                req->r = fcd_pin_build_run(req->ctx->pins, &t, req->canonical,
+                                           req->cmd.mods & FC_MOD_RECURSIVE,
+                                           req->cmd.mods & FC_MOD_DRY_RUN,
+                                           op ? &op->progress : NULL, op ? &op->cancel : NULL,
+                                           &req->build, &req->e);
+        } else if (daemon_serves(req->cmd.op)) {
+                req->r = 0; /* the main loop finishes it */
+        } else {
+                req->r = fc_error_set(&req->e, EOPNOTSUPP, "%s: is on a plain mount; %s applies "
+                                      "to fcache volumes (disconnected operation), which the "
+                                      "daemon serves once the path is a volume", req->path,
+                                      fc_op_name(req->cmd.op));
+        }
+out:
+        fc_target_close(&t);
+        fcd_identity_leave(&saved);
+}
+
+static bool kmod_loaded(void)
+{
+        return access("/sys/module/fcache", F_OK) == 0;
+}
+
+bool fcd_dispatch_finish(struct fcd_request *req)
+{
+        struct fcd_pins *pins = req->ctx->pins;
+        bool changed = false;
+
+        if (req->r < 0) {
+                fcd_pins_discard(pins, g_steal_pointer(&req->build));
+                return false;
+        }
+        if (core_serves(req->cmd.op))
+                return false;
+        fc_result_add_str(&req->res, "backend", "fcached");
+        fc_result_add_str(&req->res, "type", fc_file_type_name(req->type));
+        switch (req->cmd.op) {
+        case FC_OP_PIN:
+                if (req->cmd.mods & FC_MOD_DRY_RUN) {
+                        fcd_pin_build_describe(pins, req->build, &req->res);
+                } else {
+                        req->r = fcd_pins_commit(pins, req->build, &req->caller,
+                                                 req->cmd.priority, &req->res, &req->e);
+                        changed = req->r == 0;
+                }
+                fcd_pins_discard(pins, g_steal_pointer(&req->build));
+                break;
+        case FC_OP_UNPIN: {
+                guint before = fcd_pins_count(pins);
+                req->r = fcd_pins_unpin(pins, req->canonical, req->cmd.mods & FC_MOD_RECURSIVE,
+                                        &req->caller, &req->res, &req->e);
+                changed = fcd_pins_count(pins) != before;
+                break;
+        }
+        case FC_OP_QUERY_PINNED:
+                fcd_pins_query(pins, req->canonical, &req->caller, &req->res);
+                break;
+        case FC_OP_SET_CACHE_SIZE:
+                req->r = fcd_pins_set_budget(pins, req->cmd.size, &req->res, &req->e);
+                changed = req->r == 0;
+                break;
+        case FC_OP_QUERY_STATE:
+                fc_result_add_str(&req->res, "volume", "no");
+                fc_result_add_str(&req->res, "state", "plain-mount");
+                fc_result_add_str(&req->res, "kmod", kmod_loaded() ? "loaded" : "absent");
+                fc_result_add_u64(&req->res, "pins", fcd_pins_count(pins));
+                fc_result_add_u64(&req->res, "inotify_rescans", fcd_pins_rescans(pins));
+                break;
+        default:
+                break;
+        }
+        return changed;
+}
