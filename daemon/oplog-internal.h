@@ -60,5 +60,8 @@ int oplog_get_intent(struct oplog *log, uint64_t seq, uint64_t *out_ino);
 int oplog_add_conflict(struct oplog *log, uint64_t seq, uint64_t lid, const char *kind,
                        const char *path, const char *base, const char *local,
                        const char *remote, const char *detail, uint64_t *out_id);
+/* Calls @fn with every (directory lid, name) any record of @lid named it by. */
+int oplog_names_of(struct oplog *log, uint64_t lid,
+                   int (*fn)(void *ud, uint64_t parent, const char *name), void *ud);
 /* Whether a server inode is known to the log (an object's base or a create intent). */
 bool oplog_ino_known(struct oplog *log, uint64_t ino);

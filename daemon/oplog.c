@@ -1508,6 +1508,31 @@ int oplog_get_intent(struct oplog *log, uint64_t seq, uint64_t *out_ino)
         return 0;
 }
 
+int oplog_names_of(struct oplog *log, uint64_t lid,
+                   int (*fn)(void *ud, uint64_t parent, const char *name), void *ud)
+{
+        sqlite3_stmt *st;
+        int rc, e;
+
+        e = prep(log, &st, "SELECT parent, name FROM ops WHERE lid=?1 AND name IS NOT NULL"
+                           " UNION SELECT parent2, name2 FROM ops WHERE lid=?1 AND name2 IS NOT NULL"
+                           " UNION SELECT parent2, name2 FROM ops WHERE other=?1 AND (flags & 2)"
+                           " UNION SELECT srv_parent, srv_name FROM objects WHERE lid=?1"
+                           " AND srv_name IS NOT NULL");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                e = fn(ud, (uint64_t)sqlite3_column_int64(st, 0), col_text(st, 1));
+                if (e != 0)
+                        break;
+        }
+        sqlite3_finalize(st);
+        if (e != 0)
+                return e;
+        return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
+}
+
 int oplog_add_conflict(struct oplog *log, uint64_t seq, uint64_t lid, const char *kind,
                        const char *path, const char *base, const char *local,
                        const char *remote, const char *detail, uint64_t *out_id)

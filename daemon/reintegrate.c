@@ -1065,6 +1065,50 @@ static int unchanged(struct oplog_object *o, int pfd, const char *name, const st
                st->st_uid == o->base.uid && st->st_gid == o->base.gid;
 }
 
+struct other_name {
+        struct ctx *c;
+        struct oplog_object *o;
+        uint64_t ino;
+};
+
+static int other_name(void *ud, uint64_t parent, const char *name)
+{
+        struct other_name *on = ud;
+        struct stat st;
+        int fd = dir_fd(on->c, parent, 0);
+
+        if (fd < 0 || fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_ino != on->ino)
+                return 0;
+        set_srv(on->o, parent, name);
+        set_base(on->o, &st, on->o->base.content);
+        return 1;
+}
+
+/*
+ * @o lost the name parent/name on the server (an unlink, or a rename over
+ * it); @nlink is what its link count was before.  Replay keeps following it
+ * by another name if it has one.
+ */
+static int lost_name(struct ctx *c, struct oplog_object *o, uint64_t parent, const char *name,
+                     nlink_t nlink, uint64_t ino)
+{
+        struct other_name on = { c, o, ino };
+        struct stat st;
+        int fd;
+
+        if (!o->srv_name || o->srv_parent != parent || strcmp(o->srv_name, name)) {
+                fd = dir_fd(c, o->srv_parent, 0);
+                if (fd >= 0 && fstatat(fd, o->srv_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    st.st_ino == ino)
+                        set_base(o, &st, o->base.content);
+                return 0;
+        }
+        set_srv(o, 0, NULL);
+        if (nlink <= 1)
+                return 0;
+        return oplog_names_of(c->log, o->lid, other_name, &on);
+}
+
 static int do_remove(struct ctx *c, const struct rec *r, struct oplog_object *o)
 {
         fcache_merge_node bn = FCACHE_MERGE_NODE_INIT, ln = FCACHE_MERGE_NODE_INIT,
@@ -1115,15 +1159,20 @@ static int do_remove(struct ctx *c, const struct rec *r, struct oplog_object *o)
                 return -errno;
         }
         fault_point(FAULT_REINT_AFTER_WRITE);
-        if (o->srv_parent == r->r.parent && o->srv_name && !strcmp(o->srv_name, r->name))
-                set_srv(o, 0, NULL);
-        else if (fstatat(dir_fd(c, o->srv_parent, 0), o->srv_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-                set_base(o, &st, o->base.content); /* another link of it lives on */
+        e = lost_name(c, o, r->r.parent, r->name, st.st_nlink, st.st_ino);
+        if (e < 0)
+                return e;
         dirty(c, o);
         if (dir)
                 forget_dirs(c);
         e = mark(c, r, OPLOG_APPLIED, "applied");
         return e < 0 ? e : REINTEGRATE_APPLIED;
+}
+
+/* Whether @r renames the name replay follows @o by (not another hard link of it). */
+static bool moves_srv(const struct oplog_object *o, const struct rec *r)
+{
+        return !o->srv_name || (o->srv_parent == r->r.parent && !strcmp(o->srv_name, r->name));
 }
 
 static int do_rename(struct ctx *c, const struct rec *r, struct oplog_object *o)
@@ -1133,7 +1182,7 @@ static int do_rename(struct ctx *c, const struct rec *r, struct oplog_object *o)
         bool exchange = r->r.flags & RENAME_EXCHANGE;
         struct oplog_object *other = NULL;
         char ps[24], qs[24], rid[FCACHE_MERGE_ID_SIZE];
-        struct stat sa, sb;
+        struct stat sa, sb, sb_before = { 0 };
         bool has_a, has_b;
         int pfd, qfd, e;
 
@@ -1160,15 +1209,17 @@ static int do_rename(struct ctx *c, const struct rec *r, struct oplog_object *o)
         /* Already done? */
         if (has_b && sb.st_ino == o->base.ino &&
             (!exchange || (has_a && other && sa.st_ino == other->base.ino))) {
-                set_srv(o, r->r.parent2, r->name2);
+                if (moves_srv(o, r))
+                        set_srv(o, r->r.parent2, r->name2);
                 set_base(o, &sb, o->base.content);
                 dirty(c, o);
                 if (other) {
                         if (exchange) {
                                 set_srv(other, r->r.parent, r->name);
                                 set_base(other, &sa, other->base.content);
-                        } else {
-                                set_srv(other, 0, NULL);
+                        } else if ((e = lost_name(c, other, r->r.parent2, r->name2, 2,
+                                                  other->base.ino)) < 0) {
+                                return e;
                         }
                         dirty(c, other);
                 }
@@ -1205,6 +1256,7 @@ static int do_rename(struct ctx *c, const struct rec *r, struct oplog_object *o)
                                 "the server removed the other side of the exchange");
         if (c->dry)
                 return REINTEGRATE_APPLIED;
+        sb_before = sb;
         if (exchange)
                 e = renameat2(pfd, r->name, qfd, r->name2, RENAME_EXCHANGE) < 0 ? -errno : 0;
         else if (!has_b)
@@ -1223,15 +1275,19 @@ static int do_rename(struct ctx *c, const struct rec *r, struct oplog_object *o)
         fault_point(FAULT_REINT_AFTER_WRITE);
         if (fstatat(qfd, r->name2, &sb, AT_SYMLINK_NOFOLLOW) < 0)
                 return -errno;
-        set_srv(o, r->r.parent2, r->name2);
+        if (moves_srv(o, r))
+                set_srv(o, r->r.parent2, r->name2);
         set_base(o, &sb, o->base.content);
         dirty(c, o);
         if (other) {
                 if (exchange && fstatat(pfd, r->name, &sa, AT_SYMLINK_NOFOLLOW) == 0) {
                         set_srv(other, r->r.parent, r->name);
                         set_base(other, &sa, other->base.content);
-                } else {
-                        set_srv(other, 0, NULL);
+                } else if (!exchange) {
+                        e = lost_name(c, other, r->r.parent2, r->name2,
+                                      has_b ? sb_before.st_nlink : 1, other->base.ino);
+                        if (e < 0)
+                                return e;
                 }
                 dirty(c, other);
         }

@@ -1,0 +1,110 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# crash-matrix.sh TOOL: kill -9 (FCACHE_FAULT=<point>:<n>) at every named
+# point x n=1..3, while recording offline changes and while reintegrating,
+# then resume and check the server against a model (TAP output):
+#   A. server unchanged: the server must equal DIR/direct, the same changes
+#      applied directly (no acknowledged edit lost, none applied twice, no
+#      deleted file back, no temporaries left);
+#   B. with scripted server-side edits: the server and the conflict table
+#      (kinds, paths and the bytes of every kept version) must equal those of
+#      an uninterrupted run, which must itself show the expected merge and
+#      conflicts.
+# A second reintegration after each must change nothing.
+set -u
+TOOL=${1:?usage: crash-matrix.sh TOOL}
+STEPS=${STEPS:-150}
+SEED=${SEED:-7}
+WORK=$(mktemp -d /tmp/fcache-crash.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+n=0
+fail=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+not_ok() { n=$((n + 1)); fail=1; echo "not ok $n - $*"; }
+
+RECORD_POINTS="oplog-before-data oplog-before-commit"
+REINT_POINTS="reint-after-write reint-merge-output reint-conflict-record"
+
+# run_faulted SPEC CMD...: runs CMD with the fault armed; prints "killed" or "completed".
+run_faulted() {
+        local spec=$1; shift
+        FCACHE_FAULT=$spec "$@" >"$WORK/out" 2>&1
+        local rc=$?
+        if [ $rc -eq 137 ]; then echo killed; elif [ $rc -eq 0 ]; then echo completed; else echo "failed($rc)"; cat "$WORK/out" >&2; fi
+}
+
+# scenario DIR WITH_CONFLICTS PHASE POINT N
+scenario() {
+        local d=$1 conflicts=$2 phase=$3 point=$4 k=$5 how=none
+        rm -rf "$d"
+        "$TOOL" init "$d" "$SEED" >/dev/null || return 1
+        if [ "$phase" = record ]; then
+                how=$(run_faulted "$point:$k" "$TOOL" record "$d" "$SEED" "$STEPS" $conflicts)
+                "$TOOL" record "$d" "$SEED" "$STEPS" $conflicts >/dev/null || return 1
+        else
+                "$TOOL" record "$d" "$SEED" "$STEPS" $conflicts >/dev/null || return 1
+        fi
+        [ -n "$conflicts" ] && { "$TOOL" server-edits "$d" || return 1; }
+        if [ "$phase" = reint ]; then
+                how=$(run_faulted "$point:$k" "$TOOL" reint "$d")
+        fi
+        "$TOOL" reint "$d" >/dev/null || return 1
+        echo "$how" >"$d/how"
+}
+
+# Reference for B: no faults.
+ref="$WORK/ref"
+scenario "$ref" conflicts none none 0 || { echo "Bail out! reference run failed"; exit 1; }
+"$TOOL" dump "$ref" srv >"$WORK/ref.dump"
+expect_ok=1
+for pat in "^CONFLICT content /c1 " "^CONFLICT edit-delete /c2 " "^CONFLICT delete-edit /c3 " \
+           "^CONFLICT mode /c4 " "^CONFLICT create-create /cc "; do
+        grep -q "$pat" "$WORK/ref.dump" || { expect_ok=0; echo "# missing: $pat"; }
+done
+[ "$(grep -c '^CONFLICT' "$WORK/ref.dump")" = 5 ] || expect_ok=0
+grep -q " MISSING" "$WORK/ref.dump" && expect_ok=0
+for f in c0 c5 c6; do
+        grep -q "$f Line 1" "$ref/srv/$f" && grep -q "$f Line 9" "$ref/srv/$f" || expect_ok=0
+done
+grep -q "c1 line %" "$ref/srv/c1" || expect_ok=0   # the server's side untouched
+[ -e "$ref/srv/c2" ] && expect_ok=0                  # not resurrected
+grep -q "^c3 edited on the server" "$ref/srv/c3" || expect_ok=0
+[ $expect_ok = 1 ] && ok "reference run: clean merges of c0, c5, c6; exactly the five expected conflicts" \
+        || not_ok "reference run: clean merges of c0, c5, c6; exactly the five expected conflicts"
+
+for scen in A B; do
+        for phase in record reint; do
+                points=$RECORD_POINTS; [ $phase = reint ] && points=$REINT_POINTS
+                for point in $points; do
+                        for k in 1 2 3; do
+                                d="$WORK/$scen-$point-$k"
+                                c=""; [ $scen = B ] && c=conflicts
+                                if ! scenario "$d" "$c" "$phase" "$point" "$k"; then
+                                        not_ok "$scen $point:$k: a run failed"; continue
+                                fi
+                                how=$(cat "$d/how")
+                                "$TOOL" dump "$d" srv >"$d.srv"
+                                if [ $scen = A ]; then
+                                        "$TOOL" dump "$d" direct >"$d.model"
+                                else
+                                        cp "$WORK/ref.dump" "$d.model"
+                                fi
+                                # Replaying again must change nothing.
+                                "$TOOL" reint "$d" >"$d.again"
+                                "$TOOL" dump "$d" srv >"$d.srv2"
+                                if grep -q LEFTOVER "$d.srv"; then
+                                        not_ok "$scen $point:$k ($how): temporaries left on the server"
+                                elif ! diff -u "$d.model" "$d.srv" >"$d.diff"; then
+                                        not_ok "$scen $point:$k ($how): server differs from the model"
+                                        sed 's/^/# /' "$d.diff" | head -20
+                                elif ! cmp -s "$d.srv" "$d.srv2" || ! grep -q "^total=0 " "$d.again"; then
+                                        not_ok "$scen $point:$k ($how): a second replay changed something"
+                                else
+                                        ok "$scen $point:$k ($how): server and conflicts match the model; replaying twice equals once"
+                                fi
+                        done
+                done
+        done
+done
+echo "1..$n"
+exit $fail
