@@ -9,6 +9,10 @@
  * backing makes its own permission decisions, as it would for the caller.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/fsuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -16,6 +20,41 @@
 #include "view.h"
 
 #define MAX_GROUPS 256
+
+/*
+ * The supplementary groups of the calling thread, from the "Groups:" line of
+ * /proc/PID/status (libfuse 3.14's fuse_req_getgroups() reads that file into
+ * a buffer it does not terminate).  Returns the count or -errno.
+ */
+static int caller_groups(pid_t pid, gid_t *list, int max)
+{
+        char path[64], buf[8192], *p, *end;
+        ssize_t len = 0, r;
+        int fd, n = 0;
+
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        while (len < (ssize_t)sizeof(buf) - 1 &&
+               (r = read(fd, buf + len, sizeof(buf) - 1 - (size_t)len)) > 0)
+                len += r;
+        close(fd);
+        buf[len] = 0;
+        p = strstr(buf, "\nGroups:");
+        if (!p)
+                return -EIO;
+        p += strlen("\nGroups:");
+        while (n < max) {
+                unsigned long g = strtoul(p, &end, 10);
+
+                if (end == p)
+                        break;
+                list[n++] = (gid_t)g;
+                p = end;
+        }
+        return n;
+}
 
 int creds_enter(fuse_req_t req, struct creds *c)
 {
@@ -26,9 +65,9 @@ int creds_enter(fuse_req_t req, struct creds *c)
         c->switched = false;
         if (ctx->uid == 0 && ctx->gid == 0)
                 return 0;
-        n = fuse_req_getgroups(req, MAX_GROUPS, groups);
-        if (n < 0 || n > MAX_GROUPS)
-                n = 0;          /* the caller is gone or has more groups: primary only */
+        n = caller_groups(ctx->pid, groups, MAX_GROUPS);
+        if (n < 0)
+                n = 0;          /* the caller is gone: primary group only */
         if (syscall(SYS_setgroups, (size_t)n, groups) < 0)
                 return -errno;
         setfsgid(ctx->gid);

@@ -126,7 +126,8 @@ static pid_t start_worker(char **argv, int argc, int fd, int ready_fd, bool take
 
 static int holder_run(struct volume_config *cfg, int argc, char **argv)
 {
-        unsigned early_deaths = 0;
+        unsigned early_deaths = 0, crashes = 0;
+        time_t first_crash = 0;
         bool takeover = false;
         int fd, status, r, ready[2];
         pid_t pid;
@@ -179,6 +180,24 @@ static int holder_run(struct volume_config *cfg, int argc, char **argv)
                 else
                         log_warn("Worker %d exited with status %d; a new worker takes over",
                                  (int)pid, WEXITSTATUS(status));
+                /* A worker that crashes by itself (not killed from outside)
+                 * three times within a minute is likely fed the same poison
+                 * request again and again by the resend: give up. */
+                if (!WIFSIGNALED(status) || (WTERMSIG(status) != SIGKILL &&
+                                             WTERMSIG(status) != SIGTERM)) {
+                        time_t now = time(NULL);
+
+                        if (now - first_crash > 60) {
+                                first_crash = now;
+                                crashes = 0;
+                        }
+                        if (++crashes >= 3) {
+                                log_error("Workers keep crashing; unmounting %s",
+                                          cfg->mountpoint);
+                                umount2(cfg->mountpoint, MNT_DETACH);
+                                break;
+                        }
+                }
                 /* Give up after 5 workers in a row died before serving. */
                 if (read(ready[0], &c, 1) == 1) {
                         while (read(ready[0], &c, 1) == 1)
@@ -284,7 +303,7 @@ int main(int argc, char **argv)
                         conf_path = optarg;
                         if (volume_config_load(&cfg, optarg, err, sizeof(err)) < 0) {
                                 fprintf(stderr, "fcache-view: %s\n", err);
-                                return 2;
+                                { r = 2; goto out; }
                         }
                         break;
                 case 'b': key = "Backing"; break;
@@ -299,14 +318,14 @@ int main(int argc, char **argv)
                         if (!eq) {
                                 fprintf(stderr, "fcache-view: --set %s: expected Key=Value\n",
                                         optarg);
-                                return 2;
+                                { r = 2; goto out; }
                         }
                         *eq = 0;
                         r = volume_config_set(&cfg, optarg, eq + 1, err, sizeof(err));
                         *eq = '=';
                         if (r < 0) {
                                 fprintf(stderr, "fcache-view: --set: %s\n", err);
-                                return 2;
+                                { r = 2; goto out; }
                         }
                         break;
                 case 'H': no_holder = true; break;
@@ -315,22 +334,22 @@ int main(int argc, char **argv)
                 case 'T': takeover = true; break;
                 case 'R': v.ready_fd = atoi(optarg); break;
                 case 'h': usage(); return 0;
-                default: usage(); return 2;
+                default: usage(); { r = 2; goto out; }
                 }
                 if (key && volume_config_set(&cfg, key, optarg, err, sizeof(err)) < 0) {
                         fprintf(stderr, "fcache-view: %s\n", err);
-                        return 2;
+                        { r = 2; goto out; }
                 }
         }
         if (optind < argc) {
                 if (optind + 1 != argc || strchr(argv[optind], '/')) {
                         usage();
-                        return 2;
+                        { r = 2; goto out; }
                 }
                 snprintf(path, sizeof(path), "%s/%s.conf", VOLUME_CONFIG_DIR, argv[optind]);
                 if (volume_config_load(&cfg, path, err, sizeof(err)) < 0) {
                         fprintf(stderr, "fcache-view: %s\n", err);
-                        return 2;
+                        { r = 2; goto out; }
                 }
                 free(cfg.name);
                 cfg.name = strdup(argv[optind]);
@@ -339,7 +358,7 @@ int main(int argc, char **argv)
         if (volume_config_validate(&cfg, err, sizeof(err)) < 0) {
                 fprintf(stderr, "fcache-view: %s%s%s\n", conf_path ? conf_path : "",
                         conf_path ? ": " : "", err);
-                return 2;
+                { r = 2; goto out; }
         }
         if (cfg.name)
                 log_name = cfg.name;
@@ -354,13 +373,13 @@ int main(int argc, char **argv)
         if (worker_fd < 0) {
                 worker_fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
                 if (worker_fd < 0 || do_mount(&cfg, worker_fd) < 0)
-                        return 1;
+                        { r = 1; goto out; }
         }
         fcntl(worker_fd, F_SETFD, FD_CLOEXEC);
         r = worker_setup(&v, &cfg, takeover);
         if (r < 0) {
                 log_error("Failed to start the volume: %s", strerror(-r));
-                return 3;
+                { r = 3; goto out; }
         }
         r = view_worker_run(&v, worker_fd);
         if (no_holder && r == 1)
@@ -369,4 +388,7 @@ int main(int argc, char **argv)
          * down (every store commit is already durable in the WAL). */
         fflush(stderr);
         _exit(r < 0 ? 3 : r);
+out:
+        volume_config_free(&cfg);
+        return r;
 }

@@ -708,8 +708,17 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
                 fuse_reply_err(req, err);
                 return;
         }
-        if (f->obj && fstat(f->fd, &st) == 0)
-                store_obj_written(v->store, f->obj, buf, (size_t)n, off, &st);
+        if (fstat(f->fd, &st) == 0) {
+                /* Patch the store copy even when this open has none attached
+                 * (a writer that opened before any reader cached the file). */
+                struct sobj *o = f->obj;
+
+                if (o || store_obj_find(v->store, st.st_ino, &o) == 0) {
+                        store_obj_written(v->store, o, buf, (size_t)n, off, &st);
+                        if (o != f->obj)
+                                store_obj_put(v->store, o);
+                }
+        }
         fuse_reply_write(req, (size_t)n);
 }
 
@@ -990,8 +999,15 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
                 return;
         }
         err = fallocate(f->fd, mode, offset, length) < 0 ? errno : 0;
-        if (!err && f->obj && fstat(f->fd, &st) == 0)
-                store_obj_changed_range(v->store, f->obj, offset, length, &st);
+        if (!err && fstat(f->fd, &st) == 0) {
+                struct sobj *o = f->obj;
+
+                if (o || store_obj_find(v->store, st.st_ino, &o) == 0) {
+                        store_obj_changed_range(v->store, o, offset, length, &st);
+                        if (o != f->obj)
+                                store_obj_put(v->store, o);
+                }
+        }
         fuse_reply_err(req, err);
 }
 
