@@ -39,6 +39,7 @@ struct store {
         sqlite3 *db;            /* protected by lock */
         GHashTable *objs;       /* protected by lock: ino -> struct sobj (in use) */
         GHashTable *nocache;    /* protected by lock: inos with cacheable off */
+        GHashTable *rows;       /* protected by lock: inos that have an objects row */
         uint64_t cache_size, reserve; /* protected by lock */
         uint64_t used, pinned;  /* protected by lock */
         uint64_t objects;       /* protected by lock */
@@ -151,7 +152,8 @@ int store_open(struct store **out, const char *dir, uint64_t cache_size, uint64_
         s->dir = strdup(dir);
         s->objs = g_hash_table_new(g_int64_hash, g_int64_equal);
         s->nocache = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
-        if (!s->dir || !s->objs || !s->nocache) {
+        s->rows = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+        if (!s->dir || !s->objs || !s->nocache || !s->rows) {
                 r = -ENOMEM;
                 goto fail;
         }
@@ -203,13 +205,17 @@ int store_open(struct store **out, const char *dir, uint64_t cache_size, uint64_
         {
                 sqlite3_stmt *st;
 
-                if (sqlite3_prepare_v2(s->db, "SELECT ino FROM objects WHERE nocache=1", -1,
+                /* Which inodes have rows, so that the write path of a file the
+                 * store does not know costs no query. */
+                if (sqlite3_prepare_v2(s->db, "SELECT ino, nocache FROM objects", -1,
                                        &st, NULL) == SQLITE_OK) {
                         while (sqlite3_step(st) == SQLITE_ROW) {
                                 gint64 *k = g_new(gint64, 1);
 
                                 *k = sqlite3_column_int64(st, 0);
-                                g_hash_table_add(s->nocache, k);
+                                if (sqlite3_column_int(st, 1))
+                                        g_hash_table_add(s->nocache, g_memdup2(k, sizeof(*k)));
+                                g_hash_table_add(s->rows, k);
                         }
                         sqlite3_finalize(st);
                 }
@@ -235,6 +241,8 @@ void store_close(struct store *s)
                 g_hash_table_destroy(s->objs);
         if (s->nocache)
                 g_hash_table_destroy(s->nocache);
+        if (s->rows)
+                g_hash_table_destroy(s->rows);
         free(s->dir);
         pthread_mutex_destroy(&s->lock);
         free(s);
@@ -391,6 +399,8 @@ static int obj_ref_locked(struct store *s, uint64_t ino, bool create, struct sob
                 *out = o;
                 return 1;
         }
+        if (!create && !g_hash_table_contains(s->rows, &key))
+                return -ENOENT;
         o = obj_new(ino);
         if (!o)
                 return -ENOMEM;
@@ -405,6 +415,7 @@ static int obj_ref_locked(struct store *s, uint64_t ino, bool create, struct sob
                         obj_free(o);
                         return r;
                 }
+                g_hash_table_add(s->rows, g_memdup2(&key, sizeof(key)));
         }
         o->refs = 1;
         g_hash_table_insert(s->objs, &o->ino, o);
@@ -983,6 +994,8 @@ int store_set_nocache(struct store *s, uint64_t ino, bool nocache)
                    " DO UPDATE SET nocache=excluded.nocache", 2, (int64_t)ino,
                    (int64_t)nocache);
         if (r >= 0) {
+                if (!g_hash_table_contains(s->rows, &key))
+                        g_hash_table_add(s->rows, g_memdup2(&key, sizeof(key)));
                 if (nocache) {
                         gint64 *k = g_new(gint64, 1);
 
