@@ -204,7 +204,8 @@ static int kconn_wait(struct kconn *c, struct kreply *r, kdump_fn dump, void *ar
                                 continue;
                         }
                         kreply_attrs(r, nh);
-                        if (g->cmd == FCACHE_CMD_DONE && r->v[FCACHE_A_JOB] == job) {
+                        /* a job's completion carries the whole result */
+                        if (g->cmd == FCACHE_CMD_DONE) {
                                 if (r->v[FCACHE_A_ERROR]) {
                                         snprintf(r->msg, sizeof(r->msg), "the module's job failed");
                                         return (int)(int64_t)r->v[FCACHE_A_ERROR];
@@ -376,7 +377,7 @@ struct ktally {
         uint32_t flags;
         const volatile int *cancel;
         uint64_t files, bytes, cached_before, dirty_before, cached_after, total, held, failed;
-        char first_error[256];
+        char first_error[600];
 };
 
 static int tally_fd(struct ktally *t, int fd)

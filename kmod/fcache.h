@@ -78,8 +78,9 @@ int fc_read_whole(struct fc_ctx *ctx, struct file *f, u64 *bytes);
 extern struct workqueue_struct *fc_wq;
 int fc_job_init(void);
 void fc_job_exit(void);
-int fc_job_start(struct fc_ctx *ctx, int (*fn)(struct fc_ctx *), u32 seq,
-		 u64 *id);
+struct fc_job *fc_job_start(struct fc_ctx *ctx, int (*fn)(struct fc_ctx *),
+			    u32 seq, u64 *id);
+void fc_job_queue(struct fc_job *job);
 void fc_job_cancel_port(struct net *net, u32 portid);
 void fc_ctx_free(struct fc_ctx *ctx);
 

@@ -122,23 +122,27 @@ static void fc_job_work(struct work_struct *work)
 }
 
 /**
- * fc_job_start() - run a command asynchronously
+ * fc_job_start() - prepare a command to run asynchronously
  * @ctx: the command; the job owns it from here on, also on failure
  * @fn: the command's body
  * @seq: the request's nlmsg_seq, repeated in the completion
  * @id: set to the job's id
  *
- * Return: 0, -EAGAIN when too many jobs run, -ESHUTDOWN during unload.
+ * The caller replies with @id, then calls fc_job_queue(), so that the
+ * reply always comes before the completion.
+ *
+ * Return: the job, or an ERR_PTR: -EAGAIN when too many jobs run,
+ * -ESHUTDOWN during unload, -ENOMEM.
  */
-int fc_job_start(struct fc_ctx *ctx, int (*fn)(struct fc_ctx *), u32 seq,
-		 u64 *id)
+struct fc_job *fc_job_start(struct fc_ctx *ctx, int (*fn)(struct fc_ctx *),
+			    u32 seq, u64 *id)
 {
 	struct fc_job *job;
 
 	job = kzalloc(sizeof(*job), GFP_KERNEL);
 	if (!job) {
 		fc_ctx_free(ctx);
-		return -ENOMEM;
+		return ERR_PTR(-ENOMEM);
 	}
 	INIT_WORK(&job->work, fc_job_work);
 	job->fn = fn;
@@ -153,15 +157,24 @@ int fc_job_start(struct fc_ctx *ctx, int (*fn)(struct fc_ctx *), u32 seq,
 		spin_unlock(&fc_job_lock);
 		fc_ctx_free(ctx);
 		kfree(job);
-		return err;
+		return ERR_PTR(err);
 	}
 	job->id = fc_next_job++;
 	*id = job->id;
 	fc_nr_jobs++;
 	list_add_tail(&job->node, &fc_jobs);
-	queue_work(fc_wq, &job->work);
 	spin_unlock(&fc_job_lock);
-	return 0;
+	return job;
+}
+
+/**
+ * fc_job_queue() - start a job prepared by fc_job_start()
+ * @job: the job; if the reply failed it still runs, and its completion
+ *	finds nobody, which is harmless
+ */
+void fc_job_queue(struct fc_job *job)
+{
+	queue_work(fc_wq, &job->work);
 }
 
 /**

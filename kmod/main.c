@@ -121,14 +121,18 @@ static int fc_run(struct genl_info *info, struct fc_ctx *ctx,
 	int err;
 
 	if (async) {
-		err = fc_job_start(ctx, fn, info->snd_seq, &job);
-		if (err) {
-			if (err == -EAGAIN)
+		struct fc_job *j = fc_job_start(ctx, fn, info->snd_seq, &job);
+
+		if (IS_ERR(j)) {
+			if (PTR_ERR(j) == -EAGAIN)
 				NL_SET_ERR_MSG_MOD(info->extack,
 						   "too many jobs running");
-			return err;
+			return PTR_ERR(j);
 		}
-		return fc_reply(info, NULL, job);
+		/* the reply first, so that the completion comes after it */
+		err = fc_reply(info, NULL, job);
+		fc_job_queue(j);
+		return err;
 	}
 	err = fn(ctx);
 	if (!err)
@@ -208,7 +212,7 @@ static int fc_may_query(struct genl_info *info, struct fc_ctx *ctx)
 
 static int fc_need_admin(struct genl_info *info)
 {
-	/* CAP_SYS_ADMIN in the init namespace, not GENL_ADMIN_PERM's NET_ADMIN */
+	/* init-ns CAP_SYS_ADMIN; GENL_ADMIN_PERM would mean CAP_NET_ADMIN */
 	if (capable(CAP_SYS_ADMIN))
 		return 0;
 	NL_SET_ERR_MSG_MOD(info->extack, "needs CAP_SYS_ADMIN");
@@ -471,9 +475,11 @@ static int fc_limits_doit(struct sk_buff *skb, struct genl_info *info)
 		if (tb[FCACHE_A_PIN_BUDGET])
 			fc_pin_set_budget(nla_get_u64(tb[FCACHE_A_PIN_BUDGET]));
 		if (tb[FCACHE_A_PIN_MAX])
-			WRITE_ONCE(fc_pin_max, nla_get_u32(tb[FCACHE_A_PIN_MAX]));
+			WRITE_ONCE(fc_pin_max,
+				   nla_get_u32(tb[FCACHE_A_PIN_MAX]));
 		if (tb[FCACHE_A_JOB_MAX])
-			WRITE_ONCE(fc_job_max, nla_get_u32(tb[FCACHE_A_JOB_MAX]));
+			WRITE_ONCE(fc_job_max,
+				   nla_get_u32(tb[FCACHE_A_JOB_MAX]));
 		if (tb[FCACHE_A_REPIN_MS]) {
 			WRITE_ONCE(fc_repin_ms,
 				   nla_get_u32(tb[FCACHE_A_REPIN_MS]));
@@ -600,5 +606,5 @@ module_exit(fc_exit);
 
 MODULE_LICENSE("GPL");
 MODULE_AUTHOR("fcache developers");
-MODULE_DESCRIPTION("Cache control for any mounted filesystem over generic netlink");
+MODULE_DESCRIPTION("Cache control of mounted filesystems over generic netlink");
 MODULE_ALIAS_GENL_FAMILY(FCACHE_GENL_NAME);

@@ -229,7 +229,8 @@ static struct fc_pin *fc_pin_find(struct inode *inode)
 {
 	struct fc_pin *pin;
 
-	hash_for_each_possible(fc_pin_hash, pin, hnode, (unsigned long)inode)
+	hash_for_each_possible(fc_pin_hash, pin, hnode,
+			       (unsigned long)inode)
 		if (pin->inode == inode)
 			return pin;
 	return NULL;
@@ -506,8 +507,9 @@ static int fc_pin_fill(struct sk_buff *skb, struct netlink_callback *cb,
 	char *path;
 	void *hdr;
 
-	hdr = genlmsg_put(skb, NETLINK_CB(cb->skb).portid, cb->nlh->nlmsg_seq,
-			  &fc_family, NLM_F_MULTI, FCACHE_CMD_PIN_LIST);
+	hdr = genlmsg_put(skb, NETLINK_CB(cb->skb).portid,
+			  cb->nlh->nlmsg_seq, &fc_family, NLM_F_MULTI,
+			  FCACHE_CMD_PIN_LIST);
 	if (!hdr)
 		return -EMSGSIZE;
 	path = d_path(&pin->file->f_path, buf, PATH_MAX);
@@ -518,7 +520,8 @@ static int fc_pin_fill(struct sk_buff *skb, struct netlink_callback *cb,
 	    nla_put_string(skb, FCACHE_A_PATH, path) ||
 	    nla_put_string(skb, FCACHE_A_FSTYPE, inode->i_sb->s_type->name) ||
 	    nla_put_u64_64bit(skb, FCACHE_A_INO, inode->i_ino, FCACHE_A_PAD) ||
-	    nla_put_u32(skb, FCACHE_A_DEV, new_encode_dev(inode->i_sb->s_dev)) ||
+	    nla_put_u32(skb, FCACHE_A_DEV,
+			new_encode_dev(inode->i_sb->s_dev)) ||
 	    nla_put_u32(skb, FCACHE_A_UID,
 			from_kuid_munged(current_user_ns(), pin->uid)) ||
 	    nla_put_u64_64bit(skb, FCACHE_A_FILE_SIZE, i_size_read(inode),

@@ -30,7 +30,7 @@
 
 enum fcache_cmd {
 	FCACHE_CMD_UNSPEC,
-	FCACHE_CMD_QUERY,	/* page cache state of FD (FLAG_RECURSIVE: subtree) */
+	FCACHE_CMD_QUERY,	/* page cache state (FLAG_RECURSIVE: subtree) */
 	FCACHE_CMD_FLUSH,	/* write back, drop pages and unused dentries */
 	FCACHE_CMD_FLUSH_VOLUME, /* the same for FD's whole superblock */
 	FCACHE_CMD_FLUSH_ALL,	/* every superblock of the MOUNTS' types */
@@ -67,7 +67,7 @@ enum fcache_attr {
 	FCACHE_A_PAGES_UNSTABLE, /* u64: NFS written, not yet committed */
 	FCACHE_A_PAGES_DROPPED,	/* u64: pages removed by a flush */
 	FCACHE_A_PAGES_HELD,	/* u64: folio pages held by memory pins */
-	FCACHE_A_PAGES_STALE,	/* u64: held pages the fs replaced (re-pinned) */
+	FCACHE_A_PAGES_STALE,	/* u64: held pages the fs replaced */
 	FCACHE_A_BYTES,		/* u64: bytes read by prefetch / pin */
 	FCACHE_A_FILES,		/* u64: files the command acted on */
 	FCACHE_A_DENTRIES,	/* u64: dentries dropped */

@@ -55,7 +55,9 @@ modinfo -F vermagic "$ko" | grep -q "^$kver " ||
 	{ echo "run.sh: $ko is not built for $kver" >&2; exit 1; }
 
 abspath() { (cd "$(dirname "$1")" && echo "$(pwd)/$(basename "$1")"); }
-res=$(mktemp -d /tmp/fcache-vm.XXXXXX)
+# under /var/tmp: the guest reads env.sh there through its 9p view of /
+# (the guest puts a tmpfs on /tmp)
+res=$(mktemp -d /var/tmp/fcache-vm.XXXXXX)
 trap '[ -n "$keep" ] && cp -a "$res/." "$keep/"; rm -rf "$res"' EXIT
 "$here/mkinitramfs.sh" "$res/initrd.gz" "$kver" || { echo "run.sh: initramfs failed" >&2; exit 1; }
 {
@@ -69,7 +71,7 @@ trap '[ -n "$keep" ] && cp -a "$res/." "$keep/"; rm -rf "$res"' EXIT
 start=$(date +%s)
 timeout -k 10 "$timeout" "$qemu" -accel tcg,thread=multi -cpu max -m 2048 -smp 2 \
 	-nographic -no-reboot -kernel "/boot/vmlinuz-$kver" -initrd "$res/initrd.gz" \
-	-append "console=ttyS0 quiet panic=-1 fcache_test=$(abspath "$guest")" \
+	-append "console=ttyS0 loglevel=5 panic=-1 watchdog_thresh=60 rcupdate.rcu_cpu_stall_timeout=300 fcache_test=$(abspath "$guest") fcache_env=$res/env.sh" \
 	-fsdev local,id=r,path=/,security_model=none,readonly=on,multidevs=remap \
 	-device virtio-9p-pci,fsdev=r,mount_tag=hostroot \
 	-fsdev local,id=res,path="$res",security_model=none \
@@ -79,7 +81,10 @@ qrc=$?
 secs=$(( $(date +%s) - start ))
 
 n=0 failed=0
-if [ -f "$res/tap" ]; then
+# the guest copies its TAP lines to the results share at the end; if it
+# never got there, take them from the console
+[ -f "$res/tap" ] || grep -aE '^(ok|not ok) [0-9]+ ' "$res/console.log" > "$res/tap"
+if [ -s "$res/tap" ]; then
 	while IFS= read -r line; do
 		case $line in
 		"ok "*|"not ok "*)
@@ -112,6 +117,7 @@ if [ -f "$res/dmesg.txt" ]; then
 else
 	report fail "guest wrote no dmesg"
 fi
+[ -f "$res/bench.txt" ] && sed 's/^/# bench: /' "$res/bench.txt"
 echo "1..$n"
 if [ $failed -gt 0 ] || [ $n -le 2 ]; then
 	echo "# ---- console (last 80 lines) ----"

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # lib.sh: TAP helpers and fcnl wrappers for the guest tests (sourced).
-TAP=/results/tap
+TAP=$RESULTS/tap
 tn=0
 ok() { tn=$((tn + 1)); echo "ok $tn - $*" >> $TAP; echo "ok $tn - $*"; }
 notok() {

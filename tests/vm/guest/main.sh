@@ -8,15 +8,23 @@ export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev 2>/dev/null
-mkdir -p /results
-mount -t 9p -o trans=virtio,version=9p2000.L results /results
-. /results/env.sh
+# env.sh comes through the read-only view of the host; the writable results
+# share is mounted only at the end, so that no 9p mount is visible while
+# the tests run ("flush all" would flush every 9p superblock, the guest's
+# own root among them)
+. "$fcache_env"
+mount -t tmpfs tmpfs /tmp
+mkdir -p /tmp/results
+RESULTS=/tmp/results
 . "$GUEST_DIR/lib.sh"
 t0=$(date +%s.%N)
 ts() { echo "T+$(echo "$(date +%s.%N) - $t0" | bc) $*"; }
 
 finish() {
+	mkdir -p /results
+	mount -t 9p -o trans=virtio,version=9p2000.L results /results
 	dmesg > /results/dmesg.txt
+	cp $RESULTS/* /results/
 	echo "GUEST-DONE"
 	touch /results/done
 	sync
@@ -27,7 +35,6 @@ finish() {
 
 # ---- setup ---------------------------------------------------------------
 mount -t tmpfs tmpfs /run
-mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /var/lib/nfs
 mkdir -p /var/lib/nfs/rpc_pipefs /var/lib/nfs/v4recovery
 ip link set lo up
@@ -50,6 +57,7 @@ rpc.nfsd -N 3 4
 mount -t nfs4 -o vers=4.2,actimeo=1 127.0.0.1:/ /mnt/nfs
 grep -q ' /mnt/nfs nfs4 ' /proc/mounts || diag "NFS mount failed"
 chmod 1777 /mnt/tmpfs /mnt/ext4 /srv/export
+diag "guest mounts: $(awk '{ print $3 }' /proc/self/mounts | sort -u | tr '\n' ' ')"
 ts setup
 
 check "insmod fcache.ko" insmod "$FCACHE_KO" repin_ms=300
@@ -280,16 +288,58 @@ wait $ppid 2>/dev/null
 sleep 1
 check "module still answers after a killed prefetch" fc limits
 
-# the real fcachectl CLI through the module
+# the real fcachectl CLI (libfcachectl) through the module
+ctl() { LAST=$($FCACHECTL -q -j "$@" 2>/dev/null); }
+ckey() {
+	echo "$LAST" | /usr/bin/python3 -c '
+import json, sys
+r = json.load(sys.stdin)["results"][0]
+print(r["result"].get(sys.argv[1], "") if r.get("ok") else "ERROR")' "$1" 2>/dev/null
+}
 if [ -n "${FCACHECTL:-}" ]; then
-	out=$($FCACHECTL query cached /mnt/nfs/a 2>&1)
-	if echo "$out" | grep -q "backend=kmod"; then
+	ctl query cached /mnt/nfs/b
+	if [ "$(ckey backend)" = kmod ]; then
 		ok "fcachectl query on NFS says backend=kmod"
+		check "fcachectl query: pages_total" eq "$(ckey pages_total)" 2048
+		ctl flush /mnt/nfs/b
+		check "fcachectl flush (kmod): pages_cached=0" \
+			eq "$(ckey backend):$(ckey pages_cached)" kmod:0
+		ctl prefetch /mnt/nfs/b
+		check "fcachectl prefetch (kmod): all pages cached" \
+			eq "$(ckey backend):$(ckey pages_cached)" kmod:2048
+		ctl pin /mnt/nfs/b
+		check "fcachectl pin (kmod)" eq "$(ckey backend):$(ckey pinned)" kmod:yes
+		ctl query pinned /mnt/nfs/b
+		check "fcachectl query pinned (kmod)" eq "$(ckey pinned)" yes
+		ctl flush /mnt/nfs/b
+		check "fcachectl flush of a pinned file fails" eq "$(ckey pinned)" ERROR
+		ctl unpin /mnt/nfs/b
+		check "fcachectl unpin (kmod)" eq "$(ckey pinned)" no
+		ctl query cached recursive /mnt/nfs/tree
+		check "fcachectl query cached recursive (kmod)" \
+			eq "$(ckey backend)" kmod
+		ctl prefetch recursive /mnt/nfs/tree
+		check "fcachectl prefetch recursive (kmod): 20 files" \
+			eq "$(ckey files):$(ckey pages_cached)" 20:5120
+		ctl flush /mnt/nfs/tree
+		check "fcachectl flush of a directory (kmod)" eq "$(ckey pages_cached)" 0
+		ctl flush volume /mnt/nfs
+		check "fcachectl flush volume (kmod)" eq "$(ckey backend):$(ckey supers)" kmod:1
+		ctl prefetch /mnt/nfs/b
+		ctl flush all /mnt/nfs
+		check "fcachectl flush all (kmod)" ge "$(ckey supers)" 1
+		check "... dropped the NFS file" eq "$(cached /mnt/nfs/b)" 0
+		LAST=$(as_user $FCACHECTL -q -j flush volume /mnt/nfs 2>/dev/null)
+		check "fcachectl flush volume as uid 1000 fails" eq "$(ckey supers)" ERROR
+		ctl query cache /mnt/nfs
+		check "fcachectl query cache shows the module's budget" \
+			ge "$(ckey kmod_pin_budget_bytes)" 1
 	else
-		LAST=$out
-		todo "fcachectl query on NFS says backend=kmod"
+		todo "fcachectl query on NFS says backend=kmod (got $(ckey backend))"
 	fi
 fi
+
+. "$GUEST_DIR/cull.sh"
 
 # ---- unload, and 20 load/use/unload cycles with no leak -------------------
 filp() { awk '$1 == "filp" { print $2 }' /proc/slabinfo; }
@@ -315,7 +365,7 @@ check "ext4 unmounts (no inode held)" umount /mnt/ext4
 check "NFS unmounts (no inode held)" umount /mnt/nfs
 ts "cycles done"
 
-if [ "${BENCH_FILES:-0}" -gt 0 ] && [ -x "$GUEST_DIR/bench.sh" ]; then
+if [ "${BENCH_FILES:-0}" -gt 0 ] && [ -f "$GUEST_DIR/bench.sh" ]; then
 	. "$GUEST_DIR/bench.sh"
 fi
 finish

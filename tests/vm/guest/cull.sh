@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# cull.sh (sourced by main.sh): NFS with -o fsc and cachefilesd; a pinned
+# file's FS-Cache object survives culling when the cache is filled past
+# its cull limit with unpinned data.
+nfsd_read() { awk '$1 == "io" { print $2 }' /proc/net/rpc/nfsd; }
+
+modprobe cachefiles
+truncate -s 96M /srv/fscache.img
+mkfs.ext4 -q -F /srv/fscache.img
+mkdir -p /mnt/fscache /mnt/nfsc
+mount -o loop /srv/fscache.img /mnt/fscache
+cat > /tmp/cachefilesd.conf <<CONF
+dir /mnt/fscache
+tag fctest
+brun 25%
+bcull 20%
+bstop 10%
+frun 25%
+fcull 20%
+fstop 10%
+CONF
+cachefilesd -n -s -f /tmp/cachefilesd.conf > /tmp/cachefilesd.log 2>&1 &
+cfd=$!
+sleep 1
+mkdir -p /srv/export/cull
+mkfile /srv/export/cull/p 8
+for i in 1 2 3 4 5 6 7 8 9 10; do mkfile /srv/export/cull/u$i 12; done
+if ! kill -0 $cfd 2>/dev/null; then
+	LAST=$(cat /tmp/cachefilesd.log)
+	todo "cachefilesd runs (cull test not run)"
+else
+	mount -t nfs4 -o vers=4.2,fsc,nosharecache 127.0.0.1:/ /mnt/nfsc
+	fc pin /mnt/nfsc/cull/p
+	cat /mnt/nfsc/cull/p > /dev/null
+	check "fsc: the pinned file's cookie is in use" \
+		eq "$(fc_key cookie query /mnt/nfsc/cull/p)" 2
+	for i in 1 2 3 4 5 6 7; do cat /mnt/nfsc/cull/u$i > /dev/null; done
+	# unused cookies go to fscache's LRU after ~10 s; only then cullable
+	sleep 12
+	for i in 8 9 10; do cat /mnt/nfsc/cull/u$i > /dev/null; done
+	sleep 6
+	diag "fscache cache dir use: $(df -k /mnt/fscache | awk 'NR == 2 { print $3 " KiB of " $2 }')"
+	drop_caches
+	r0=$(nfsd_read)
+	cat /mnt/nfsc/cull/p > /dev/null
+	r1=$(nfsd_read)
+	check "fsc: pinned file re-read from the cache after culling ($((r1 - r0)) bytes from the server)" \
+		[ $((r1 - r0)) -lt 1048576 ]
+	cat /mnt/nfsc/cull/u1 > /dev/null
+	r2=$(nfsd_read)
+	diag "fsc: unpinned u1 re-read took $((r2 - r1)) bytes from the server (culled if ~12 MiB)"
+	check "fsc: cachefilesd culled unpinned data" [ $((r2 - r1)) -ge 1048576 ]
+	fc unpin /mnt/nfsc/cull/p
+	umount /mnt/nfsc
+fi
+kill $cfd 2>/dev/null
+wait $cfd 2>/dev/null
+umount /mnt/fscache 2>/dev/null
+rm -rf /srv/export/cull
+ts "cull done"
