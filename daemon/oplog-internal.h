@@ -21,6 +21,7 @@ struct oplog {
         struct oplog_options opts;
         uint64_t content_bytes; /* sum of the content files' sizes */
         char token[17];         /* random, names the server-side temporaries */
+        sqlite3_stmt *stmts[8]; /* prepared once: the statements replay runs per record */
 };
 
 /* The replay view of one object (table objects). */
@@ -48,14 +49,19 @@ int oplog_commit(struct oplog *log);
 void oplog_rollback(struct oplog *log);
 /* Switches between synchronous=FULL (recording) and NORMAL (replay, with explicit syncs). */
 int oplog_set_sync(struct oplog *log, bool full);
-/* Forces what is committed to disk (a WAL checkpoint-free fsync via a FULL commit). */
+/* Forces what is committed to disk (a WAL checkpoint and an fsync of the directory). */
 int oplog_sync(struct oplog *log);
+/* The log directory's descriptor (reintegration keeps its replay journal there). */
+int oplog_dir_fd(struct oplog *log);
+bool oplog_no_fsync(struct oplog *log);
 
 /* Sets a pending record's state and outcome text. */
 int oplog_mark(struct oplog *log, uint64_t seq, enum oplog_state state, const char *outcome);
 /* The intent of a server-side create: its temporary's inode (0 clears). */
 int oplog_set_intent(struct oplog *log, uint64_t seq, uint64_t ino);
 int oplog_get_intent(struct oplog *log, uint64_t seq, uint64_t *out_ino);
+/* Calls @fn with the intent of every pending record that has one. */
+int oplog_intents(struct oplog *log, int (*fn)(void *ud, uint64_t seq, uint64_t ino), void *ud);
 /* Inserts a conflict row; *out_id (may be NULL) gets its id. */
 int oplog_add_conflict(struct oplog *log, uint64_t seq, uint64_t lid, const char *kind,
                        const char *path, const char *base, const char *local,

@@ -48,8 +48,8 @@ static const char schema[] =
         " mode INTEGER, uid INTEGER, gid INTEGER, rdev INTEGER, atime INTEGER, mtime INTEGER,"
         " size INTEGER, content TEXT, xname TEXT, xvalue BLOB,"
         " state INTEGER NOT NULL DEFAULT 0, outcome TEXT, intent INTEGER);"
-        "CREATE INDEX IF NOT EXISTS ops_lid ON ops(lid, state);"
-        "CREATE INDEX IF NOT EXISTS ops_state ON ops(state, seq);"
+        "CREATE INDEX IF NOT EXISTS ops_lid ON ops(lid);"
+        "CREATE INDEX IF NOT EXISTS ops_other ON ops(other) WHERE other IS NOT NULL;"
         "CREATE TABLE IF NOT EXISTS conflicts("
         " id INTEGER PRIMARY KEY, seq INTEGER, lid INTEGER, kind TEXT NOT NULL, path TEXT,"
         " base TEXT, local TEXT, remote TEXT, detail TEXT);";
@@ -159,6 +159,39 @@ static int prep(struct oplog *log, sqlite3_stmt **st, const char *sql)
         return oplog_sqlite_errno(sqlite3_prepare_v2(log->db, sql, -1, st, NULL));
 }
 
+/*
+ * A statement prepared once and kept (reintegration runs these per record);
+ * reset and unbound for reuse.  Finish it with step_done_cached().
+ */
+static int prep_cached(struct oplog *log, unsigned slot, sqlite3_stmt **st, const char *sql)
+{
+        if (!log->stmts[slot]) {
+                int rc = sqlite3_prepare_v3(log->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
+                                            &log->stmts[slot], NULL);
+
+                if (rc != SQLITE_OK)
+                        return oplog_sqlite_errno(rc);
+        }
+        *st = log->stmts[slot];
+        return 0;
+}
+
+static void release_cached(sqlite3_stmt *st)
+{
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+}
+
+static int step_done_cached(sqlite3_stmt *st)
+{
+        int rc = sqlite3_step(st);
+
+        release_cached(st);
+        return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
+}
+
+enum { STMT_OBJECT_LOAD, STMT_OBJECT_SAVE, STMT_MARK, STMT_INTENT, STMT_NAMES };
+
 static void bind_text(sqlite3_stmt *st, int i, const char *s)
 {
         if (s)
@@ -187,7 +220,7 @@ static int step_done(sqlite3_stmt *st)
 /* Runs a one-integer query with up to three integer arguments. */
 static int query_int(struct oplog *log, int64_t *out, const char *sql, int n, ...)
 {
-        sqlite3_stmt *st;
+        sqlite3_stmt *st = NULL;
         va_list ap;
         int rc, e;
 
@@ -211,7 +244,7 @@ static int query_int(struct oplog *log, int64_t *out, const char *sql, int n, ..
 
 static int exec_ids(struct oplog *log, const char *sql, int n, ...)
 {
-        sqlite3_stmt *st;
+        sqlite3_stmt *st = NULL;
         va_list ap;
         int e;
 
@@ -238,7 +271,7 @@ static int fsync_dir(struct oplog *log, int fd)
 
 static int load_token(struct oplog *log)
 {
-        sqlite3_stmt *st;
+        sqlite3_stmt *st = NULL;
         uint8_t raw[8];
         int rc, e;
 
@@ -363,7 +396,10 @@ int oplog_open(struct oplog **out, const char *dir, const struct oplog_options *
         if (e < 0)
                 goto fail;
         sqlite3_busy_timeout(log->db, 5000);
-        e = oplog_exec(log, "PRAGMA journal_mode=WAL");
+        /* One process owns a log; exclusive locking spares the per-transaction file locks. */
+        e = oplog_exec(log, "PRAGMA locking_mode=EXCLUSIVE");
+        if (e >= 0)
+                e = oplog_exec(log, "PRAGMA journal_mode=WAL");
         if (e >= 0)
                 e = oplog_exec(log, log->opts.no_fsync ? "PRAGMA synchronous=OFF"
                                                        : "PRAGMA synchronous=FULL");
@@ -392,6 +428,8 @@ void oplog_close(struct oplog *log)
 {
         if (!log)
                 return;
+        for (size_t i = 0; i < sizeof(log->stmts) / sizeof(log->stmts[0]); i++)
+                sqlite3_finalize(log->stmts[i]);
         if (log->db)
                 sqlite3_close_v2(log->db);
         fcache_merge_store_free(log->store);
@@ -460,18 +498,19 @@ static void copy_id(char dst[FCACHE_MERGE_ID_SIZE], const unsigned char *src)
 int oplog_object_load(struct oplog *log, uint64_t lid, struct oplog_object *out)
 {
         struct oplog_object o = { 0 };
-        sqlite3_stmt *st;
+        sqlite3_stmt *st = NULL;
         int rc, e;
 
-        e = prep(log, &st, "SELECT local, type, srv_parent, srv_name, b_ino, b_size, b_mtime,"
-                           " b_ctime, b_mode, b_uid, b_gid, b_nlink, b_content, orig_content,"
-                           " conflict FROM objects WHERE lid=?1");
+        e = prep_cached(log, STMT_OBJECT_LOAD, &st,
+                        "SELECT local, type, srv_parent, srv_name, b_ino, b_size, b_mtime,"
+                        " b_ctime, b_mode, b_uid, b_gid, b_nlink, b_content, orig_content,"
+                        " conflict FROM objects WHERE lid=?1");
         if (e < 0)
                 return e;
         sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
         rc = sqlite3_step(st);
         if (rc != SQLITE_ROW) {
-                sqlite3_finalize(st);
+                release_cached(st);
                 return rc == SQLITE_DONE ? -ENOENT : oplog_sqlite_errno(rc);
         }
         o.lid = lid;
@@ -481,7 +520,7 @@ int oplog_object_load(struct oplog *log, uint64_t lid, struct oplog_object *out)
         if (sqlite3_column_type(st, 3) != SQLITE_NULL) {
                 o.srv_name = strdup((const char *)sqlite3_column_text(st, 3));
                 if (!o.srv_name) {
-                        sqlite3_finalize(st);
+                        release_cached(st);
                         return -ENOMEM;
                 }
         }
@@ -496,19 +535,20 @@ int oplog_object_load(struct oplog *log, uint64_t lid, struct oplog_object *out)
         copy_id(o.base.content, sqlite3_column_text(st, 12));
         copy_id(o.orig, sqlite3_column_text(st, 13));
         o.conflict = (uint64_t)sqlite3_column_int64(st, 14);
-        sqlite3_finalize(st);
+        release_cached(st);
         *out = o;
         return 0;
 }
 
 int oplog_object_save(struct oplog *log, const struct oplog_object *o)
 {
-        sqlite3_stmt *st;
+        sqlite3_stmt *st = NULL;
         int e;
 
-        e = prep(log, &st, "UPDATE objects SET srv_parent=?2, srv_name=?3, b_ino=?4, b_size=?5,"
-                           " b_mtime=?6, b_ctime=?7, b_mode=?8, b_uid=?9, b_gid=?10, b_nlink=?11,"
-                           " b_content=?12, conflict=?13, local=?14 WHERE lid=?1");
+        e = prep_cached(log, STMT_OBJECT_SAVE, &st,
+                        "UPDATE objects SET srv_parent=?2, srv_name=?3, b_ino=?4, b_size=?5,"
+                        " b_mtime=?6, b_ctime=?7, b_mode=?8, b_uid=?9, b_gid=?10, b_nlink=?11,"
+                        " b_content=?12, conflict=?13, local=?14 WHERE lid=?1");
         if (e < 0)
                 return e;
         sqlite3_bind_int64(st, 1, (sqlite3_int64)o->lid);
@@ -525,7 +565,7 @@ int oplog_object_save(struct oplog *log, const struct oplog_object *o)
         bind_text(st, 12, o->base.content);
         bind_id(st, 13, o->conflict);
         sqlite3_bind_int(st, 14, o->local);
-        return step_done(st);
+        return step_done_cached(st);
 }
 
 int oplog_set_root(struct oplog *log, const struct oplog_version *base)
@@ -586,7 +626,7 @@ static bool valid_name(const char *name)
 static int insert_object(struct oplog *log, bool local, uint32_t type, uint64_t parent,
                          const char *name, const struct oplog_version *base, uint64_t *out)
 {
-        sqlite3_stmt *st;
+        sqlite3_stmt *st = NULL;
         int e;
 
         e = prep(log, &st, "INSERT INTO objects(local, type, srv_parent, srv_name, b_ino, b_size,"
@@ -673,7 +713,7 @@ struct row {
 
 static int insert_row(struct oplog *log, const struct row *r, uint64_t *out_seq)
 {
-        sqlite3_stmt *st;
+        sqlite3_stmt *st = NULL;
         int e;
 
         e = prep(log, &st, "INSERT INTO ops(kind, lid, parent, name, parent2, name2, other,"
@@ -730,7 +770,7 @@ static int object_exists(struct oplog *log, uint64_t lid)
 /* Collects the seqs of pending content rows of @lid matching @where (to unlink their files). */
 static int content_seqs(struct oplog *log, uint64_t lid, uint64_t **out, size_t *n)
 {
-        sqlite3_stmt *st;
+        sqlite3_stmt *st = NULL;
         uint64_t *v = NULL;
         size_t cnt = 0;
         int rc, e;
@@ -1159,7 +1199,7 @@ int oplog_record_rmdir(struct oplog *log, uint64_t parent, const char *name, uin
 static int find_chain(struct oplog *log, uint64_t lid, uint64_t parent, const char *name,
                       uint64_t *seq, uint64_t *src_parent, char **src_name)
 {
-        sqlite3_stmt *st;
+        sqlite3_stmt *st = NULL;
         int64_t v;
         int rc, e;
 
@@ -1267,7 +1307,7 @@ int oplog_record_setattr(struct oplog *log, uint64_t lid, const struct oplog_set
 {
         struct row r = { .kind = OPLOG_SETATTR, .lid = lid };
         struct drops d = { 0 };
-        sqlite3_stmt *st;
+        sqlite3_stmt *st = NULL;
         int rc, e;
 
         if (!sa || !sa->mask || (sa->mask & ~0x1fu))
@@ -1322,7 +1362,7 @@ static int record_xattr(struct oplog *log, enum oplog_kind kind, uint64_t lid, c
                          .xsize = size, .has_xvalue = kind == OPLOG_SETXATTR,
                          .flags = (unsigned)flags };
         struct drops d = { 0 };
-        sqlite3_stmt *st;
+        sqlite3_stmt *st = NULL;
         int e;
 
         if (!name || !*name || strlen(name) > 255 || (size && !value) || size > 65536)
@@ -1368,7 +1408,7 @@ static const char *col_text(sqlite3_stmt *st, int i)
 int oplog_foreach(struct oplog *log, bool pending_only,
                   int (*fn)(void *ud, const struct oplog_record *r), void *ud)
 {
-        sqlite3_stmt *st;
+        sqlite3_stmt *st = NULL;
         int rc, e;
 
         if (!log || !fn)
@@ -1438,7 +1478,7 @@ int oplog_count(struct oplog *log, int state, uint64_t *out)
 int oplog_conflict_foreach(struct oplog *log,
                            int (*fn)(void *ud, const struct oplog_conflict *c), void *ud)
 {
-        sqlite3_stmt *st;
+        sqlite3_stmt *st = NULL;
         int rc, e;
 
         if (!log || !fn)
@@ -1477,23 +1517,57 @@ int oplog_conflict_foreach(struct oplog *log,
 
 int oplog_mark(struct oplog *log, uint64_t seq, enum oplog_state state, const char *outcome)
 {
-        sqlite3_stmt *st;
+        sqlite3_stmt *st = NULL;
         int e;
 
-        e = prep(log, &st, "UPDATE ops SET state=?2, outcome=?3 WHERE seq=?1");
+        e = prep_cached(log, STMT_MARK, &st, "UPDATE ops SET state=?2, outcome=?3 WHERE seq=?1");
         if (e < 0)
                 return e;
         sqlite3_bind_int64(st, 1, (sqlite3_int64)seq);
         sqlite3_bind_int(st, 2, state);
         bind_text(st, 3, outcome);
-        return step_done(st);
+        return step_done_cached(st);
 }
 
 int oplog_set_intent(struct oplog *log, uint64_t seq, uint64_t ino)
 {
-        return exec_ids(log, ino ? "UPDATE ops SET intent=?2 WHERE seq=?1"
-                                 : "UPDATE ops SET intent=NULL WHERE seq=?1 AND ?2=0",
-                        2, (int64_t)seq, (int64_t)ino);
+        sqlite3_stmt *st = NULL;
+        int e = prep_cached(log, STMT_INTENT, &st, "UPDATE ops SET intent=nullif(?2, 0) WHERE seq=?1");
+
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)seq);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)ino);
+        return step_done_cached(st);
+}
+
+int oplog_dir_fd(struct oplog *log)
+{
+        return log->dir_fd;
+}
+
+bool oplog_no_fsync(struct oplog *log)
+{
+        return log->opts.no_fsync;
+}
+
+int oplog_intents(struct oplog *log, int (*fn)(void *ud, uint64_t seq, uint64_t ino), void *ud)
+{
+        sqlite3_stmt *st = NULL;
+        int rc, e;
+
+        e = prep(log, &st, "SELECT seq, intent FROM ops WHERE state=0 AND intent IS NOT NULL");
+        if (e < 0)
+                return e;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                e = fn(ud, (uint64_t)sqlite3_column_int64(st, 0), (uint64_t)sqlite3_column_int64(st, 1));
+                if (e < 0)
+                        break;
+        }
+        sqlite3_finalize(st);
+        if (e < 0)
+                return e;
+        return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
 }
 
 int oplog_get_intent(struct oplog *log, uint64_t seq, uint64_t *out_ino)
@@ -1511,14 +1585,15 @@ int oplog_get_intent(struct oplog *log, uint64_t seq, uint64_t *out_ino)
 int oplog_names_of(struct oplog *log, uint64_t lid,
                    int (*fn)(void *ud, uint64_t parent, const char *name), void *ud)
 {
-        sqlite3_stmt *st;
+        sqlite3_stmt *st = NULL;
         int rc, e;
 
-        e = prep(log, &st, "SELECT parent, name FROM ops WHERE lid=?1 AND name IS NOT NULL"
-                           " UNION SELECT parent2, name2 FROM ops WHERE lid=?1 AND name2 IS NOT NULL"
-                           " UNION SELECT parent2, name2 FROM ops WHERE other=?1 AND (flags & 2)"
-                           " UNION SELECT srv_parent, srv_name FROM objects WHERE lid=?1"
-                           " AND srv_name IS NOT NULL");
+        e = prep_cached(log, STMT_NAMES, &st,
+                        "SELECT parent, name FROM ops WHERE lid=?1 AND name IS NOT NULL"
+                        " UNION SELECT parent2, name2 FROM ops WHERE lid=?1 AND name2 IS NOT NULL"
+                        " UNION SELECT parent2, name2 FROM ops WHERE other=?1 AND (flags & 2)"
+                        " UNION SELECT srv_parent, srv_name FROM objects WHERE lid=?1"
+                        " AND srv_name IS NOT NULL");
         if (e < 0)
                 return e;
         sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
@@ -1527,7 +1602,7 @@ int oplog_names_of(struct oplog *log, uint64_t lid,
                 if (e != 0)
                         break;
         }
-        sqlite3_finalize(st);
+        release_cached(st);
         if (e != 0)
                 return e;
         return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
@@ -1537,7 +1612,7 @@ int oplog_add_conflict(struct oplog *log, uint64_t seq, uint64_t lid, const char
                        const char *path, const char *base, const char *local,
                        const char *remote, const char *detail, uint64_t *out_id)
 {
-        sqlite3_stmt *st;
+        sqlite3_stmt *st = NULL;
         int e;
 
         e = prep(log, &st, "INSERT INTO conflicts(seq, lid, kind, path, base, local, remote,"
@@ -1564,7 +1639,7 @@ int oplog_add_conflict(struct oplog *log, uint64_t seq, uint64_t lid, const char
 
 static int collect_ids(struct oplog *log, const char *sql, char ***ids, size_t *n)
 {
-        sqlite3_stmt *st;
+        sqlite3_stmt *st = NULL;
         int rc, e;
 
         e = prep(log, &st, sql);
@@ -1598,7 +1673,7 @@ int oplog_compact(struct oplog *log, uint64_t *out_removed)
         struct drops d = { 0 };
         char **ids = NULL;
         size_t n = 0;
-        sqlite3_stmt *st;
+        sqlite3_stmt *st = NULL;
         int rc, e;
 
         if (!log)

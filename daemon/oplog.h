@@ -15,6 +15,8 @@
  *   log.db        SQLite, WAL, synchronous=FULL: objects, ops, conflicts
  *   content/SEQ   the local content of content-changed record SEQ
  *   bases/        fcache_merge_store: base, local and remote versions by id
+ *   replay.journal  reintegration's per-record marks not yet folded into
+ *                 log.db (see reintegrate.c)
  *
  * Durability: each oplog_record_*() returns only after its row (and for
  * content, the content file) is fsynced, so a change acknowledged to an
@@ -39,7 +41,9 @@
  *     exchanged something or another pending record uses its old name.
  *
  * Concurrency: one struct oplog must not be used by two threads at once; the
- * caller (the view) serializes with its own lock.
+ * caller (the view) serializes with its own lock.  The database is opened
+ * with locking_mode=EXCLUSIVE: one process (the volume's data plane) owns a
+ * log; others (fcached, fcache-resolve) ask it over its control socket.
  */
 #pragma once
 

@@ -65,6 +65,12 @@ struct ctx {
         GPtrArray *dirty;       /* objects changed by the record in progress */
         struct reintegrate_stats st;
         unsigned since_sync;
+        /* the replay journal (see "Marking records") */
+        int jfd;
+        GHashTable *unsaved;    /* lid -> object changed since the last flush */
+        GArray *marks;          /* struct pending_mark since the last flush */
+        GArray *intents;        /* struct pending_intent since the last flush */
+        GHashTable *intent_of;  /* seq -> recorded intent inode (pending records, at start) */
         /* the record in progress */
         fcache_conflict_kind conflict;
         char *path;
@@ -383,40 +389,324 @@ static void node_set(fcache_merge_node *n, uint32_t mode, uint32_t uid, uint32_t
 /* Marking records                                                          */
 /* ------------------------------------------------------------------------ */
 
+/*
+ * Marks go to a replay journal (CacheDir/offline/replay.journal), one
+ * write() per record, and reach the database in batches: a record is
+ * marked the moment its journal entry is written (the page cache keeps it
+ * across kill -9), and the next run replays the journal into the database
+ * before anything else.  The journal is fdatasync'ed every sync_every
+ * records and the batch committed every FLUSH_EVERY records, before a
+ * conflict is recorded, and at the end, after which the journal is emptied.
+ * So one SQLite transaction serves a thousand records while every record is
+ * still marked atomically with the server identity it produced.
+ *
+ * Entry: u32 magic, u32 body length, u64 FNV-1a of the body, then the body:
+ *   u8 'M', u64 seq, u8 state, u16 len, outcome, u16 n, n x object, or
+ *   u8 'I', u64 seq, u64 ino (a create's intent);
+ *   object: u64 lid, u8 local, u64 srv_parent, u16 len, srv_name,
+ *           struct oplog_version, u64 conflict.
+ */
+#define JOURNAL "replay.journal"
+#define JOURNAL_MAGIC 0x4a4c4346u /* "FCLJ" */
+#define FLUSH_EVERY 1024
+
+struct pending_mark {
+        uint64_t seq;
+        enum oplog_state state;
+        char outcome[32];
+};
+
+struct pending_intent {
+        uint64_t seq, ino;
+};
+
+static uint64_t fnv1a(const void *p, size_t n)
+{
+        const unsigned char *b = p;
+        uint64_t h = 1469598103934665603ull;
+
+        for (size_t i = 0; i < n; i++)
+                h = (h ^ b[i]) * 1099511628211ull;
+        return h;
+}
+
+static void put(GByteArray *b, const void *p, size_t n)
+{
+        g_byte_array_append(b, p, (guint)n);
+}
+
+static void put_str(GByteArray *b, const char *s)
+{
+        uint16_t n = s ? (uint16_t)strlen(s) : 0;
+
+        put(b, &n, sizeof(n));
+        if (n)
+                put(b, s, n);
+}
+
+static int journal_write(struct ctx *c, GByteArray *body)
+{
+        uint32_t hdr[2] = { JOURNAL_MAGIC, body->len };
+        uint64_t h = fnv1a(body->data, body->len);
+        GByteArray *e = g_byte_array_sized_new(body->len + 16);
+        ssize_t n;
+
+        put(e, hdr, sizeof(hdr));
+        put(e, &h, sizeof(h));
+        put(e, body->data, body->len);
+        n = write(c->jfd, e->data, e->len);
+        g_byte_array_unref(e);
+        if (n < 0)
+                return -errno;
+        return (size_t)n == body->len + 16 ? 0 : -EIO;
+}
+
+/* Commits what the journal holds to the database, then empties the journal. */
+static int flush(struct ctx *c)
+{
+        GHashTableIter it;
+        gpointer v;
+        int e;
+
+        if (c->dry || (!c->marks->len && !c->intents->len))
+                return 0;
+        e = oplog_begin(c->log);
+        if (e < 0)
+                return e;
+        g_hash_table_iter_init(&it, c->unsaved);
+        while (e >= 0 && g_hash_table_iter_next(&it, NULL, &v))
+                e = oplog_object_save(c->log, v);
+        for (guint i = 0; e >= 0 && i < c->intents->len; i++) {
+                struct pending_intent *pi = &g_array_index(c->intents, struct pending_intent, i);
+
+                e = oplog_set_intent(c->log, pi->seq, pi->ino);
+        }
+        for (guint i = 0; e >= 0 && i < c->marks->len; i++) {
+                struct pending_mark *pm = &g_array_index(c->marks, struct pending_mark, i);
+
+                e = oplog_mark(c->log, pm->seq, pm->state, pm->outcome);
+        }
+        if (e >= 0)
+                e = oplog_commit(c->log);
+        else
+                oplog_rollback(c->log);
+        if (e < 0)
+                return e;
+        e = oplog_sync(c->log);
+        if (e < 0)
+                return e;
+        if (ftruncate(c->jfd, 0) < 0)
+                return -errno;
+        g_hash_table_remove_all(c->unsaved);
+        g_array_set_size(c->marks, 0);
+        g_array_set_size(c->intents, 0);
+        c->since_sync = 0;
+        return 0;
+}
+
 static int sync_maybe(struct ctx *c)
 {
-        unsigned every = c->o->sync_every ? c->o->sync_every : 64;
+        unsigned every = c->o->sync_every ? c->o->sync_every : 256;
 
+        if (c->marks->len >= FLUSH_EVERY)
+                return flush(c);
         if (++c->since_sync < every)
                 return 0;
         c->since_sync = 0;
-        return oplog_sync(c->log);
+        if (oplog_no_fsync(c->log))
+                return 0;
+        return fdatasync(c->jfd) < 0 ? -errno : 0;
 }
 
-/* Marks @r with @state in one transaction with the objects it changed. */
+/* Marks @r with @state together with the objects it changed (journal first). */
 static int mark(struct ctx *c, const struct rec *r, enum oplog_state state, const char *outcome)
 {
+        struct pending_mark pm = { .seq = r->r.seq, .state = state };
+        GByteArray *b;
+        uint16_t n = (uint16_t)c->dirty->len;
+        uint8_t t = 'M', st8 = (uint8_t)state;
         int e;
 
         if (c->dry) {
                 g_ptr_array_set_size(c->dirty, 0);
                 return 0;
         }
-        e = oplog_begin(c->log);
-        if (e < 0)
-                return e;
-        for (guint i = 0; i < c->dirty->len && e >= 0; i++)
-                e = oplog_object_save(c->log, c->dirty->pdata[i]);
-        if (e >= 0)
-                e = oplog_mark(c->log, r->r.seq, state, outcome);
-        if (e >= 0)
-                e = oplog_commit(c->log);
-        else
-                oplog_rollback(c->log);
+        b = g_byte_array_new();
+        put(b, &t, 1);
+        put(b, &r->r.seq, 8);
+        put(b, &st8, 1);
+        put_str(b, outcome);
+        put(b, &n, 2);
+        for (guint i = 0; i < c->dirty->len; i++) {
+                struct oplog_object *o = c->dirty->pdata[i];
+                uint8_t local = o->local;
+
+                put(b, &o->lid, 8);
+                put(b, &local, 1);
+                put(b, &o->srv_parent, 8);
+                put_str(b, o->srv_name);
+                put(b, &o->base, sizeof(o->base));
+                put(b, &o->conflict, 8);
+                g_hash_table_insert(c->unsaved, &o->lid, o);
+        }
+        e = journal_write(c, b);
+        g_byte_array_unref(b);
         g_ptr_array_set_size(c->dirty, 0);
         if (e < 0)
                 return e;
+        snprintf(pm.outcome, sizeof(pm.outcome), "%s", outcome ? outcome : "");
+        g_array_append_val(c->marks, pm);
         return sync_maybe(c);
+}
+
+/* Records a create's intent (the inode of its temporary) before it is renamed into place. */
+static int journal_intent(struct ctx *c, const struct rec *r, uint64_t ino)
+{
+        struct pending_intent pi = { r->r.seq, ino };
+        GByteArray *b = g_byte_array_new();
+        uint8_t t = 'I';
+        int e;
+
+        put(b, &t, 1);
+        put(b, &r->r.seq, 8);
+        put(b, &ino, 8);
+        e = journal_write(c, b);
+        g_byte_array_unref(b);
+        if (e < 0)
+                return e;
+        g_array_append_val(c->intents, pi);
+        return 0;
+}
+
+struct reader {
+        const uint8_t *p, *end;
+        bool bad;
+};
+
+static void get(struct reader *rd, void *out, size_t n)
+{
+        if (rd->bad || (size_t)(rd->end - rd->p) < n) {
+                rd->bad = true;
+                memset(out, 0, n);
+                return;
+        }
+        memcpy(out, rd->p, n);
+        rd->p += n;
+}
+
+static char *get_str(struct reader *rd)
+{
+        uint16_t n;
+        char *s;
+
+        get(rd, &n, 2);
+        if (rd->bad || !n || (size_t)(rd->end - rd->p) < n)
+                return NULL;
+        s = g_strndup((const char *)rd->p, n);
+        rd->p += n;
+        return s;
+}
+
+/* Applies one journal entry to the database (inside the caller's transaction). */
+static int replay_entry(struct oplog *log, struct reader *rd)
+{
+        uint8_t t;
+        uint64_t seq;
+        int e = 0;
+
+        get(rd, &t, 1);
+        get(rd, &seq, 8);
+        if (t == 'I') {
+                uint64_t ino;
+
+                get(rd, &ino, 8);
+                return rd->bad ? -EINVAL : oplog_set_intent(log, seq, ino);
+        }
+        if (t == 'M') {
+                uint8_t state;
+                uint16_t n;
+                char *outcome;
+
+                get(rd, &state, 1);
+                outcome = get_str(rd);
+                get(rd, &n, 2);
+                for (uint16_t i = 0; e >= 0 && i < n && !rd->bad; i++) {
+                        struct oplog_object o;
+                        uint8_t local;
+
+                        memset(&o, 0, sizeof(o));
+                        get(rd, &o.lid, 8);
+                        get(rd, &local, 1);
+                        get(rd, &o.srv_parent, 8);
+                        o.srv_name = get_str(rd);
+                        get(rd, &o.base, sizeof(o.base));
+                        get(rd, &o.conflict, 8);
+                        o.local = local;
+                        o.base.content[FCACHE_MERGE_ID_SIZE - 1] = '\0';
+                        if (!rd->bad)
+                                e = oplog_object_save(log, &o);
+                        g_free(o.srv_name);
+                        o.srv_name = NULL;
+                }
+                if (e >= 0 && !rd->bad)
+                        e = oplog_mark(log, seq, state, outcome);
+                g_free(outcome);
+                return rd->bad ? -EINVAL : e;
+        }
+        return -EINVAL;
+}
+
+/*
+ * Brings the database up to the journal an interrupted run left: every
+ * complete entry is applied in order (a torn tail, after a power loss, is
+ * dropped: those records are settled again by their checks).
+ */
+static int journal_recover(struct oplog *log, int jfd)
+{
+        struct stat st;
+        uint8_t *buf;
+        size_t off = 0;
+        ssize_t n;
+        int e;
+
+        if (fstat(jfd, &st) < 0)
+                return -errno;
+        if (st.st_size == 0)
+                return 0;
+        buf = malloc((size_t)st.st_size);
+        if (!buf)
+                return -ENOMEM;
+        n = pread(jfd, buf, (size_t)st.st_size, 0);
+        if (n < 0) {
+                e = -errno;
+                free(buf);
+                return e;
+        }
+        e = oplog_begin(log);
+        while (e >= 0 && off + 16 <= (size_t)n) {
+                uint32_t hdr[2];
+                uint64_t h;
+                struct reader rd;
+
+                memcpy(hdr, buf + off, 8);
+                memcpy(&h, buf + off + 8, 8);
+                if (hdr[0] != JOURNAL_MAGIC || off + 16 + hdr[1] > (size_t)n ||
+                    fnv1a(buf + off + 16, hdr[1]) != h)
+                        break;
+                rd = (struct reader){ buf + off + 16, buf + off + 16 + hdr[1], false };
+                e = replay_entry(log, &rd);
+                off += 16 + hdr[1];
+        }
+        free(buf);
+        if (e >= 0)
+                e = oplog_commit(log);
+        else
+                oplog_rollback(log);
+        if (e >= 0)
+                e = oplog_sync(log);
+        if (e >= 0 && ftruncate(jfd, 0) < 0)
+                e = -errno;
+        return e;
 }
 
 /* Saves @size bytes or the regular file at pfd/name in the base store. */
@@ -492,6 +782,9 @@ static int conflict(struct ctx *c, const struct rec *r, struct oplog_object *o,
         if (e < 0)
                 return e;
         fault_point(FAULT_REINT_CONFLICT_RECORD);
+        e = flush(c); /* the journal's records first, in order */
+        if (e < 0)
+                return e;
         full = g_strdup_printf("%s: %s", oplog_kind_to_string(r->r.kind), detail);
         e = oplog_begin(c->log);
         if (e >= 0)
@@ -512,9 +805,6 @@ static int conflict(struct ctx *c, const struct rec *r, struct oplog_object *o,
                 oplog_rollback(c->log);
         g_free(full);
         g_ptr_array_set_size(c->dirty, 0);
-        if (e < 0)
-                return e;
-        e = sync_maybe(c);
         return e < 0 ? e : REINTEGRATE_CONFLICT;
 }
 
@@ -594,14 +884,20 @@ static int copy_fd(int out, int in)
         }
 }
 
-/* Copies the extended attributes of @from to @to (best effort: the backing may lack them). */
-static void copy_xattrs(int from, int to)
+/*
+ * Copies the extended attributes of pfd/name to @to (best effort: the backing
+ * may lack them), listing them through /proc so that the common case, a
+ * file without any, costs one call.
+ */
+static void copy_xattrs(int pfd, const char *name, int to)
 {
-        char names[4096], value[4096];
-        ssize_t len = flistxattr(from, names, sizeof(names));
+        char path[64 + NAME_MAX], names[4096], value[4096];
+        ssize_t len;
 
+        snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", pfd, name);
+        len = llistxattr(path, names, sizeof(names));
         for (ssize_t i = 0; len > 0 && i < len; i += (ssize_t)strlen(names + i) + 1) {
-                ssize_t n = fgetxattr(from, names + i, value, sizeof(value));
+                ssize_t n = lgetxattr(path, names + i, value, sizeof(value));
 
                 if (n >= 0)
                         (void)fsetxattr(to, names + i, value, (size_t)n, 0);
@@ -618,7 +914,7 @@ static int put_content(struct ctx *c, const struct rec *r, int pfd, const char *
                        bool merged)
 {
         char tmp[64];
-        int fd, ofd, e;
+        int fd, e;
 
         if (old->st_nlink > 1) {
                 fd = openat(pfd, name, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
@@ -634,8 +930,12 @@ static int put_content(struct ctx *c, const struct rec *r, int pfd, const char *
                 return e;
         }
         tmp_name(c, r, tmp);
-        (void)unlinkat(pfd, tmp, 0); /* a leftover of an interrupted attempt */
         fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0 && errno == EEXIST) {
+                /* A leftover of an interrupted attempt. */
+                (void)unlinkat(pfd, tmp, 0);
+                fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        }
         if (fd < 0)
                 return -errno;
         e = src_fd >= 0 ? copy_fd(fd, src_fd) : write_all(fd, buf, size);
@@ -645,11 +945,7 @@ static int put_content(struct ctx *c, const struct rec *r, int pfd, const char *
                         e = -errno;
         }
         if (e >= 0) {
-                ofd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-                if (ofd >= 0) {
-                        copy_xattrs(ofd, fd);
-                        close(ofd);
-                }
+                copy_xattrs(pfd, name, fd);
                 if (fsync(fd) < 0)
                         e = -errno;
         }
@@ -935,9 +1231,9 @@ static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
                 return pfd;
         tmp_name(c, r, tmp);
         if (!c->dry) {
-                e = oplog_get_intent(c->log, r->r.seq, &intent);
-                if (e < 0)
-                        return e;
+                uint64_t *v = g_hash_table_lookup(c->intent_of, &r->r.seq);
+
+                intent = v ? v[1] : 0;
         }
         if (intent) {
                 if (fstatat(pfd, tmp, &tst, AT_SYMLINK_NOFOLLOW) == 0 && tst.st_ino == intent)
@@ -963,8 +1259,12 @@ static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
                 set_srv(o, r->r.parent, r->name);
                 return REINTEGRATE_APPLIED;
         }
-        remove_tmp(pfd, tmp, r->r.kind);
         e = make_tmp(r, pfd, tmp);
+        if (e == -EEXIST) {
+                /* A leftover of an attempt that died before its intent was recorded. */
+                remove_tmp(pfd, tmp, r->r.kind);
+                e = make_tmp(r, pfd, tmp);
+        }
         if (e < 0) {
                 remove_tmp(pfd, tmp, r->r.kind);
                 return e;
@@ -972,7 +1272,7 @@ static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
         if (fstatat(pfd, tmp, &tst, AT_SYMLINK_NOFOLLOW) < 0)
                 return -errno;
         /* The intent: this inode is ours, whatever name it has when we look again. */
-        e = oplog_set_intent(c->log, r->r.seq, tst.st_ino);
+        e = journal_intent(c, r, tst.st_ino);
         if (e < 0)
                 return e;
 place:
@@ -1495,6 +1795,17 @@ static guint lid_hash(gconstpointer p)
         return g_int64_hash(p);
 }
 
+/* intent_of entries are { seq, ino } pairs keyed by their first half. */
+static int load_intent(void *ud, uint64_t seq, uint64_t ino)
+{
+        uint64_t *v = g_new(uint64_t, 2);
+
+        v[0] = seq;
+        v[1] = ino;
+        g_hash_table_insert(ud, v, v);
+        return 0;
+}
+
 int reintegrate_run(struct oplog *log, int backing_dirfd, const struct reintegrate_options *opts,
                     struct reintegrate_stats *out)
 {
@@ -1511,12 +1822,30 @@ int reintegrate_run(struct oplog *log, int backing_dirfd, const struct reintegra
         c.root = backing_dirfd;
         c.o = opts ? opts : &defaults;
         c.dry = c.o->dry_run;
+        c.jfd = openat(oplog_dir_fd(log), JOURNAL, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        if (c.jfd < 0)
+                return -errno;
+        /* An interrupted run's marks first (a dry run needs them too to see where replay is). */
+        e = journal_recover(log, c.jfd);
         recs = g_ptr_array_new_with_free_func(rec_free);
-        e = oplog_foreach(log, true, collect, recs);
+        if (e >= 0)
+                e = oplog_foreach(log, true, collect, recs);
         if (e < 0) {
                 g_ptr_array_unref(recs);
+                close(c.jfd);
                 return e;
         }
+        c.intent_of = g_hash_table_new_full(lid_hash, g_int64_equal, g_free, NULL);
+        e = oplog_intents(log, load_intent, c.intent_of);
+        if (e < 0) {
+                g_hash_table_destroy(c.intent_of);
+                g_ptr_array_unref(recs);
+                close(c.jfd);
+                return e;
+        }
+        c.unsaved = g_hash_table_new(lid_hash, g_int64_equal);
+        c.marks = g_array_new(FALSE, FALSE, sizeof(struct pending_mark));
+        c.intents = g_array_new(FALSE, FALSE, sizeof(struct pending_intent));
         c.objs = g_hash_table_new_full(lid_hash, g_int64_equal, NULL, obj_free);
         c.dirs = g_hash_table_new_full(lid_hash, g_int64_equal, NULL, close_dir);
         c.virt = g_hash_table_new(lid_hash, g_int64_equal);
@@ -1553,13 +1882,19 @@ int reintegrate_run(struct oplog *log, int backing_dirfd, const struct reintegra
                 e = 0;
         }
         if (!c.dry) {
-                e2 = oplog_sync(log);
+                /* Also after an error: what the server got is recorded either way. */
+                e2 = flush(&c);
                 if (e >= 0)
                         e = e2;
                 e2 = oplog_set_sync(log, true);
                 if (e >= 0)
                         e = e2;
         }
+        close(c.jfd);
+        g_hash_table_destroy(c.intent_of);
+        g_hash_table_destroy(c.unsaved);
+        g_array_unref(c.marks);
+        g_array_unref(c.intents);
         g_free(c.path);
         g_ptr_array_unref(c.dirty);
         g_hash_table_destroy(c.virt);

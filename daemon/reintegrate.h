@@ -18,10 +18,11 @@
  *     and remote versions kept in oplog_store(); the server is left as it
  *     is and later records of the object are held behind the conflict.
  *
- * Each record is marked in the same SQLite transaction as the server
- * identity it produced, one transaction per record, so a crash or a server
- * that drops mid-replay leaves at most the record in progress in doubt, and
- * its check above settles it when reintegrate_run() is called again.  An
+ * Each record is marked atomically with the server identity it produced
+ * (one entry of a replay journal written as the record completes, folded
+ * into the SQLite log in batches), so a crash or a server that drops
+ * mid-replay leaves at most the record in progress in doubt, and its check
+ * above settles it when reintegrate_run() is called again.  An
  * error from the backing (EIO, ETIMEDOUT, ENOTCONN, ...) stops the run and
  * is returned; the volume goes back offline and calls it again later.
  *
@@ -66,7 +67,12 @@ struct reintegrate_options {
         unsigned version;
         /* List what would happen from the server's current state; change nothing. */
         bool dry_run;
-        /* Records between forced syncs of the log (0: 64); every record is committed. */
+        /*
+         * Records between fdatasyncs of the replay journal (0: 256).  Every
+         * record is marked as it completes, durable against a crash of the
+         * process at once; this bounds how many a power loss can put back in
+         * doubt (to be settled by their checks).
+         */
         unsigned sync_every;
         /* Structure classification flags (FCACHE_MERGE_STRUCTURE_*). */
         unsigned structure_flags;

@@ -457,21 +457,37 @@ static int log_step(struct run *r, const struct step *st, uint64_t *made)
         return -EINVAL;
 }
 
-/* Applies @st directly to tree @fd (the model, or the benchmark's direct run). */
-static void direct_step(struct sim *s, int fd, const struct step *st)
+/* A step as concrete system calls on paths, so that timing the direct run times only those. */
+struct direct_op {
+        enum step_kind kind;
+        char *p, *n;
+        char text[256];
+        unsigned mode;
+        int64_t mtime;
+};
+
+static void direct_prepare(struct sim *s, const struct step *st, struct direct_op *op)
 {
-        struct entry *e = ENT(s, st->ent);
-        char *p = st->ent >= 0 && st->kind != S_CREATE && st->kind != S_MKDIR &&
-                  st->kind != S_SYMLINK ? ent_path(s, st->ent) : NULL;
-        char *n = in_dir(s, st->dir, st->name);
-        struct timespec ts[2] = { { 0, UTIME_OMIT }, { st->mtime, 0 } };
+        op->kind = st->kind;
+        op->p = st->ent >= 0 && st->kind != S_CREATE && st->kind != S_MKDIR &&
+                st->kind != S_SYMLINK ? ent_path(s, st->ent) : NULL;
+        op->n = in_dir(s, st->dir, st->name);
+        memcpy(op->text, st->text, sizeof(op->text));
+        op->mode = st->mode;
+        op->mtime = st->mtime;
+}
+
+static void direct_exec(int fd, const struct direct_op *op)
+{
+        struct timespec ts[2] = { { 0, UTIME_OMIT }, { op->mtime, 0 } };
+        const char *p = op->p, *n = op->n;
         int f;
 
-        switch (st->kind) {
+        switch (op->kind) {
         case S_CONTENT:
                 f = openat(fd, p, O_WRONLY | O_TRUNC | O_NOFOLLOW);
                 g_assert_cmpint(f, >=, 0);
-                g_assert_cmpint(write(f, st->text, strlen(st->text)), ==, (ssize_t)strlen(st->text));
+                g_assert_cmpint(write(f, op->text, strlen(op->text)), ==, (ssize_t)strlen(op->text));
                 close(f);
                 break;
         case S_CREATE:
@@ -498,7 +514,7 @@ static void direct_step(struct sim *s, int fd, const struct step *st)
                 g_assert_cmpint(renameat(fd, p, fd, n), ==, 0);
                 break;
         case S_CHMOD:
-                g_assert_cmpint(fchmodat(fd, p, st->mode, 0), ==, 0);
+                g_assert_cmpint(fchmodat(fd, p, op->mode, 0), ==, 0);
                 break;
         case S_UTIMES:
                 g_assert_cmpint(utimensat(fd, p, ts, 0), ==, 0);
@@ -506,13 +522,26 @@ static void direct_step(struct sim *s, int fd, const struct step *st)
         case S_SETXATTR:
                 f = openat(fd, p, O_RDONLY);
                 g_assert_cmpint(f, >=, 0);
-                g_assert_cmpint(fsetxattr(f, "user.step", st->text, 4, 0), ==, 0);
+                g_assert_cmpint(fsetxattr(f, "user.step", op->text, 4, 0), ==, 0);
                 close(f);
                 break;
         }
-        (void)e;
-        g_free(p);
-        g_free(n);
+}
+
+static void direct_clear(struct direct_op *op)
+{
+        g_free(op->p);
+        g_free(op->n);
+}
+
+/* Applies @st directly to tree @fd (the model). */
+static void direct_step(struct sim *s, int fd, const struct step *st)
+{
+        struct direct_op op;
+
+        direct_prepare(s, st, &op);
+        direct_exec(fd, &op);
+        direct_clear(&op);
 }
 
 /* The scripted local side of the conflicts (after the random steps). */
@@ -972,8 +1001,7 @@ static int cmd_bench(const char *dir, unsigned steps, unsigned files)
 {
         struct reintegrate_stats rs;
         struct run r = { 0 };
-        GArray *list = g_array_new(FALSE, FALSE, sizeof(struct step));
-        struct sim replay;
+        GArray *list = g_array_new(FALSE, FALSE, sizeof(struct direct_op));
         double t0, t_direct, t_reint;
         uint64_t records;
         char *a, *b;
@@ -998,29 +1026,26 @@ static int cmd_bench(const char *dir, unsigned steps, unsigned files)
                 uint64_t made;
                 int new_obj;
 
+                struct direct_op op;
+
                 gen(&r.sim, &st, k);
+                direct_prepare(&r.sim, &st, &op);
+                g_array_append_val(list, op);
                 e = log_step(&r, &st, &made);
                 g_assert_cmpint(e, ==, 0);
                 sim_apply(&r.sim, &st, &new_obj);
                 if (new_obj >= 0)
                         OBJ(&r.sim, new_obj)->lid = made;
-                g_array_append_val(list, st);
-        }
+                }
         g_assert_cmpint(oplog_count(r.log, OPLOG_PENDING, &records), ==, 0);
         run_close(&r);
         sync();
 
-        /* Direct: the same steps on the copy of the tree (a fresh simulation to name paths). */
-        sim_init(&replay, 42, files);
+        /* Direct: the same steps as system calls on the copy of the tree. */
         r.direct = open_dir(dir, "direct");
         t0 = now();
-        for (guint i = 0; i < list->len; i++) {
-                struct step *st = &g_array_index(list, struct step, i);
-                int new_obj;
-
-                direct_step(&replay, r.direct, st);
-                sim_apply(&replay, st, &new_obj);
-        }
+        for (guint i = 0; i < list->len; i++)
+                direct_exec(r.direct, &g_array_index(list, struct direct_op, i));
         t_direct = now() - t0;
 
         /* Reintegration, log with its real fsyncs. */
@@ -1044,6 +1069,8 @@ static int cmd_bench(const char *dir, unsigned steps, unsigned files)
         e = strcmp(a, b) || rs.conflicts;
         g_free(a);
         g_free(b);
+        for (guint i = 0; i < list->len; i++)
+                direct_clear(&g_array_index(list, struct direct_op, i));
         g_array_unref(list);
         return e;
 }
