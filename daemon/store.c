@@ -423,6 +423,23 @@ static int obj_ref_locked(struct store *s, uint64_t ino, bool create, struct sob
         return r;
 }
 
+void store_obj_ref(struct store *s, struct sobj *o)
+{
+        pthread_mutex_lock(&s->lock);
+        o->refs++;
+        pthread_mutex_unlock(&s->lock);
+}
+
+int store_obj_pin(struct sobj *o)
+{
+        int pin;
+
+        pthread_mutex_lock(&o->lock);
+        pin = o->pin;
+        pthread_mutex_unlock(&o->lock);
+        return pin;
+}
+
 void store_obj_put(struct store *s, struct sobj *o)
 {
         if (!o)

@@ -61,6 +61,10 @@ void store_get_stats(struct store *s, struct store_stats *st);
 int store_obj_get(struct store *s, const struct stat *st, bool create, uint64_t lease_ns,
                   bool *unchanged, struct sobj **out);
 void store_obj_put(struct store *s, struct sobj *o);
+/* Another reference to an object already held. */
+void store_obj_ref(struct store *s, struct sobj *o);
+/* Pin priority of the object, or -1 when it is not pinned. */
+int store_obj_pin(struct sobj *o);
 /* The object of inode ino as recorded, without validation; -ENOENT if none. */
 int store_obj_find(struct store *s, uint64_t ino, struct sobj **out);
 /* True when the identity was last checked more than lease_ns ago. */

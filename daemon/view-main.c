@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,23 +67,53 @@ static void holder_signal(int sig)
         holder_stop = sig;
 }
 
+/* Is the topmost mount on path an fcache view (fuse.fcache)? */
+static bool fcache_mounted(const char *path)
+{
+        char *line = NULL;
+        size_t cap = 0;
+        bool found = false;
+        FILE *f = fopen("/proc/self/mountinfo", "re");
+
+        if (!f)
+                return false;
+        while (getline(&line, &cap, f) > 0) {
+                char mp[4096], *dash;
+
+                if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1)
+                        continue;
+                dash = strstr(line, " - ");
+                if (!strcmp(mp, path))
+                        found = dash && !strncmp(dash + 3, "fuse.fcache ", 12);
+        }
+        free(line);
+        fclose(f);
+        return found;
+}
+
 static int do_mount(const struct volume_config *cfg, int fd)
 {
         char opts[256], src[256];
+        struct statfs sf;
         struct stat st;
 
-        if (stat(cfg->mountpoint, &st) < 0) {
-                if (errno == ENOTCONN) {
-                        log_warn("Replacing the stale mount on %s", cfg->mountpoint);
-                        if (umount2(cfg->mountpoint, MNT_DETACH) < 0)
-                                return log_error("Failed to unmount stale %s: %m",
-                                                 cfg->mountpoint), -errno;
-                        if (stat(cfg->mountpoint, &st) < 0)
-                                return log_error("Mountpoint %s: %m", cfg->mountpoint), -errno;
-                } else {
-                        return log_error("Mountpoint %s: %m", cfg->mountpoint), -errno;
+        /* statfs always reaches the filesystem: a dead FUSE connection left
+         * by a crash answers ENOTCONN or ECONNABORTED; replace it. */
+        for (int i = 0; i < 16; i++) {
+                if (statfs(cfg->mountpoint, &sf) == 0) {
+                        if (fcache_mounted(cfg->mountpoint))
+                                return log_error("%s is already served by a live fcache view",
+                                                 cfg->mountpoint), -EBUSY;
+                        break;
                 }
+                if (errno != ENOTCONN && errno != ECONNABORTED)
+                        return log_error("Mountpoint %s: %m", cfg->mountpoint), -errno;
+                log_warn("Replacing the stale mount on %s", cfg->mountpoint);
+                if (umount2(cfg->mountpoint, MNT_DETACH) < 0)
+                        return log_error("Failed to unmount stale %s: %m", cfg->mountpoint), -errno;
         }
+        if (stat(cfg->mountpoint, &st) < 0)
+                return log_error("Mountpoint %s: %m", cfg->mountpoint), -errno;
         if (!S_ISDIR(st.st_mode))
                 return log_error("Mountpoint %s is not a directory", cfg->mountpoint), -ENOTDIR;
         snprintf(opts, sizeof(opts), "fd=%d,rootmode=40000,user_id=0,group_id=0,"

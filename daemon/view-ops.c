@@ -125,6 +125,54 @@ static void vfile_remove(struct view *v, struct vfile *f)
         free(f);
 }
 
+struct refill {
+        struct view *v;
+        struct sobj *o;
+        int fd;
+};
+
+static void *refill_thread(void *arg)
+{
+        struct refill *r = arg;
+        uint64_t got = 0;
+        int e = store_obj_fill(r->v->store, r->o, r->fd, &got);
+
+        if (e < 0)
+                log_warn("Failed to refill a pinned file: %s", strerror(-e));
+        else if (got)
+                log_debug("Refilled %" PRIu64 " bytes of a pinned file", got);
+        close(r->fd);
+        store_obj_put(r->v->store, r->o);
+        free(r);
+        return NULL;
+}
+
+/* A pinned file found changed is fetched completely again in the background
+ * (on-access hoarding; the hoard walk catches what is not accessed). */
+static void refill_pinned(struct view *v, struct sobj *o, int fd)
+{
+        struct refill *r = malloc(sizeof(*r));
+        pthread_t t;
+
+        if (!r)
+                return;
+        r->v = v;
+        r->o = o;
+        r->fd = dup(fd);
+        if (r->fd < 0) {
+                free(r);
+                return;
+        }
+        store_obj_ref(v->store, o);
+        if (pthread_create(&t, NULL, refill_thread, r) != 0) {
+                close(r->fd);
+                store_obj_put(v->store, o);
+                free(r);
+                return;
+        }
+        pthread_detach(t);
+}
+
 /* Attaches the store object of a regular file open for reading. */
 static void attach_store(struct view *v, struct vfile *f, bool *keep_cache)
 {
@@ -145,6 +193,8 @@ static void attach_store(struct view *v, struct vfile *f, bool *keep_cache)
                 return;
         }
         *keep_cache = unchanged;
+        if (!unchanged && reading && store_obj_pin(f->obj) >= 0)
+                refill_pinned(v, f->obj, f->fd);
 }
 
 /* Returns the open file of fi with its backing descriptor, reopening it

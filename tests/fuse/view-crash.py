@@ -187,6 +187,19 @@ def main():
     vol.stop()
     vol.start()
     eq(read_direct(vol.v("big")), rand_bytes(BIG, 999), "after a full restart the store serves again")
+    # kill -9 of the holder and the worker together: the mount is left dead
+    # (ENOTCONN); the next start detects the stale mount and replaces it
+    os.killpg(vol.proc.pid, signal.SIGKILL)
+    vol.proc.wait()
+    try:
+        os.stat(vol.v("big"))
+        dead = "alive"
+    except OSError as e:
+        dead = errno.errorcode.get(e.errno, str(e.errno))
+    check(dead in ("ENOTCONN", "ECONNABORTED"), f"with the holder killed too the old mount is dead ({dead})")
+    vol.start()
+    eq(read_direct(vol.v("big")), rand_bytes(BIG, 999), "a new start replaced the stale mount")
+    check("Replacing the stale mount" in vol.logtext(), "and said so")
     vol.stop()
     finish()
 

@@ -98,6 +98,24 @@ def main():
     eq((q["cached"], q["cacheable"]), ("no", "off"), "nothing stored under cacheable off")
     vol.ctl("set cacheable on", "nocache")
 
+    # --- a pinned file changed on the server is fetched completely again on access
+    os.mkdir(vol.b("hoard"))
+    write_file(vol.b("hoard", "p"), rand_bytes(1024 * 1024, 10))
+    eq(vol.ctl("pin recursive", "hoard")["fits"], "yes", "pin a subtree")
+    newp = rand_bytes(1536 * 1024, 11)
+    write_file(vol.b("hoard", "p"), newp)
+    time.sleep(LEASE + 0.5)
+    with open(vol.v("hoard", "p"), "rb") as f:
+        f.read(10)
+    for _ in range(50):
+        if vol.ctl("query cached", "hoard/p")["cached"] == "complete":
+            break
+        time.sleep(0.1)
+    q = vol.ctl("query cached", "hoard/p")
+    eq((q["cached"], int(q["cached_bytes"]), q["pinned"]), ("complete", len(newp), "yes"),
+       "after one access the changed pinned file is complete again in the store")
+    eq(read_direct(vol.v("hoard", "p")), newp, "with the new content")
+
     # --- bad commands are refused with the word that was wrong
     r = vol.ctl("frobnicate", ok=False)
     check(r["_rc"] != 0 and "frobnicate" in r["_err"], f"bad command names the word ({r['_err']})")
