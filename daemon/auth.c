@@ -20,6 +20,38 @@
 #define POLKIT_PATH "/org/freedesktop/PolicyKit1/Authority"
 #define POLKIT_IFACE "org.freedesktop.PolicyKit1.Authority"
 #define NOGROUP ((gid_t)65534)
+#define CACHE_MAX 4096
+
+static GHashTable *creds_cache; /* unique name -> struct fcd_caller; main loop only */
+static guint owner_changed_sub;
+
+static void on_name_owner_changed(GDBusConnection *bus, const char *sender, const char *path,
+                                  const char *iface, const char *signal, GVariant *params,
+                                  gpointer data)
+{
+        const char *name, *old, *new;
+
+        g_variant_get(params, "(&s&s&s)", &name, &old, &new);
+        if (name[0] == ':' && !*new)
+                g_hash_table_remove(creds_cache, name);
+}
+
+void fcd_auth_init(GDBusConnection *bus)
+{
+        creds_cache = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+        owner_changed_sub = g_dbus_connection_signal_subscribe(
+                bus, "org.freedesktop.DBus", "org.freedesktop.DBus", "NameOwnerChanged",
+                "/org/freedesktop/DBus", NULL, G_DBUS_SIGNAL_FLAGS_NONE, on_name_owner_changed,
+                NULL, NULL);
+}
+
+void fcd_auth_done(GDBusConnection *bus)
+{
+        if (owner_changed_sub)
+                g_dbus_connection_signal_unsubscribe(bus, owner_changed_sub);
+        owner_changed_sub = 0;
+        g_clear_pointer(&creds_cache, g_hash_table_unref);
+}
 
 /* The caller's primary group from passwd, or -1. */
 static gid_t passwd_gid(uid_t uid)
@@ -80,6 +112,12 @@ static void on_credentials(GObject *src, GAsyncResult *res, gpointer data)
                         c->gid = primary;
         if (c->uid == 0)
                 c->gid = 0;
+        if (creds_cache) {
+                if (g_hash_table_size(creds_cache) >= CACHE_MAX)
+                        g_hash_table_remove_all(creds_cache);
+                g_hash_table_replace(creds_cache, g_strdup(g_task_get_task_data(task)),
+                                     g_memdup2(c, sizeof(*c)));
+        }
         g_task_return_pointer(task, c, g_free);
 }
 
@@ -87,7 +125,14 @@ void fcd_caller_lookup_async(GDBusConnection *bus, const char *sender,
                              GAsyncReadyCallback cb, gpointer data)
 {
         GTask *task = g_task_new(NULL, NULL, cb, data);
+        struct fcd_caller *cached = creds_cache ? g_hash_table_lookup(creds_cache, sender) : NULL;
 
+        if (cached) {
+                g_task_return_pointer(task, g_memdup2(cached, sizeof(*cached)), g_free);
+                g_object_unref(task);
+                return;
+        }
+        g_task_set_task_data(task, g_strdup(sender), g_free);
         g_dbus_connection_call(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus",
                                "org.freedesktop.DBus", "GetConnectionCredentials",
                                g_variant_new("(s)", sender), G_VARIANT_TYPE("(a{sv})"),

@@ -4,6 +4,10 @@
 
 #include "fcached.h"
 
+/* Start and stop the credentials cache (main loop). */
+void fcd_auth_init(GDBusConnection *bus);
+void fcd_auth_done(GDBusConnection *bus);
+
 void fcd_caller_lookup_async(GDBusConnection *bus, const char *sender,
                              GAsyncReadyCallback cb, gpointer data);
 gboolean fcd_caller_lookup_finish(GAsyncResult *res, struct fcd_caller *out, GError **error);

@@ -16,6 +16,7 @@
 #include <glib-unix.h>
 #include <systemd/sd-daemon.h>
 
+#include "auth.h"
 #include "command.h"
 #include "fcached.h"
 #include "operation.h"
@@ -134,6 +135,7 @@ int main(int argc, char **argv)
                 return 1;
         }
         g_dbus_connection_set_exit_on_close(ctx.bus, FALSE);
+        fcd_auth_init(ctx.bus);
         if (fcd_manager_export(&ctx, &error) < 0) {
                 g_warning("Failed to export %s: %s", FCD_MANAGER_PATH, error->message);
                 return 1;
@@ -156,6 +158,7 @@ int main(int argc, char **argv)
         g_dbus_interface_skeleton_unexport(G_DBUS_INTERFACE_SKELETON(ctx.manager));
         g_object_unref(ctx.manager);
         ctx.manager = NULL;
+        fcd_auth_done(ctx.bus);
         g_dbus_connection_flush_sync(ctx.bus, NULL, NULL);
         g_object_unref(ctx.bus);
         fcd_pins_free(ctx.pins);
