@@ -60,6 +60,8 @@ int oplog_mark(struct oplog *log, uint64_t seq, enum oplog_state state, const ch
 /* The intent of a server-side create: its temporary's inode (0 clears). */
 int oplog_set_intent(struct oplog *log, uint64_t seq, uint64_t ino);
 int oplog_get_intent(struct oplog *log, uint64_t seq, uint64_t *out_ino);
+/* The pending content record of @lid, if any (-ENOENT). */
+int oplog_pending_content(struct oplog *log, uint64_t lid, uint64_t *out_seq);
 /* Calls @fn with the intent of every pending record that has one. */
 int oplog_intents(struct oplog *log, int (*fn)(void *ud, uint64_t seq, uint64_t ino), void *ud);
 /* Inserts a conflict row; *out_id (may be NULL) gets its id. */

@@ -200,6 +200,11 @@ static void bind_text(sqlite3_stmt *st, int i, const char *s)
                 sqlite3_bind_null(st, i);
 }
 
+static const char *col_text(sqlite3_stmt *st, int i)
+{
+        return (const char *)sqlite3_column_text(st, i);
+}
+
 static void bind_id(sqlite3_stmt *st, int i, uint64_t v)
 {
         if (v)
@@ -1032,6 +1037,29 @@ fail_tmp:
         return e;
 }
 
+int oplog_object_conflict(struct oplog *log, uint64_t lid, char kind[32])
+{
+        sqlite3_stmt *st = NULL;
+        int rc, e;
+
+        if (!log || !kind)
+                return -EINVAL;
+        e = prep(log, &st, "SELECT c.kind FROM objects o JOIN conflicts c ON c.id = o.conflict"
+                           " WHERE o.lid=?1");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+                snprintf(kind, 32, "%s", col_text(st, 0) ? col_text(st, 0) : "");
+                e = 1;
+        } else {
+                e = rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
+        }
+        sqlite3_finalize(st);
+        return e;
+}
+
 int oplog_content_open(struct oplog *log, uint64_t seq)
 {
         char name[32];
@@ -1400,11 +1428,6 @@ int oplog_record_removexattr(struct oplog *log, uint64_t lid, const char *name)
 /* Reading back                                                             */
 /* ------------------------------------------------------------------------ */
 
-static const char *col_text(sqlite3_stmt *st, int i)
-{
-        return (const char *)sqlite3_column_text(st, i);
-}
-
 int oplog_foreach(struct oplog *log, bool pending_only,
                   int (*fn)(void *ud, const struct oplog_record *r), void *ud)
 {
@@ -1568,6 +1591,20 @@ int oplog_intents(struct oplog *log, int (*fn)(void *ud, uint64_t seq, uint64_t 
         if (e < 0)
                 return e;
         return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
+}
+
+int oplog_pending_content(struct oplog *log, uint64_t lid, uint64_t *out_seq)
+{
+        int64_t v;
+        int e = query_int(log, &v, "SELECT seq FROM ops WHERE lid=?1 AND kind=1 AND state=0"
+                                   " ORDER BY seq DESC LIMIT 1", 1, (int64_t)lid);
+
+        if (e < 0)
+                return e;
+        if (e == 0)
+                return -ENOENT;
+        *out_seq = (uint64_t)v;
+        return 0;
 }
 
 int oplog_get_intent(struct oplog *log, uint64_t seq, uint64_t *out_ino)

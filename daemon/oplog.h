@@ -40,6 +40,24 @@
  *     (and vanishes if C is where it started), unless the first replaced or
  *     exchanged something or another pending record uses its old name.
  *
+ * Wiring into fcache-view (the calls the data plane makes):
+ *   - volume start: oplog_open(CacheDir/offline), oplog_set_root(stat of
+ *     Backing=);
+ *   - when an object is cached (and at the latest before its first offline
+ *     change): oplog_object(parent lid, name, version) with
+ *     oplog_version_from_stat() and, for a regular file whose store copy
+ *     is complete, version.content from oplog_put_base_fd(); keep the lid
+ *     in the node (after a restart, oplog_find_ino() maps inodes back);
+ *   - offline, after each change is applied to the store, the matching
+ *     oplog_record_*() before replying; for data, oplog_record_content()
+ *     with the store copy at the points a write is acknowledged (flush,
+ *     fsync, release); an error (-ENOSPC) goes to the application;
+ *   - reintegrating: reintegrate_run() on a worker thread with the
+ *     backing root descriptor (reintegrate.h), then oplog_compact();
+ *   - `query reintegration`: reintegrate_dry_run_text(); `query
+ *     conflicts`: oplog_conflict_foreach(); FCACHE_ECONFLICT for an object
+ *     oplog_object_conflict() reports with a structural kind.
+ *
  * Concurrency: one struct oplog must not be used by two threads at once; the
  * caller (the view) serializes with its own lock.  The database is opened
  * with locking_mode=EXCLUSIVE: one process (the volume's data plane) owns a
@@ -227,6 +245,13 @@ struct oplog_conflict {
 };
 int oplog_conflict_foreach(struct oplog *log,
                            int (*fn)(void *ud, const struct oplog_conflict *c), void *ud);
+
+/*
+ * Whether object @lid is held behind a conflict: returns 1 and copies the
+ * conflict's kind name (fcache_conflict_kind_to_string()) into @kind, 0 if
+ * not, or -errno.
+ */
+int oplog_object_conflict(struct oplog *log, uint64_t lid, char kind[32]);
 
 /* Opens the local content file of record @seq read-only (reintegration, the view). */
 int oplog_content_open(struct oplog *log, uint64_t seq);

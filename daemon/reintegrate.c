@@ -739,15 +739,22 @@ static int keep_remote(struct ctx *c, int pfd, const char *name, const struct st
 /* Saves the local side of @r in the base store: its content or symlink target. */
 static int keep_local(struct ctx *c, const struct rec *r, char id[FCACHE_MERGE_ID_SIZE])
 {
+        uint64_t seq = r->r.seq;
         int fd, e;
 
         id[0] = '\0';
         if (r->r.kind == OPLOG_SYMLINK && r->content)
                 return fcache_merge_store_put(id, oplog_store(c->log), r->content,
                                               strlen(r->content));
-        if (r->r.kind != OPLOG_CONTENT)
-                return 0;
-        fd = oplog_content_open(c->log, r->r.seq);
+        if (r->r.kind != OPLOG_CONTENT) {
+                /* Anything else: the object's pending content is its local version (if any). */
+                e = oplog_pending_content(c->log, r->r.lid, &seq);
+                if (e == -ENOENT)
+                        return 0;
+                if (e < 0)
+                        return e;
+        }
+        fd = oplog_content_open(c->log, seq);
         if (fd < 0)
                 return fd;
         e = fcache_merge_store_put_fd(id, oplog_store(c->log), fd);
@@ -1634,9 +1641,14 @@ static int do_setattr(struct ctx *c, const struct rec *r, struct oplog_object *o
         e = fcache_merge_structure(&d, &bn, &ln, &rn, &so);
         if (e < 0)
                 return e;
-        if (d.action == FCACHE_MERGE_ACTION_CONFLICT)
-                return conflict(c, r, o, d.conflict, pfd, o->srv_name, &st,
-                                "attributes changed differently on both sides");
+        if (d.action == FCACHE_MERGE_ACTION_CONFLICT) {
+                char detail[160];
+
+                snprintf(detail, sizeof(detail), "base mode %04o owner %u:%u, local mode %04o"
+                         " owner %u:%u, server mode %04o owner %u:%u", bn.mode, bn.uid, bn.gid,
+                         ln.mode, ln.uid, ln.gid, rn.mode, rn.uid, rn.gid);
+                return conflict(c, r, o, d.conflict, pfd, o->srv_name, &st, detail);
+        }
         if (c->dry)
                 return REINTEGRATE_APPLIED;
         if ((m & OPLOG_SET_MODE) && (st.st_mode & 07777) != (r->r.mode & 07777) &&

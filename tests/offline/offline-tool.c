@@ -186,6 +186,13 @@ static void sim_init(struct sim *s, unsigned seed, unsigned files)
         }
 }
 
+static void sim_free(struct sim *s)
+{
+        g_array_unref(s->objs);
+        g_array_unref(s->ents);
+        g_rand_free(s->rand);
+}
+
 static const char *initial_text(const char *name, char buf[256])
 {
         if (strlen(name) > 8)
@@ -667,6 +674,7 @@ static int cmd_init(const char *dir, unsigned seed, unsigned files)
         write_initial(&r.sim, r.direct);
         register_all(&r);
         run_close(&r);
+        sim_free(&r.sim);
         return 0;
 }
 
@@ -769,6 +777,7 @@ static int cmd_record(const char *dir, unsigned seed, unsigned steps, bool with_
         fclose(r.acks);
         g_hash_table_destroy(r.lids);
         run_close(&r);
+        sim_free(&r.sim);
         return 0;
 }
 
@@ -1039,6 +1048,7 @@ static int cmd_bench(const char *dir, unsigned steps, unsigned files)
                 }
         g_assert_cmpint(oplog_count(r.log, OPLOG_PENDING, &records), ==, 0);
         run_close(&r);
+        sim_free(&r.sim);
         sync();
 
         /* Direct: the same steps as system calls on the copy of the tree. */

@@ -248,12 +248,15 @@ static void test_network_manager(void)
         gint64 end;
         int status;
 
-        if (!g_file_test(py, G_FILE_TEST_IS_EXECUTABLE) ||
-            system("/usr/bin/python3 -c 'import dbusmock' 2>/dev/null") != 0 ||
-            !g_find_program_in_path("dbus-daemon")) {
+        char *daemon = g_find_program_in_path("dbus-daemon");
+
+        if (!daemon || !g_file_test(py, G_FILE_TEST_IS_EXECUTABLE) ||
+            system("/usr/bin/python3 -c 'import dbusmock' 2>/dev/null") != 0) {
+                g_free(daemon);
                 g_test_skip("needs python3-dbusmock and dbus-daemon");
                 return;
         }
+        g_free(daemon);
         tbus = g_test_dbus_new(G_TEST_DBUS_NONE);
         g_test_dbus_up(tbus);
         conn = g_dbus_connection_new_for_address_sync(g_test_dbus_get_bus_address(tbus),

@@ -130,6 +130,14 @@ static void assert_blob(struct fixture *f, const char *id, const char *text)
         free(data);
 }
 
+static void assert_no_conflicts(struct fixture *f)
+{
+        char *kinds = conflicts(f, NULL);
+
+        g_assert_cmpstr(kinds, ==, "");
+        g_free(kinds);
+}
+
 static void assert_no_pending(struct fixture *f)
 {
         uint64_t n;
@@ -251,7 +259,7 @@ static void test_every_kind(struct fixture *f, gconstpointer data)
         g_assert_cmpint(sst.st_mtim.tv_sec, ==, 1600000000);
         g_assert_cmpint(sst.st_atim.tv_sec, ==, 1500000000);
         assert_same_tree(f->srv, m);
-        g_assert_cmpint(conflicts(f, NULL)[0], ==, '\0');
+        assert_no_conflicts(f);
 
         /* Replaying again changes nothing. */
         before = tree_dump(f->srv, true);
@@ -306,6 +314,13 @@ static void test_content_conflict(struct fixture *f, gconstpointer data)
         kinds = conflicts(f, &cs);
         g_assert_cmpstr(kinds, ==, "content");
         g_assert_cmpstr(cs.path, ==, "/a");
+        {
+                char kind[32];
+
+                g_assert_cmpint(oplog_object_conflict(f->log, a, kind), ==, 1);
+                g_assert_cmpstr(kind, ==, "content");
+                g_assert_cmpint(oplog_object_conflict(f->log, OPLOG_ROOT, kind), ==, 0);
+        }
         assert_blob(f, cs.base, "1\n2\n3\n");
         assert_blob(f, cs.local, "1\nlocal\n3\n");
         assert_blob(f, cs.remote, "1\nremote\n3\n");
@@ -395,6 +410,7 @@ static void test_create_create(struct fixture *f, gconstpointer data)
         kinds = conflicts(f, &cs);
         g_assert_cmpstr(kinds, ==, "create-create");
         assert_blob(f, cs.remote, "theirs\n");
+        assert_blob(f, cs.local, "mine\n"); /* the held content is the local version */
         text = tree_get(f->srv, "same");
         g_assert_cmpstr(text, ==, "theirs\n");
         g_free(text);
@@ -527,7 +543,7 @@ static void test_dry_run(struct fixture *f, gconstpointer data)
         g_assert_nonnull(strstr(text, "kind=content outcome=conflict conflict=content path=/a\n"));
         g_assert_nonnull(strstr(text, "kind=content outcome=merge path=/b\n"));
         g_assert_nonnull(strstr(text, "kind=create outcome=apply path=/nd/f\n"));
-        g_assert_cmpint(conflicts(f, NULL)[0], ==, '\0');
+        assert_no_conflicts(f);
         {
                 uint64_t pending;
 
