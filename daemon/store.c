@@ -53,6 +53,7 @@ struct sobj {
         /* the fields below are protected by lock */
         int64_t size, mtime_ns, ctime_ns;
         uint64_t validated_ns;
+        uint64_t persisted_ns;  /* when validated_ns was last written to the database */
         uint32_t nblk;          /* entries in len[] and crc[] */
         uint32_t *len;          /* 0: block absent */
         uint32_t *crc;
@@ -488,12 +489,18 @@ static int drop_content(struct store *s, struct sobj *o)
 
 static int record_identity(struct store *s, struct sobj *o, const struct stat *st, uint64_t now)
 {
+        bool same = o->size == st->st_size && o->mtime_ns == ts_ns(&st->st_mtim) &&
+                    o->ctime_ns == ts_ns(&st->st_ctim);
         int r;
 
         o->size = st->st_size;
         o->mtime_ns = ts_ns(&st->st_mtim);
         o->ctime_ns = ts_ns(&st->st_ctim);
         o->validated_ns = now;
+        /* An unchanged identity is written back at most once a second. */
+        if (same && now - o->persisted_ns < 1000000000ULL)
+                return 0;
+        o->persisted_ns = now;
         pthread_mutex_lock(&s->lock);
         r = db_run(s, NULL, "UPDATE objects SET size=?, mtime=?, ctime=?, validated=?, atime=?"
                    " WHERE ino=?", 6, (int64_t)o->size, o->mtime_ns, o->ctime_ns,
@@ -554,6 +561,22 @@ int store_obj_get(struct store *s, const struct stat *st, bool create, uint64_t 
                 store_obj_put(s, o);
                 return r;
         }
+        *out = o;
+        return 0;
+}
+
+int store_obj_find_loaded(struct store *s, uint64_t ino, struct sobj **out)
+{
+        gint64 key = (gint64)ino;
+        struct sobj *o;
+
+        pthread_mutex_lock(&s->lock);
+        o = g_hash_table_lookup(s->objs, &key);
+        if (o)
+                o->refs++;
+        pthread_mutex_unlock(&s->lock);
+        if (!o)
+                return -ENOENT;
         *out = o;
         return 0;
 }

@@ -67,6 +67,8 @@ void store_obj_ref(struct store *s, struct sobj *o);
 int store_obj_pin(struct sobj *o);
 /* The object of inode ino as recorded, without validation; -ENOENT if none. */
 int store_obj_find(struct store *s, uint64_t ino, struct sobj **out);
+/* Same, only if the object is in use (in memory): never touches the database. */
+int store_obj_find_loaded(struct store *s, uint64_t ino, struct sobj **out);
 /* True when the identity was last checked more than lease_ns ago. */
 bool store_obj_stale(struct sobj *o, uint64_t now, uint64_t lease_ns);
 /* Compares with a fresh stat of the backing; drops content if it changed. */

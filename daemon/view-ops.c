@@ -185,9 +185,9 @@ static void attach_store(struct view *v, struct vfile *f, bool *keep_cache)
                 return;
         if (reading && !vnode_cacheable(v, f->id))
                 reading = false;
-        r = store_obj_get(v->store, &st, reading,
-                          f->flags & O_TRUNC ? 0 : (uint64_t)(v->lease_s * 1e9), &unchanged,
-                          &f->obj);
+        /* Close-to-open: an open compares the copy with the backing (the fstat
+         * is done anyway); reads of an open file trust it for the lease. */
+        r = store_obj_get(v->store, &st, reading, 0, &unchanged, &f->obj);
         if (r < 0) {
                 f->obj = NULL;
                 return;
@@ -323,11 +323,18 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
         struct view *v = V(req);
+        struct sobj *o;
         struct stat st;
         WITH_NODE(v, ino, n, fd, req);
         int r = vnode_fill_stat(v, fd, &st);
 
         vnode_put(v, n);
+        /* The kernel drops its pages when these attributes show a change; an
+         * open file's store copy must not then serve the old bytes again. */
+        if (r == 0 && S_ISREG(st.st_mode) && store_obj_find_loaded(v->store, st.st_ino, &o) == 0) {
+                store_obj_revalidate(v->store, o, &st, NULL);
+                store_obj_put(v->store, o);
+        }
         if (r < 0)
                 fuse_reply_err(req, -r);
         else

@@ -44,7 +44,7 @@ def main():
     check(int(st["node_fds"]) <= 4096, f"but the view keeps only {st['node_fds']} descriptors")
     nfd = len(os.listdir(f"/proc/{st['pid']}/fd"))
     check(nfd < min(hard, 20000) // 2, f"worker has {nfd} open descriptors (hard limit {hard})")
-    walk("second pass (re-resolved nodes)")
+    walk("second pass (re-resolved nodes, every 3rd)", 3)
     old = vol.kill_worker()
     vol.wait_new_worker(old)
     walk("after kill -9 and takeover (every 5th)", 5)

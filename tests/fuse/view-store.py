@@ -32,16 +32,37 @@ def main():
        "query cached: the whole file is in the store and valid")
     changed = bytearray(data)
     changed[0:4096] = rand_bytes(4096, 2)
+    dfd = os.open(vol.v("big"), os.O_RDONLY | os.O_DIRECT)   # open before the change
+    eq(os.pread(dfd, 4096, 0), data[0:4096], "O_DIRECT read of the cached file")
     with open(vol.b("big"), "r+b") as f:          # changed on the server, same size
         f.write(changed[0:4096])
-    eq(read_direct(vol.v("big"), 0, 4096), data[0:4096],
-       "within the lease the store copy is served")
+    eq(os.pread(dfd, 4096, 0), data[0:4096],
+       "within the lease the store copy is served to an open file")
     time.sleep(LEASE + 0.5)
-    eq(read_direct(vol.v("big"), 0, 4096), bytes(changed[0:4096]),
+    eq(os.pread(dfd, 4096, 0), bytes(changed[0:4096]),
        "after the lease the change made in the backing is seen")
+    os.close(dfd)
     eq(read_file(vol.v("big")), bytes(changed), "a fresh open after the lease reads the new content")
+    with open(vol.b("big"), "r+b") as f:          # close-to-open: a new open checks at once
+        f.write(data[0:4096])
+    eq(read_direct(vol.v("big"), 0, 4096), data[0:4096], "an open compares the copy with the backing")
+    changed[0:4096] = data[0:4096]
+    eq(read_file(vol.v("big")), bytes(changed), "and serves the whole file again")
     q = vol.ctl("query cached", "big")
     eq(q["cached"], "complete", "the store refilled after revalidation")
+
+    # --- an application that keeps the file open sees the backing's change after
+    #     the lease too (the kernel re-reads attributes and drops stale pages)
+    write_file(vol.b("held"), b"A" * 8192)
+    with open(vol.v("held"), "rb") as held:
+        eq(held.read(), b"A" * 8192, "held file read once (now in the page cache)")
+        with open(vol.b("held"), "r+b") as f:
+            f.write(b"B" * 8192)
+        held.seek(0)
+        check(held.read() in (b"A" * 8192, b"B" * 8192), "within the lease: old or new, never a mix")
+        time.sleep(LEASE + 0.5)
+        held.seek(0)
+        eq(held.read(), b"B" * 8192, "after the lease the same open file shows the backing's change")
 
     # --- a change of size made in the backing is seen after the lease (stat)
     write_file(vol.b("small"), b"one")
