@@ -334,7 +334,8 @@ int main(int argc, char **argv)
                         conf_path = optarg;
                         if (volume_config_load(&cfg, optarg, err, sizeof(err)) < 0) {
                                 fprintf(stderr, "fcache-view: %s\n", err);
-                                { r = 2; goto out; }
+                                r = 2;
+                                goto out;
                         }
                         break;
                 case 'b': key = "Backing"; break;
@@ -349,14 +350,16 @@ int main(int argc, char **argv)
                         if (!eq) {
                                 fprintf(stderr, "fcache-view: --set %s: expected Key=Value\n",
                                         optarg);
-                                { r = 2; goto out; }
+                                r = 2;
+                                goto out;
                         }
                         *eq = 0;
                         r = volume_config_set(&cfg, optarg, eq + 1, err, sizeof(err));
                         *eq = '=';
                         if (r < 0) {
                                 fprintf(stderr, "fcache-view: --set: %s\n", err);
-                                { r = 2; goto out; }
+                                r = 2;
+                                goto out;
                         }
                         break;
                 case 'H': no_holder = true; break;
@@ -365,22 +368,28 @@ int main(int argc, char **argv)
                 case 'T': takeover = true; break;
                 case 'R': v.ready_fd = atoi(optarg); break;
                 case 'h': usage(); return 0;
-                default: usage(); { r = 2; goto out; }
+                default:
+                        usage();
+                        r = 2;
+                        goto out;
                 }
                 if (key && volume_config_set(&cfg, key, optarg, err, sizeof(err)) < 0) {
                         fprintf(stderr, "fcache-view: %s\n", err);
-                        { r = 2; goto out; }
+                        r = 2;
+                        goto out;
                 }
         }
         if (optind < argc) {
                 if (optind + 1 != argc || strchr(argv[optind], '/')) {
                         usage();
-                        { r = 2; goto out; }
+                        r = 2;
+                        goto out;
                 }
                 snprintf(path, sizeof(path), "%s/%s.conf", VOLUME_CONFIG_DIR, argv[optind]);
                 if (volume_config_load(&cfg, path, err, sizeof(err)) < 0) {
                         fprintf(stderr, "fcache-view: %s\n", err);
-                        { r = 2; goto out; }
+                        r = 2;
+                        goto out;
                 }
                 free(cfg.name);
                 cfg.name = strdup(argv[optind]);
@@ -389,7 +398,8 @@ int main(int argc, char **argv)
         if (volume_config_validate(&cfg, err, sizeof(err)) < 0) {
                 fprintf(stderr, "fcache-view: %s%s%s\n", conf_path ? conf_path : "",
                         conf_path ? ": " : "", err);
-                { r = 2; goto out; }
+                r = 2;
+                goto out;
         }
         if (cfg.name)
                 log_name = cfg.name;
@@ -403,14 +413,17 @@ int main(int argc, char **argv)
         signal(SIGPIPE, SIG_IGN);
         if (worker_fd < 0) {
                 worker_fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
-                if (worker_fd < 0 || do_mount(&cfg, worker_fd) < 0)
-                        { r = 1; goto out; }
+                if (worker_fd < 0 || do_mount(&cfg, worker_fd) < 0) {
+                        r = 1;
+                        goto out;
+                }
         }
         fcntl(worker_fd, F_SETFD, FD_CLOEXEC);
         r = worker_setup(&v, &cfg, takeover);
         if (r < 0) {
                 log_error("Failed to start the volume: %s", strerror(-r));
-                { r = 3; goto out; }
+                r = 3;
+                goto out;
         }
         r = view_worker_run(&v, worker_fd);
         if (no_holder && r == 1)
