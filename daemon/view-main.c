@@ -426,8 +426,10 @@ int main(int argc, char **argv)
                 goto out;
         }
         r = view_worker_run(&v, worker_fd);
-        if (no_holder && r == 1)
+        if (no_holder && r == 1) {
                 umount2(cfg.mountpoint, MNT_DETACH);
+                r = 0;  /* stopped on request */
+        }
         /* FUSE threads may still be inside the store: leave without tearing it
          * down (every store commit is already durable in the WAL). */
         fflush(stderr);

@@ -133,12 +133,14 @@ int view_worker_run(struct view *v, int fuse_fd)
 {
         char *argv[] = { (char *)"fcache-view", NULL };
         struct fuse_args args = FUSE_ARGS_INIT(1, argv);
-        struct loop l = { .v = v };
+        /* Shared with the FUSE threads, which are not joined: never freed. */
+        static struct loop l;
         char mnt[64];
         pthread_t *tids, hoard;
         sigset_t set, old;
         int r = 0;
 
+        l.v = v;
         pthread_mutex_init(&l.lock, NULL);
         pthread_cond_init(&l.done, NULL);
         v->se = fuse_session_new(&args, &view_ops, sizeof(view_ops), v);
