@@ -39,6 +39,9 @@ struct oplog_object {
 void oplog_object_clear(struct oplog_object *o);
 int oplog_object_load(struct oplog *log, uint64_t lid, struct oplog_object *out);
 int oplog_object_save(struct oplog *log, const struct oplog_object *o);
+/* Calls @fn with every object a pending record names (a malloc()ed copy @fn takes over). */
+int oplog_objects_of_pending(struct oplog *log,
+                             int (*fn)(void *ud, struct oplog_object *o), void *ud);
 
 /* -errno for an SQLite result code. */
 int oplog_sqlite_errno(int rc);

@@ -545,6 +545,58 @@ int oplog_object_load(struct oplog *log, uint64_t lid, struct oplog_object *out)
         return 0;
 }
 
+int oplog_objects_of_pending(struct oplog *log,
+                             int (*fn)(void *ud, struct oplog_object *o), void *ud)
+{
+        sqlite3_stmt *st = NULL;
+        int rc, e;
+
+        e = prep(log, &st, "SELECT lid, local, type, srv_parent, srv_name, b_ino, b_size, b_mtime,"
+                           " b_ctime, b_mode, b_uid, b_gid, b_nlink, b_content, orig_content,"
+                           " conflict FROM objects WHERE lid IN (SELECT lid FROM ops WHERE state=0"
+                           " UNION SELECT parent FROM ops WHERE state=0"
+                           " UNION SELECT parent2 FROM ops WHERE state=0"
+                           " UNION SELECT other FROM ops WHERE state=0)");
+        if (e < 0)
+                return e;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                struct oplog_object *o = calloc(1, sizeof(*o));
+
+                if (!o) {
+                        e = -ENOMEM;
+                        break;
+                }
+                o->lid = (uint64_t)sqlite3_column_int64(st, 0);
+                o->local = sqlite3_column_int(st, 1);
+                o->type = (uint32_t)sqlite3_column_int(st, 2);
+                o->srv_parent = (uint64_t)sqlite3_column_int64(st, 3);
+                if (sqlite3_column_type(st, 4) != SQLITE_NULL &&
+                    !(o->srv_name = strdup(col_text(st, 4)))) {
+                        free(o);
+                        e = -ENOMEM;
+                        break;
+                }
+                o->base.ino = (uint64_t)sqlite3_column_int64(st, 5);
+                o->base.size = (uint64_t)sqlite3_column_int64(st, 6);
+                o->base.mtime_ns = sqlite3_column_int64(st, 7);
+                o->base.ctime_ns = sqlite3_column_int64(st, 8);
+                o->base.mode = (uint32_t)sqlite3_column_int64(st, 9);
+                o->base.uid = (uint32_t)sqlite3_column_int64(st, 10);
+                o->base.gid = (uint32_t)sqlite3_column_int64(st, 11);
+                o->base.nlink = (uint32_t)sqlite3_column_int64(st, 12);
+                copy_id(o->base.content, sqlite3_column_text(st, 13));
+                copy_id(o->orig, sqlite3_column_text(st, 14));
+                o->conflict = (uint64_t)sqlite3_column_int64(st, 15);
+                e = fn(ud, o); /* takes @o */
+                if (e < 0)
+                        break;
+        }
+        sqlite3_finalize(st);
+        if (e < 0)
+                return e;
+        return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
+}
+
 int oplog_object_save(struct oplog *log, const struct oplog_object *o)
 {
         sqlite3_stmt *st = NULL;

@@ -1156,13 +1156,13 @@ static int make_tmp(const struct rec *r, int pfd, const char *tmp)
 
         switch (r->r.kind) {
         case OPLOG_CREATE:
+                /*
+                 * Empty, so not fsynced: a server that loses it in a crash makes
+                 * the file's later content record an edit-delete conflict, kept.
+                 */
                 fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
                 if (fd < 0)
                         return -errno;
-                if (fsync(fd) < 0) {
-                        close(fd);
-                        return -errno;
-                }
                 close(fd);
                 break;
         case OPLOG_MKDIR:
@@ -1807,6 +1807,13 @@ static guint lid_hash(gconstpointer p)
         return g_int64_hash(p);
 }
 
+/* Loads the objects pending records name in one query (get_obj() finds the rest). */
+static int preload(void *ud, struct oplog_object *o)
+{
+        g_hash_table_replace(ud, &o->lid, o);
+        return 0;
+}
+
 /* intent_of entries are { seq, ino } pairs keyed by their first half. */
 static int load_intent(void *ud, uint64_t seq, uint64_t ino)
 {
@@ -1855,10 +1862,18 @@ int reintegrate_run(struct oplog *log, int backing_dirfd, const struct reintegra
                 close(c.jfd);
                 return e;
         }
+        c.objs = g_hash_table_new_full(lid_hash, g_int64_equal, NULL, obj_free);
+        e = oplog_objects_of_pending(log, preload, c.objs);
+        if (e < 0) {
+                g_hash_table_destroy(c.objs);
+                g_hash_table_destroy(c.intent_of);
+                g_ptr_array_unref(recs);
+                close(c.jfd);
+                return e;
+        }
         c.unsaved = g_hash_table_new(lid_hash, g_int64_equal);
         c.marks = g_array_new(FALSE, FALSE, sizeof(struct pending_mark));
         c.intents = g_array_new(FALSE, FALSE, sizeof(struct pending_intent));
-        c.objs = g_hash_table_new_full(lid_hash, g_int64_equal, NULL, obj_free);
         c.dirs = g_hash_table_new_full(lid_hash, g_int64_equal, NULL, close_dir);
         c.virt = g_hash_table_new(lid_hash, g_int64_equal);
         c.dirty = g_ptr_array_new();
@@ -1938,7 +1953,7 @@ int reintegrate_dry_run_text(struct oplog *log, int backing_dirfd, char **out)
         struct reintegrate_options o = REINTEGRATE_OPTIONS_INIT;
         struct reintegrate_stats st;
         GString *lines = g_string_new(NULL);
-        char *text;
+        char *text, *copy;
         int e;
 
         if (!out) {
@@ -1958,7 +1973,10 @@ int reintegrate_dry_run_text(struct oplog *log, int backing_dirfd, char **out)
                                "\n%s", st.total, st.applied, st.already, st.merged,
                                st.conflicts, st.held, lines->str);
         g_string_free(lines, TRUE);
-        *out = strdup(text);
+        copy = strdup(text);
         g_free(text);
-        return *out ? 0 : -ENOMEM;
+        if (!copy)
+                return -ENOMEM;
+        *out = copy;
+        return 0;
 }
