@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
@@ -56,20 +57,55 @@ void fcd_identity_leave(struct fcd_identity_saved *saved)
         saved->switched = false;
 }
 
+int fcd_open_how(const char *path, int flags, unsigned long long resolve)
+{
+        struct open_how how = { .flags = (unsigned long long)flags, .resolve = resolve };
+        int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+
+        /*
+         * Before Linux 5.6 (and under valgrind, which does not know openat2):
+         * openat as the same identity. The kernel's own checks still apply with
+         * the caller's fs uid, /proc/PID links included (ptrace access with fs
+         * credentials), so only the defence in depth is lost.
+         */
+        if (fd < 0 && errno == ENOSYS)
+                fd = openat(AT_FDCWD, path, flags | ((resolve & RESOLVE_NO_SYMLINKS) ? O_NOFOLLOW : 0));
+        return fd;
+}
+
+/* May the current identity read the object behind the O_PATH descriptor fd? 0 or -errno. */
+static int check_read(int fd, mode_t mode)
+{
+        char proc[64];
+        int rfd;
+
+        if (S_ISREG(mode) || S_ISDIR(mode)) {
+                /* Opening for reading is the very check the caller's own read would pass. */
+                snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+                rfd = open(proc, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK |
+                                 (S_ISDIR(mode) ? O_DIRECTORY : 0));
+                if (rfd < 0)
+                        return -errno;
+                close(rfd);
+                return 0;
+        }
+        /* Never open a device node or a fifo: ask the kernel instead. */
+        if (syscall(SYS_faccessat2, fd, "", R_OK, AT_EMPTY_PATH | AT_EACCESS) < 0)
+                return -errno;
+        return 0;
+}
+
 int fcd_caller_resolve(const char *path, unsigned int atflags, struct fc_target *t,
                        struct fc_error *e)
 {
-        struct open_how how = {
-                .flags = O_PATH | O_CLOEXEC,
-                .resolve = RESOLVE_NO_MAGICLINKS,
-        };
+        int flags = O_PATH | O_CLOEXEC;
         struct statx stx;
         int fd, r;
 
         t->display = path;
         if (atflags & AT_SYMLINK_NOFOLLOW)
-                how.flags |= O_NOFOLLOW;
-        fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+                flags |= O_NOFOLLOW;
+        fd = fcd_open_how(path, flags, RESOLVE_NO_MAGICLINKS);
         if (fd < 0) {
                 r = errno;
                 switch (r) {
@@ -96,9 +132,7 @@ int fcd_caller_resolve(const char *path, unsigned int atflags, struct fc_target 
                 return fc_error_set(e, r, "%s: cannot stat: %s", path, strerror(r));
         }
         /* A symbolic link itself (no-follow) is readable by whoever reaches it. */
-        if (!S_ISLNK(stx.stx_mode) &&
-            syscall(SYS_faccessat2, fd, "", R_OK, AT_EMPTY_PATH | AT_EACCESS) < 0) {
-                r = errno;
+        if (!S_ISLNK(stx.stx_mode) && (r = -check_read(fd, stx.stx_mode)) > 0) {
                 close(fd);
                 if (r == EACCES || r == EPERM)
                         return fc_error_set(e, EACCES, "%s: permission denied: the caller "

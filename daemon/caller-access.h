@@ -32,5 +32,8 @@ void fcd_identity_leave(struct fcd_identity_saved *saved);
 int fcd_caller_resolve(const char *path, unsigned int atflags, struct fc_target *t,
                        struct fc_error *e);
 
+/* openat2(AT_FDCWD, path, flags, resolve), or openat where the kernel lacks openat2. */
+int fcd_open_how(const char *path, int flags, unsigned long long resolve);
+
 /* Open dir/name for reading as the current identity: no symlinks, no device nodes. */
 int fcd_open_regular_at(int dirfd, const char *name);

@@ -903,11 +903,8 @@ static int open_pin_dir(struct pin *pin, const char *rel)
 {
         g_autofree char *path = *rel ? g_build_filename(pin->path, rel, NULL)
                                      : g_strdup(pin->path);
-        struct open_how how = {
-                .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
-                .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-        };
-        int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+        int fd = fcd_open_how(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                              RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
 
         return fd < 0 ? -errno : fd;
 }

@@ -67,7 +67,7 @@ cleanup() {
 trap cleanup EXIT
 
 wait_name() {
-        for _ in $(seq 100); do busctl --system status "$1" >/dev/null 2>&1 && return 0; sleep 0.05; done
+        for _ in $(seq 400); do busctl --system status "$1" >/dev/null 2>&1 && return 0; sleep 0.05; done
         echo "# timeout waiting for $1 on the bus"; return 1
 }
 
@@ -96,8 +96,9 @@ start_bus() {
 }
 
 # start_fcached [ARGS...]: fcached on the private bus, state in $T/state.
+# FCACHED_WRAPPER (e.g. "valgrind --error-exitcode=1") runs it under a tool.
 start_fcached() {
-        "$FCACHED" --state-dir="$T/state" --operation-linger=5 "$@" >>"$T/fcached.log" 2>&1 &
+        ${FCACHED_WRAPPER:-} "$FCACHED" --state-dir="$T/state" --operation-linger=5 "$@" >>"$T/fcached.log" 2>&1 &
         FCACHED_PID=$!
         wait_name "$BUS" || { tail -20 "$T/fcached.log" | diag; return 1; }
 }
