@@ -10,7 +10,8 @@
 #      (kinds, paths and the bytes of every kept version) must equal those of
 #      an uninterrupted run, which must itself show the expected merge and
 #      conflicts.
-# A second reintegration after each must change nothing.
+# A second reintegration after each must change nothing.  Then kill -9 at
+# random moments of reintegration, repeatedly, and resume.
 set -u
 TOOL=${1:?usage: crash-matrix.sh TOOL}
 STEPS=${STEPS:-150}
@@ -104,6 +105,37 @@ for scen in A B; do
                                 fi
                         done
                 done
+        done
+done
+# Random kill -9 during reintegration (not at a named point), then resume.
+for i in 1 2 3 4 5 6; do
+        for scen in A B; do
+                d="$WORK/R$scen-$i"
+                c=""; [ $scen = B ] && c=conflicts
+                rm -rf "$d"
+                "$TOOL" init "$d" "$SEED" >/dev/null && "$TOOL" record "$d" "$SEED" "$STEPS" $c >/dev/null ||
+                        { not_ok "random $scen $i: setup failed"; continue; }
+                [ -n "$c" ] && "$TOOL" server-edits "$d"
+                kills=0
+                # Kill repeatedly at random moments until a run completes.
+                for attempt in 1 2 3 4 5 6 7 8; do
+                        "$TOOL" reint "$d" >/dev/null 2>&1 &
+                        pid=$!
+                        sleep "0.0$((RANDOM % 9 + 1))"
+                        if kill -9 "$pid" 2>/dev/null; then kills=$((kills + 1)); fi
+                        wait "$pid" 2>/dev/null
+                done
+                "$TOOL" reint "$d" >/dev/null || { not_ok "random $scen $i: final run failed"; continue; }
+                "$TOOL" dump "$d" srv >"$d.srv"
+                if [ $scen = A ]; then "$TOOL" dump "$d" direct >"$d.model"; else cp "$WORK/ref.dump" "$d.model"; fi
+                if grep -q LEFTOVER "$d.srv"; then
+                        not_ok "random $scen $i ($kills kills): temporaries left on the server"
+                elif diff -u "$d.model" "$d.srv" >"$d.diff"; then
+                        ok "random $scen $i: kill -9 sent at $kills random moments of reintegration, then resume: server and conflicts match the model"
+                else
+                        not_ok "random $scen $i ($kills kills): server differs from the model"
+                        sed 's/^/# /' "$d.diff" | head -20
+                fi
         done
 done
 echo "1..$n"
