@@ -145,7 +145,7 @@ def main():
                 if os.path.ismount(rmnt):
                     break
                 time.sleep(0.1)
-            cleanups.append(lambda: (subprocess.run(["fusermount3", "-u", "-z", rmnt]), rp.kill()))
+            cleanups.append(lambda: (subprocess.run(["fusermount3", "-u", "-z", rmnt], capture_output=True), rp.kill()))
             results["rclone"] = measure("rclone", rmnt, "rclone", size)
             subprocess.run(["fusermount3", "-u", "-z", rmnt])
             rp.send_signal(signal.SIGTERM)
@@ -166,7 +166,7 @@ def main():
             subprocess.run(["sshfs", f"root@127.0.0.1:{back}", smnt, "-p", str(vs.PORT), "-o",
                             f"IdentityFile={keydir}/id,StrictHostKeyChecking=no,"
                             "UserKnownHostsFile=/dev/null,allow_other"], check=True)
-            cleanups.append(lambda: (subprocess.run(["fusermount3", "-u", "-z", smnt]), sshd.kill()))
+            cleanups.append(lambda: (subprocess.run(["fusermount3", "-u", "-z", smnt], capture_output=True), sshd.kill()))
             results["sshfs"] = measure("sshfs", smnt, "sshfs", size)
             subprocess.run(["fusermount3", "-u", "-z", smnt])
             sshd.kill()
