@@ -12,7 +12,16 @@ sed -e "s|@DIR@|$bus_dir|g" -e "s|@SRCDIR@|$top|g" "$top/tests/dbus/system-bus.c
 cp "$top/dbus/org.fcache.policy" "$bus_dir/polkit/actions/"
 export DBUS_SYSTEM_BUS_ADDRESS=unix:path=$bus_dir/system_bus_socket
 daemon_pids=()
-stop_daemons() { for ((i = ${#daemon_pids[@]} - 1; i >= 0; i--)); do kill "${daemon_pids[i]}" 2>/dev/null; done; wait 2>/dev/null; }
+stop_daemons() {
+        for ((i = ${#daemon_pids[@]} - 1; i >= 0; i--)); do
+                kill "${daemon_pids[i]}" 2>/dev/null && { wait "${daemon_pids[i]}" 2>/dev/null || true; }
+        done
+        daemon_pids=()
+        # polkitd's private mount namespace holds a copy of the demo's FUSE mount until
+        # the kernel has torn it down: unmount here, retrying, from outside the mount.
+        cd "$demo"
+        for _ in $(seq 20); do fusermount3 -u "$mnt" 2>/dev/null && break; sleep 0.1; done
+}
 dbus-daemon --config-file="$bus_dir/bus.conf" --nofork --nopidfile 2>/dev/null & daemon_pids+=($!)
 for _ in $(seq 100); do [ -S "$bus_dir/system_bus_socket" ] && break; sleep 0.05; done
 unshare -m --propagation private sh -c "mount --bind $bus_dir/polkit/actions /usr/share/polkit-1/actions &&
