@@ -32,3 +32,20 @@ fc_user() { LAST=$(as_user $FCNL "$@" 2>&1); }
 expect_user_err() { _e=$1; shift; fc_user "$@" && return 1; [ "$(key error)" = "$_e" ]; }
 drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 mkfile() { dd if=/dev/urandom of="$1" bs=1M count="$2" status=none; }
+
+t0=$(date +%s.%N)
+ts() { echo "T+$(echo "$(date +%s.%N) - $t0" | bc) $*"; }
+
+# copy the results to the writable share, then power off
+finish() {
+	mkdir -p /results
+	mount -t 9p -o trans=virtio,version=9p2000.L results /results
+	dmesg > /results/dmesg.txt
+	cp $RESULTS/* /results/
+	echo "GUEST-DONE"
+	touch /results/done
+	sync
+	umount /results
+	echo o > /proc/sysrq-trigger
+	sleep 10
+}

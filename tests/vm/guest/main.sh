@@ -17,21 +17,6 @@ mount -t tmpfs tmpfs /tmp
 mkdir -p /tmp/results
 RESULTS=/tmp/results
 . "$GUEST_DIR/lib.sh"
-t0=$(date +%s.%N)
-ts() { echo "T+$(echo "$(date +%s.%N) - $t0" | bc) $*"; }
-
-finish() {
-	mkdir -p /results
-	mount -t 9p -o trans=virtio,version=9p2000.L results /results
-	dmesg > /results/dmesg.txt
-	cp $RESULTS/* /results/
-	echo "GUEST-DONE"
-	touch /results/done
-	sync
-	umount /results
-	echo o > /proc/sysrq-trigger
-	sleep 10
-}
 
 # ---- setup ---------------------------------------------------------------
 mount -t tmpfs tmpfs /run
@@ -365,7 +350,4 @@ check "ext4 unmounts (no inode held)" umount /mnt/ext4
 check "NFS unmounts (no inode held)" umount /mnt/nfs
 ts "cycles done"
 
-if [ "${BENCH_FILES:-0}" -gt 0 ] && [ -f "$GUEST_DIR/bench.sh" ]; then
-	. "$GUEST_DIR/bench.sh"
-fi
 finish
