@@ -1149,11 +1149,16 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
         return e < 0 ? e : REINTEGRATE_APPLIED;
 }
 
-/* Creates the object of @r at the temporary @tmp in @pfd. */
-static int make_tmp(const struct rec *r, int pfd, const char *tmp)
+/*
+ * Creates the object of @r at the temporary @tmp in @pfd.  A regular file
+ * stays open in *fd_out (its owner, mode and identity are then set and read
+ * through it, without path walks); other kinds leave it -1.
+ */
+static int make_tmp(const struct rec *r, int pfd, const char *tmp, int *fd_out)
 {
         int fd;
 
+        *fd_out = -1;
         switch (r->r.kind) {
         case OPLOG_CREATE:
                 /*
@@ -1163,8 +1168,15 @@ static int make_tmp(const struct rec *r, int pfd, const char *tmp)
                 fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
                 if (fd < 0)
                         return -errno;
-                close(fd);
-                break;
+                if ((fchown(fd, r->r.uid, r->r.gid) < 0 && errno != EPERM) ||
+                    fchmod(fd, r->r.mode & 07777) < 0) {
+                        int e = -errno;
+
+                        close(fd);
+                        return e;
+                }
+                *fd_out = fd;
+                return 0;
         case OPLOG_MKDIR:
                 if (mkdirat(pfd, tmp, 0700) < 0)
                         return -errno;
@@ -1194,13 +1206,13 @@ static void remove_tmp(int pfd, const char *tmp, enum oplog_kind kind)
 
 /* Finishes a create: the object is on the server at parent/name as @st says. */
 static int created(struct ctx *c, const struct rec *r, struct oplog_object *o, int pfd,
-                   const char *outcome)
+                   int fd, const char *outcome)
 {
         struct stat st;
         char id[FCACHE_MERGE_ID_SIZE] = "";
         int e;
 
-        if (fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        if ((fd >= 0 ? fstat(fd, &st) : fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) < 0)
                 return -errno;
         if (r->r.kind == OPLOG_CREATE)
                 snprintf(id, sizeof(id), "%s", EMPTY_BLOB_ID);
@@ -1221,7 +1233,7 @@ static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
         char tmp[64], ps[24];
         struct stat st, tst;
         uint64_t intent = 0;
-        int pfd, e;
+        int pfd, fd = -1, e;
 
         set_path(c, r->r.parent, r->name);
         pfd = dir_fd(c, r->r.parent, 0);
@@ -1246,7 +1258,7 @@ static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
                 if (fstatat(pfd, tmp, &tst, AT_SYMLINK_NOFOLLOW) == 0 && tst.st_ino == intent)
                         goto place;
                 if (fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == intent)
-                        return created(c, r, o, pfd, "already");
+                        return created(c, r, o, pfd, -1, "already");
                 /* The temporary is gone (cleaned up): start again. */
         }
         if (fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -1266,35 +1278,41 @@ static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
                 set_srv(o, r->r.parent, r->name);
                 return REINTEGRATE_APPLIED;
         }
-        e = make_tmp(r, pfd, tmp);
+        e = make_tmp(r, pfd, tmp, &fd);
         if (e == -EEXIST) {
                 /* A leftover of an attempt that died before its intent was recorded. */
                 remove_tmp(pfd, tmp, r->r.kind);
-                e = make_tmp(r, pfd, tmp);
+                e = make_tmp(r, pfd, tmp, &fd);
         }
+        if (e >= 0 && (fd >= 0 ? fstat(fd, &tst) : fstatat(pfd, tmp, &tst, AT_SYMLINK_NOFOLLOW)) < 0)
+                e = -errno;
+        /* The intent: this inode is ours, whatever name it has when we look again. */
+        if (e >= 0)
+                e = journal_intent(c, r, tst.st_ino);
         if (e < 0) {
+                if (fd >= 0)
+                        close(fd);
                 remove_tmp(pfd, tmp, r->r.kind);
                 return e;
         }
-        if (fstatat(pfd, tmp, &tst, AT_SYMLINK_NOFOLLOW) < 0)
-                return -errno;
-        /* The intent: this inode is ours, whatever name it has when we look again. */
-        e = journal_intent(c, r, tst.st_ino);
-        if (e < 0)
-                return e;
 place:
         e = rename_noreplace(pfd, tmp, pfd, r->name, r->r.kind == OPLOG_MKDIR);
         if (e == -EEXIST || e == -ENOTEMPTY) {
+                if (fd >= 0)
+                        close(fd);
                 remove_tmp(pfd, tmp, r->r.kind);
                 if (fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         return -errno;
                 return conflict(c, r, o, FCACHE_CONFLICT_CREATE_CREATE, pfd, r->name, &st,
                                 "the server created the same name");
         }
-        if (e < 0)
-                return e;
-        fault_point(FAULT_REINT_AFTER_WRITE);
-        return created(c, r, o, pfd, "applied");
+        if (e >= 0) {
+                fault_point(FAULT_REINT_AFTER_WRITE);
+                e = created(c, r, o, pfd, fd, "applied");
+        }
+        if (fd >= 0)
+                close(fd);
+        return e;
 }
 
 static int do_link(struct ctx *c, const struct rec *r, struct oplog_object *o)
