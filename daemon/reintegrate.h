@@ -26,6 +26,18 @@
  * error from the backing (EIO, ETIMEDOUT, ENOTCONN, ...) stops the run and
  * is returned; the volume goes back offline and calls it again later.
  *
+ * The log must not be recorded into while a run is under way (one struct
+ * oplog, one thread): to take a change during reintegration, cancel the run
+ * (opts.cancel; it returns -ECANCELED and resumes where it stopped), record,
+ * and run again.
+ *
+ * Known limits: a server file with several hard links gets new content in
+ * place (a rename would split its links), so a crash in the middle of that
+ * write leaves the record to be settled as a conflict; objects are
+ * recognized by inode number, so the backing needs stable inode numbers
+ * (NFS, SMB with serverino, local filesystems; sshfs without them does not
+ * qualify).
+ *
  * Conflict decisions never use timestamps' order: "changed" is decided by
  * inode, size, mtime and ctime equality for the fast path and by content id
  * (git blob hash) otherwise.
