@@ -41,6 +41,7 @@ struct store {
         GHashTable *nocache;    /* protected by lock: inos with cacheable off */
         GHashTable *rows;       /* protected by lock: inos that have an objects row */
         uint64_t cache_size, reserve; /* protected by lock */
+        uint64_t max_files;     /* protected by lock: 0 = no limit */
         uint64_t used, pinned;  /* protected by lock */
         uint64_t objects;       /* protected by lock */
         uint64_t culled, corrupt; /* protected by lock */
@@ -138,7 +139,8 @@ static const char schema[] =
         "CREATE TABLE IF NOT EXISTS pins(path TEXT PRIMARY KEY, prio INTEGER NOT NULL);"
         "CREATE INDEX IF NOT EXISTS objects_lru ON objects(pin, atime);";
 
-int store_open(struct store **out, const char *dir, uint64_t cache_size, uint64_t reserve)
+int store_open(struct store **out, const char *dir, uint64_t cache_size, uint64_t reserve,
+               uint64_t max_files)
 {
         struct store *s = calloc(1, sizeof(*s));
         char *path = NULL;
@@ -150,6 +152,7 @@ int store_open(struct store **out, const char *dir, uint64_t cache_size, uint64_
         s->objdir_fd = -1;
         s->cache_size = cache_size;
         s->reserve = reserve;
+        s->max_files = max_files;
         s->dir = strdup(dir);
         s->objs = g_hash_table_new(g_int64_hash, g_int64_equal);
         s->nocache = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
@@ -259,6 +262,30 @@ static void thresholds(const struct store *s, struct store_stats *st)
         st->bstop = st->capacity / 100 * BSTOP_PCT;
         st->used = s->used;
         st->free = st->capacity > s->used ? st->capacity - s->used : 0;
+        st->objects = s->objects;
+        st->files_limit = s->max_files;
+        st->files_free = s->max_files > s->objects ? s->max_files - s->objects : 0;
+        /* the same percentages on the number of objects, kept apart */
+        st->fstop = s->max_files / 100 * BSTOP_PCT;
+        st->fcull = s->max_files / 100 * BCULL_PCT;
+        st->frun = s->max_files / 100 * BRUN_PCT;
+        if (st->fcull <= st->fstop)
+                st->fcull = st->fstop + 1;
+        if (st->frun <= st->fcull)
+                st->frun = st->fcull + 1;
+}
+
+/* Culling is needed when free space or free files fall below bcull/fcull... */
+static bool below_cull(const struct store_stats *st, uint64_t len, bool new_obj)
+{
+        return st->free < st->bcull + len ||
+               (st->files_limit && st->files_free < st->fcull + (new_obj ? 1 : 0));
+}
+
+/* ...and goes on until both are back above brun/frun. */
+static bool above_run(const struct store_stats *st)
+{
+        return st->free >= st->brun && (!st->files_limit || st->files_free >= st->frun);
 }
 
 void store_get_stats(struct store *s, struct store_stats *st)
@@ -599,19 +626,20 @@ bool store_obj_stale(struct sobj *o, uint64_t now, uint64_t lease_ns)
 }
 
 /* Room for len more bytes?  Culls first when below bcull. */
-static bool has_room(struct store *s, uint64_t len)
+static bool has_room(struct store *s, uint64_t len, bool new_obj)
 {
         struct store_stats st;
 
         pthread_mutex_lock(&s->lock);
         thresholds(s, &st);
         pthread_mutex_unlock(&s->lock);
-        if (st.free < st.bcull + len)
+        if (below_cull(&st, len, new_obj))
                 store_cull(s);
         pthread_mutex_lock(&s->lock);
         thresholds(s, &st);
         pthread_mutex_unlock(&s->lock);
-        return st.free >= st.bstop + len;
+        return st.free >= st.bstop + len &&
+               (!new_obj || !st.files_limit || st.files_free >= st.fstop + 1);
 }
 
 static int commit_block(struct store *s, struct sobj *o, uint32_t idx, uint32_t len,
@@ -723,7 +751,7 @@ static ssize_t fetch_block(struct store *s, struct sobj *o, int bfd, uint32_t id
                         break;
                 got += n;
         }
-        if (!store_it || got == 0 || got < expect_len(o, idx) || !has_room(s, (uint64_t)got))
+        if (!store_it || got == 0 || got < expect_len(o, idx) || !has_room(s, (uint64_t)got, o->bytes == 0))
                 return got;
         if (grow(o, idx + 1) < 0)
                 return got;
@@ -998,7 +1026,7 @@ void store_cull(struct store *s)
                 pthread_mutex_lock(&s->lock);
                 thresholds(s, &st);
                 pthread_mutex_unlock(&s->lock);
-                if (st.free >= st.bcull)
+                if (!below_cull(&st, 0, false))
                         return;
                 a = select_inos(s, "SELECT o.ino FROM objects o WHERE o.pin<0 AND EXISTS"
                                 " (SELECT 1 FROM blocks b WHERE b.ino=o.ino)"
@@ -1014,12 +1042,12 @@ void store_cull(struct store *s)
                                 thresholds(s, &st);
                                 pthread_mutex_unlock(&s->lock);
                                 log_debug("Culled inode %" PRIu64 " from the store", ino);
-                                if (st.free >= st.brun)
+                                if (above_run(&st))
                                         break;
                         }
                 }
                 g_array_free(a, TRUE);
-                if (st.free >= st.brun)
+                if (above_run(&st))
                         return;
         }
 }

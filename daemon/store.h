@@ -35,6 +35,9 @@ struct store_stats {
         uint64_t free;          /* capacity - used */
         uint64_t brun, bcull, bstop; /* free-space thresholds, bytes */
         uint64_t objects;       /* objects with content */
+        uint64_t files_limit;   /* CacheFiles, 0 = no limit */
+        uint64_t files_free;    /* files_limit - objects */
+        uint64_t frun, fcull, fstop; /* free-files thresholds */
         uint64_t culled;        /* objects culled since start */
         uint64_t corrupt;       /* blocks found corrupt since start */
 };
@@ -46,7 +49,8 @@ struct sobj_info {
         bool complete;
 };
 
-int store_open(struct store **out, const char *dir, uint64_t cache_size, uint64_t reserve);
+int store_open(struct store **out, const char *dir, uint64_t cache_size, uint64_t reserve,
+               uint64_t max_files);
 void store_close(struct store *s);
 int store_set_limits(struct store *s, uint64_t cache_size, uint64_t reserve);
 void store_get_stats(struct store *s, struct store_stats *st);

@@ -115,6 +115,13 @@ static void stats_out(struct view *v, struct out *o)
         kv(o, "bcull=%" PRIu64, st.bcull);
         kv(o, "bstop=%" PRIu64, st.bstop);
         kv(o, "objects=%" PRIu64, st.objects);
+        kv(o, "files_limit=%" PRIu64, st.files_limit);
+        if (st.files_limit) {
+                kv(o, "files_free=%" PRIu64, st.files_free);
+                kv(o, "frun=%" PRIu64, st.frun);
+                kv(o, "fcull=%" PRIu64, st.fcull);
+                kv(o, "fstop=%" PRIu64, st.fstop);
+        }
         kv(o, "culled=%" PRIu64, st.culled);
         kv(o, "corrupt_blocks=%" PRIu64, st.corrupt);
         kv(o, "block_size=%u", STORE_BLOCK);

@@ -56,8 +56,8 @@ static void usage(void)
                 "Usage: fcache-view NAME | --config FILE | --backing DIR --mountpoint DIR"
                 " --cache-dir DIR\n"
                 "       [--name NAME] [--set Key=Value]... [--no-holder] [--debug]\n"
-                "Keys: Backing Mountpoint CacheDir CacheSize Reserve Server AttrLease\n"
-                "      BackingTimeout HoardInterval Threads\n");
+                "Keys: Backing Mountpoint CacheDir CacheSize CacheFiles Reserve Server\n"
+                "      AttrLease BackingTimeout HoardInterval Threads\n");
 }
 
 static volatile sig_atomic_t holder_stop;
@@ -288,7 +288,8 @@ static int worker_setup(struct view *v, struct volume_config *cfg, bool takeover
         free(fh);
         log_info("Backing %s %s file handles", cfg->backing,
                  v->handles ? "has" : "has no (nodes re-resolve by parent and name)");
-        r = store_open(&v->store, cfg->cache_dir, cfg->cache_size, cfg->reserve);
+        r = store_open(&v->store, cfg->cache_dir, cfg->cache_size, cfg->reserve,
+                       cfg->cache_files);
         if (r < 0)
                 return r;
         r = vnode_table_init(v);

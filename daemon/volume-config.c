@@ -188,6 +188,13 @@ int volume_config_set(struct volume_config *c, const char *key, const char *valu
                         c->hoard_interval_ms = v;
                 return 0;
         }
+        if (!strcmp(key, "CacheFiles")) {
+                r = volume_config_parse_size(value, &v);
+                if (r < 0)
+                        return fail(err, errlen, "%s: '%s' is not a number of files", key, value);
+                c->cache_files = v;
+                return 0;
+        }
         if (!strcmp(key, "Threads")) {
                 r = volume_config_parse_size(value, &v);
                 if (r < 0 || v < 1 || v > 64)
@@ -221,7 +228,7 @@ int volume_config_load(struct volume_config *c, const char *path, char *err, siz
         FILE *f = fopen(path, "re");
         static const char *const keys[] = {
                 "Backing", "Mountpoint", "CacheDir", "Server", "CacheSize", "Reserve",
-                "AttrLease", "BackingTimeout", "HoardInterval", "Threads",
+                "AttrLease", "BackingTimeout", "HoardInterval", "Threads", "CacheFiles",
         };
 
         if (!f) {

@@ -19,6 +19,7 @@ struct volume_config {
         char *server;           /* Server=: host[:port] for reachability probes, or NULL */
         uint64_t cache_size;    /* CacheSize=: bytes the store may hold */
         uint64_t reserve;       /* Reserve=: bytes kept free for offline edits */
+        uint64_t cache_files;   /* CacheFiles=: objects the store may hold, 0 = no limit */
         uint64_t attr_lease_ms; /* AttrLease=: how long a validated object is trusted */
         uint64_t backing_timeout_ms; /* BackingTimeout=: bound on one backing operation */
         uint64_t hoard_interval_ms;  /* HoardInterval=: period of the pin (hoard) walk */

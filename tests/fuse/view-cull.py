@@ -95,6 +95,23 @@ def main():
     eq(vol.ctl("query cached", "hoard/h0")["pinned"], "no", "unpinned file")
     eq(int(vol.ctl("query cache")["pinned"]), 5 * MiB, "only the other pin is counted")
 
+    # the number of objects is bounded too (CacheFiles, cachefilesd's frun/fcull/fstop)
+    fv = Volume("cullfiles", lease="30s", extra=("--set", "CacheFiles=10")).start()
+    for i in range(25):
+        write_file(fv.b(f"s{i:02d}"), b"small %d" % i)
+    for i in range(25):
+        eq(read_file(fv.v(f"s{i:02d}")), b"small %d" % i, f"read s{i:02d}") if i == 24 else read_file(fv.v(f"s{i:02d}"))
+        if int(fv.ctl("query cache")["objects"]) > 10:
+            check(False, f"more than CacheFiles objects after s{i:02d}")
+    q = fv.ctl("query cache")
+    check(int(q["objects"]) <= 10 and int(q["culled"]) > 0,
+          f"CacheFiles=10 keeps {q['objects']} objects, culled {q['culled']}")
+    eq((q["files_limit"], int(q["fstop"]) < int(q["fcull"]) < int(q["frun"])), ("10", True),
+       "query cache reports the file limit and its thresholds")
+    eq(fv.ctl("query cached", "s24")["cached"], "complete", "the most recent small file is cached")
+    eq(fv.ctl("query cached", "s00")["cached"], "no", "the oldest was culled")
+    fv.stop()
+
     # pins survive a restart of the volume
     vol.stop()
     vol.start()
