@@ -65,6 +65,11 @@ static gboolean on_watchdog(gpointer data)
         return G_SOURCE_CONTINUE;
 }
 
+static gboolean on_tick(gpointer data)
+{
+        return G_SOURCE_CONTINUE; /* only wakes the shutdown loop */
+}
+
 static void on_name_acquired(GDBusConnection *bus, const char *name, gpointer data)
 {
         struct fcd_context *ctx = data;
@@ -151,9 +156,27 @@ int main(int argc, char **argv)
         g_main_loop_run(ctx.loop);
 
         status = ctx.exit_status;
+        /* Workers still running use the registry: stop them and let them finish first. */
+        g_bus_unown_name(owner);
+        owner = 0;
+        fcd_operations_cancel_all(&ctx);
+        if (fcd_tasks_in_flight) {
+                gint64 deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
+                guint tick = g_timeout_add_seconds(1, on_tick, NULL);
+
+                g_message("Waiting for %u requests in progress", fcd_tasks_in_flight);
+                while (fcd_tasks_in_flight && g_get_monotonic_time() < deadline)
+                        g_main_context_iteration(NULL, TRUE);
+                g_source_remove(tick);
+                if (fcd_tasks_in_flight) {
+                        /* Freeing what they use would be worse than leaking it. */
+                        g_warning("%u requests did not finish in 30 s; stopping without "
+                                  "cleaning up", fcd_tasks_in_flight);
+                        return 1;
+                }
+        }
         if (wd_timer)
                 g_source_remove(wd_timer);
-        g_bus_unown_name(owner);
         fcd_operations_free_all(&ctx);
         g_dbus_interface_skeleton_unexport(G_DBUS_INTERFACE_SKELETON(ctx.manager));
         g_object_unref(ctx.manager);

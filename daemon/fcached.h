@@ -126,5 +126,11 @@ static inline guint64 fcd_progress_get(const guint64 *field)
         return __atomic_load_n(field, __ATOMIC_RELAXED);
 }
 
+/*
+ * Worker tasks not yet completed in the main loop. Shutdown cancels the
+ * operations and waits for this to reach 0 before freeing what they use.
+ */
+extern guint fcd_tasks_in_flight;
+
 /* Tell the manager that pins changed (PinsChanged, properties). */
 void fcd_manager_pins_changed(struct fcd_context *ctx);

@@ -59,12 +59,15 @@ static void log_outcome(struct fcd_request *req, const GError *error)
                 g_debug("%s %s for uid %u: done", req->cmd_text, req->path, req->caller.uid);
 }
 
+guint fcd_tasks_in_flight;
+
 static void on_worker_done(GObject *src, GAsyncResult *res, gpointer data)
 {
         g_autoptr(fcd_request) req = g_task_get_task_data(G_TASK(res));
         g_autoptr(GError) error = NULL;
         g_autoptr(GVariant) result = NULL;
 
+        fcd_tasks_in_flight--;
         if (fcd_dispatch_finish(req))
                 fcd_manager_pins_changed(req->ctx);          /* emit */
         if (req->r == 0 && req->res.oom)
@@ -98,6 +101,7 @@ static void act(struct fcd_request *req)
         g_autoptr(GTask) task = g_task_new(NULL, NULL, on_worker_done, NULL);
 
         g_task_set_task_data(task, req, NULL);
+        fcd_tasks_in_flight++;
         g_task_run_in_thread(task, worker);
 }
 

@@ -177,6 +177,16 @@ void fcd_operation_finish(struct fcd_operation *op, GVariant *result, const GErr
         op->linger = g_timeout_add_seconds(op->ctx->operation_linger_s, on_linger_done, op);
 }
 
+void fcd_operations_cancel_all(struct fcd_context *ctx)
+{
+        GHashTableIter it;
+        gpointer value;
+
+        g_hash_table_iter_init(&it, ctx->operations);
+        while (g_hash_table_iter_next(&it, NULL, &value))
+                __atomic_store_n(&((struct fcd_operation *)value)->cancel, 1, __ATOMIC_RELAXED);
+}
+
 void fcd_operations_free_all(struct fcd_context *ctx)
 {
         g_hash_table_remove_all(ctx->operations);

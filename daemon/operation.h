@@ -30,5 +30,7 @@ struct fcd_operation *fcd_operation_new(struct fcd_context *ctx, const char *pat
 void fcd_operation_finish(struct fcd_operation *op, GVariant *result, const GError *error);
 /* The destroy function of the context's operation table. */
 void fcd_operation_destroy(gpointer data);
+/* Ask every running operation to stop (shutdown). */
+void fcd_operations_cancel_all(struct fcd_context *ctx);
 /* Drop every operation (shutdown). */
 void fcd_operations_free_all(struct fcd_context *ctx);

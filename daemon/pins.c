@@ -835,6 +835,7 @@ static void rescan_done(GObject *src, GAsyncResult *res, gpointer data)
         struct fcd_pins *p = rs->p;
         struct pin *pin = g_hash_table_lookup(p->pins, &rs->id);
 
+        fcd_tasks_in_flight--;
         if (!pin) {
                 fcd_pins_discard(p, g_steal_pointer(&rs->b)); /* unpinned meanwhile */
                 return;
@@ -884,6 +885,7 @@ static gboolean on_rescan_timer(gpointer data)
                 rs->own_files = g_hash_table_size(pin->files);
                 task = g_task_new(NULL, NULL, rescan_done, NULL);
                 g_task_set_task_data(task, rs, (GDestroyNotify)rescan_free);
+                fcd_tasks_in_flight++;
                 g_task_run_in_thread(task, rescan_thread);
         }
         return G_SOURCE_REMOVE;

@@ -39,6 +39,11 @@ e1=$(as "$u1" busctl --system call $BUS $OBJ org.fcache.Manager1 Query ssb "$T/r
 e2=$(as "$u1" busctl --system call $BUS $OBJ org.fcache.Manager1 Query ssb "$T/rootdir/nonexistent" cached false 2>&1)
 expect "user: an existing and a missing name in an unreadable directory look the same" \
         "${e1//file/X}" = "${e2//nonexistent/X}"
+echo root > "$T/home1/rootfile"; chmod 600 "$T/home1/rootfile"
+out=$(as "$u1" busctl --system --json=short call $BUS $OBJ org.fcache.Manager1 Query ssb "$T/home1" cached true)
+expect "user: a recursive query walks as the user (1 file counted)" "$(echo "$out" | jget files)" = 1
+expect "user: the root-only file in its tree is an error, not counted" "$(echo "$out" | jget errors)" = 1
+rm -f "$T/home1/rootfile"
 budget=$(prop BudgetBytes)
 for m in "Control ssa{sv} $T/home1/f pin 0" "Pin sbub $T/home1/f false 500 false" \
          "Prefetch sb $T/home1/f false" "Flush ss $T/home1/f volume" "Flush ss $T/home1/f all" \

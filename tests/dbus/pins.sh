@@ -152,7 +152,9 @@ if [ -x "${FCACHECTL:-}" ]; then
         fi
 fi
 if fcached_alive; then ok "fcached is still running"; else not_ok "fcached died"; tail "$T/fcached.log" | diag; fi
-if stop_fcached; then ok "fcached stops cleanly on SIGTERM"; else not_ok "fcached's exit status on SIGTERM"; fi
+call Start 'ssa{sv}' "$T/many" "pin recursive" 0 >/dev/null
+call Start 'ssa{sv}' "$T/many" "prefetch recursive" 0 >/dev/null
+if stop_fcached; then ok "fcached stops cleanly on SIGTERM with operations running"; else not_ok "fcached's exit status on SIGTERM"; fi
 if [ -x "${FCACHECTL:-}" ]; then
         check_fails "with fcached stopped, fcachectl pin says it needs the daemon" "needs the fcache daemon" \
                 "$FCACHECTL" pin "$D/top"
