@@ -587,6 +587,60 @@ static void test_server_gone_resumes(struct fixture *f, gconstpointer data)
         g_free(text);
 }
 
+struct progress {
+        unsigned calls, cancel_after;
+        uint64_t last_done, last_total;
+};
+
+static void on_progress(void *ud, const struct reintegrate_item *it)
+{
+        struct progress *p = ud;
+
+        p->calls++;
+        g_assert_cmpuint(it->done, ==, p->last_done + 1);
+        p->last_done = it->done;
+        p->last_total = it->total;
+        g_assert_nonnull(it->record);
+        g_assert_cmpint(it->outcome, ==, REINTEGRATE_APPLIED);
+}
+
+static bool on_cancel(void *ud)
+{
+        struct progress *p = ud;
+
+        return p->calls >= p->cancel_after;
+}
+
+static void test_cancel_resumes(struct fixture *f, gconstpointer data)
+{
+        struct reintegrate_options o = REINTEGRATE_OPTIONS_INIT;
+        struct progress p = { .cancel_after = 2 };
+        struct reintegrate_stats st;
+        uint64_t lid;
+        char *text;
+
+        tree_register(f->log, f->srv, "");
+        for (int i = 0; i < 5; i++) {
+                char name[16];
+
+                snprintf(name, sizeof(name), "f%d", i);
+                g_assert_cmpint(oplog_record_create(f->log, OPLOG_ROOT, name, 0644, 0, 0, &lid), ==, 0);
+                local(f, lid, name);
+        }
+        o.progress = on_progress;
+        o.cancel = on_cancel;
+        o.userdata = &p;
+        g_assert_cmpint(reintegrate_run(f->log, f->srv, &o, &st), ==, -ECANCELED);
+        g_assert_cmpuint(p.calls, ==, 2);
+        g_assert_cmpuint(p.last_total, ==, 10);
+        st = run(f); /* resumes with what is left */
+        g_assert_cmpuint(st.total, ==, 8);
+        g_assert_cmpuint(st.applied, ==, 8);
+        text = tree_get(f->srv, "f4");
+        g_assert_cmpstr(text, ==, "f4");
+        g_free(text);
+}
+
 int main(int argc, char **argv)
 {
         g_test_init(&argc, &argv, NULL);
@@ -609,5 +663,6 @@ int main(int argc, char **argv)
         T("delete-children", test_delete_children);
         T("dry-run", test_dry_run);
         T("server-gone-resumes", test_server_gone_resumes);
+        T("cancel-resumes", test_cancel_resumes);
         return g_test_run();
 }
