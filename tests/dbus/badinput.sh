@@ -30,7 +30,7 @@ vpids=()
 for i in $(seq 20); do
         ( timeout -s KILL 0.05 busctl --system call $BUS $OBJ org.fcache.Manager1 Control 'ssa{sv}' "$T/tree" "pin recursive" 0 ) >/dev/null 2>&1 & vpids+=($!)
 done
-for p in "${vpids[@]}"; do wait "$p" 2>/dev/null; done
+{ for p in "${vpids[@]}"; do wait "$p"; done; } 2>/dev/null
 sleep 0.5
 check "after clients vanished mid-call, fcached answers" call Query ssb "$T/f" cached false
 fds=$(ls /proc/$FCACHED_PID/fd | wc -l)
