@@ -19,6 +19,25 @@ echo hidden > "$T/rootdir/file"; chmod 700 "$T/rootdir"
 as "$u2" ln -s "$T/rootonly" "$T/home2/link"
 as "$u2" ln -s "$T/rootdir/file" "$T/home2/link2"
 
+# --- the actions polkitd loaded, with their defaults (any/inactive/active) ---
+if command -v pkaction >/dev/null; then
+        while read -r action want; do
+                got=$(pkaction --action-id "org.fcache.$action" --verbose 2>&1 |
+                      sed -n 's/^ *implicit \(any\|inactive\|active\): *//p' | paste -sd/)
+                expect "polkit has org.fcache.$action with defaults $want" "$got" = "$want"
+        done <<'ACTIONS'
+query yes/yes/yes
+prefetch auth_admin/auth_admin/yes
+pin auth_admin/auth_admin/yes
+flush auth_admin/auth_admin/yes
+flush-volume auth_admin_keep/auth_admin_keep/auth_admin_keep
+flush-all auth_admin_keep/auth_admin_keep/auth_admin_keep
+set-parameters auth_admin_keep/auth_admin_keep/auth_admin_keep
+connection auth_admin_keep/auth_admin_keep/auth_admin_keep
+resolve auth_admin/auth_admin/yes
+ACTIONS
+fi
+
 # --- root ---
 check "root: query cached of a root-only file" control "$T/rootonly" "query cached"
 check "root: pin a root-only file" call Control 'ssa{sv}' "$T/rootonly" "pin" 0
@@ -53,6 +72,11 @@ for m in "Control ssa{sv} $T/home1/f pin 0" "Pin sbub $T/home1/f false 500 false
         eval "set -- $m"
         check_fails "user: $1 ${3##*/} ${4:-} is NotAuthorized" "Error.NotAuthorized|Not authorized" \
                 as "$u1" busctl --system call $BUS $OBJ org.fcache.Manager1 "$@"
+done
+for m in "Pin sbub $T/home1/f false 500 false" "SetCacheSize st / 1" "Flush ss / all" "Disconnect s /"; do
+        eval "set -- $m"
+        check_fails "nobody (65534): $1 is NotAuthorized" "Not authorized" \
+                setpriv --reuid=65534 --regid=65534 --clear-groups busctl --system call $BUS $OBJ org.fcache.Manager1 "$@"
 done
 expect "user: denied acts changed nothing (PinCount)" "$(prop PinCount)" = 0
 expect "user: denied acts changed nothing (BudgetBytes)" "$(prop BudgetBytes)" = "$budget"
