@@ -11,10 +11,9 @@
  * version the next record applies to) is saved in the transaction that marks
  * the record, so the log alone says where replay stands.
  *
- * Synchronous=NORMAL while replaying: every record is its own commit, which
- * survives kill -9 (the WAL is in the page cache); the WAL is forced to disk
- * every sync_every records and at the end, bounding what a power loss can
- * put back in doubt.  A record in doubt is settled by comparing the server
+ * Marks go through a replay journal folded into the log in batches (see
+ * "Marking records"); the log's commits stay synchronous=FULL.  A record in
+ * doubt is settled by comparing the server
  * with the record's expected result: content by blob id, creates by the
  * inode of the temporary recorded as the record's intent before it was
  * renamed into place, removals and renames by inode at the two names.
@@ -486,13 +485,11 @@ static int flush(struct ctx *c)
 
                 e = oplog_mark(c->log, pm->seq, pm->state, pm->outcome);
         }
+        /* A synchronous=FULL commit: durable before the journal that held it goes. */
         if (e >= 0)
                 e = oplog_commit(c->log);
         else
                 oplog_rollback(c->log);
-        if (e < 0)
-                return e;
-        e = oplog_sync(c->log);
         if (e < 0)
                 return e;
         if (ftruncate(c->jfd, 0) < 0)
@@ -1896,8 +1893,6 @@ int reintegrate_run(struct oplog *log, int backing_dirfd, const struct reintegra
         c.virt = g_hash_table_new(lid_hash, g_int64_equal);
         c.dirty = g_ptr_array_new();
         c.st.total = recs->len;
-        if (!c.dry)
-                e = oplog_set_sync(log, false);
         for (guint i = 0; e >= 0 && i < recs->len; i++) {
                 struct rec *r = recs->pdata[i];
                 struct reintegrate_item it;
@@ -1929,9 +1924,6 @@ int reintegrate_run(struct oplog *log, int backing_dirfd, const struct reintegra
         if (!c.dry) {
                 /* Also after an error: what the server got is recorded either way. */
                 e2 = flush(&c);
-                if (e >= 0)
-                        e = e2;
-                e2 = oplog_set_sync(log, true);
                 if (e >= 0)
                         e = e2;
         }
