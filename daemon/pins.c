@@ -42,6 +42,7 @@
 
 #define WATCH_MASK (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CLOSE_WRITE | \
                     IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_EXCL_UNLINK)
+#define FILE_WATCH_MASK (IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF)
 #define DEPTH_MAX 256
 #define RESCAN_DELAY_MS 100
 
@@ -344,6 +345,14 @@ static int build_fill(struct fcd_pin_build *b, const struct fc_target *t, struct
                 r = build_dir(b, fd, "", 0);
         } else {
                 struct held *h;
+                if (b->ifd >= 0 && !b->dry_run) {
+                        /* A single file: follow its own changes (written, removed, moved). */
+                        char proc[64];
+                        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+                        int wd = inotify_add_watch(b->ifd, proc, FILE_WATCH_MASK);
+                        if (wd >= 0)
+                                g_hash_table_replace(b->wds, GINT_TO_POINTER(wd), g_strdup(""));
+                }
                 if (b->progress)
                         fcd_progress_add(&b->progress->files_seen, 1);
                 h = hold_fd(b, fd, &err);
@@ -997,7 +1006,7 @@ static void handle_event(struct fcd_pins *p, const struct inotify_event *ev, boo
                         g_hash_table_remove(pin->wds, GINT_TO_POINTER(ev->wd));
                         continue;
                 }
-                if ((ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF)) ||
+                if (!pin->is_dir || (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF)) ||
                     ((ev->mask & IN_ISDIR) && pin->recursive)) {
                         schedule_rescan(p, pin); /* the tree's shape changed */
                         continue;

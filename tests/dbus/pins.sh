@@ -51,6 +51,15 @@ rm "$D/a/f1"
 wait_for 5 sh -c "[ \"\$(busctl --system --json=short call $BUS $OBJ org.fcache.Manager1 Query ssb $D pinned false | grep -o 'files=[0-9]*')\" = files=7 ]"
 expect "a removed file is released (7 files left)" "$(files_of "$D")" = 7
 
+# a single-file pin follows the file's own changes
+seq 1 100 > "$T/single"
+call Control 'ssa{sv}' "$T/single" pin 0 >/dev/null
+seq 1 20000 >> "$T/single"
+want=$(stat -c %s "$T/single")
+wait_for 5 sh -c "busctl --system --json=short call $BUS $OBJ org.fcache.Manager1 Query ssb $T/single pinned false | grep -q 'bytes=$want '"
+expect "a pinned file that grows is held at its new size" "$(control "$T/single" "query pinned" | jget pin | sed -n 's/.* bytes=\([0-9]*\).*/\1/p')" = "$want"
+call Unpin sb "$T/single" false >/dev/null
+
 # restart: the pin is re-applied from the state directory
 stop_fcached || not_ok "fcached's exit status on SIGTERM"
 grep -q '^\[pin ' "$T/state/pins.ini" && ok "the pin is persisted in pins.ini" || not_ok "pins.ini has the pin"
