@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -43,10 +44,26 @@ struct loop {
         bool init_saved;        /* protected by lock */
 };
 
+/* Larger than libfuse 3.14's receive size (256 pages + one header page). */
+#define RECV_BUF_SIZE (2u << 20)
+
 static void *worker_thread(void *arg)
 {
         struct loop *l = arg;
         struct fuse_buf buf = { 0 };
+
+        /* A request the kernel is copying into a buffer page that is not yet
+         * mapped fails with EIO if the worker is killed at that moment (the
+         * fault is abandoned on the fatal signal).  Receive into a buffer
+         * that is faulted in and locked from the start, so a kill -9 never
+         * costs an application an EIO. */
+        buf.mem = aligned_alloc(4096, RECV_BUF_SIZE);
+        if (buf.mem) {
+                memset(buf.mem, 0, RECV_BUF_SIZE);
+                buf.size = RECV_BUF_SIZE;
+                if (mlock(buf.mem, RECV_BUF_SIZE) < 0)
+                        log_debug("mlock of the receive buffer failed: %m, ignoring");
+        }
 
         while (!fuse_session_exited(l->se)) {
                 int res = fuse_session_receive_buf(l->se, &buf);
