@@ -9,8 +9,8 @@ start_bus || exit 1
 start_fcached || exit 1
 
 grp=fcgrp$$
-u1=$(make_user fcu1)
-u2=$(make_user fcu2 "$grp")
+make_user u1 fcu1
+make_user u2 fcu2 "$grp"
 mkdir -p "$T/home1" "$T/home2" "$T/rootdir"
 echo mine > "$T/home1/f"; chown -R "$u1:" "$T/home1"; chmod 700 "$T/home1"
 echo theirs > "$T/home2/f"; chown -R "$u2:" "$T/home2"; chmod 700 "$T/home2"

@@ -60,7 +60,7 @@ cleanup() {
         [ -n "$FCACHED_PID" ] && kill "$FCACHED_PID" 2>/dev/null
         for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do kill "${PIDS[i]}" 2>/dev/null; done
         wait 2>/dev/null
-        for u in "${USERS[@]}"; do userdel "$u" 2>/dev/null; done
+        for u in "${USERS[@]}"; do userdel "$u" 2>/dev/null; groupdel "$u" 2>/dev/null; done
         for g in "${GROUPS_MADE[@]}"; do groupdel "$g" 2>/dev/null; done
         rm -rf "$T"
 }
@@ -71,13 +71,14 @@ wait_name() {
         echo "# timeout waiting for $1 on the bus"; return 1
 }
 
-# make_user NAME [GROUP]: a test user (no home), optionally in GROUP.
+# make_user VAR NAME [GROUP]: a test user NAME$$ (no home, own group), optionally
+# also in GROUP; its name is stored in VAR. Not in a subshell: cleanup deletes it.
 make_user() {
-        local u="$1$$" g=${2:-}
+        local u="$2$$" g=${3:-}
         if [ -n "$g" ] && ! getent group "$g" >/dev/null; then groupadd "$g"; GROUPS_MADE+=("$g"); fi
-        useradd -M ${g:+-G "$g"} "$u"
+        useradd -M -U ${g:+-G "$g"} "$u"
         USERS+=("$u")
-        echo "$u"
+        printf -v "$1" '%s' "$u"
 }
 
 start_bus() {
