@@ -141,14 +141,17 @@ static int populate(int fd, uint64_t off, uint64_t len)
         int r = 0;
 
         if (map != MAP_FAILED) {
-                /* Faults the pages in without copying them; EFAULT past a concurrent truncate. */
-                if (madvise(map, len, MADV_POPULATE_READ) < 0 && errno != EFAULT)
-                        r = -errno;
+                /* Faults the pages in without copying them. */
+                r = madvise(map, len, MADV_POPULATE_READ);
                 munmap(map, len);
-                if (r != -EINVAL)
-                        return r;
+                if (r == 0)
+                        return 0;
         }
-        /* No mmap (direct-I/O FUSE, old kernel): read through a bounce buffer. */
+        /*
+         * No mmap (direct-I/O FUSE, old kernel), or the populate stopped short
+         * (EFAULT: a fault it could not complete, or a concurrent truncate):
+         * read through a bounce buffer, which stops at the end of the file.
+         */
         r = 0;
         const size_t bounce_len = 1u << 20;
         char *bounce = malloc(bounce_len);

@@ -9,6 +9,8 @@
 set -u
 TOOL=${1:?usage: clock-skew.sh TOOL}
 command -v faketime >/dev/null || { echo "1..0 # SKIP needs faketime (apt install faketime)"; exit 77; }
+# libfaketime is an LD_PRELOAD library; an ASan-built tool must accept it ahead of its runtime.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 W=$(mktemp -d /tmp/fcache-skew.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 run() { # DIR CLIENT_RECORD CLIENT_REINT SERVER
