@@ -33,8 +33,9 @@ struct fc_backend {
 extern const struct fc_backend fc_backend_user;
 extern const struct fc_backend fc_backend_daemon;
 
-/* The backend for this command on this target. Never NULL. */
-const struct fc_backend *fc_route(const struct fc_command *cmd, const struct fc_target *t);
+/* The backend for this command on this target, given FCACHECTL_F_* flags. Never NULL. */
+const struct fc_backend *fc_route(const struct fc_command *cmd, const struct fc_target *t,
+                                  unsigned int flags);
 
 /* Run the command: route, run, and add the backend= key. */
 int fc_run(struct fc_request *req);

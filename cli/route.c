@@ -15,10 +15,14 @@ static const struct fc_backend *const backends[] = {
         &fc_backend_user,
 };
 
-const struct fc_backend *fc_route(const struct fc_command *cmd, const struct fc_target *t)
+const struct fc_backend *fc_route(const struct fc_command *cmd, const struct fc_target *t,
+                                  unsigned int flags)
 {
         for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
                 const struct fc_backend *b = backends[i];
+                /* LOCAL_ONLY: fcached itself runs commands here, never back over the bus. */
+                if (b->remote && (flags & FCACHECTL_F_LOCAL_ONLY))
+                        continue;
                 if (b->available() && b->handles(cmd, t))
                         return b;
         }
@@ -27,10 +31,7 @@ const struct fc_backend *fc_route(const struct fc_command *cmd, const struct fc_
 
 int fc_run(struct fc_request *req)
 {
-        const struct fc_backend *b = fc_route(req->cmd, req->target);
-
-        if (b->remote && (req->opts->flags & FCACHECTL_F_LOCAL_ONLY))
-                b = &fc_backend_user; /* it explains what needs fcached */
+        const struct fc_backend *b = fc_route(req->cmd, req->target, req->opts->flags);
 
         fc_result_add_str(req->result, "backend", b->name);
         return b->run(req);
