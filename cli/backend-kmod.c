@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "../kmod/uapi/fcache_netlink.h"
@@ -425,82 +426,53 @@ static int walk_file(void *ctx, int dirfd, const char *name, uint64_t *bytes)
         return err;
 }
 
-/* Run t0's command on every regular file under the target directory. */
+static int ktally_init(void *tally, void *arg)
+{
+        const struct ktally *seed = arg;
+        struct ktally *t = tally;
+
+        t->cmd = seed->cmd;
+        t->flags = seed->flags;
+        t->cancel = seed->cancel;
+        return kconn_open(&t->c);
+}
+
+static void ktally_merge(void *sum, void *tally, void *arg)
+{
+        struct ktally *s = sum;
+        struct ktally *t = tally;
+
+        s->files += t->files;
+        s->bytes += t->bytes;
+        s->total += t->total;
+        s->cached_before += t->cached_before;
+        s->dirty_before += t->dirty_before;
+        s->cached_after += t->cached_after;
+        s->held += t->held;
+        if (t->failed && !s->failed)
+                snprintf(s->first_error, sizeof(s->first_error), "%s", t->first_error);
+        s->failed += t->failed;
+        kconn_close(&t->c);
+}
+
+static const struct fc_walk_tally_ops ktally_ops = {
+        .tally_size = sizeof(struct ktally),
+        .file = walk_file, .init = ktally_init, .merge = ktally_merge,
+};
+
+/* Run sum's command on every regular file under the target directory, a socket per worker. */
 static int walk_tree(struct fc_request *req, bool top_only, struct ktally *sum,
                      struct fc_walk_stats *st)
 {
-        unsigned n = req->opts->workers ? req->opts->workers : 4;
-        struct ktally *t;
-        void **ctx;
-        int dirfd, r = 0;
+        struct ktally seed = { .cmd = sum->cmd, .flags = sum->flags,
+                               .cancel = req->opts->cancel };
+        int dirfd = fc_target_open_data(req->target, req->error), r;
 
-        if (n > 64)
-                n = 64;
-        dirfd = fc_target_open_data(req->target, req->error);
         if (dirfd < 0)
                 return dirfd;
-        t = calloc(n, sizeof(*t));
-        ctx = calloc(n, sizeof(*ctx));
-        if (!t || !ctx) {
-                r = fc_error_set(req->error, ENOMEM, "out of memory");
-                goto out;
-        }
-        for (unsigned i = 0; i < n; i++) {
-                t[i].c.fd = -1;
-                t[i].cmd = sum->cmd;
-                t[i].flags = sum->flags;
-                t[i].cancel = req->opts->cancel;
-                ctx[i] = &t[i];
-        }
-        for (unsigned i = 0; i < n && !r; i++)
-                r = kconn_open(&t[i].c);
-        if (r) {
-                r = fc_error_set(req->error, -r, "fcache.ko: %s", strerror(-r));
-                goto out;
-        }
-        struct fc_walk_params p = {
-                .workers = n, .top_only = top_only, .file = walk_file,
-                .worker_ctx = ctx, .opts = req->opts,
-        };
-        r = fc_walk(dirfd, &p, st);
-        for (unsigned i = 0; i < n; i++) {
-                sum->files += t[i].files;
-                sum->bytes += t[i].bytes;
-                sum->total += t[i].total;
-                sum->cached_before += t[i].cached_before;
-                sum->dirty_before += t[i].dirty_before;
-                sum->cached_after += t[i].cached_after;
-                sum->held += t[i].held;
-                if (t[i].failed && !sum->failed)
-                        snprintf(sum->first_error, sizeof(sum->first_error), "%s",
-                                 t[i].first_error);
-                sum->failed += t[i].failed;
-        }
-        if (r == -ECANCELED)
-                r = fc_error_set(req->error, ECANCELED, "%s: cancelled", req->target->display);
-        else if (r < 0)
-                r = fc_error_set(req->error, -r, "%s: walking the tree: %s",
-                                 req->target->display, strerror(-r));
-out:
-        if (t)
-                for (unsigned i = 0; i < n; i++)
-                        kconn_close(&t[i].c);
-        free(t);
-        free(ctx);
+        r = fc_backend_walk(req, dirfd, top_only, 4, &ktally_ops, &seed, sum, st);
         close(dirfd);
         return r;
-}
-
-static void add_walk(struct fc_result *res, const struct ktally *sum,
-                     const struct fc_walk_stats *st)
-{
-        fc_result_add_u64(res, "dirs", st->dirs);
-        fc_result_add_u64(res, "mounts_skipped", st->mounts_skipped);
-        fc_result_add_u64(res, "errors", st->errors + sum->failed);
-        if (st->errors)
-                fc_result_add_str(res, "first_error", st->first_error);
-        else if (sum->failed)
-                fc_result_add_str(res, "first_error", sum->first_error);
 }
 
 static void add_change(struct fc_result *res, const struct ktally *s, bool fetched)
@@ -549,7 +521,7 @@ static int run_query(struct fc_request *req, struct kconn *c)
                 r.v[FCACHE_A_PAGES_DIRTY] = sum.dirty_before;
                 r.v[FCACHE_A_PAGES_WRITEBACK] = 0;
                 add_query(req->result, &r);
-                add_walk(req->result, &sum, &st);
+                fc_walk_stats_add_result(req->result, &st, sum.failed, sum.first_error);
                 return 0;
         }
         err = kcall(c, FCACHE_CMD_QUERY, req->target->fd,
@@ -711,7 +683,7 @@ static int run_tree(struct fc_request *req, uint8_t cmd, uint32_t flags, bool to
         add_change(req->result, &sum, cmd == FCACHE_CMD_PREFETCH);
         if (cmd == FCACHE_CMD_PIN || cmd == FCACHE_CMD_UNPIN)
                 fc_result_add_u64(req->result, "pages_held", sum.held);
-        add_walk(req->result, &sum, &st);
+        fc_walk_stats_add_result(req->result, &st, sum.failed, sum.first_error);
         return 0;
 }
 
@@ -903,8 +875,30 @@ static bool kmod_available(void)
         return true;
 }
 
+#define FUSE_MAGIC 0x65735546
+
+/* An fcache volume (a fuse.fcache mount) is served by fcached, whatever the command. */
+static bool on_fcache_volume(const struct fc_target *t)
+{
+        struct fc_mount_table mt;
+        const struct fc_mount *m;
+        struct statfs sfs;
+        bool volume;
+
+        if (fstatfs(t->fd, &sfs) < 0 || sfs.f_type != FUSE_MAGIC)
+                return false;
+        if (!(t->stx.stx_mask & STATX_MNT_ID) || fc_mount_table_read(&mt) < 0)
+                return false;
+        m = fc_mount_table_find(&mt, t->stx.stx_mnt_id);
+        volume = m && !strcmp(m->fs_type, "fuse.fcache");
+        fc_mount_table_free(&mt);
+        return volume;
+}
+
 static bool kmod_handles(const struct fc_command *cmd, const struct fc_target *t)
 {
+        if (on_fcache_volume(t))
+                return false;
         switch (cmd->op) {
         case FC_OP_QUERY_CACHED:
         case FC_OP_QUERY_DIRTY:

@@ -107,60 +107,42 @@ static unsigned default_workers(enum fc_op op)
         return cpus < 1 ? 1 : cpus > 4 ? 4 : (unsigned)cpus;
 }
 
+static int tally_init(void *tally, void *arg)
+{
+        const struct tally *seed = arg;
+        struct tally *t = tally;
+
+        t->op = seed->op;
+        t->cancel = seed->cancel;
+        return 0;
+}
+
+static void tally_merge(void *sum, void *tally, void *arg)
+{
+        struct tally *s = sum;
+        const struct tally *t = tally;
+
+        s->files += t->files;
+        s->files_dirty += t->files_dirty;
+        s->bytes += t->bytes;
+        s->mincore |= t->mincore;
+        pagestat_add(&s->before, &t->before);
+        pagestat_add(&s->after, &t->after);
+}
+
+static const struct fc_walk_tally_ops tally_ops = {
+        .tally_size = sizeof(struct tally),
+        .file = walk_file, .init = tally_init, .merge = tally_merge,
+};
+
 /* Walk dirfd's tree with the pool, summing into *sum. */
 static int walk_tally(struct fc_request *req, int dirfd, bool top_only, struct tally *sum,
                       struct fc_walk_stats *st)
 {
-        unsigned n = req->opts->workers ? req->opts->workers : default_workers(req->cmd->op);
-        struct tally *t;
-        void **ctx;
-        int r;
+        struct tally seed = { .op = req->cmd->op, .cancel = req->opts->cancel };
 
-        if (n > 64)
-                n = 64;
-        t = calloc(n, sizeof(*t));
-        ctx = calloc(n, sizeof(*ctx));
-        if (!t || !ctx) {
-                free(t);
-                free(ctx);
-                return fc_error_set(req->error, ENOMEM, "out of memory");
-        }
-        for (unsigned i = 0; i < n; i++) {
-                t[i].op = req->cmd->op;
-                t[i].cancel = req->opts->cancel;
-                ctx[i] = &t[i];
-        }
-        struct fc_walk_params p = {
-                .workers = n, .top_only = top_only, .file = walk_file,
-                .worker_ctx = ctx, .opts = req->opts,
-        };
-        r = fc_walk(dirfd, &p, st);
-        for (unsigned i = 0; i < n; i++) {
-                sum->files += t[i].files;
-                sum->files_dirty += t[i].files_dirty;
-                sum->bytes += t[i].bytes;
-                sum->mincore |= t[i].mincore;
-                pagestat_add(&sum->before, &t[i].before);
-                pagestat_add(&sum->after, &t[i].after);
-        }
-        free(t);
-        free(ctx);
-        if (r == -ECANCELED)
-                return fc_error_set(req->error, ECANCELED, "%s: cancelled",
-                                    req->target->display);
-        if (r < 0)
-                return fc_error_set(req->error, -r, "%s: walking the tree: %s",
-                                    req->target->display, strerror(-r));
-        return 0;
-}
-
-static void add_walk_stats(struct fc_result *res, const struct fc_walk_stats *st)
-{
-        fc_result_add_u64(res, "dirs", st->dirs);
-        fc_result_add_u64(res, "mounts_skipped", st->mounts_skipped);
-        fc_result_add_u64(res, "errors", st->errors);
-        if (st->errors)
-                fc_result_add_str(res, "first_error", st->first_error);
+        return fc_backend_walk(req, dirfd, top_only, default_workers(req->cmd->op), &tally_ops,
+                               &seed, sum, st);
 }
 
 /* Run the op on the target: one file, or a directory's files (tree or top level). */
@@ -235,7 +217,7 @@ static int run_query(struct fc_request *req)
                 fc_result_add_u64(res, "files_dirty", sum.files_dirty);
         }
         if (walked)
-                add_walk_stats(res, &st);
+                fc_walk_stats_add_result(res, &st, 0, NULL);
         return 0;
 }
 
@@ -288,7 +270,7 @@ static int run_flush_or_prefetch(struct fc_request *req)
                 return r;
         add_change(req->result, &sum);
         if (walked)
-                add_walk_stats(req->result, &st);
+                fc_walk_stats_add_result(req->result, &st, 0, NULL);
         return 0;
 }
 
@@ -353,7 +335,7 @@ static int run_flush_volume(struct fc_request *req)
                 fc_result_add_str(req->result, "mount_point", m->mount_point);
                 fc_result_add_str(req->result, "fs_type", m->fs_type);
                 add_change(req->result, &sum);
-                add_walk_stats(req->result, &st);
+                fc_walk_stats_add_result(req->result, &st, 0, NULL);
         }
         fc_mount_table_free(&mt);
         return r;

@@ -13,6 +13,7 @@
 #include "fcachectl.h"
 #include "result.h"
 #include "target.h"
+#include "walk.h"
 
 struct fc_request {
         const struct fc_command *cmd;
@@ -39,3 +40,13 @@ const struct fc_backend *fc_route(const struct fc_command *cmd, const struct fc_
 
 /* Run the command: route, run, and add the backend= key. */
 int fc_run(struct fc_request *req);
+
+/*
+ * Walk the directory dirfd (the target, opened for data) with one tally per
+ * worker (walk.h), seed handed to ops->init, merged into sum. workers: the
+ * backend's default, when the caller asked for none. 0 or -errno with
+ * req->error set.
+ */
+int fc_backend_walk(struct fc_request *req, int dirfd, bool top_only, unsigned int workers,
+                    const struct fc_walk_tally_ops *ops, void *seed, void *sum,
+                    struct fc_walk_stats *st);

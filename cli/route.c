@@ -2,15 +2,30 @@
 /*
  * route.c: the one place that decides which backend serves a command.
  *
- * Plain mounts: fcache.ko when it is loaded and knows the command, else
- * the user-space backend. fcache volumes (served by fcached) join here
- * when the daemon exists.
+ * The first backend in the table that is available and handles the
+ * command on the target serves it:
+ *
+ *   kmod    fcache.ko, whenever its generic netlink family resolves, for
+ *           the commands it knows on plain mounts (it declines fcache
+ *           volumes: those are fcached's)
+ *   fcached what only the daemon can do (volumes, their state, cache
+ *           parameters), and pins on plain mounts while fcache.ko is not
+ *           loaded (the daemon holds them then)
+ *   user    everything else, with plain system calls; it explains what it
+ *           cannot do
+ *
+ * fcache.ko comes before fcached because fcached takes pins whether or not
+ * it runs: after it, a pin on a plain mount would never reach the module,
+ * which holds it in the kernel (DESIGN.md: the module when loaded, the
+ * fallback, daemon-held pins, when not).
  */
 #include <stddef.h>
 
+#include "backend-kmod.h"
 #include "backend.h"
 
 static const struct fc_backend *const backends[] = {
+        &fc_backend_kmod,
         &fc_backend_daemon,
         &fc_backend_user,
 };

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "target.h"
 #include "walk.h"
 
@@ -432,4 +433,72 @@ out:
         pthread_cond_destroy(&w.not_full);
         pthread_cond_destroy(&w.drained);
         return r;
+}
+
+int fc_walk_tally(int rootfd, const struct fc_walk_tally_params *p, void *sum,
+                  struct fc_walk_stats *st, struct fc_error *e)
+{
+        const struct fc_walk_tally_ops *ops = p->ops;
+        unsigned int n = p->workers < 1 ? 1 : p->workers > FC_WALK_WORKERS_MAX
+                                               ? FC_WALK_WORKERS_MAX : p->workers;
+        unsigned int ready = 0;
+        char *tallies = calloc(n, ops->tally_size);
+        void **ctx = calloc(n, sizeof(*ctx));
+        int r = 0;
+
+        memset(st, 0, sizeof(*st));
+        if (!tallies || !ctx) {
+                free(tallies);
+                free(ctx);
+                return fc_error_set(e, ENOMEM, "out of memory");
+        }
+        for (; ready < n; ready++) {
+                ctx[ready] = tallies + (size_t)ready * ops->tally_size;
+                if (ops->init && (r = ops->init(ctx[ready], p->arg)) < 0)
+                        break;
+        }
+        if (r == 0) {
+                struct fc_walk_params wp = {
+                        .workers = n, .top_only = p->top_only, .file = ops->file,
+                        .worker_ctx = ctx, .opts = p->opts,
+                };
+                r = fc_walk(rootfd, &wp, st);
+                if (r == -ECANCELED)
+                        fc_error_set(e, ECANCELED, "%s: cancelled", p->display);
+                else if (r < 0)
+                        fc_error_set(e, -r, "%s: walking the tree: %s", p->display,
+                                     strerror(-r));
+        } else {
+                fc_error_set(e, -r, "%s: cannot start the walk: %s", p->display, strerror(-r));
+        }
+        for (unsigned int i = 0; i < ready; i++)
+                ops->merge(sum, ctx[i], p->arg);
+        free(tallies);
+        free(ctx);
+        return r;
+}
+
+int fc_backend_walk(struct fc_request *req, int dirfd, bool top_only, unsigned int workers,
+                    const struct fc_walk_tally_ops *ops, void *seed, void *sum,
+                    struct fc_walk_stats *st)
+{
+        struct fc_walk_tally_params p = {
+                .ops = ops, .arg = seed, .top_only = top_only, .opts = req->opts,
+                .workers = req->opts->workers ? req->opts->workers : workers,
+                .display = req->target->display,
+        };
+
+        return fc_walk_tally(dirfd, &p, sum, st, req->error);
+}
+
+void fc_walk_stats_add_result(struct fc_result *res, const struct fc_walk_stats *st,
+                              uint64_t failed, const char *failed_first_error)
+{
+        fc_result_add_u64(res, "dirs", st->dirs);
+        fc_result_add_u64(res, "mounts_skipped", st->mounts_skipped);
+        fc_result_add_u64(res, "errors", st->errors + failed);
+        if (st->errors)
+                fc_result_add_str(res, "first_error", st->first_error);
+        else if (failed && failed_first_error)
+                fc_result_add_str(res, "first_error", failed_first_error);
 }
