@@ -378,36 +378,61 @@ struct ktally {
         uint32_t flags;
         const volatile int *cancel;
         uint64_t files, bytes, cached_before, dirty_before, cached_after, total, held, failed;
+        uint64_t unmeasured;    /* files acted on whose pages the module would not show */
+        int first_errno;        /* of the first failed command, with first_error */
         char first_error[600];
 };
 
+/*
+ * QUERY, the command, and for FLUSH QUERY again.  QUERY follows cachestat's
+ * rule (owner or write access); a caller who may only read the file may
+ * still prefetch, flush or pin it, which is done without the figures
+ * (counted in unmeasured).  A failed command is counted, not returned.
+ */
 static int tally_fd(struct ktally *t, int fd)
 {
         struct kreply q, r;
+        bool measured = true;
         int err;
 
         err = kcall(&t->c, FCACHE_CMD_QUERY, fd, 0, &q, t->cancel);
-        if (err)
+        if (err == -EPERM && t->cmd != FCACHE_CMD_QUERY)
+                measured = false;
+        else if (err)
                 return err;
         if (t->cmd != FCACHE_CMD_QUERY) {
                 err = kcall(&t->c, t->cmd, fd, t->flags, &r, t->cancel);
                 if (err) {
-                        if (!t->failed++)
+                        if (!t->failed++) {
+                                t->first_errno = -err;
                                 snprintf(t->first_error, sizeof(t->first_error), "%s%s%s",
                                          strerror(-err), r.msg[0] ? ": " : "", r.msg);
+                        }
                         return err == -ECANCELED ? err : 0;
                 }
                 t->held += r.v[FCACHE_A_PAGES_HELD];
         }
         t->files++;
+        if (!measured) {
+                struct stat st;
+
+                t->unmeasured++;
+                if (fstat(fd, &st) == 0)
+                        t->bytes += (uint64_t)st.st_size;
+                return 0;
+        }
         t->bytes += q.v[FCACHE_A_FILE_SIZE];
         t->total += q.v[FCACHE_A_PAGES_TOTAL];
         t->cached_before += q.v[FCACHE_A_PAGES_CACHED];
         t->dirty_before += q.v[FCACHE_A_PAGES_DIRTY];
         if (t->cmd == FCACHE_CMD_PREFETCH)
                 t->cached_after += r.v[FCACHE_A_PAGES_CACHED];
-        else if (t->cmd == FCACHE_CMD_QUERY || t->cmd == FCACHE_CMD_PIN ||
-                 t->cmd == FCACHE_CMD_UNPIN)
+        else if (t->cmd == FCACHE_CMD_FLUSH) {
+                err = kcall(&t->c, FCACHE_CMD_QUERY, fd, 0, &q, t->cancel);
+                if (err)
+                        return err;
+                t->cached_after += q.v[FCACHE_A_PAGES_CACHED];
+        } else
                 t->cached_after += q.v[FCACHE_A_PAGES_CACHED];
         return 0;
 }
@@ -449,8 +474,11 @@ static void ktally_merge(void *sum, void *tally, void *arg)
         s->dirty_before += t->dirty_before;
         s->cached_after += t->cached_after;
         s->held += t->held;
-        if (t->failed && !s->failed)
+        s->unmeasured += t->unmeasured;
+        if (t->failed && !s->failed) {
+                s->first_errno = t->first_errno;
                 snprintf(s->first_error, sizeof(s->first_error), "%s", t->first_error);
+        }
         s->failed += t->failed;
         kconn_close(&t->c);
 }
@@ -479,6 +507,8 @@ static void add_change(struct fc_result *res, const struct ktally *s, bool fetch
 {
         fc_result_add_u64(res, "files", s->files);
         fc_result_add_u64(res, "bytes", s->bytes);
+        if (s->unmeasured)
+                fc_result_add_u64(res, "files_unmeasured", s->unmeasured);
         fc_result_add_u64(res, "pages_total", s->total);
         fc_result_add_u64(res, "pages_cached_before", s->cached_before);
         fc_result_add_u64(res, "pages_dirty_before", s->dirty_before);
@@ -611,32 +641,19 @@ static int run_query_cache(struct fc_request *req, struct kconn *c)
         return 0;
 }
 
-/* flush and prefetch of one file: QUERY, the command, QUERY */
+/* flush and prefetch of one file, as one file of a tree is done */
 static int run_file_change(struct fc_request *req, struct kconn *c, uint8_t cmd)
 {
-        struct ktally sum = { .cmd = cmd };
-        struct kreply q, r;
-        int err;
+        struct ktally sum = { .c = *c, .cmd = cmd, .cancel = req->opts->cancel };
+        int err = tally_fd(&sum, req->target->fd);
 
-        err = kcall(c, FCACHE_CMD_QUERY, req->target->fd, 0, &q, req->opts->cancel);
+        c->seq = sum.c.seq;
         if (err)
-                return kfail(req, err, &q, "query");
-        err = kcall(c, cmd, req->target->fd, 0, &r, req->opts->cancel);
-        if (err)
-                return kfail(req, err, &r, fc_op_name(req->cmd->op));
-        sum.files = 1;
-        sum.bytes = q.v[FCACHE_A_FILE_SIZE];
-        sum.total = q.v[FCACHE_A_PAGES_TOTAL];
-        sum.cached_before = q.v[FCACHE_A_PAGES_CACHED];
-        sum.dirty_before = q.v[FCACHE_A_PAGES_DIRTY];
-        if (cmd == FCACHE_CMD_FLUSH) {
-                err = kcall(c, FCACHE_CMD_QUERY, req->target->fd, 0, &q, req->opts->cancel);
-                if (err)
-                        return kfail(req, err, &q, "query");
-                sum.cached_after = q.v[FCACHE_A_PAGES_CACHED];
-        } else {
-                sum.cached_after = r.v[FCACHE_A_PAGES_CACHED];
-        }
+                return kfail(req, err, NULL, "query");
+        if (sum.failed)
+                return fc_error_set(req->error, sum.first_errno, "%s: %s: %s",
+                                    req->target->display, fc_op_name(req->cmd->op),
+                                    sum.first_error);
         add_change(req->result, &sum, cmd == FCACHE_CMD_PREFETCH);
         return 0;
 }

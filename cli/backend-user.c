@@ -26,6 +26,7 @@ struct tally {
         enum fc_op op;
         const volatile int *cancel;
         uint64_t files, files_dirty, bytes;
+        uint64_t unmeasured;     /* files acted on that cachestat would not show (EPERM) */
         struct fc_pagestat before, after;
         int mincore;             /* some file was measured without cachestat */
 };
@@ -46,6 +47,7 @@ static int tally_file(struct tally *t, int fd, uint64_t *bytes)
         struct fc_pagestat before, after;
         enum fc_measure_method m;
         struct stat st;
+        bool unmeasured;
         int r;
 
         if (fstat(fd, &st) < 0)
@@ -53,9 +55,11 @@ static int tally_file(struct tally *t, int fd, uint64_t *bytes)
         if (!S_ISREG(st.st_mode))
                 return 0;
         r = fc_pagecache_measure(fd, (uint64_t)st.st_size, &before, &m);
-        if (r < 0)
+        /* cachestat's rule (owner or write access) keeps the figures, not the act */
+        unmeasured = r == -EPERM && t->op != FC_OP_QUERY_CACHED && t->op != FC_OP_QUERY_DIRTY;
+        if (r < 0 && !unmeasured)
                 return r;
-        t->mincore |= m == FC_MEASURE_MINCORE;
+        t->mincore |= !unmeasured && m == FC_MEASURE_MINCORE;
         switch (t->op) {
         case FC_OP_FLUSH:
         case FC_OP_FLUSH_VOLUME:
@@ -71,18 +75,22 @@ static int tally_file(struct tally *t, int fd, uint64_t *bytes)
         }
         if (r < 0)
                 return r;
+        *bytes = (uint64_t)st.st_size;
+        t->files++;
+        t->bytes += (uint64_t)st.st_size;
+        if (unmeasured) {
+                t->unmeasured++;
+                return 0;
+        }
         after = before;
         if (t->op != FC_OP_QUERY_CACHED && t->op != FC_OP_QUERY_DIRTY) {
                 r = fc_pagecache_measure(fd, (uint64_t)st.st_size, &after, &m);
                 if (r < 0)
                         return r;
         }
-        t->files++;
         t->files_dirty += before.dirty > 0;
-        t->bytes += (uint64_t)st.st_size;
         pagestat_add(&t->before, &before);
         pagestat_add(&t->after, &after);
-        *bytes = (uint64_t)st.st_size;
         return 0;
 }
 
@@ -125,6 +133,7 @@ static void tally_merge(void *sum, void *tally, void *arg)
         s->files += t->files;
         s->files_dirty += t->files_dirty;
         s->bytes += t->bytes;
+        s->unmeasured += t->unmeasured;
         s->mincore |= t->mincore;
         pagestat_add(&s->before, &t->before);
         pagestat_add(&s->after, &t->after);
@@ -225,6 +234,8 @@ static void add_change(struct fc_result *res, const struct tally *sum)
 {
         fc_result_add_u64(res, "files", sum->files);
         fc_result_add_u64(res, "bytes", sum->bytes);
+        if (sum->unmeasured)
+                fc_result_add_u64(res, "files_unmeasured", sum->unmeasured);
         fc_result_add_u64(res, "pages_total", sum->before.total);
         fc_result_add_u64(res, "pages_cached_before", sum->before.cached);
         fc_result_add_u64(res, "pages_dirty_before", sum->before.dirty);

@@ -260,6 +260,20 @@ static int fc_query_doit(struct sk_buff *skb, struct genl_info *info)
 		      (ctx->flags & FCACHE_FLAG_RECURSIVE));
 }
 
+/*
+ * tmpfs, ramfs and the like have no backing store: their cached pages are
+ * the data, so a flush of a file, a directory or the whole superblock is
+ * refused rather than reported as a flush that dropped nothing.
+ */
+static int fc_need_backing(struct genl_info *info, struct fc_ctx *ctx)
+{
+	if (mapping_can_writeback(ctx->inode->i_mapping))
+		return 0;
+	NL_SET_ERR_MSG_MOD(info->extack,
+			   "no backing store: the cached pages are the data");
+	return -EOPNOTSUPP;
+}
+
 static int fc_flush_doit(struct sk_buff *skb, struct genl_info *info)
 {
 	struct fc_ctx *ctx;
@@ -271,18 +285,13 @@ static int fc_flush_doit(struct sk_buff *skb, struct genl_info *info)
 	err = fc_may_read(info, ctx);
 	if (err)
 		goto out;
-	if (!S_ISDIR(ctx->inode->i_mode)) {
-		if (!mapping_can_writeback(ctx->inode->i_mapping)) {
-			NL_SET_ERR_MSG_MOD(info->extack,
-					   "no backing store: the cached pages are the data");
-			err = -EOPNOTSUPP;
-			goto out;
-		}
-		if (fc_pin_is_pinned(ctx->inode)) {
-			NL_SET_ERR_MSG_MOD(info->extack, "target is pinned");
-			err = -EBUSY;
-			goto out;
-		}
+	err = fc_need_backing(info, ctx);
+	if (err)
+		goto out;
+	if (!S_ISDIR(ctx->inode->i_mode) && fc_pin_is_pinned(ctx->inode)) {
+		NL_SET_ERR_MSG_MOD(info->extack, "target is pinned");
+		err = -EBUSY;
+		goto out;
 	}
 	return fc_run(info, ctx, fc_do_flush, S_ISDIR(ctx->inode->i_mode));
 out:
@@ -300,6 +309,11 @@ static int fc_flush_volume_doit(struct sk_buff *skb, struct genl_info *info)
 	ctx = fc_ctx_new(info, true, &err);
 	if (!ctx)
 		return err;
+	err = fc_need_backing(info, ctx);
+	if (err) {
+		fc_ctx_free(ctx);
+		return err;
+	}
 	return fc_run(info, ctx, fc_do_flush_volume, true);
 }
 

@@ -32,6 +32,24 @@ fc_user() { LAST=$(as_user $FCNL "$@" 2>&1); }
 expect_user_err() { _e=$1; shift; fc_user "$@" && return 1; [ "$(key error)" = "$_e" ]; }
 drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 mkfile() { dd if=/dev/urandom of="$1" bs=1M count="$2" status=none; }
+# start_writer FILE: write 4 MiB into FILE and keep it open (on NFS every
+# close writes back) until stop_writer
+start_writer() {
+	rm -f /tmp/writer.done /tmp/writer.ready
+	/usr/bin/python3 -c '
+import os, sys, time
+f = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(f, os.urandom(4 << 20))
+open("/tmp/writer.ready", "w").close()
+while not os.path.exists("/tmp/writer.done"):
+    time.sleep(0.05)
+os.close(f)' "$1" &
+	wpid=$!
+	while [ ! -e /tmp/writer.ready ] && kill -0 $wpid 2>/dev/null; do sleep 0.05; done
+}
+stop_writer() { touch /tmp/writer.done; wait $wpid; }
+# incore FILE: its pages in the page cache, as fincore(1) (mincore) sees them
+incore() { fincore -n -o PAGES "$1" | tr -d ' '; }
 
 t0=$(date +%s.%N)
 ts() { echo "T+$(echo "$(date +%s.%N) - $t0" | bc) $*"; }

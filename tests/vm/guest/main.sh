@@ -4,34 +4,15 @@
 # the process after switch_root).  Sets up tmpfs, an ext4 loop image and
 # NFSv4.2 over loopback (kernel nfsd), loads fcache.ko, checks each command
 # for its real effect, unloads, and leaves TAP lines and dmesg in /results.
-export PATH=/usr/sbin:/usr/bin:/sbin:/bin
-mount -t proc proc /proc
-mount -t sysfs sys /sys
-mount -t devtmpfs dev /dev 2>/dev/null
-# env.sh comes through the read-only view of the host; the writable results
-# share is mounted only at the end, so that no 9p mount is visible while
-# the tests run ("flush all" would flush every 9p superblock, the guest's
-# own root among them)
-. "$fcache_env"
-# /tmp of the overlay root is writable already; a tmpfs over it would hide a
-# source tree that lives under the host's /tmp (a CI clone, say)
-case $GUEST_DIR in /tmp/*) ;; *) mount -t tmpfs tmpfs /tmp ;; esac
-mkdir -p /tmp/results
-RESULTS=/tmp/results
-. "$GUEST_DIR/lib.sh"
+. "$(dirname "$0")/preamble.sh"
 
 # ---- setup ---------------------------------------------------------------
-mount -t tmpfs tmpfs /run
 mount -t tmpfs tmpfs /var/lib/nfs
 mkdir -p /var/lib/nfs/rpc_pipefs /var/lib/nfs/v4recovery
 ip link set lo up
-modprobe loop
-modprobe ext4
 modprobe nfsd
 modprobe nfsv4
 mount -t nfsd nfsd /proc/fs/nfsd
-mount -t tmpfs tmpfs /srv
-mount -t tmpfs tmpfs /mnt
 mkdir -p /srv/export /mnt/nfs /mnt/ext4 /mnt/tmpfs
 mount -t tmpfs -o size=512m tmpfs /mnt/tmpfs
 truncate -s 256M /srv/ext4.img
@@ -84,18 +65,7 @@ for fs in tmpfs ext4 nfs; do
 	check "$fs: the 24 MiB prefetch ran as a job" ge "$(key async_job)" 1
 
 	# dirty pages are visible while the writer keeps the file open
-	rm -f /tmp/writer.done
-	/usr/bin/python3 -c '
-import os, sys, time
-f = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-os.write(f, os.urandom(4 << 20))
-open("/tmp/writer.ready", "w").close()
-while not os.path.exists("/tmp/writer.done"):
-    time.sleep(0.05)
-os.close(f)' $d/w &
-	wpid=$!
-	while [ ! -e /tmp/writer.ready ]; do sleep 0.05; done
-	rm -f /tmp/writer.ready
+	start_writer $d/w
 	fc query $d/w
 	dirty=$(( $(key pages_dirty || :)0 / 10 + $(key pages_unstable)0 / 10 + $(key pages_writeback)0 / 10 ))
 	if [ $fs = tmpfs ]; then
@@ -106,8 +76,7 @@ os.close(f)' $d/w &
 		check "$fs: flush of the open, dirty file" eq "$(cached $d/w)" 0
 		check "$fs: server copy matches after flush" cmp -s $d/w $src/w
 	fi
-	touch /tmp/writer.done
-	wait $wpid
+	stop_writer
 
 	# memory pins survive drop_caches, unpinned pages do not
 	fc prefetch $d/a
@@ -275,56 +244,9 @@ wait $ppid 2>/dev/null
 sleep 1
 check "module still answers after a killed prefetch" fc limits
 
-# the real fcachectl CLI (libfcachectl) through the module
-ctl() { LAST=$($FCACHECTL -q -j "$@" 2>/dev/null); }
-ckey() {
-	echo "$LAST" | /usr/bin/python3 -c '
-import json, sys
-r = json.load(sys.stdin)["results"][0]
-print(r["result"].get(sys.argv[1], "") if r.get("ok") else "ERROR")' "$1" 2>/dev/null
-}
-if [ -n "${FCACHECTL:-}" ]; then
-	ctl query cached /mnt/nfs/b
-	if [ "$(ckey backend)" = kmod ]; then
-		ok "fcachectl query on NFS says backend=kmod"
-		check "fcachectl query: pages_total" eq "$(ckey pages_total)" 2048
-		ctl flush /mnt/nfs/b
-		check "fcachectl flush (kmod): pages_cached=0" \
-			eq "$(ckey backend):$(ckey pages_cached)" kmod:0
-		ctl prefetch /mnt/nfs/b
-		check "fcachectl prefetch (kmod): all pages cached" \
-			eq "$(ckey backend):$(ckey pages_cached)" kmod:2048
-		ctl pin /mnt/nfs/b
-		check "fcachectl pin (kmod)" eq "$(ckey backend):$(ckey pinned)" kmod:yes
-		ctl query pinned /mnt/nfs/b
-		check "fcachectl query pinned (kmod)" eq "$(ckey pinned)" yes
-		ctl flush /mnt/nfs/b
-		check "fcachectl flush of a pinned file fails" eq "$(ckey pinned)" ERROR
-		ctl unpin /mnt/nfs/b
-		check "fcachectl unpin (kmod)" eq "$(ckey pinned)" no
-		ctl query cached recursive /mnt/nfs/tree
-		check "fcachectl query cached recursive (kmod)" \
-			eq "$(ckey backend)" kmod
-		ctl prefetch recursive /mnt/nfs/tree
-		check "fcachectl prefetch recursive (kmod): 20 files" \
-			eq "$(ckey files):$(ckey pages_cached)" 20:5120
-		ctl flush /mnt/nfs/tree
-		check "fcachectl flush of a directory (kmod)" eq "$(ckey pages_cached)" 0
-		ctl flush volume /mnt/nfs
-		check "fcachectl flush volume (kmod)" eq "$(ckey backend):$(ckey supers)" kmod:1
-		ctl prefetch /mnt/nfs/b
-		ctl flush all /mnt/nfs
-		check "fcachectl flush all (kmod)" ge "$(ckey supers)" 1
-		check "... dropped the NFS file" eq "$(cached /mnt/nfs/b)" 0
-		LAST=$(as_user $FCACHECTL -q -j flush volume /mnt/nfs 2>/dev/null)
-		check "fcachectl flush volume as uid 1000 fails" eq "$(ckey supers)" ERROR
-		ctl query cache /mnt/nfs
-		check "fcachectl query cache shows the module's budget" \
-			ge "$(ckey kmod_pin_budget_bytes)" 1
-	else
-		todo "fcachectl query on NFS says backend=kmod (got $(ckey backend))"
-	fi
-fi
+# the path a user takes: the fcachectl CLI, routed to the module
+. "$GUEST_DIR/ctl.sh"
+ctl_checks kmod
 
 . "$GUEST_DIR/cull.sh"
 
@@ -332,6 +254,8 @@ fi
 filp() { awk '$1 == "filp" { print $2 }' /proc/slabinfo; }
 check "rmmod fcache" rmmod fcache
 ts "main done"
+# the same through the user-space backend, now that the family is gone
+ctl_checks user
 drop_caches
 filp0=$(filp)
 for i in $(seq 20); do
