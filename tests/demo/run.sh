@@ -10,7 +10,14 @@ fc="$top/build/cli/fcachectl"
 
 demo=$(mktemp -d /tmp/fcache-demo-XXXXXX)
 server=$demo/server mnt=$demo/mnt
-cleanup() { cd /; ! declare -F stop_daemons >/dev/null || stop_daemons; fusermount3 -u "$mnt" 2>/dev/null || true; rm -rf "$demo"; }
+cleanup() {
+        cd /
+        ! declare -F stop_daemons >/dev/null || stop_daemons
+        ! declare -F stop_view >/dev/null || stop_view
+        fusermount3 -u "$mnt" 2>/dev/null || true
+        umount "$demo/vol" 2>/dev/null || true
+        rm -rf "$demo"
+}
 trap cleanup EXIT
 mkdir -p "$server/proj/src" "$server/proj/doc" "$mnt"
 for i in $(seq 1 30); do head -c $((i * 40000)) /dev/urandom > "$server/proj/src/file$i.o"; done
@@ -34,5 +41,6 @@ step "$fc" query cache
 step "$fc" query cachd proj
 step "$fc" pin recursive proj
 source "$top/tests/demo/daemon.sh"
+source "$top/tests/demo/volume.sh"
 echo
-echo "Done. (fcache volumes and disconnected operation arrive with the volume work.)"
+echo "Done."
