@@ -152,6 +152,13 @@ static void extack_msg(const struct nlmsghdr *nh, char *out, size_t cap)
         }
 }
 
+/* NLMSG_OK without its signed/unsigned comparison (clang's -Wsign-compare) */
+static bool knlmsg_ok(const struct nlmsghdr *nh, int len)
+{
+        return len >= (int)sizeof(*nh) && nh->nlmsg_len >= sizeof(*nh) &&
+               nh->nlmsg_len <= (unsigned int)len;
+}
+
 typedef void (*kdump_fn)(const struct kreply *r, void *arg);
 
 /*
@@ -181,7 +188,7 @@ static int kconn_wait(struct kconn *c, struct kreply *r, kdump_fn dump, void *ar
                         return -errno;
                 }
                 int len = (int)n, got = 0;
-                for (struct nlmsghdr *nh = (struct nlmsghdr *)c->buf; NLMSG_OK(nh, len);
+                for (struct nlmsghdr *nh = (struct nlmsghdr *)c->buf; knlmsg_ok(nh, len);
                      nh = NLMSG_NEXT(nh, len)) {
                         if (nh->nlmsg_seq != c->seq)
                                 continue;
@@ -267,7 +274,7 @@ static int kconn_open(struct kconn *c)
                 err = -ENOENT;
                 if (n < 0)
                         err = -errno;
-                else if (NLMSG_OK(nh, (int)n) && nh->nlmsg_type == GENL_ID_CTRL) {
+                else if (knlmsg_ok(nh, (int)n) && nh->nlmsg_type == GENL_ID_CTRL) {
                         const struct nlattr *a = (const struct nlattr *)
                                 ((const char *)NLMSG_DATA(nh) + GENL_HDRLEN);
                         int rem = (int)nh->nlmsg_len - NLMSG_LENGTH(GENL_HDRLEN);
