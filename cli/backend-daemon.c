@@ -20,6 +20,7 @@
 #include <systemd/sd-bus.h>
 
 #include "backend.h"
+#include "mounts.h"
 
 #define BUS_NAME "org.fcache.Manager1"
 #define MANAGER_PATH "/org/fcache/Manager1"
@@ -30,6 +31,9 @@
 
 static bool daemon_handles(const struct fc_command *cmd, const struct fc_target *t)
 {
+        /* Every command on an fcache volume is the volume's (fcached runs its view). */
+        if (fc_target_on_fcache_volume(t))
+                return true;
         switch (cmd->op) {
         case FC_OP_PIN:
         case FC_OP_UNPIN:

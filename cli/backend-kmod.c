@@ -899,29 +899,9 @@ static bool kmod_available(void)
         return true;
 }
 
-#define FUSE_MAGIC 0x65735546
-
-/* An fcache volume (a fuse.fcache mount) is served by fcached, whatever the command. */
-static bool on_fcache_volume(const struct fc_target *t)
-{
-        struct fc_mount_table mt;
-        const struct fc_mount *m;
-        struct statfs sfs;
-        bool volume;
-
-        if (fstatfs(t->fd, &sfs) < 0 || sfs.f_type != FUSE_MAGIC)
-                return false;
-        if (!(t->stx.stx_mask & STATX_MNT_ID) || fc_mount_table_read(&mt) < 0)
-                return false;
-        m = fc_mount_table_find(&mt, t->stx.stx_mnt_id);
-        volume = m && !strcmp(m->fs_type, "fuse.fcache");
-        fc_mount_table_free(&mt);
-        return volume;
-}
-
 static bool kmod_handles(const struct fc_command *cmd, const struct fc_target *t)
 {
-        if (on_fcache_volume(t))
+        if (fc_target_on_fcache_volume(t))
                 return false;
         switch (cmd->op) {
         case FC_OP_QUERY_CACHED:

@@ -4,8 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statfs.h>
 
 #include "mounts.h"
+#include "target.h"
 
 /* Network (or remote, user-space served) filesystem types; fuse.* matches every FUSE subtype. */
 static const char *const network_types[] = {
@@ -133,4 +135,24 @@ const struct fc_mount *fc_mount_table_find(const struct fc_mount_table *t, uint6
                 if (t->mounts[i].id == id)
                         return &t->mounts[i];
         return NULL;
+}
+
+#define FUSE_MAGIC 0x65735546
+
+/* An fcache volume (a fuse.fcache mount) is served by fcached, whatever the command. */
+bool fc_target_on_fcache_volume(const struct fc_target *t)
+{
+        struct fc_mount_table mt;
+        const struct fc_mount *m;
+        struct statfs sfs;
+        bool volume;
+
+        if (fstatfs(t->fd, &sfs) < 0 || sfs.f_type != FUSE_MAGIC)
+                return false;
+        if (!(t->stx.stx_mask & STATX_MNT_ID) || fc_mount_table_read(&mt) < 0)
+                return false;
+        m = fc_mount_table_find(&mt, t->stx.stx_mnt_id);
+        volume = m && !strcmp(m->fs_type, "fuse.fcache");
+        fc_mount_table_free(&mt);
+        return volume;
 }

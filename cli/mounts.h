@@ -24,3 +24,7 @@ const struct fc_mount *fc_mount_table_find(const struct fc_mount_table *t, uint6
 
 /* nfs, nfs4, cifs, smb3, afs, 9p, ceph, fuse and fuse.*, ... */
 bool fc_fs_type_is_network(const char *fs_type);
+
+struct fc_target;
+/* Is @t on an fcache volume (a fuse.fcache mount, served by fcached)? */
+bool fc_target_on_fcache_volume(const struct fc_target *t);

@@ -189,6 +189,10 @@ void fc_print_table(FILE *f, const struct fc_command *c, const struct fc_outcome
                 ok += !o[i].err;
         if (!ok)
                 return;
+        /* A volume's view answers with the store's keys, not the page cache's. */
+        for (size_t i = 0; i < n && cols; i++)
+                if (!o[i].err && fc_outcome_get(&o[i], "volume"))
+                        cols = NULL;
         if (!cols) {
                 print_list(f, o, n);
                 return;

@@ -2,7 +2,8 @@
 /*
  * dispatch.c: the one place in fcached that decides who serves a command.
  *
- *   fcache volume (issue 5: the volume's data plane)   -> not yet: none exist
+ *   fcache volume (a path under a volume's mountpoint)  -> its view's control
+ *                                                         socket (volumes.c)
  *   plain mount, cache commands                        -> libfcachectl's router
  *                                                         (fcache.ko, else user space)
  *   plain mount, pin / unpin / query pinned / budget   -> the daemon's pins (pins.c)
@@ -24,6 +25,7 @@
 #include "fcachectl.h"
 #include "operation.h"
 #include "pins.h"
+#include "volumes.h"
 
 static void on_progress(const struct fcachectl_progress *pr, void *data)
 {
@@ -104,8 +106,13 @@ void fcd_dispatch_thread(struct fcd_request *req)
         }
         buf[n] = '\0';
         req->canonical = g_strdup(buf);
-        /* fcache volumes join here (issue 5): a volume's path goes to its data plane. */
-        if (core_serves(req->cmd.op)) {
+        /*
+         * A volume's path goes to its data plane; the caller's access was proved
+         * above, through the view itself (default_permissions).
+         */
+        if (fcd_volume_contains(req->ctx->volumes, req->canonical)) {
+                req->volume = true; /* forwarded below, as fcached: the socket is root's */
+        } else if (core_serves(req->cmd.op)) {
                 run_core(req, &t);
         } else if (req->cmd.op == FC_OP_PIN) {
                 struct fcd_operation *op = req->op;
@@ -125,6 +132,9 @@ void fcd_dispatch_thread(struct fcd_request *req)
 out:
         fc_target_close(&t);
         fcd_identity_leave(&saved);
+        if (req->volume && req->r == 0)
+                fcd_volume_forward(req->ctx->volumes, req->canonical, req->cmd_text, &req->res,
+                                   &req->e, &req->r);
 }
 
 static bool kmod_loaded(void)
@@ -141,7 +151,7 @@ bool fcd_dispatch_finish(struct fcd_request *req)
                 fcd_pins_discard(pins, g_steal_pointer(&req->build));
                 return false;
         }
-        if (core_serves(req->cmd.op))
+        if (core_serves(req->cmd.op) || req->volume)
                 return false;
         fc_result_add_str(&req->res, "backend", "fcached");
         fc_result_add_str(&req->res, "type", fc_file_type_name(req->type));

@@ -21,9 +21,13 @@
 #include "fcached.h"
 #include "operation.h"
 #include "pins.h"
+#include "volume-config.h"
+#include "volumes.h"
 
 static struct {
         char *state_dir;
+        char *volumes_dir;
+        char *view_exe;
         char *budget;
         int max_pins;
         gint64 max_files;
@@ -38,6 +42,10 @@ static struct {
 static const GOptionEntry entries[] = {
         { "state-dir", 0, 0, G_OPTION_ARG_FILENAME, &opt.state_dir,
           "Where pins persist (default /var/lib/fcache)", "DIR" },
+        { "volumes-dir", 0, 0, G_OPTION_ARG_FILENAME, &opt.volumes_dir,
+          "Where the volumes' NAME.conf files are (default " VOLUME_CONFIG_DIR ")", "DIR" },
+        { "view", 0, 0, G_OPTION_ARG_FILENAME, &opt.view_exe,
+          "The fcache-view program that serves a volume (default " FCACHE_VIEW_PATH ")", "PATH" },
         { "pin-budget", 0, 0, G_OPTION_ARG_STRING, &opt.budget,
           "Bytes of pinned files kept resident (default 256M; set cache-size changes it)", "SIZE" },
         { "max-pins", 0, 0, G_OPTION_ARG_INT, &opt.max_pins, "Most pins held (default 1024)", "N" },
@@ -132,6 +140,8 @@ int main(int argc, char **argv)
                 return 1;
         }
         fcd_pins_load(ctx.pins);
+        ctx.volumes = fcd_volumes_start(opt.volumes_dir ? opt.volumes_dir : VOLUME_CONFIG_DIR,
+                                        opt.view_exe ? opt.view_exe : FCACHE_VIEW_PATH);
 
         ctx.bus = g_bus_get_sync(G_BUS_TYPE_SYSTEM, NULL, &error);
         if (!ctx.bus) {
@@ -185,10 +195,13 @@ int main(int argc, char **argv)
         g_dbus_connection_flush_sync(ctx.bus, NULL, NULL);
         g_object_unref(ctx.bus);
         fcd_pins_free(ctx.pins);
+        fcd_volumes_free(ctx.volumes); /* the views keep serving: see volumes.h */
         g_hash_table_unref(ctx.operations);
         g_main_loop_unref(ctx.loop);
         g_free(ctx.state_dir);
         g_free(opt.budget);
+        g_free(opt.volumes_dir);
+        g_free(opt.view_exe);
         g_message("Stopped");
         return status;
 }

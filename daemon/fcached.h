@@ -59,6 +59,7 @@ struct fcd_caller {
 };
 
 struct fcd_pins;
+struct fcd_volumes;
 struct fcd_operation;
 
 struct fcd_context {
@@ -66,6 +67,7 @@ struct fcd_context {
         GDBusConnection *bus;
         FcManager1 *manager;           /* the exported skeleton */
         struct fcd_pins *pins;
+        struct fcd_volumes *volumes;   /* fcache volumes and their views (volumes.c) */
         GHashTable *operations;        /* id -> struct fcd_operation*, running or lingering */
         guint64 next_operation;
         guint running_operations;
@@ -92,6 +94,7 @@ struct fcd_request {
         struct fc_result res;
         char *canonical;               /* the resolved object's path */
         mode_t type;                   /* its file type */
+        bool volume;                   /* served by a volume's view (forwarded) */
         struct fcd_pin_build *build;   /* pin: the file set to commit */
 };
 
@@ -102,6 +105,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(fcd_request, fcd_request_free)
 /* manager.c */
 int fcd_manager_export(struct fcd_context *ctx, GError **error);
 void fcd_manager_update_properties(struct fcd_context *ctx);
+/* manager-volumes.c: AddVolume, RemoveVolume, ListVolumes */
+void fcd_manager_volumes_connect(struct fcd_context *ctx);
 
 /* bus-result.c: "key=value\n" lines <-> a{sv} */
 GVariant *fcd_result_to_variant(const char *lines);

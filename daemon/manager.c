@@ -392,6 +392,7 @@ int fcd_manager_export(struct fcd_context *ctx, GError **error)
         g_signal_connect(ctx->manager, "handle-set-cache", G_CALLBACK(on_set_cache), ctx);
         g_signal_connect(ctx->manager, "handle-disconnect", G_CALLBACK(on_disconnect), ctx);
         g_signal_connect(ctx->manager, "handle-reconnect", G_CALLBACK(on_reconnect), ctx);
+        fcd_manager_volumes_connect(ctx);
         if (!g_dbus_interface_skeleton_export(G_DBUS_INTERFACE_SKELETON(ctx->manager), ctx->bus,
                                               FCD_MANAGER_PATH, error))
                 return -1;

@@ -1,0 +1,470 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * volumes.c: the registry of fcache volumes, their fcache-view processes,
+ * and forwarding commands to a volume's control socket (volumes.h).
+ *
+ * Main-loop side: loading, starting, restarting, adding, removing.  Worker
+ * side: fcd_volume_forward(), which only reads the mountpoint and socket
+ * path of a volume under vols->lock.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <glib/gstdio.h>
+
+#include "volume-config.h"
+#include "volumes.h"
+
+#define RESTARTS_MAX 5             /* deaths in a row before a volume is given up */
+#define FORWARD_TIMEOUT_S 600      /* longest answer wait (a recursive pin) */
+
+struct volume {
+        struct fcd_volumes *vols;
+        struct volume_config cfg;
+        char *conf_path;
+        char *socket_path;
+        GPid pid;                  /* the holder we started, 0 if adopted or stopped */
+        guint child_watch;
+        guint restart_timer;
+        unsigned deaths;
+        bool removing;
+};
+
+struct fcd_volumes {
+        GMutex lock;               /* the list, for fcd_volume_forward() */
+        GPtrArray *list;           /* struct volume * */
+        char *dir;
+        char *view_exe;
+};
+
+static void volume_start(struct volume *vol);
+
+static void volume_free(struct volume *vol)
+{
+        if (vol->child_watch)
+                g_source_remove(vol->child_watch);
+        if (vol->restart_timer)
+                g_source_remove(vol->restart_timer);
+        volume_config_free(&vol->cfg);
+        g_free(vol->conf_path);
+        g_free(vol->socket_path);
+        g_free(vol);
+}
+
+/* Connects to a control socket; -errno if nothing listens there. */
+static int control_connect(const char *socket_path)
+{
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        struct timeval tv = { .tv_sec = FORWARD_TIMEOUT_S };
+        int fd;
+
+        if (strlen(socket_path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, socket_path);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                int r = -errno;
+                close(fd);
+                return r;
+        }
+        return fd;
+}
+
+/*
+ * One request on the control socket: "COMMAND [TAB PATH] LF"; the answer's
+ * lines (without the final empty one) go to *lines.  Returns the answer's
+ * status (0 or -errno), or -errno of the exchange itself.
+ */
+static int control_call(const char *socket_path, const char *command, const char *path,
+                        GPtrArray *lines)
+{
+        g_autofree char *req = g_strdup_printf("%s%s%s\n", command, path ? "\t" : "",
+                                               path ? path : "");
+        g_autoptr(GString) answer = g_string_new(NULL);
+        int fd = control_connect(socket_path), status = -EPROTO;
+        char buf[4096];
+
+        if (fd < 0)
+                return fd;
+        if (write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
+                close(fd);
+                return -EIO;
+        }
+        while (!g_str_has_suffix(answer->str, "\n\n")) {
+                ssize_t n = read(fd, buf, sizeof(buf));
+                if (n <= 0) {
+                        close(fd);
+                        return n < 0 && errno == EAGAIN ? -ETIMEDOUT : -ECONNRESET;
+                }
+                g_string_append_len(answer, buf, n);
+        }
+        close(fd);
+        g_auto(GStrv) split = g_strsplit(answer->str, "\n", -1);
+        for (char **l = split; *l && **l; l++) {
+                if (l == split && sscanf(*l, "status=%d", &status) == 1)
+                        continue;
+                g_ptr_array_add(lines, g_strdup(*l));
+        }
+        return status;
+}
+
+/* A view is already serving this volume (an fcached before us started it). */
+static bool volume_adopt(struct volume *vol)
+{
+        g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
+        g_autofree char *want = g_strdup_printf("mountpoint=%s", vol->cfg.mountpoint);
+
+        if (control_call(vol->socket_path, "query state", NULL, lines) < 0)
+                return false;
+        for (guint i = 0; i < lines->len; i++)
+                if (!strcmp(lines->pdata[i], want))
+                        return true;
+        return false;
+}
+
+static gboolean on_restart_timer(gpointer data)
+{
+        struct volume *vol = data;
+
+        vol->restart_timer = 0;
+        volume_start(vol);
+        return G_SOURCE_REMOVE;
+}
+
+static void on_view_exit(GPid pid, gint status, gpointer data)
+{
+        struct volume *vol = data;
+
+        g_spawn_close_pid(pid);
+        vol->child_watch = 0;
+        vol->pid = 0;
+        if (vol->removing)
+                return;
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+                g_message("Volume %s: its view stopped", vol->cfg.name);
+                return;
+        }
+        if (++vol->deaths > RESTARTS_MAX) {
+                g_warning("Volume %s: its view died %u times in a row; given up (see the log "
+                          "above for why)", vol->cfg.name, vol->deaths - 1);
+                return;
+        }
+        g_warning("Volume %s: its view (pid %d) %s %d; starting it again", vol->cfg.name, pid,
+                  WIFSIGNALED(status) ? "was killed by signal" : "exited with status",
+                  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+        vol->restart_timer = g_timeout_add_seconds(1, on_restart_timer, vol);
+}
+
+static void volume_start(struct volume *vol)
+{
+        const char *argv[] = { vol->vols->view_exe, "--config", vol->conf_path, NULL };
+        g_autoptr(GError) error = NULL;
+
+        if (volume_adopt(vol)) {
+                g_message("Volume %s: adopted the view serving %s", vol->cfg.name,
+                          vol->cfg.mountpoint);
+                return;
+        }
+        if (!g_spawn_async(NULL, (char **)argv, NULL,
+                           G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_LEAVE_DESCRIPTORS_OPEN,
+                           NULL, NULL, &vol->pid, &error)) {
+                g_warning("Volume %s: cannot start %s: %s", vol->cfg.name, argv[0],
+                          error->message);
+                return;
+        }
+        vol->child_watch = g_child_watch_add(vol->pid, on_view_exit, vol);
+        g_message("Volume %s: started its view (pid %d) on %s", vol->cfg.name, vol->pid,
+                  vol->cfg.mountpoint);
+}
+
+/* The parent process of @pid, from /proc (0 if unknown). */
+static int parent_of(int pid)
+{
+        g_autofree char *path = g_strdup_printf("/proc/%d/stat", pid), *text = NULL;
+        const char *p;
+        int ppid = 0;
+
+        if (!g_file_get_contents(path, &text, NULL, NULL) || !(p = strrchr(text, ')')))
+                return 0;
+        return sscanf(p, ") %*c %d", &ppid) == 1 ? ppid : 0;
+}
+
+static struct volume *find_locked(struct fcd_volumes *vols, const char *name,
+                                  const char *mountpoint)
+{
+        for (guint i = 0; i < vols->list->len; i++) {
+                struct volume *vol = vols->list->pdata[i];
+                if ((name && !strcmp(vol->cfg.name, name)) ||
+                    (mountpoint && !strcmp(vol->cfg.mountpoint, mountpoint)))
+                        return vol;
+        }
+        return NULL;
+}
+
+/* Parses @conf_path into a new volume and registers it; -errno with @e set. */
+static int volume_load(struct fcd_volumes *vols, const char *conf_path, struct volume **out,
+                       struct fc_error *e)
+{
+        struct volume *vol = g_new0(struct volume, 1);
+        g_autofree char *base = g_path_get_basename(conf_path);
+        char err[512] = "";
+        int r;
+
+        vol->vols = vols;
+        vol->conf_path = g_strdup(conf_path);
+        volume_config_init(&vol->cfg);
+        *strrchr(base, '.') = '\0';
+        vol->cfg.name = g_strdup(base);
+        r = volume_config_load(&vol->cfg, conf_path, err, sizeof(err));
+        if (r == 0)
+                r = volume_config_validate(&vol->cfg, err, sizeof(err));
+        if (r < 0) {
+                fc_error_set(e, -r, "%s", err);
+                volume_free(vol);
+                return r;
+        }
+        vol->socket_path = g_build_filename(vol->cfg.cache_dir, "control.sock", NULL);
+        g_mutex_lock(&vols->lock);
+        if (find_locked(vols, vol->cfg.name, vol->cfg.mountpoint)) {
+                g_mutex_unlock(&vols->lock);
+                fc_error_set(e, EEXIST, "%s: a volume named %s or mounted on %s exists already",
+                             conf_path, vol->cfg.name, vol->cfg.mountpoint);
+                volume_free(vol);
+                return -EEXIST;
+        }
+        g_ptr_array_add(vols->list, vol);
+        g_mutex_unlock(&vols->lock);
+        *out = vol;
+        return 0;
+}
+
+struct fcd_volumes *fcd_volumes_start(const char *dir, const char *view_exe)
+{
+        struct fcd_volumes *vols = g_new0(struct fcd_volumes, 1);
+        g_autoptr(GError) error = NULL;
+        g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+        GDir *d;
+
+        g_mutex_init(&vols->lock);
+        vols->list = g_ptr_array_new();
+        vols->dir = g_strdup(dir);
+        vols->view_exe = g_strdup(view_exe);
+        d = g_dir_open(dir, 0, &error);
+        if (!d) {
+                if (!g_error_matches(error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+                        g_warning("Volumes: cannot read %s: %s", dir, error->message);
+                return vols;
+        }
+        for (const char *n; (n = g_dir_read_name(d));)
+                if (g_str_has_suffix(n, ".conf") && strlen(n) > 5)
+                        g_ptr_array_add(names, g_strdup(n));
+        g_dir_close(d);
+        g_ptr_array_sort(names, (GCompareFunc)g_strcmp0);
+        for (guint i = 0; i < names->len; i++) {
+                g_autofree char *path = g_build_filename(dir, names->pdata[i], NULL);
+                struct fc_error e = { 0 };
+                struct volume *vol;
+
+                if (volume_load(vols, path, &vol, &e) < 0) {
+                        g_warning("Volume not started: %s", e.text);
+                        continue;
+                }
+                volume_start(vol);
+        }
+        return vols;
+}
+
+void fcd_volumes_free(struct fcd_volumes *vols)
+{
+        if (!vols)
+                return;
+        for (guint i = 0; i < vols->list->len; i++)
+                volume_free(vols->list->pdata[i]);
+        g_ptr_array_unref(vols->list);
+        g_mutex_clear(&vols->lock);
+        g_free(vols->dir);
+        g_free(vols->view_exe);
+        g_free(vols);
+}
+
+/* NAME of NAME.conf: what a file name and a D-Bus path element can both hold. */
+static bool name_valid(const char *name)
+{
+        if (!*name || strlen(name) > 64 || name[0] == '.' || name[0] == '-')
+                return false;
+        for (const char *p = name; *p; p++)
+                if (!g_ascii_isalnum(*p) && *p != '_' && *p != '-' && *p != '.')
+                        return false;
+        return true;
+}
+
+int fcd_volumes_add(struct fcd_volumes *vols, const char *name, const char *config,
+                    struct fc_error *e)
+{
+        g_autofree char *path = NULL, *tmp = NULL;
+        g_autoptr(GError) error = NULL;
+        struct volume *vol;
+        int r;
+
+        if (!name_valid(name))
+                return fc_error_set(e, EINVAL, "'%s' is not a volume name (1 to 64 letters, "
+                                    "digits, '_', '-' or '.', not starting with '.' or '-')",
+                                    name);
+        g_mutex_lock(&vols->lock);
+        vol = find_locked(vols, name, NULL);
+        g_mutex_unlock(&vols->lock);
+        if (vol)
+                return fc_error_set(e, EEXIST, "volume %s exists already", name);
+        if (g_mkdir_with_parents(vols->dir, 0755) < 0)
+                return fc_error_set(e, errno, "%s: %s", vols->dir, g_strerror(errno));
+        path = g_strdup_printf("%s/%s.conf", vols->dir, name);
+        tmp = g_strdup_printf("%s/.%s.conf.new", vols->dir, name);
+        /* Parsed from a temporary first, so a bad config never lands in the directory. */
+        if (!g_file_set_contents_full(tmp, config, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0644,
+                                      &error))
+                return fc_error_set(e, EIO, "%s", error->message);
+        r = volume_load(vols, tmp, &vol, e);
+        if (r < 0) {
+                g_unlink(tmp);
+                return r;
+        }
+        g_free(vol->cfg.name);
+        vol->cfg.name = g_strdup(name);
+        if (rename(tmp, path) < 0) {
+                r = -errno;
+                g_unlink(tmp);
+                g_mutex_lock(&vols->lock);
+                g_ptr_array_remove(vols->list, vol);
+                g_mutex_unlock(&vols->lock);
+                volume_free(vol);
+                return fc_error_set(e, -r, "%s: %s", path, g_strerror(-r));
+        }
+        g_free(vol->conf_path);
+        vol->conf_path = g_steal_pointer(&path);
+        volume_start(vol);
+        return 0;
+}
+
+int fcd_volumes_remove(struct fcd_volumes *vols, const char *name, struct fc_error *e)
+{
+        g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
+        struct volume *vol;
+        int pid = 0;
+
+        g_mutex_lock(&vols->lock);
+        vol = find_locked(vols, name, NULL);
+        if (vol)
+                g_ptr_array_remove(vols->list, vol);
+        g_mutex_unlock(&vols->lock);
+        if (!vol)
+                return fc_error_set(e, ENOENT, "no volume named %s", name);
+        vol->removing = true;
+        /* An adopted view is not our child: its holder is the parent of its worker. */
+        if (vol->pid)
+                pid = vol->pid;
+        else if (control_call(vol->socket_path, "query state", NULL, lines) >= 0)
+                for (guint i = 0; i < lines->len; i++) {
+                        int worker;
+                        if (sscanf(lines->pdata[i], "pid=%d", &worker) == 1)
+                                pid = parent_of(worker);
+                }
+        if (pid > 0)
+                kill(pid, SIGTERM);
+        else
+                g_warning("Volume %s: cannot tell its view's holder; unmount %s by hand", name,
+                          vol->cfg.mountpoint);
+        if (g_unlink(vol->conf_path) < 0 && errno != ENOENT)
+                g_warning("Volume %s: cannot remove %s: %s", name, vol->conf_path,
+                          g_strerror(errno));
+        g_message("Volume %s: stopped (unmounting %s)", name, vol->cfg.mountpoint);
+        /* The child watch, if any, is removed with it; the holder is reaped by init. */
+        volume_free(vol);
+        return 0;
+}
+
+char **fcd_volumes_list(struct fcd_volumes *vols)
+{
+        GStrvBuilder *b = g_strv_builder_new();
+        char **out;
+
+        g_mutex_lock(&vols->lock);
+        for (guint i = 0; i < vols->list->len; i++) {
+                struct volume *vol = vols->list->pdata[i];
+                g_autofree char *line = g_strdup_printf("%s\t%s\t%s", vol->cfg.name,
+                                                        vol->cfg.mountpoint,
+                                                        vol->cfg.backing);
+                g_strv_builder_add(b, line);
+        }
+        g_mutex_unlock(&vols->lock);
+        out = g_strv_builder_end(b);
+        g_strv_builder_unref(b);
+        return out;
+}
+
+/* The volume @canonical lies in; copies of its name and socket path. */
+static bool volume_of(struct fcd_volumes *vols, const char *canonical, char **name,
+                      char **socket_path)
+{
+        bool found = false;
+
+        if (!vols)
+                return false;
+        g_mutex_lock(&vols->lock);
+        for (guint i = 0; i < vols->list->len && !found; i++) {
+                struct volume *vol = vols->list->pdata[i];
+                size_t ml = strlen(vol->cfg.mountpoint);
+                if (!strncmp(canonical, vol->cfg.mountpoint, ml) &&
+                    (canonical[ml] == '/' || !canonical[ml])) {
+                        if (name)
+                                *name = g_strdup(vol->cfg.name);
+                        if (socket_path)
+                                *socket_path = g_strdup(vol->socket_path);
+                        found = true;
+                }
+        }
+        g_mutex_unlock(&vols->lock);
+        return found;
+}
+
+bool fcd_volume_contains(struct fcd_volumes *vols, const char *canonical)
+{
+        return volume_of(vols, canonical, NULL, NULL);
+}
+
+bool fcd_volume_forward(struct fcd_volumes *vols, const char *canonical, const char *cmd_text,
+                        struct fc_result *res, struct fc_error *e, int *r)
+{
+        g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
+        g_autofree char *socket_path = NULL, *name = NULL;
+        const char *error = NULL;
+
+        if (!volume_of(vols, canonical, &name, &socket_path))
+                return false;
+        *r = control_call(socket_path, cmd_text, canonical, lines);
+        fc_result_add_str(res, "volume", name);
+        for (guint i = 0; i < lines->len; i++) {
+                char *line = lines->pdata[i], *eq = strchr(line, '=');
+                if (!eq)
+                        continue;
+                *eq = '\0';
+                if (!strcmp(line, "error"))
+                        error = eq + 1;
+                else
+                        fc_result_add_str(res, line, eq + 1);
+        }
+        if (*r < 0)
+                *r = fc_error_set(e, -*r, "%s: volume %s: %s", canonical, name,
+                                  error ? error : g_strerror(-*r));
+        return true;
+}

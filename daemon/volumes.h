@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * volumes.h: the fcache volumes fcached runs (volumes.c).
+ *
+ * Each NAME.conf in the volumes directory (/etc/fcache/volumes.d) is one
+ * volume, served by its own fcache-view process (the data plane: the FUSE
+ * view, the store, the control socket CacheDir/control.sock; see
+ * daemon/view.md).  fcached starts that process, starts it again when it
+ * dies, and adopts one that is already serving (left by an fcached that was
+ * restarted or crashed) instead of mounting again, so a restart of fcached
+ * is invisible to applications.  Stopping fcached leaves the views serving;
+ * RemoveVolume stops one (it unmounts).
+ *
+ * Commands on a path inside a volume go to that volume's control socket
+ * (fcd_volume_forward); the registry is read by worker threads under its
+ * own lock.
+ */
+#pragma once
+
+#include <stdbool.h>
+
+#include "fcached.h"
+
+struct fcd_volumes;
+
+/*
+ * Reads every *.conf of @dir and starts or adopts their views.  A bad file
+ * is logged (file, line, key, why) and skipped; the others start.  @view_exe
+ * is the fcache-view program.
+ */
+struct fcd_volumes *fcd_volumes_start(const char *dir, const char *view_exe);
+/* Forgets the registry; the views keep serving (see above). */
+void fcd_volumes_free(struct fcd_volumes *vols);
+
+/*
+ * Adds volume @name from the text of a NAME.conf: written to the volumes
+ * directory, then started.  0, or -errno with @e set (bad name, bad config
+ * naming the key, a volume of that name or mountpoint exists).
+ */
+int fcd_volumes_add(struct fcd_volumes *vols, const char *name, const char *config,
+                    struct fc_error *e);
+/* Stops volume @name (its view unmounts) and removes its NAME.conf. */
+int fcd_volumes_remove(struct fcd_volumes *vols, const char *name, struct fc_error *e);
+
+/* "name\tmountpoint\tstate" of each volume, for ListVolumes; g_strfreev() it. */
+char **fcd_volumes_list(struct fcd_volumes *vols);
+
+/* Does @canonical (a resolved, absolute path) lie in a volume?  Thread-safe. */
+bool fcd_volume_contains(struct fcd_volumes *vols, const char *canonical);
+/*
+ * If @canonical lies in a volume, returns true and runs @cmd_text on it
+ * through the volume's control socket (as fcached itself: the socket is
+ * root's): the answer's lines go into @res, a failure into @e and *r
+ * (-errno).  Thread-safe.
+ */
+bool fcd_volume_forward(struct fcd_volumes *vols, const char *canonical, const char *cmd_text,
+                        struct fc_result *res, struct fc_error *e, int *r);

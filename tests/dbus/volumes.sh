@@ -1,0 +1,111 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# volumes.sh: fcached runs fcache volumes. A volume in the volumes directory is
+# started at boot (a bad one is reported by file, line and key while the good one
+# starts); commands on paths in a volume, through D-Bus and fcachectl, are served
+# by its view as the caller; AddVolume/RemoveVolume are admin acts; an fcached
+# killed with -9 and started again adopts the mounted view: a reader sees no error.
+source "$(dirname "$0")/lib.sh"
+[ -x "${FCACHE_VIEW:-}" ] || skip_all "FCACHE_VIEW is not set to the fcache-view binary"
+[ -e /dev/fuse ] || skip_all "no /dev/fuse"
+
+V=$T/volumes.d
+mkdir -p "$V" "$T/srv/proj/sub" "$T/mnt" "$T/srv2" "$T/mnt2"
+chmod 755 "$T/srv" "$T/srv/proj" "$T/srv/proj/sub"
+for i in 1 2 3; do head -c $((i * 200000)) /dev/urandom > "$T/srv/proj/f$i"; done
+seq 1 5000 > "$T/srv/proj/sub/notes"
+chmod 644 "$T/srv/proj"/f* "$T/srv/proj/sub/notes"
+echo secret > "$T/srv/proj/private"; chmod 600 "$T/srv/proj/private"
+cat > "$V/good.conf" <<CONF
+[Volume]
+Backing=$T/srv
+Mountpoint=$T/mnt
+CacheDir=$T/cache
+CacheSize=64M
+CONF
+printf 'Backing=%s\nMountpoint=%s\nCacheDir=%s\nCacheSize=lots\n' "$T/srv2" "$T/mnt2" "$T/cache2" > "$V/bad.conf"
+
+views() { pgrep -f "fcache-view --config $T/" || true; }
+stop_views() {
+        local p
+        for p in $(pgrep -f "^$FCACHE_VIEW --config $T/"); do kill "$p" 2>/dev/null; done
+        for _ in $(seq 50); do [ -z "$(pgrep -f "^$FCACHE_VIEW --config $T/")" ] && break; sleep 0.1; done
+        umount -l "$T/mnt" "$T/mnt2" "$T/mnt3" 2>/dev/null || true
+}
+trap 'stop_views; cleanup' EXIT
+wait_mounted() { for _ in $(seq 200); do mountpoint -q "$1" && [ -S "$2/control.sock" ] && return 0; sleep 0.05; done; return 1; }
+
+start_bus || exit 1
+start_fcached --volumes-dir="$V" --view="$FCACHE_VIEW" || exit 1
+check "the good volume is mounted by fcached" wait_mounted "$T/mnt" "$T/cache"
+expect "it is an fcache view" "$(findmnt -no FSTYPE "$T/mnt")" = fuse.fcache
+check "the bad volume is reported with its file, line and key" \
+        grep -qE "bad.conf:4: CacheSize" "$T/fcached.log"
+expect "the bad volume is not mounted" "$(mountpoint -q "$T/mnt2" && echo yes || echo no)" = no
+expect "ListVolumes lists the good volume" "$(call ListVolumes | grep -o "\"good\" \"$T/mnt\"")" = "\"good\" \"$T/mnt\""
+
+# commands on a volume path are the view's
+res=$(control "$T/mnt/proj" "pin recursive")
+expect "a recursive pin through Control fetches the tree into the store" "$(echo "$res" | jget files)" = 5
+expect "its result names the volume" "$(echo "$res" | jget volume)" = good
+res=$(control "$T/mnt/proj/f3" "query cached")
+expect "query cached on a volume file is the store's view: complete" "$(echo "$res" | jget cached)" = complete
+expect "... and pinned" "$(echo "$res" | jget pinned)" = yes
+expect "... of the right size" "$(echo "$res" | jget cached_bytes)" = 600000
+expect "query state is the view's" "$(control "$T/mnt" "query state" | jget mountpoint)" = "$T/mnt"
+if [ -x "${FCACHECTL:-}" ]; then
+        out=$("$FCACHECTL" query cached "$T/mnt/proj/sub/notes" 2>&1)
+        expect "fcachectl on a volume path goes to fcached" "$(echo "$out" | grep -c 'fcached')" -ge 1
+        expect "... and shows the store's copy" "$(echo "$out" | grep -cw complete)" -ge 1
+fi
+
+# the caller's own access: through the view, as the caller
+make_user U fcvol
+res=$(as "$U" busctl --system call "$BUS" "$OBJ" org.fcache.Manager1 Control 'ssa{sv}' "$T/mnt/proj/private" "query cached" 0 2>&1)
+expect "another user cannot query a file they cannot read" "$(echo "$res" | grep -c 'AccessDenied\|ermission denied')" -ge 1
+res=$(as "$U" busctl --system --json=short call "$BUS" "$OBJ" org.fcache.Manager1 Control 'ssa{sv}' "$T/mnt/proj/f1" "query cached" 0 2>&1)
+expect "... but can query one they can read" "$(echo "$res" | jget cached)" = complete
+
+# AddVolume and RemoveVolume: admin acts, checked configs
+mkdir -p "$T/srv3" "$T/mnt3"; echo three > "$T/srv3/t"; chmod 755 "$T/srv3"; chmod 644 "$T/srv3/t"
+conf3=$(printf '[Volume]\nBacking=%s\nMountpoint=%s\nCacheDir=%s\n' "$T/srv3" "$T/mnt3" "$T/cache3")
+check_fails "an unprivileged user may not add a volume" "Not authorized" \
+        as "$U" busctl --system call "$BUS" "$OBJ" org.fcache.Manager1 AddVolume ss three "$conf3"
+check_fails "a bad config is refused, naming the key" "CacheSize" \
+        call AddVolume ss three "$conf3
+CacheSize=much"
+expect "... and leaves no file behind" "$(ls "$V" | grep -c three)" = 0
+check_fails "a bad volume name is refused" "not a volume name" call AddVolume ss "../x" "$conf3"
+check "root adds a volume" call AddVolume ss three "$conf3"
+check "... which fcached mounts" wait_mounted "$T/mnt3" "$T/cache3"
+expect "... serving the backing" "$(cat "$T/mnt3/t")" = three
+expect "... with its NAME.conf written" "$(ls "$V/three.conf")" = "$V/three.conf"
+check_fails "a second volume of that name is refused" "exists" call AddVolume ss three "$conf3"
+check_fails "an unprivileged user may not remove a volume" "Not authorized" \
+        as "$U" busctl --system call "$BUS" "$OBJ" org.fcache.Manager1 RemoveVolume s three
+check "root removes it" call RemoveVolume s three
+for _ in $(seq 100); do mountpoint -q "$T/mnt3" || break; sleep 0.05; done
+expect "... and its view unmounts" "$(mountpoint -q "$T/mnt3" && echo mounted || echo gone)" = gone
+expect "... and its NAME.conf is gone" "$(ls "$V" | grep -c three)" = 0
+check_fails "removing an unknown volume says so" "no volume named" call RemoveVolume s nosuch
+
+# kill -9 of fcached: the view keeps serving; the next fcached adopts it
+holder=$(pgrep -f "^$FCACHE_VIEW --config $V/good.conf" | head -1)
+exec 8< "$T/mnt/proj/sub/notes"
+read -r first <&8
+kill -9 "$FCACHED_PID"; wait "$FCACHED_PID" 2>/dev/null; FCACHED_PID=
+expect "with fcached dead the volume stays mounted" "$(mountpoint -q "$T/mnt" && echo yes)" = yes
+expect "... and an open file keeps reading" "$(head -n 1 <&8)" = 2
+start_fcached --volumes-dir="$V" --view="$FCACHE_VIEW" || exit 1
+check "the new fcached adopts the running view" grep -q "Volume good: adopted" "$T/fcached.log"
+expect "... the same holder serves it" "$(pgrep -f "^$FCACHE_VIEW --config $V/good.conf" | head -1)" = "$holder"
+expect "... and the reader still reads" "$(tail -n 1 <&8)" = 5000
+exec 8<&-
+expect "... and commands reach it" "$(control "$T/mnt/proj/f2" "query cached" | jget cached)" = complete
+check "RemoveVolume stops an adopted view" call RemoveVolume s good
+for _ in $(seq 100); do mountpoint -q "$T/mnt" || break; sleep 0.05; done
+expect "... which unmounts" "$(mountpoint -q "$T/mnt" && echo mounted || echo gone)" = gone
+st=0; stop_fcached || st=$?
+expect "fcached stops cleanly" "$st" = 0
+[ "$st" = 0 ] || tail -20 "$T/fcached.log" | diag
+finish
