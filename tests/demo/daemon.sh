@@ -28,7 +28,8 @@ unshare -m --propagation private sh -c "mount --bind $bus_dir/polkit/actions /us
   mount --bind $bus_dir/polkit/rules.d /etc/polkit-1/rules.d && exec /usr/lib/polkit-1/polkitd --no-debug" \
         >/dev/null 2>&1 & daemon_pids+=($!)
 for _ in $(seq 100); do busctl --system status org.freedesktop.PolicyKit1 >/dev/null 2>&1 && break; sleep 0.05; done
-"$fcached" --state-dir="$demo/state" 2>"$demo/fcached.log" & daemon_pids+=($!)
+"$fcached" --state-dir="$demo/state" --volumes-dir="$demo/volumes.d" \
+        --view="$top/build/daemon/fcache-view" 2>"$demo/fcached.log" & daemon_pids+=($!)
 for _ in $(seq 100); do busctl --system status org.fcache.Manager1 >/dev/null 2>&1 && break; sleep 0.05; done
 echo
 echo "fcached is on a private system bus now; pins on this plain mount are held by it."
@@ -42,4 +43,5 @@ step busctl get-property org.fcache.Manager1 /org/fcache/Manager1 org.fcache.Man
 step "$fc" set cache-size 1G /
 step "$fc" unpin recursive proj/doc
 step "$fc" disconnect proj
-stop_daemons
+# (fcached stays up for the volume part, volume.sh; run.sh stops it.)
+

@@ -13,7 +13,6 @@ server=$demo/server mnt=$demo/mnt
 cleanup() {
         cd /
         ! declare -F stop_daemons >/dev/null || stop_daemons
-        ! declare -F stop_view >/dev/null || stop_view
         fusermount3 -u "$mnt" 2>/dev/null || true
         umount "$demo/vol" 2>/dev/null || true
         rm -rf "$demo"
@@ -42,5 +41,6 @@ step "$fc" query cachd proj
 step "$fc" pin recursive proj
 source "$top/tests/demo/daemon.sh"
 source "$top/tests/demo/volume.sh"
+stop_daemons
 echo
 echo "Done."
