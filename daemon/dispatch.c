@@ -133,8 +133,10 @@ out:
         fc_target_close(&t);
         fcd_identity_leave(&saved);
         if (req->volume && req->r == 0)
-                fcd_volume_forward(req->ctx->volumes, req->canonical, req->cmd_text, &req->res,
-                                   &req->e, &req->r);
+                fcd_volume_forward(req->ctx->volumes, req->canonical, req->cmd_text,
+                                   req->op ? &req->op->progress : NULL,
+                                   req->op ? &req->op->cancel : NULL, &req->res, &req->e,
+                                   &req->r);
 }
 
 static bool kmod_loaded(void)

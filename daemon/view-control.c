@@ -11,6 +11,12 @@
  * the root).  The answer is key=value lines ending with an empty line; the
  * first is "status=0" or "status=-ERRNO", followed on failure by
  * "error=MESSAGE".
+ *
+ * Jobs: "job COMMAND [TAB PATH]" runs COMMAND as job N: the answer starts at
+ * once with "job=N", a pin then sends "progress=FILES_DONE FILES_TOTAL
+ * BYTES_FETCHED" lines as it goes (at most ten a second), and the answer
+ * block follows.  "cancel N" (on another connection) stops job N: a pin then
+ * answers status=-ECANCELED and unpins what it had pinned.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -25,6 +31,86 @@
 #include "view.h"
 
 #define MAX_LINE 8192
+#define PROGRESS_INTERVAL_NS 100000000ull
+
+/* A running job: the pin's own state, and where its progress goes. */
+struct ctl_job {
+        struct pin_job pin;
+        uint64_t id;
+        int cfd;
+        uint64_t last_progress_ns;
+};
+
+static pthread_mutex_t jobs_lock = PTHREAD_MUTEX_INITIALIZER;
+static GHashTable *jobs;        /* protected by jobs_lock: id -> struct ctl_job */
+static uint64_t next_job_id = 1; /* protected by jobs_lock */
+
+static void job_progress(struct pin_job *pj, const struct pin_result *res)
+{
+        struct ctl_job *job = (struct ctl_job *)pj;
+        uint64_t now = now_ns();
+        char line[96];
+        int n;
+
+        /* The last file is always reported, so the final count is exact. */
+        if (now - job->last_progress_ns < PROGRESS_INTERVAL_NS && res->files < pj->files_total)
+                return;
+        job->last_progress_ns = now;
+        n = snprintf(line, sizeof(line), "progress=%" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+                     res->files, pj->files_total, res->fetched);
+        if (write(job->cfd, line, (size_t)n) < 0)
+                pj->cancel = 1; /* nobody listens any more */
+}
+
+static struct ctl_job *job_start(int cfd)
+{
+        struct ctl_job *job = g_new0(struct ctl_job, 1);
+        char line[48];
+        int n;
+
+        job->cfd = cfd;
+        job->pin.progress = job_progress;
+        job->pin.newly_pinned = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+        pthread_mutex_lock(&jobs_lock);
+        if (!jobs)
+                jobs = g_hash_table_new(g_int64_hash, g_int64_equal);
+        job->id = next_job_id++;
+        g_hash_table_insert(jobs, &job->id, job);
+        pthread_mutex_unlock(&jobs_lock);
+        n = snprintf(line, sizeof(line), "job=%" PRIu64 "\n", job->id);
+        if (write(cfd, line, (size_t)n) < 0)
+                job->pin.cancel = 1;
+        return job;
+}
+
+static void job_end(struct ctl_job *job)
+{
+        pthread_mutex_lock(&jobs_lock);
+        g_hash_table_remove(jobs, &job->id);
+        pthread_mutex_unlock(&jobs_lock);
+        g_array_free(job->pin.newly_pinned, TRUE);
+        g_free(job);
+}
+
+/* "cancel N" */
+static int job_cancel(const char *arg, GString *err)
+{
+        struct ctl_job *job = NULL;
+        char *end;
+        uint64_t id = g_ascii_strtoull(arg, &end, 10);
+
+        pthread_mutex_lock(&jobs_lock);
+        if (jobs && *arg && !*end)
+                job = g_hash_table_lookup(jobs, &id);
+        if (job)
+                job->pin.cancel = 1;
+        pthread_mutex_unlock(&jobs_lock);
+        if (!job) {
+                g_string_printf(err, "no job '%s' is running", arg);
+                return -ENOENT;
+        }
+        return 0;
+}
 
 struct out {
         GString *s;
@@ -144,7 +230,7 @@ static void pin_out(struct out *o, const struct pin_result *res)
 }
 
 static int execute(struct view *v, const char *cmdline, const char *path, struct out *o,
-                   GString *err)
+                   GString *err, struct pin_job *job)
 {
         struct view_command c;
         struct pin_result res;
@@ -208,7 +294,7 @@ static int execute(struct view *v, const char *cmdline, const char *path, struct
                 }
                 break;
         case VERB_PIN:
-                r = pin_subtree(v, fd, c.recursive, c.priority, c.dry_run, &res, &avail);
+                r = pin_subtree(v, fd, c.recursive, c.priority, c.dry_run, &res, &avail, job);
                 kv(o, "needed=%" PRIu64, c.dry_run || r == -ENOSPC ? res.needed : res.total_bytes);
                 kv(o, "available=%" PRIu64, avail);
                 if (r == -ENOSPC) {
@@ -298,8 +384,15 @@ static void *conn_thread(void *arg)
                 if (n > MAX_LINE) {
                         g_string_assign(err, "request too long");
                         r = -E2BIG;
+                } else if (!strncmp(line, "cancel ", 7)) {
+                        r = job_cancel(line + 7, err);
+                } else if (!strncmp(line, "job ", 4)) {
+                        struct ctl_job *job = job_start(cfd);
+
+                        r = execute(v, line + 4, path, &o, err, &job->pin);
+                        job_end(job);
                 } else {
-                        r = execute(v, line, path, &o, err);
+                        r = execute(v, line, path, &o, err, NULL);
                 }
                 g_string_append_printf(reply, "status=%d\n", r);
                 if (r < 0)

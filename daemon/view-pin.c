@@ -29,8 +29,13 @@ struct walk {
         file_fn fn;
         void *ud;
         bool recursive;
-        bool cancel;
+        struct pin_job *job;    /* NULL, or the job that can cancel and follow the walk */
 };
+
+static bool walk_cancelled(const struct walk *w)
+{
+        return w->job && w->job->cancel;
+}
 
 static int walk_dir(struct walk *w, int dfd, int depth)
 {
@@ -47,7 +52,7 @@ static int walk_dir(struct walk *w, int dfd, int depth)
                 return r;
         }
         w->res->dirs++;
-        while ((de = readdir(d)) && !w->cancel) {
+        while ((de = readdir(d)) && !walk_cancelled(w)) {
                 struct stat st;
                 int cfd;
 
@@ -62,6 +67,8 @@ static int walk_dir(struct walk *w, int dfd, int depth)
                         w->res->total_bytes += (uint64_t)st.st_size;
                         if (w->fn(w->v, dirfd(d), de->d_name, &st, w->ud) < 0)
                                 w->res->failed++;
+                        if (w->job && w->job->progress)
+                                w->job->progress(w->job, w->res);
                 } else if (S_ISDIR(st.st_mode) && w->recursive) {
                         cfd = openat(dirfd(d), de->d_name,
                                      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -70,14 +77,14 @@ static int walk_dir(struct walk *w, int dfd, int depth)
                 }
         }
         closedir(d);
-        return r;
+        return r == 0 && walk_cancelled(w) ? -ECANCELED : r;
 }
 
 /* fd: O_PATH descriptor of the walk's root (file or directory). */
 static int walk(struct view *v, int fd, bool recursive, file_fn fn, void *ud,
-                struct pin_result *res)
+                struct pin_result *res, struct pin_job *job)
 {
-        struct walk w = { v, res, fn, ud, recursive, false };
+        struct walk w = { v, res, fn, ud, recursive, job };
         struct stat st;
         int dfd;
 
@@ -119,6 +126,7 @@ static int measure_one(struct view *v, int dfd, const char *name, const struct s
 struct fill_ctx {
         struct pin_result *res;
         int prio;
+        struct pin_job *job;
 };
 
 static int pin_one(struct view *v, int dfd, const char *name, const struct stat *lst, void *ud)
@@ -137,6 +145,13 @@ static int pin_one(struct view *v, int dfd, const char *name, const struct stat 
                 close(fd);
                 return r;
         }
+        if (c->job) {
+                struct sobj_info info;
+                uint64_t ino = (uint64_t)st.st_ino;
+
+                if (store_info_ino(v->store, st.st_ino, &info) < 0 || info.pin < 0)
+                        g_array_append_val(c->job->newly_pinned, ino);
+        }
         r = store_obj_get(v->store, &st, true, 0, &same, &o);
         if (r == 0) {
                 r = store_obj_set_pin(v->store, o, c->prio);
@@ -151,18 +166,34 @@ static int pin_one(struct view *v, int dfd, const char *name, const struct stat 
         return r;
 }
 
-int pin_subtree(struct view *v, int fd, bool recursive, int prio, bool dry_run,
-                struct pin_result *res, uint64_t *available)
+/* A cancelled job: the files it pinned that were not pinned before are unpinned. */
+static void pin_job_undo(struct view *v, struct pin_job *job)
 {
-        struct fill_ctx c = { res, prio };
+        for (guint i = 0; i < job->newly_pinned->len; i++) {
+                struct sobj *o;
+
+                if (store_obj_find(v->store, g_array_index(job->newly_pinned, uint64_t, i),
+                                   &o) < 0)
+                        continue;
+                store_obj_set_pin(v->store, o, -1);
+                store_obj_put(v->store, o);
+        }
+}
+
+int pin_subtree(struct view *v, int fd, bool recursive, int prio, bool dry_run,
+                struct pin_result *res, uint64_t *available, struct pin_job *job)
+{
+        struct fill_ctx c = { res, prio, job };
         struct store_stats st;
         int r;
 
         memset(res, 0, sizeof(*res));
         if (available) {
-                r = walk(v, fd, recursive, measure_one, res, res);
+                r = walk(v, fd, recursive, measure_one, res, res, NULL);
                 if (r < 0)
                         return r;
+                if (job)
+                        job->files_total = res->files;
                 store_get_stats(v->store, &st);
                 *available = st.capacity > st.pinned ? st.capacity - st.pinned : 0;
                 if (res->needed > *available)
@@ -172,7 +203,10 @@ int pin_subtree(struct view *v, int fd, bool recursive, int prio, bool dry_run,
                 memset(res, 0, sizeof(*res));
                 res->needed = 0;
         }
-        return walk(v, fd, recursive, pin_one, &c, res);
+        r = walk(v, fd, recursive, pin_one, &c, res, job);
+        if (r == -ECANCELED)
+                pin_job_undo(v, job);
+        return r;
 }
 
 static int unpin_one(struct view *v, int dfd, const char *name, const struct stat *st,
@@ -191,7 +225,7 @@ static int unpin_one(struct view *v, int dfd, const char *name, const struct sta
 int unpin_subtree(struct view *v, int fd, bool recursive, struct pin_result *res)
 {
         memset(res, 0, sizeof(*res));
-        return walk(v, fd, recursive, unpin_one, NULL, res);
+        return walk(v, fd, recursive, unpin_one, NULL, res, NULL);
 }
 
 static int flush_one(struct view *v, int dfd, const char *name, const struct stat *st,
@@ -221,7 +255,7 @@ static int flush_one(struct view *v, int dfd, const char *name, const struct sta
 int flush_subtree(struct view *v, int fd, bool recursive, struct pin_result *res)
 {
         memset(res, 0, sizeof(*res));
-        return walk(v, fd, recursive, flush_one, res, res);
+        return walk(v, fd, recursive, flush_one, res, res, NULL);
 }
 
 static int hoard_one(void *ud, const char *path, int prio)
@@ -235,7 +269,7 @@ static int hoard_one(void *ud, const char *path, int prio)
                          strerror(-fd));
                 return 0;
         }
-        pin_subtree(v, fd, true, prio, false, &res, NULL);
+        pin_subtree(v, fd, true, prio, false, &res, NULL, NULL);
         close(fd);
         if (res.fetched)
                 log_info("Hoard walk of '%s' fetched %" PRIu64 " bytes", path, res.fetched);

@@ -138,8 +138,19 @@ void control_stop(struct view *v);
 struct pin_result {
         uint64_t files, dirs, total_bytes, needed, fetched, failed;
 };
+/*
+ * A pin run as a job of the control socket ("job pin ..."): progress as it
+ * goes, and cancellation ("cancel N"), which undoes the pins this job set.
+ */
+struct pin_job {
+        volatile int cancel;
+        uint64_t files_total;   /* from the admission walk */
+        void (*progress)(struct pin_job *job, const struct pin_result *res);
+        GArray *newly_pinned;   /* uint64_t inos this job pinned that were not before */
+};
+/* @job may be NULL; a cancelled job returns -ECANCELED. */
 int pin_subtree(struct view *v, int fd, bool recursive, int prio, bool dry_run,
-                struct pin_result *res, uint64_t *available);
+                struct pin_result *res, uint64_t *available, struct pin_job *job);
 int unpin_subtree(struct view *v, int fd, bool recursive, struct pin_result *res);
 int flush_subtree(struct view *v, int fd, bool recursive, struct pin_result *res);
 int pin_walk_all(struct view *v);

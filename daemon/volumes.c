@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -81,6 +82,41 @@ static int control_connect(const char *socket_path)
         return fd;
 }
 
+/* Reads more of the answer into @buf; -errno on timeout or a closed socket. */
+static int read_more(int fd, GString *buf)
+{
+        char chunk[4096];
+        ssize_t n = read(fd, chunk, sizeof(chunk));
+
+        if (n <= 0)
+                return n < 0 && (errno == EAGAIN || errno == EINTR) ? -EAGAIN : -ECONNRESET;
+        g_string_append_len(buf, chunk, n);
+        return 0;
+}
+
+/* The job's lines before the answer: "job=N" and "progress=DONE TOTAL BYTES". */
+static bool job_line(const char *line, guint64 *job_id, struct fcd_progress *progress)
+{
+        guint64 done, total, bytes;
+
+        if (sscanf(line, "job=%" G_GUINT64_FORMAT, job_id) == 1)
+                return true;
+        if (sscanf(line, "progress=%" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT,
+                   &done, &total, &bytes) != 3)
+                return false;
+        if (progress) {
+                __atomic_store_n(&progress->files_done, done, __ATOMIC_RELAXED);
+                __atomic_store_n(&progress->files_seen, total, __ATOMIC_RELAXED);
+                __atomic_store_n(&progress->bytes_done, bytes, __ATOMIC_RELAXED);
+                __atomic_store_n(&progress->walk_done, 1, __ATOMIC_RELAXED);
+        }
+        return true;
+}
+
+static int control_call_job(const char *socket_path, const char *command, const char *path,
+                            GPtrArray *lines, struct fcd_progress *progress,
+                            const volatile int *cancel);
+
 /*
  * One request on the control socket: "COMMAND [TAB PATH] LF"; the answer's
  * lines (without the final empty one) go to *lines.  Returns the answer's
@@ -89,11 +125,23 @@ static int control_connect(const char *socket_path)
 static int control_call(const char *socket_path, const char *command, const char *path,
                         GPtrArray *lines)
 {
-        g_autofree char *req = g_strdup_printf("%s%s%s\n", command, path ? "\t" : "",
-                                               path ? path : "");
-        g_autoptr(GString) answer = g_string_new(NULL);
-        int fd = control_connect(socket_path), status = -EPROTO;
-        char buf[4096];
+        return control_call_job(socket_path, command, path, lines, NULL, NULL);
+}
+
+/*
+ * As control_call; with @cancel, the command runs as a job of the view:
+ * its progress goes to @progress, and *cancel set sends "cancel N".
+ */
+static int control_call_job(const char *socket_path, const char *command, const char *path,
+                            GPtrArray *lines, struct fcd_progress *progress,
+                            const volatile int *cancel)
+{
+        g_autofree char *req = g_strdup_printf("%s%s%s%s\n", cancel ? "job " : "", command,
+                                               path ? "\t" : "", path ? path : "");
+        g_autoptr(GString) buf = g_string_new(NULL);
+        int fd = control_connect(socket_path), status = -EPROTO, r;
+        guint64 job_id = 0, waited_ms = 0;
+        bool in_answer = false, cancel_sent = false;
 
         if (fd < 0)
                 return fd;
@@ -101,22 +149,50 @@ static int control_call(const char *socket_path, const char *command, const char
                 close(fd);
                 return -EIO;
         }
-        while (!g_str_has_suffix(answer->str, "\n\n")) {
-                ssize_t n = read(fd, buf, sizeof(buf));
-                if (n <= 0) {
-                        close(fd);
-                        return n < 0 && errno == EAGAIN ? -ETIMEDOUT : -ECONNRESET;
+        for (;;) {
+                char *nl;
+                struct pollfd p = { .fd = fd, .events = POLLIN };
+
+                while ((nl = strchr(buf->str, '\n'))) {
+                        g_autofree char *line = g_strndup(buf->str, nl - buf->str);
+
+                        g_string_erase(buf, 0, nl - buf->str + 1);
+                        if (!in_answer && job_line(line, &job_id, progress))
+                                continue;
+                        if (!*line) {
+                                close(fd);
+                                return status;
+                        }
+                        if (!in_answer && sscanf(line, "status=%d", &status) == 1) {
+                                in_answer = true;
+                                continue;
+                        }
+                        in_answer = true;
+                        g_ptr_array_add(lines, g_steal_pointer(&line));
                 }
-                g_string_append_len(answer, buf, n);
+                if (cancel && *cancel && job_id && !cancel_sent) {
+                        g_autoptr(GPtrArray) ignored = g_ptr_array_new_with_free_func(g_free);
+                        g_autofree char *c = g_strdup_printf("cancel %" G_GUINT64_FORMAT, job_id);
+
+                        cancel_sent = true;
+                        control_call(socket_path, c, NULL, ignored);
+                }
+                /* Poll in short steps so that a cancel is seen while the view works. */
+                r = poll(&p, 1, 100);
+                if (r == 0) {
+                        waited_ms += 100;
+                        if (waited_ms >= FORWARD_TIMEOUT_S * 1000ull)
+                                break;
+                        continue;
+                }
+                waited_ms = 0;
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r < 0 || (r = read_more(fd, buf)) == -ECONNRESET)
+                        break;
         }
         close(fd);
-        g_auto(GStrv) split = g_strsplit(answer->str, "\n", -1);
-        for (char **l = split; *l && **l; l++) {
-                if (l == split && sscanf(*l, "status=%d", &status) == 1)
-                        continue;
-                g_ptr_array_add(lines, g_strdup(*l));
-        }
-        return status;
+        return waited_ms ? -ETIMEDOUT : -ECONNRESET;
 }
 
 /* A view is already serving this volume (an fcached before us started it). */
@@ -443,6 +519,7 @@ bool fcd_volume_contains(struct fcd_volumes *vols, const char *canonical)
 }
 
 bool fcd_volume_forward(struct fcd_volumes *vols, const char *canonical, const char *cmd_text,
+                        struct fcd_progress *progress, const volatile int *cancel,
                         struct fc_result *res, struct fc_error *e, int *r)
 {
         g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
@@ -451,7 +528,7 @@ bool fcd_volume_forward(struct fcd_volumes *vols, const char *canonical, const c
 
         if (!volume_of(vols, canonical, &name, &socket_path))
                 return false;
-        *r = control_call(socket_path, cmd_text, canonical, lines);
+        *r = control_call_job(socket_path, cmd_text, canonical, lines, progress, cancel);
         fc_result_add_str(res, "volume", name);
         for (guint i = 0; i < lines->len; i++) {
                 char *line = lines->pdata[i], *eq = strchr(line, '=');

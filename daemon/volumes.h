@@ -51,7 +51,10 @@ bool fcd_volume_contains(struct fcd_volumes *vols, const char *canonical);
  * If @canonical lies in a volume, returns true and runs @cmd_text on it
  * through the volume's control socket (as fcached itself: the socket is
  * root's): the answer's lines go into @res, a failure into @e and *r
- * (-errno).  Thread-safe.
+ * (-errno).  With @cancel (an operation) it runs as a job of the view: its
+ * progress is written to @progress and *cancel set cancels it.
+ * Thread-safe.
  */
 bool fcd_volume_forward(struct fcd_volumes *vols, const char *canonical, const char *cmd_text,
+                        struct fcd_progress *progress, const volatile int *cancel,
                         struct fc_result *res, struct fc_error *e, int *r);

@@ -59,6 +59,35 @@ if [ -x "${FCACHECTL:-}" ]; then
         expect "... and shows the store's copy" "$(echo "$out" | grep -cw complete)" -ge 1
 fi
 
+# a pin run as an operation: progress from the view, and Cancel undoes it
+mkdir -p "$T/srv/many"; chmod 755 "$T/srv/many"
+for i in $(seq 1 3000); do echo "small file $i" > "$T/srv/many/s$i"; done
+opstate() { busctl --system get-property "$BUS" "$1" org.fcache.Operation1 State | cut -d'"' -f2; }
+wait_op() { for _ in $(seq 600); do [ "$(opstate "$1")" != running ] && return 0; sleep 0.05; done; return 1; }
+op=$(call Pin sbub "$T/mnt/many" true 100 false | cut -d'"' -f2)
+expect "Pin on a volume returns an operation" "${op%/*}" = /org/fcache/Manager1/operation
+for _ in $(seq 200); do
+        done_n=$(busctl --system get-property "$BUS" "$op" org.fcache.Operation1 FilesDone | cut -d' ' -f2)
+        [ "${done_n:-0}" -gt 0 ] && break; sleep 0.02
+done
+expect "its FilesDone grows while the view fetches" "${done_n:-0}" -gt 0
+check "Cancel is accepted" busctl --system call "$BUS" "$op" org.fcache.Operation1 Cancel
+check "the operation ends" wait_op "$op"
+expect "... cancelled" "$(opstate "$op")" = cancelled
+expect "FilesSeen is the tree's file count, from the view's admission walk" \
+        "$(busctl --system get-property "$BUS" "$op" org.fcache.Operation1 FilesSeen | cut -d' ' -f2)" = 3000
+pinned_after=0
+for i in 1 2 3 500 1500 3000; do
+        [ "$(control "$T/mnt/many/s$i" "query cached" | jget pinned)" = yes ] && pinned_after=$((pinned_after + 1))
+done
+expect "a cancelled pin leaves none of its files pinned" "$pinned_after" = 0
+expect "... and records no pin" "$(control "$T/mnt" "query pinned" | jget pin | grep -c many)" = 0
+op=$(call Pin sbub "$T/mnt/many" true 100 false | cut -d'"' -f2)
+check "the same pin, not cancelled, ends" wait_op "$op"
+expect "... done" "$(opstate "$op")" = done
+expect "... with every file done" "$(busctl --system get-property "$BUS" "$op" org.fcache.Operation1 FilesDone | cut -d' ' -f2)" = 3000
+expect "... and its files pinned" "$(control "$T/mnt/many/s1500" "query cached" | jget pinned)" = yes
+
 # the caller's own access: through the view, as the caller
 make_user U fcvol
 res=$(as "$U" busctl --system call "$BUS" "$OBJ" org.fcache.Manager1 Control 'ssa{sv}' "$T/mnt/proj/private" "query cached" 0 2>&1)
