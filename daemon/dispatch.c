@@ -2,6 +2,8 @@
 /*
  * dispatch.c: the one place in fcached that decides who serves a command.
  *
+ *   flush all (any path)                               -> libfcachectl's router,
+ *                                                         then every volume's store
  *   fcache volume (a path under a volume's mountpoint)  -> its view's control
  *                                                         socket (volumes.c)
  *   plain mount, cache commands                        -> libfcachectl's router
@@ -110,7 +112,10 @@ void fcd_dispatch_thread(struct fcd_request *req)
          * A volume's path goes to its data plane; the caller's access was proved
          * above, through the view itself (default_permissions).
          */
-        if (fcd_volume_contains(req->ctx->volumes, req->canonical)) {
+        if (req->cmd.op == FC_OP_FLUSH_ALL) {
+                /* Every network filesystem's caches, and every volume's store (below). */
+                run_core(req, &t);
+        } else if (fcd_volume_contains(req->ctx->volumes, req->canonical)) {
                 req->volume = true; /* forwarded below, as fcached: the socket is root's */
         } else if (core_serves(req->cmd.op)) {
                 run_core(req, &t);
@@ -132,6 +137,8 @@ void fcd_dispatch_thread(struct fcd_request *req)
 out:
         fc_target_close(&t);
         fcd_identity_leave(&saved);
+        if (req->cmd.op == FC_OP_FLUSH_ALL && req->r == 0)
+                req->r = fcd_volumes_flush_all(req->ctx->volumes, &req->res);
         if (req->volume && req->r == 0)
                 fcd_volume_forward(req->ctx->volumes, req->canonical, req->cmd_text,
                                    req->op ? &req->op->progress : NULL,

@@ -545,3 +545,41 @@ bool fcd_volume_forward(struct fcd_volumes *vols, const char *canonical, const c
                                   error ? error : g_strerror(-*r));
         return true;
 }
+
+int fcd_volumes_flush_all(struct fcd_volumes *vols, struct fc_result *res)
+{
+        g_autoptr(GPtrArray) sockets = g_ptr_array_new_with_free_func(g_free);
+        g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+        guint64 flushed = 0;
+        int failed = 0;
+
+        if (!vols)
+                return 0;
+        g_mutex_lock(&vols->lock);
+        for (guint i = 0; i < vols->list->len; i++) {
+                struct volume *vol = vols->list->pdata[i];
+                g_ptr_array_add(sockets, g_strdup(vol->socket_path));
+                g_ptr_array_add(names, g_strdup(vol->cfg.name));
+        }
+        g_mutex_unlock(&vols->lock);
+        for (guint i = 0; i < sockets->len; i++) {
+                g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
+                int r = control_call(sockets->pdata[i], "flush volume", NULL, lines);
+                guint64 n = 0;
+
+                for (guint k = 0; k < lines->len; k++)
+                        sscanf(lines->pdata[k], "flushed=%" G_GUINT64_FORMAT, &n);
+                if (r < 0) {
+                        failed++;
+                        g_warning("flush all: volume %s: %s", (char *)names->pdata[i],
+                                  g_strerror(-r));
+                        continue;
+                }
+                flushed += n;
+                fc_result_add_str(res, "volume", names->pdata[i]);
+        }
+        fc_result_add_u64(res, "volume_objects_flushed", flushed);
+        if (failed)
+                fc_result_add_u64(res, "volumes_failed", (uint64_t)failed);
+        return 0;
+}

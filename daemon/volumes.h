@@ -58,3 +58,10 @@ bool fcd_volume_contains(struct fcd_volumes *vols, const char *canonical);
 bool fcd_volume_forward(struct fcd_volumes *vols, const char *canonical, const char *cmd_text,
                         struct fcd_progress *progress, const volatile int *cancel,
                         struct fc_result *res, struct fc_error *e, int *r);
+
+/*
+ * flush all: every volume's store drops its copies (never unsynchronised
+ * data, never pins): "volume" (each name), "volume_objects_flushed" and
+ * "volumes_failed" go into @res.
+ */
+int fcd_volumes_flush_all(struct fcd_volumes *vols, struct fc_result *res);

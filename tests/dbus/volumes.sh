@@ -88,6 +88,15 @@ expect "... done" "$(opstate "$op")" = done
 expect "... with every file done" "$(busctl --system get-property "$BUS" "$op" org.fcache.Operation1 FilesDone | cut -d' ' -f2)" = 3000
 expect "... and its files pinned" "$(control "$T/mnt/many/s1500" "query cached" | jget pinned)" = yes
 
+# flush all reaches every volume's store, and keeps pins
+control "$T/mnt/proj" "unpin recursive" >/dev/null
+res=$(control / "flush all")
+expect "flush all names the volume" "$(echo "$res" | jget volume)" = good
+expect "... and drops its unpinned store copies" "$(echo "$res" | jget volume_objects_flushed)" -ge 5
+expect "... so an unpinned file is no longer in the store" "$(control "$T/mnt/proj/f3" "query cached" | jget cached)" = no
+expect "... while a pinned one stays" "$(control "$T/mnt/many/s7" "query cached" | jget cached)" = complete
+control "$T/mnt/proj" "pin recursive" >/dev/null
+
 # the caller's own access: through the view, as the caller
 make_user U fcvol
 res=$(as "$U" busctl --system call "$BUS" "$OBJ" org.fcache.Manager1 Control 'ssa{sv}' "$T/mnt/proj/private" "query cached" 0 2>&1)
