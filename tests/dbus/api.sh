@@ -35,7 +35,11 @@ PY
 mapfile -t examples < <(grep -E '^    (busctl|gdbus) ' "$SRCDIR/README.md")
 expect "the README has busctl and gdbus examples" "${#examples[@]}" -ge 2
 for ex in "${examples[@]}"; do
-        check "README: ${ex# *}" eval "$ex"
+        case $ex in
+        # AddVolume needs the reader's own NAME.conf; tests/dbus/volumes.sh covers it
+        *'$(cat '*) n=$((n + 1)); echo "ok $n - README: ${ex# *} # SKIP needs a local config file" ;;
+        *) check "README: ${ex# *}" eval "$ex" ;;
+        esac
 done
 
 # every typed method, as root
