@@ -76,3 +76,12 @@ int oplog_names_of(struct oplog *log, uint64_t lid,
                    int (*fn)(void *ud, uint64_t parent, const char *name), void *ud);
 /* Whether a server inode is known to the log (an object's base or a create intent). */
 bool oplog_ino_known(struct oplog *log, uint64_t ino);
+/*
+ * Settles conflict @id (its record @seq): that record and every record held
+ * behind it become pending again (@replay) or applied with outcome "dropped";
+ * objects held behind it are released; the conflict row is deleted.
+ * *out_count (may be NULL) gets the number of records changed.  Run it inside
+ * oplog_begin()/oplog_commit().
+ */
+int oplog_conflict_settle(struct oplog *log, uint64_t id, uint64_t seq, bool replay,
+                          uint64_t *out_count);

@@ -1800,3 +1800,33 @@ int oplog_compact(struct oplog *log, uint64_t *out_removed)
         free(ids);
         return e;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Settling a conflict (resolve.c)                                          */
+/* ------------------------------------------------------------------------ */
+
+int oplog_conflict_settle(struct oplog *log, uint64_t id, uint64_t seq, bool replay,
+                          uint64_t *out_count)
+{
+        char held[32];
+        sqlite3_stmt *st = NULL;
+        int e;
+
+        snprintf(held, sizeof(held), "held:%" PRIu64, id);
+        e = prep(log, &st, replay
+                 ? "UPDATE ops SET state=0, outcome=NULL WHERE seq=?1 OR (state=3 AND outcome=?2)"
+                 : "UPDATE ops SET state=1, outcome='dropped' WHERE seq=?1 OR (state=3 AND outcome=?2)");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)seq);
+        bind_text(st, 2, held);
+        e = step_done(st);
+        if (e < 0)
+                return e;
+        if (out_count)
+                *out_count = (uint64_t)sqlite3_changes(log->db);
+        e = exec_ids(log, "UPDATE objects SET conflict=NULL WHERE conflict=?1", 1, (int64_t)id);
+        if (e < 0)
+                return e;
+        return exec_ids(log, "DELETE FROM conflicts WHERE id=?1", 1, (int64_t)id);
+}
