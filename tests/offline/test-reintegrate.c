@@ -22,65 +22,12 @@
 #include "reintegrate.h"
 #include "tree.h"
 
-struct fixture {
-        char *dir;
-        int srv;                /* the backing ("server") */
-        struct oplog *log;
-        int scratch;            /* stands in for the view's store copy */
-        unsigned refreshed;
-};
-
-static void setup(struct fixture *f, gconstpointer data)
-{
-        char *path;
-
-        f->dir = g_dir_make_tmp("test-reint-XXXXXX", NULL);
-        g_assert_nonnull(f->dir);
-        path = g_build_filename(f->dir, "srv", NULL);
-        g_assert_cmpint(mkdir(path, 0755), ==, 0);
-        f->srv = open(path, O_RDONLY | O_DIRECTORY);
-        g_assert_cmpint(f->srv, >=, 0);
-        g_free(path);
-        path = g_build_filename(f->dir, "log", NULL);
-        g_assert_cmpint(oplog_open(&f->log, path, NULL), ==, 0);
-        g_free(path);
-        path = g_build_filename(f->dir, "scratch", NULL);
-        f->scratch = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-        g_assert_cmpint(f->scratch, >=, 0);
-        g_free(path);
-        f->refreshed = 0;
-}
-
-static void teardown(struct fixture *f, gconstpointer data)
-{
-        char *cmd = g_strdup_printf("rm -rf '%s'", f->dir);
-
-        oplog_close(f->log);
-        close(f->srv);
-        close(f->scratch);
-        g_assert_cmpint(system(cmd), ==, 0);
-        g_free(cmd);
-        g_free(f->dir);
-}
-
-static void local(struct fixture *f, uint64_t lid, const char *text)
-{
-        g_assert_cmpint(ftruncate(f->scratch, 0), ==, 0);
-        g_assert_cmpint(pwrite(f->scratch, text, strlen(text), 0), ==, (ssize_t)strlen(text));
-        g_assert_cmpint(oplog_record_content(f->log, lid, f->scratch), ==, 0);
-}
-
-static void refresh(void *ud, uint64_t lid)
-{
-        ((struct fixture *)ud)->refreshed++;
-}
-
-static struct reintegrate_stats run(struct fixture *f)
+static struct reintegrate_stats run(struct server_fixture *f)
 {
         struct reintegrate_options o = REINTEGRATE_OPTIONS_INIT;
         struct reintegrate_stats st;
 
-        o.refresh = refresh;
+        o.refresh = fixture_refresh;
         o.userdata = f;
         g_assert_cmpint(reintegrate_run(f->log, f->srv, &o, &st), ==, 0);
         return st;
@@ -107,7 +54,7 @@ static int on_conflict(void *ud, const struct oplog_conflict *c)
 }
 
 /* The conflict kinds in order; the last conflict's ids in *cs. */
-static char *conflicts(struct fixture *f, struct conflicts *cs)
+static char *conflicts(struct server_fixture *f, struct conflicts *cs)
 {
         struct conflicts local_cs;
 
@@ -119,7 +66,7 @@ static char *conflicts(struct fixture *f, struct conflicts *cs)
         return g_string_free(cs->kinds, FALSE);
 }
 
-static void assert_blob(struct fixture *f, const char *id, const char *text)
+static void assert_blob(struct server_fixture *f, const char *id, const char *text)
 {
         void *data;
         size_t size;
@@ -130,7 +77,7 @@ static void assert_blob(struct fixture *f, const char *id, const char *text)
         free(data);
 }
 
-static void assert_no_conflicts(struct fixture *f)
+static void assert_no_conflicts(struct server_fixture *f)
 {
         char *kinds = conflicts(f, NULL);
 
@@ -138,7 +85,7 @@ static void assert_no_conflicts(struct fixture *f)
         g_free(kinds);
 }
 
-static void assert_no_pending(struct fixture *f)
+static void assert_no_pending(struct server_fixture *f)
 {
         uint64_t n;
 
@@ -147,7 +94,7 @@ static void assert_no_pending(struct fixture *f)
 }
 
 /* A second tree, built by hand with the expected result. */
-static int model(struct fixture *f)
+static int model(struct server_fixture *f)
 {
         char *path = g_build_filename(f->dir, "model", NULL);
         int fd;
@@ -168,7 +115,7 @@ static void assert_same_tree(int a, int b)
         g_free(db);
 }
 
-static void test_every_kind(struct fixture *f, gconstpointer data)
+static void test_every_kind(struct server_fixture *f, gconstpointer data)
 {
         uint64_t a, b, x, y, old, empty, nd, nf, ns, fifo, tmp, gone;
         struct oplog_setattr sa = { .mask = OPLOG_SET_MODE | OPLOG_SET_MTIME | OPLOG_SET_ATIME,
@@ -197,12 +144,12 @@ static void test_every_kind(struct fixture *f, gconstpointer data)
         gone = tree_register(f->log, f->srv, "gone");
 
         /* Offline: one change of every kind. */
-        local(f, a, "alpha, edited offline\n");
+        fixture_local(f, a, "alpha, edited offline\n");
         g_assert_cmpint(oplog_record_setattr(f->log, a, &sa), ==, 0);
         g_assert_cmpint(oplog_record_setxattr(f->log, a, "user.note", "kept", 4, 0), ==, 0);
         g_assert_cmpint(oplog_record_mkdir(f->log, OPLOG_ROOT, "new", 0750, 0, 0, &nd), ==, 0);
         g_assert_cmpint(oplog_record_create(f->log, nd, "file", 0640, 0, 0, &nf), ==, 0);
-        local(f, nf, "created offline\n");
+        fixture_local(f, nf, "created offline\n");
         g_assert_cmpint(oplog_record_symlink(f->log, nd, "link", "../b", 0, 0, &ns), ==, 0);
         g_assert_cmpint(oplog_record_mknod(f->log, nd, "fifo", S_IFIFO | 0600, 0, 0, 0, &fifo), ==, 0);
         g_assert_cmpint(oplog_record_link(f->log, a, nd, "hard"), ==, 0);
@@ -211,7 +158,7 @@ static void test_every_kind(struct fixture *f, gconstpointer data)
         g_assert_cmpint(oplog_record_rename(f->log, OPLOG_ROOT, "x", x, OPLOG_ROOT, "y", y,
                                             RENAME_EXCHANGE), ==, 0);
         g_assert_cmpint(oplog_record_create(f->log, OPLOG_ROOT, ".old.tmp", 0644, 0, 0, &tmp), ==, 0);
-        local(f, tmp, "the new old\n");
+        fixture_local(f, tmp, "the new old\n");
         g_assert_cmpint(oplog_record_rename(f->log, OPLOG_ROOT, ".old.tmp", tmp, OPLOG_ROOT, "old",
                                             old, 0), ==, 0);
         g_assert_cmpint(oplog_record_rmdir(f->log, OPLOG_ROOT, "empty", empty), ==, 0);
@@ -275,7 +222,7 @@ static void test_every_kind(struct fixture *f, gconstpointer data)
         close(m);
 }
 
-static void test_clean_merge(struct fixture *f, gconstpointer data)
+static void test_clean_merge(struct server_fixture *f, gconstpointer data)
 {
         uint64_t a;
         struct reintegrate_stats st;
@@ -283,7 +230,7 @@ static void test_clean_merge(struct fixture *f, gconstpointer data)
 
         tree_put(f->srv, "a", "1\n2\n3\n4\n5\n6\n7\n");
         a = tree_register(f->log, f->srv, "a");
-        local(f, a, "one\n2\n3\n4\n5\n6\n7\n");
+        fixture_local(f, a, "one\n2\n3\n4\n5\n6\n7\n");
         tree_put(f->srv, "a", "1\n2\n3\n4\n5\n6\nseven\n"); /* the server's edit while offline */
         st = run(f);
         g_assert_cmpuint(st.merged, ==, 1);
@@ -295,7 +242,7 @@ static void test_clean_merge(struct fixture *f, gconstpointer data)
         assert_no_pending(f);
 }
 
-static void test_content_conflict(struct fixture *f, gconstpointer data)
+static void test_content_conflict(struct server_fixture *f, gconstpointer data)
 {
         struct conflicts cs;
         struct reintegrate_stats st;
@@ -304,7 +251,7 @@ static void test_content_conflict(struct fixture *f, gconstpointer data)
 
         tree_put(f->srv, "a", "1\n2\n3\n");
         a = tree_register(f->log, f->srv, "a");
-        local(f, a, "1\nlocal\n3\n");
+        fixture_local(f, a, "1\nlocal\n3\n");
         /* A later offline rename of it is held behind the conflict, not dropped. */
         g_assert_cmpint(oplog_record_rename(f->log, OPLOG_ROOT, "a", a, OPLOG_ROOT, "a2", 0, 0), ==, 0);
         tree_put(f->srv, "a", "1\nremote\n3\n");
@@ -330,7 +277,7 @@ static void test_content_conflict(struct fixture *f, gconstpointer data)
         g_free(kinds);
 }
 
-static void test_binary_conflict(struct fixture *f, gconstpointer data)
+static void test_binary_conflict(struct server_fixture *f, gconstpointer data)
 {
         struct reintegrate_stats st;
         uint64_t a;
@@ -354,7 +301,7 @@ static void test_binary_conflict(struct fixture *f, gconstpointer data)
         g_free(kinds);
 }
 
-static void test_edit_delete(struct fixture *f, gconstpointer data)
+static void test_edit_delete(struct server_fixture *f, gconstpointer data)
 {
         struct conflicts cs;
         uint64_t a;
@@ -362,7 +309,7 @@ static void test_edit_delete(struct fixture *f, gconstpointer data)
 
         tree_put(f->srv, "a", "base\n");
         a = tree_register(f->log, f->srv, "a");
-        local(f, a, "edited here\n");
+        fixture_local(f, a, "edited here\n");
         g_assert_cmpint(unlinkat(f->srv, "a", 0), ==, 0);
         run(f);
         kinds = conflicts(f, &cs);
@@ -373,7 +320,7 @@ static void test_edit_delete(struct fixture *f, gconstpointer data)
         g_free(kinds);
 }
 
-static void test_delete_edit(struct fixture *f, gconstpointer data)
+static void test_delete_edit(struct server_fixture *f, gconstpointer data)
 {
         struct conflicts cs;
         uint64_t a;
@@ -393,7 +340,7 @@ static void test_delete_edit(struct fixture *f, gconstpointer data)
         g_free(kinds);
 }
 
-static void test_create_create(struct fixture *f, gconstpointer data)
+static void test_create_create(struct server_fixture *f, gconstpointer data)
 {
         struct reintegrate_stats st;
         struct conflicts cs;
@@ -402,7 +349,7 @@ static void test_create_create(struct fixture *f, gconstpointer data)
 
         tree_register(f->log, f->srv, "");
         g_assert_cmpint(oplog_record_create(f->log, OPLOG_ROOT, "same", 0644, 0, 0, &n), ==, 0);
-        local(f, n, "mine\n");
+        fixture_local(f, n, "mine\n");
         tree_put(f->srv, "same", "theirs\n");
         st = run(f);
         g_assert_cmpuint(st.conflicts, ==, 1);
@@ -417,7 +364,7 @@ static void test_create_create(struct fixture *f, gconstpointer data)
         g_free(kinds);
 }
 
-static void test_rename_delete(struct fixture *f, gconstpointer data)
+static void test_rename_delete(struct server_fixture *f, gconstpointer data)
 {
         uint64_t a;
         char *kinds;
@@ -433,7 +380,7 @@ static void test_rename_delete(struct fixture *f, gconstpointer data)
         g_free(kinds);
 }
 
-static void test_mode(struct fixture *f, gconstpointer data)
+static void test_mode(struct server_fixture *f, gconstpointer data)
 {
         struct oplog_setattr sa = { .mask = OPLOG_SET_MODE, .mode = 0600 };
         struct stat st;
@@ -463,7 +410,7 @@ static void test_mode(struct fixture *f, gconstpointer data)
         g_free(kinds);
 }
 
-static void test_content_with_server_chmod(struct fixture *f, gconstpointer data)
+static void test_content_with_server_chmod(struct server_fixture *f, gconstpointer data)
 {
         struct reintegrate_stats st;
         struct stat sst;
@@ -472,7 +419,7 @@ static void test_content_with_server_chmod(struct fixture *f, gconstpointer data
 
         tree_put(f->srv, "a", "base\n");
         a = tree_register(f->log, f->srv, "a");
-        local(f, a, "local\n");
+        fixture_local(f, a, "local\n");
         g_assert_cmpint(fchmodat(f->srv, "a", 0600, 0), ==, 0);
         st = run(f);
         g_assert_cmpuint(st.applied, ==, 1);
@@ -483,7 +430,7 @@ static void test_content_with_server_chmod(struct fixture *f, gconstpointer data
         g_free(text);
 }
 
-static void test_children_delete(struct fixture *f, gconstpointer data)
+static void test_children_delete(struct server_fixture *f, gconstpointer data)
 {
         struct reintegrate_stats st;
         uint64_t d, n;
@@ -492,7 +439,7 @@ static void test_children_delete(struct fixture *f, gconstpointer data)
         g_assert_cmpint(mkdirat(f->srv, "d", 0755), ==, 0);
         d = tree_register(f->log, f->srv, "d");
         g_assert_cmpint(oplog_record_create(f->log, d, "new", 0644, 0, 0, &n), ==, 0);
-        local(f, n, "new\n");
+        fixture_local(f, n, "new\n");
         g_assert_cmpint(unlinkat(f->srv, "d", AT_REMOVEDIR), ==, 0);
         st = run(f);
         g_assert_cmpuint(st.conflicts, ==, 1);
@@ -502,7 +449,7 @@ static void test_children_delete(struct fixture *f, gconstpointer data)
         g_free(kinds);
 }
 
-static void test_delete_children(struct fixture *f, gconstpointer data)
+static void test_delete_children(struct server_fixture *f, gconstpointer data)
 {
         uint64_t d;
         char *kinds, *text;
@@ -520,7 +467,7 @@ static void test_delete_children(struct fixture *f, gconstpointer data)
         g_free(kinds);
 }
 
-static void test_dry_run(struct fixture *f, gconstpointer data)
+static void test_dry_run(struct server_fixture *f, gconstpointer data)
 {
         uint64_t a, b, n;
         char *before, *after, *text;
@@ -529,8 +476,8 @@ static void test_dry_run(struct fixture *f, gconstpointer data)
         tree_put(f->srv, "b", "1\n2\n3\n4\n5\n6\n");
         a = tree_register(f->log, f->srv, "a");
         b = tree_register(f->log, f->srv, "b");
-        local(f, a, "1\nlocal\n3\n");
-        local(f, b, "one\n2\n3\n4\n5\n6\n");
+        fixture_local(f, a, "1\nlocal\n3\n");
+        fixture_local(f, b, "one\n2\n3\n4\n5\n6\n");
         g_assert_cmpint(oplog_record_mkdir(f->log, OPLOG_ROOT, "nd", 0755, 0, 0, &n), ==, 0);
         g_assert_cmpint(oplog_record_create(f->log, n, "f", 0644, 0, 0, &n), ==, 0);
         tree_put(f->srv, "a", "1\nremote\n3\n");
@@ -563,7 +510,7 @@ static void test_dry_run(struct fixture *f, gconstpointer data)
         g_free(after);
 }
 
-static void test_server_gone_resumes(struct fixture *f, gconstpointer data)
+static void test_server_gone_resumes(struct server_fixture *f, gconstpointer data)
 {
         struct reintegrate_options o = REINTEGRATE_OPTIONS_INIT;
         struct reintegrate_stats st;
@@ -573,7 +520,7 @@ static void test_server_gone_resumes(struct fixture *f, gconstpointer data)
 
         tree_put(f->srv, "a", "a\n");
         a = tree_register(f->log, f->srv, "a");
-        local(f, a, "a2\n");
+        fixture_local(f, a, "a2\n");
         g_assert_cmpint(oplog_record_create(f->log, OPLOG_ROOT, "n", 0644, 0, 0, &n), ==, 0);
         /* A backing that fails (here: a descriptor of a file, not a directory). */
         bad = openat(f->srv, "a", O_RDONLY);
@@ -611,7 +558,7 @@ static bool on_cancel(void *ud)
         return p->calls >= p->cancel_after;
 }
 
-static void test_cancel_resumes(struct fixture *f, gconstpointer data)
+static void test_cancel_resumes(struct server_fixture *f, gconstpointer data)
 {
         struct reintegrate_options o = REINTEGRATE_OPTIONS_INIT;
         struct progress p = { .cancel_after = 2 };
@@ -625,7 +572,7 @@ static void test_cancel_resumes(struct fixture *f, gconstpointer data)
 
                 snprintf(name, sizeof(name), "f%d", i);
                 g_assert_cmpint(oplog_record_create(f->log, OPLOG_ROOT, name, 0644, 0, 0, &lid), ==, 0);
-                local(f, lid, name);
+                fixture_local(f, lid, name);
         }
         o.progress = on_progress;
         o.cancel = on_cancel;
@@ -648,7 +595,9 @@ int main(int argc, char **argv)
                 /* chown of replayed objects and mknod need root; CI runs as root. */
                 g_test_skip("needs root");
         }
-#define T(name, fn) g_test_add("/fcache/offline/reintegrate/" name, struct fixture, NULL, setup, fn, teardown)
+#define T(name, fn)                                                                 \
+        g_test_add("/fcache/offline/reintegrate/" name, struct server_fixture, NULL, \
+                   fixture_setup, fn, fixture_teardown)
         T("every-kind", test_every_kind);
         T("clean-merge", test_clean_merge);
         T("content-conflict", test_content_conflict);

@@ -23,53 +23,7 @@
 #include "resolve.h"
 #include "tree.h"
 
-struct fixture {
-        char *dir;
-        int srv;
-        struct oplog *log;
-        int scratch;
-};
-
-static void setup(struct fixture *f, gconstpointer data)
-{
-        char *path;
-
-        f->dir = g_dir_make_tmp("test-resolve-XXXXXX", NULL);
-        g_assert_nonnull(f->dir);
-        path = g_build_filename(f->dir, "srv", NULL);
-        g_assert_cmpint(mkdir(path, 0755), ==, 0);
-        f->srv = open(path, O_RDONLY | O_DIRECTORY);
-        g_assert_cmpint(f->srv, >=, 0);
-        g_free(path);
-        path = g_build_filename(f->dir, "log", NULL);
-        g_assert_cmpint(oplog_open(&f->log, path, NULL), ==, 0);
-        g_free(path);
-        path = g_build_filename(f->dir, "scratch", NULL);
-        f->scratch = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-        g_assert_cmpint(f->scratch, >=, 0);
-        g_free(path);
-}
-
-static void teardown(struct fixture *f, gconstpointer data)
-{
-        char *cmd = g_strdup_printf("rm -rf '%s'", f->dir);
-
-        oplog_close(f->log);
-        close(f->srv);
-        close(f->scratch);
-        g_assert_cmpint(system(cmd), ==, 0);
-        g_free(cmd);
-        g_free(f->dir);
-}
-
-static void local(struct fixture *f, uint64_t lid, const char *text)
-{
-        g_assert_cmpint(ftruncate(f->scratch, 0), ==, 0);
-        g_assert_cmpint(pwrite(f->scratch, text, strlen(text), 0), ==, (ssize_t)strlen(text));
-        g_assert_cmpint(oplog_record_content(f->log, lid, f->scratch), ==, 0);
-}
-
-static void run(struct fixture *f)
+static void run(struct server_fixture *f)
 {
         struct reintegrate_options o = REINTEGRATE_OPTIONS_INIT;
         struct reintegrate_stats st;
@@ -94,7 +48,7 @@ static int on_conflict(void *ud, const struct oplog_conflict *c)
         return 0;
 }
 
-static struct first conflicts(struct fixture *f)
+static struct first conflicts(struct server_fixture *f)
 {
         struct first fc = { 0 };
 
@@ -102,7 +56,7 @@ static struct first conflicts(struct fixture *f)
         return fc;
 }
 
-static char *version(struct fixture *f, uint64_t id, const char *which)
+static char *version(struct server_fixture *f, uint64_t id, const char *which)
 {
         char buf[4096];
         int fd = -1, e;
@@ -151,7 +105,7 @@ static gint cmp_names(gconstpointer a, gconstpointer b)
 }
 
 /* The server's regular files as "name=content;" sorted (the model's form), leftovers included. */
-static char *server_files(struct fixture *f)
+static char *server_files(struct server_fixture *f)
 {
         GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
         GString *s = g_string_new(NULL);
@@ -181,7 +135,7 @@ static char *server_files(struct fixture *f)
         return g_string_free(s, FALSE);
 }
 
-static void make(struct fixture *f, enum kind kind)
+static void make(struct server_fixture *f, enum kind kind)
 {
         uint64_t a;
 
@@ -189,12 +143,12 @@ static void make(struct fixture *f, enum kind kind)
         a = tree_register(f->log, f->srv, "a");
         switch (kind) {
         case K_CONTENT:
-                local(f, a, "1\nlocal\n3\n");
+                fixture_local(f, a, "1\nlocal\n3\n");
                 g_assert_cmpint(oplog_record_rename(f->log, OPLOG_ROOT, "a", a, OPLOG_ROOT, "a2", 0, 0), ==, 0);
                 tree_put(f->srv, "a", "1\nremote\n3\n");
                 break;
         case K_EDIT_DELETE:
-                local(f, a, "1\nlocal\n3\n");
+                fixture_local(f, a, "1\nlocal\n3\n");
                 g_assert_cmpint(unlinkat(f->srv, "a", 0), ==, 0);
                 break;
         case K_DELETE_EDIT:
@@ -205,7 +159,7 @@ static void make(struct fixture *f, enum kind kind)
         run(f);
 }
 
-static void test_row(struct fixture *f, gconstpointer data)
+static void test_row(struct server_fixture *f, gconstpointer data)
 {
         const struct row *r = data;
         struct resolve_outcome out;
@@ -258,7 +212,7 @@ static void test_row(struct fixture *f, gconstpointer data)
         g_assert_cmpint(resolve_version_fd(f->log, fc.id, "base", &mfd), ==, -ENOENT);
 }
 
-static void test_stale(struct fixture *f, gconstpointer data)
+static void test_stale(struct server_fixture *f, gconstpointer data)
 {
         struct resolve_outcome out;
         struct first fc;
@@ -278,7 +232,7 @@ static void test_stale(struct fixture *f, gconstpointer data)
         g_free(text);
 }
 
-static void test_words(struct fixture *f, gconstpointer data)
+static void test_words(struct server_fixture *f, gconstpointer data)
 {
         enum resolve_how h;
 
@@ -296,10 +250,10 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < G_N_ELEMENTS(rows); i++) {
                 char *p = g_strdup_printf("/fcache/offline/resolve/%s", rows[i].name);
 
-                g_test_add(p, struct fixture, &rows[i], setup, test_row, teardown);
+                g_test_add(p, struct server_fixture, &rows[i], fixture_setup, test_row, fixture_teardown);
                 g_free(p);
         }
-        g_test_add("/fcache/offline/resolve/stale", struct fixture, NULL, setup, test_stale, teardown);
-        g_test_add("/fcache/offline/resolve/words", struct fixture, NULL, setup, test_words, teardown);
+        g_test_add("/fcache/offline/resolve/stale", struct server_fixture, NULL, fixture_setup, test_stale, fixture_teardown);
+        g_test_add("/fcache/offline/resolve/words", struct server_fixture, NULL, fixture_setup, test_words, fixture_teardown);
         return g_test_run();
 }

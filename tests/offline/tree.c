@@ -171,3 +171,48 @@ uint64_t tree_register(struct oplog *log, int dirfd, const char *path)
         g_free(name);
         return lid;
 }
+
+void fixture_setup(struct server_fixture *f, const void *data)
+{
+        char *path;
+
+        f->dir = g_dir_make_tmp("test-offline-XXXXXX", NULL);
+        g_assert_nonnull(f->dir);
+        path = g_build_filename(f->dir, "srv", NULL);
+        g_assert_cmpint(mkdir(path, 0755), ==, 0);
+        f->srv = open(path, O_RDONLY | O_DIRECTORY);
+        g_assert_cmpint(f->srv, >=, 0);
+        g_free(path);
+        path = g_build_filename(f->dir, "log", NULL);
+        g_assert_cmpint(oplog_open(&f->log, path, NULL), ==, 0);
+        g_free(path);
+        path = g_build_filename(f->dir, "scratch", NULL);
+        f->scratch = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        g_assert_cmpint(f->scratch, >=, 0);
+        g_free(path);
+        f->refreshed = 0;
+}
+
+void fixture_teardown(struct server_fixture *f, const void *data)
+{
+        char *cmd = g_strdup_printf("rm -rf '%s'", f->dir);
+
+        oplog_close(f->log);
+        close(f->srv);
+        close(f->scratch);
+        g_assert_cmpint(system(cmd), ==, 0);
+        g_free(cmd);
+        g_free(f->dir);
+}
+
+void fixture_local(struct server_fixture *f, uint64_t lid, const char *text)
+{
+        g_assert_cmpint(ftruncate(f->scratch, 0), ==, 0);
+        g_assert_cmpint(pwrite(f->scratch, text, strlen(text), 0), ==, (ssize_t)strlen(text));
+        g_assert_cmpint(oplog_record_content(f->log, lid, f->scratch), ==, 0);
+}
+
+void fixture_refresh(void *ud, uint64_t lid)
+{
+        ((struct server_fixture *)ud)->refreshed++;
+}

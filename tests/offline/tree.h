@@ -2,7 +2,8 @@
 /*
  * tree.h: test helpers shared by the offline tests: a canonical dump of a
  * directory tree (for comparing a server with a model), whole-file helpers,
- * and registering a server tree's objects with an oplog.
+ * registering a server tree's objects with an oplog, and the fixture of the
+ * reintegration and resolution tests.
  */
 #pragma once
 
@@ -32,3 +33,22 @@ char *tree_get(int dirfd, const char *path);
  * stored as their base version).
  */
 uint64_t tree_register(struct oplog *log, int dirfd, const char *path);
+
+/*
+ * A test's world, in a temporary directory: the server (the backing), the
+ * offline log, and a scratch file standing in for the view's store copy.
+ */
+struct server_fixture {
+        char *dir;
+        int srv;
+        struct oplog *log;
+        int scratch;
+        unsigned refreshed;     /* calls of fixture_refresh() */
+};
+/* GTest setup and teardown of a struct server_fixture. */
+void fixture_setup(struct server_fixture *f, const void *data);
+void fixture_teardown(struct server_fixture *f, const void *data);
+/* Records @text as the whole local content of object @lid. */
+void fixture_local(struct server_fixture *f, uint64_t lid, const char *text);
+/* A reintegrate_options.refresh callback (userdata: the fixture) that counts. */
+void fixture_refresh(void *ud, uint64_t lid);
