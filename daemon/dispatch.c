@@ -31,12 +31,7 @@
 
 static void on_progress(const struct fcachectl_progress *pr, void *data)
 {
-        struct fcd_progress *p = data;
-
-        __atomic_store_n(&p->files_done, pr->files_done, __ATOMIC_RELAXED);
-        __atomic_store_n(&p->files_seen, pr->files_seen, __ATOMIC_RELAXED);
-        __atomic_store_n(&p->bytes_done, pr->bytes_done, __ATOMIC_RELAXED);
-        __atomic_store_n(&p->walk_done, pr->walk_done, __ATOMIC_RELAXED);
+        fcd_progress_set(data, pr->files_done, pr->files_seen, pr->bytes_done, pr->walk_done);
 }
 
 /* Commands that libfcachectl's backends serve on plain mounts. */
@@ -112,10 +107,8 @@ void fcd_dispatch_thread(struct fcd_request *req)
          * A volume's path goes to its data plane; the caller's access was proved
          * above, through the view itself (default_permissions).
          */
-        if (req->cmd.op == FC_OP_FLUSH_ALL) {
-                /* Every network filesystem's caches, and every volume's store (below). */
-                run_core(req, &t);
-        } else if (fcd_volume_contains(req->ctx->volumes, req->canonical)) {
+        if (req->cmd.op != FC_OP_FLUSH_ALL && /* all: every cache and every store (below) */
+            fcd_volume_contains(req->ctx->volumes, req->canonical)) {
                 req->volume = true; /* forwarded below, as fcached: the socket is root's */
         } else if (core_serves(req->cmd.op)) {
                 run_core(req, &t);

@@ -126,6 +126,16 @@ static inline void fcd_progress_add(guint64 *field, guint64 n)
         __atomic_fetch_add(field, n, __ATOMIC_RELAXED);
 }
 
+/* All of it at once, from a walker's own report. */
+static inline void fcd_progress_set(struct fcd_progress *p, guint64 files_done,
+                                    guint64 files_seen, guint64 bytes_done, gboolean walk_done)
+{
+        __atomic_store_n(&p->files_done, files_done, __ATOMIC_RELAXED);
+        __atomic_store_n(&p->files_seen, files_seen, __ATOMIC_RELAXED);
+        __atomic_store_n(&p->bytes_done, bytes_done, __ATOMIC_RELAXED);
+        __atomic_store_n(&p->walk_done, walk_done ? 1 : 0, __ATOMIC_RELAXED);
+}
+
 static inline guint64 fcd_progress_get(const guint64 *field)
 {
         return __atomic_load_n(field, __ATOMIC_RELAXED);

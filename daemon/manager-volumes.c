@@ -85,15 +85,8 @@ static gboolean on_remove_volume(FcManager1 *m, GDBusMethodInvocation *inv, cons
 static gboolean on_list_volumes(FcManager1 *m, GDBusMethodInvocation *inv, gpointer data)
 {
         struct fcd_context *ctx = data;
-        g_auto(GStrv) list = fcd_volumes_list(ctx->volumes);
-        GVariantBuilder b;
 
-        g_variant_builder_init(&b, G_VARIANT_TYPE("a(sss)"));
-        for (char **l = list; *l; l++) {
-                g_auto(GStrv) f = g_strsplit(*l, "\t", 3);
-                g_variant_builder_add(&b, "(sss)", f[0], f[1], f[2]);
-        }
-        fc_manager1_complete_list_volumes(m, inv, g_variant_builder_end(&b));
+        fc_manager1_complete_list_volumes(m, inv, fcd_volumes_list(ctx->volumes));
         return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 

@@ -166,18 +166,24 @@ static int pin_one(struct view *v, int dfd, const char *name, const struct stat 
         return r;
 }
 
+/* Unpins the store object of backing inode @ino, if it has one. */
+static int unpin_ino(struct view *v, uint64_t ino)
+{
+        struct sobj *o;
+        int r;
+
+        if (store_obj_find(v->store, ino, &o) < 0)
+                return 0;
+        r = store_obj_set_pin(v->store, o, -1);
+        store_obj_put(v->store, o);
+        return r;
+}
+
 /* A cancelled job: the files it pinned that were not pinned before are unpinned. */
 static void pin_job_undo(struct view *v, struct pin_job *job)
 {
-        for (guint i = 0; i < job->newly_pinned->len; i++) {
-                struct sobj *o;
-
-                if (store_obj_find(v->store, g_array_index(job->newly_pinned, uint64_t, i),
-                                   &o) < 0)
-                        continue;
-                store_obj_set_pin(v->store, o, -1);
-                store_obj_put(v->store, o);
-        }
+        for (guint i = 0; i < job->newly_pinned->len; i++)
+                unpin_ino(v, g_array_index(job->newly_pinned, uint64_t, i));
 }
 
 int pin_subtree(struct view *v, int fd, bool recursive, int prio, bool dry_run,
@@ -212,14 +218,7 @@ int pin_subtree(struct view *v, int fd, bool recursive, int prio, bool dry_run,
 static int unpin_one(struct view *v, int dfd, const char *name, const struct stat *st,
                      void *ud)
 {
-        struct sobj *o;
-        int r;
-
-        if (store_obj_find(v->store, st->st_ino, &o) < 0)
-                return 0;
-        r = store_obj_set_pin(v->store, o, -1);
-        store_obj_put(v->store, o);
-        return r;
+        return unpin_ino(v, st->st_ino);
 }
 
 int unpin_subtree(struct view *v, int fd, bool recursive, struct pin_result *res)

@@ -104,33 +104,17 @@ static bool job_line(const char *line, guint64 *job_id, struct fcd_progress *pro
         if (sscanf(line, "progress=%" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT,
                    &done, &total, &bytes) != 3)
                 return false;
-        if (progress) {
-                __atomic_store_n(&progress->files_done, done, __ATOMIC_RELAXED);
-                __atomic_store_n(&progress->files_seen, total, __ATOMIC_RELAXED);
-                __atomic_store_n(&progress->bytes_done, bytes, __ATOMIC_RELAXED);
-                __atomic_store_n(&progress->walk_done, 1, __ATOMIC_RELAXED);
-        }
+        if (progress) /* the view's admission walk has counted the files already */
+                fcd_progress_set(progress, done, total, bytes, TRUE);
         return true;
 }
-
-static int control_call_job(const char *socket_path, const char *command, const char *path,
-                            GPtrArray *lines, struct fcd_progress *progress,
-                            const volatile int *cancel);
 
 /*
  * One request on the control socket: "COMMAND [TAB PATH] LF"; the answer's
  * lines (without the final empty one) go to *lines.  Returns the answer's
- * status (0 or -errno), or -errno of the exchange itself.
- */
-static int control_call(const char *socket_path, const char *command, const char *path,
-                        GPtrArray *lines)
-{
-        return control_call_job(socket_path, command, path, lines, NULL, NULL);
-}
-
-/*
- * As control_call; with @cancel, the command runs as a job of the view:
- * its progress goes to @progress, and *cancel set sends "cancel N".
+ * status (0 or -errno), or -errno of the exchange itself.  With @cancel, the
+ * command runs as a job of the view: its progress goes to @progress, and
+ * *cancel set sends "cancel N".
  */
 static int control_call_job(const char *socket_path, const char *command, const char *path,
                             GPtrArray *lines, struct fcd_progress *progress,
@@ -175,7 +159,7 @@ static int control_call_job(const char *socket_path, const char *command, const 
                         g_autofree char *c = g_strdup_printf("cancel %" G_GUINT64_FORMAT, job_id);
 
                         cancel_sent = true;
-                        control_call(socket_path, c, NULL, ignored);
+                        control_call_job(socket_path, c, NULL, ignored, NULL, NULL);
                 }
                 /* Poll in short steps so that a cancel is seen while the view works. */
                 r = poll(&p, 1, 100);
@@ -193,6 +177,12 @@ static int control_call_job(const char *socket_path, const char *command, const 
         }
         close(fd);
         return waited_ms ? -ETIMEDOUT : -ECONNRESET;
+}
+
+static int control_call(const char *socket_path, const char *command, const char *path,
+                        GPtrArray *lines)
+{
+        return control_call_job(socket_path, command, path, lines, NULL, NULL);
 }
 
 /* A view is already serving this volume (an fcached before us started it). */
@@ -469,23 +459,19 @@ int fcd_volumes_remove(struct fcd_volumes *vols, const char *name, struct fc_err
         return 0;
 }
 
-char **fcd_volumes_list(struct fcd_volumes *vols)
+GVariant *fcd_volumes_list(struct fcd_volumes *vols)
 {
-        GStrvBuilder *b = g_strv_builder_new();
-        char **out;
+        GVariantBuilder b;
 
+        g_variant_builder_init(&b, G_VARIANT_TYPE("a(sss)"));
         g_mutex_lock(&vols->lock);
         for (guint i = 0; i < vols->list->len; i++) {
                 struct volume *vol = vols->list->pdata[i];
-                g_autofree char *line = g_strdup_printf("%s\t%s\t%s", vol->cfg.name,
-                                                        vol->cfg.mountpoint,
-                                                        vol->cfg.backing);
-                g_strv_builder_add(b, line);
+                g_variant_builder_add(&b, "(sss)", vol->cfg.name, vol->cfg.mountpoint,
+                                      vol->cfg.backing);
         }
         g_mutex_unlock(&vols->lock);
-        out = g_strv_builder_end(b);
-        g_strv_builder_unref(b);
-        return out;
+        return g_variant_builder_end(&b);
 }
 
 /* The volume @canonical lies in; copies of its name and socket path. */

@@ -42,8 +42,8 @@ int fcd_volumes_add(struct fcd_volumes *vols, const char *name, const char *conf
 /* Stops volume @name (its view unmounts) and removes its NAME.conf. */
 int fcd_volumes_remove(struct fcd_volumes *vols, const char *name, struct fc_error *e);
 
-/* "name\tmountpoint\tstate" of each volume, for ListVolumes; g_strfreev() it. */
-char **fcd_volumes_list(struct fcd_volumes *vols);
+/* (name, mountpoint, backing) of each volume: ListVolumes' a(sss), floating. */
+GVariant *fcd_volumes_list(struct fcd_volumes *vols);
 
 /* Does @canonical (a resolved, absolute path) lie in a volume?  Thread-safe. */
 bool fcd_volume_contains(struct fcd_volumes *vols, const char *canonical);
