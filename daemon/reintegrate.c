@@ -839,7 +839,7 @@ static void tmp_name(struct ctx *c, const struct rec *r, char buf[64])
         snprintf(buf, 64, ".fcache-%s-%" PRIu64, c->log->token, r->r.seq);
 }
 
-static int write_all(int fd, const char *buf, size_t size)
+int write_all(int fd, const char *buf, size_t size)
 {
         while (size) {
                 ssize_t n = write(fd, buf, size);

@@ -203,21 +203,6 @@ static int server_now(int pfd, const char *name, struct stat *st, char id[FCACHE
         return e;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-        while (n) {
-                ssize_t w = write(fd, p, n);
-
-                if (w < 0 && errno == EINTR)
-                        continue;
-                if (w < 0)
-                        return -errno;
-                p += w;
-                n -= (size_t)w;
-        }
-        return 0;
-}
-
 /*
  * Writes @data as file @name in @pfd: a temporary renamed into place, over
  * what is there (@noreplace false) or only to a free name (-EEXIST).
