@@ -391,7 +391,7 @@ static void *conn_thread(void *arg)
 
                         r = execute(v, line + 4, path, &o, err, &job->pin);
                         job_end(job);
-                } else {
+                } else if (!conflicts_execute(v, line, path, o.s, err, &r)) {
                         r = execute(v, line, path, &o, err, NULL);
                 }
                 g_string_append_printf(reply, "status=%d\n", r);

@@ -292,6 +292,9 @@ static int worker_setup(struct view *v, struct volume_config *cfg, bool takeover
                        cfg->cache_files);
         if (r < 0)
                 return r;
+        r = view_oplog_open(v);
+        if (r < 0)
+                return r;
         r = vnode_table_init(v);
         if (r < 0)
                 return r;

@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "oplog.h"
 #include "store.h"
 #include "volume-config.h"
 
@@ -73,10 +74,19 @@ struct view {
         char *state_path;
         char *init_path;
 
+        /* disconnected operation (view-offline.c, view-mirror.c) */
+        pthread_mutex_t offline_lock; /* serializes the oplog and state changes */
+        struct oplog *oplog;    /* protected by offline_lock: CacheDir/offline */
+        int state;              /* VIEW_ONLINE, VIEW_OFFLINE, VIEW_REINTEGRATING (atomic) */
+        int mirror_fd;          /* O_PATH|O_DIRECTORY on CacheDir/mirror */
+        dev_t mirror_dev;
+
         int control_fd;         /* listening control socket */
         int ready_fd;           /* pipe to the holder: one byte once serving, or -1 */
         char *control_path;
 };
+
+enum view_state { VIEW_ONLINE, VIEW_OFFLINE, VIEW_REINTEGRATING };
 
 /* view-creds.c */
 struct creds {
@@ -156,6 +166,17 @@ int flush_subtree(struct view *v, int fd, bool recursive, struct pin_result *res
 int pin_walk_all(struct view *v);
 /* Opens path (relative to the volume root, or absolute under the mountpoint). */
 int view_open_path(struct view *v, const char *path, int flags);
+
+/* view-offline.c */
+int view_oplog_open(struct view *v);
+
+/*
+ * view-conflicts.c: the control socket's conflict requests (query
+ * conflicts, conflict-version, resolve).  Returns false when @cmdline is not
+ * one of them; else fills @out with "key=value\n" lines or @err, sets *status.
+ */
+bool conflicts_execute(struct view *v, const char *cmdline, const char *path, GString *out,
+                       GString *err, int *status);
 
 /* view-session.c */
 int view_worker_run(struct view *v, int fuse_fd);
