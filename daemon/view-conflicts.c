@@ -1,11 +1,565 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * view-conflicts.c: the control socket's conflict requests.
+ * view-conflicts.c: the control socket's conflict requests, through which a
+ * person (fcache-resolve(1)) or fcached settles the conflicts that
+ * reintegration kept (resolve.h):
+ *
+ *   query conflicts [TAB PATH]    conflicts=N, then per conflict under PATH
+ *                                 conflict=ID KIND PATH and
+ *                                 conflict_detail=ID DETAIL
+ *   conflict-version ID WHICH     WHICH base|local|remote: size=N,
+ *                                 content_base64=...
+ *   resolve ID local|remote|both  resolved=ID path= kept= replayed= dropped=
+ *   resolve-merged ID BASE64      the same, the server gets that content
+ *
+ * Every oplog and resolve call is made with v->offline_lock held.  After a
+ * resolve the store copies of the objects it touched are dropped and the
+ * kernel's dentries and page caches of them invalidated (after the lock is
+ * released: an invalidation waits for the kernel's directory lock, which a
+ * FUSE request blocked on offline_lock may hold).
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "resolve.h"
 #include "view.h"
+
+/* Largest version sent by conflict-version (the answer is one line). */
+#define MAX_VERSION_BYTES (64u << 20)
+
+struct conflict_row {
+        uint64_t id;
+        char *kind;
+        char *path;
+        char *detail;
+};
+
+static void row_clear(void *p)
+{
+        struct conflict_row *r = p;
+
+        g_free(r->kind);
+        g_free(r->path);
+        g_free(r->detail);
+}
+
+struct collect {
+        GArray *rows;           /* struct conflict_row */
+        const char *under;      /* relative path filter, "" for all */
+        uint64_t only_id;       /* 0: every id */
+};
+
+static bool path_under(const char *path, const char *under)
+{
+        size_t n = strlen(under);
+
+        if (!n)
+                return true;
+        return !strncmp(path, under, n) && (path[n] == 0 || path[n] == '/');
+}
+
+static int collect_one(void *ud, const struct oplog_conflict *c)
+{
+        struct collect *cl = ud;
+        struct conflict_row row;
+
+        const char *path = c->path ? c->path : "";
+
+        /* The log's paths start with '/': the answer's are relative to the root. */
+        while (*path == '/')
+                path++;
+        if (cl->only_id && c->id != cl->only_id)
+                return 0;
+        if (!path_under(path, cl->under))
+                return 0;
+        row.id = c->id;
+        row.kind = g_strdup(c->kind ? c->kind : "unknown");
+        row.path = g_strdup(path);
+        row.detail = g_strdup(c->detail ? c->detail : "");
+        /* One line each: a newline in a name or detail would end the answer. */
+        g_strdelimit(row.path, "\n", '?');
+        g_strdelimit(row.detail, "\n", ' ');
+        g_array_append_val(cl->rows, row);
+        return 0;
+}
+
+/* The conflicts (with offline_lock held by the caller). */
+static int collect(struct view *v, const char *under, uint64_t only_id, GArray **out)
+{
+        struct collect cl = { g_array_new(FALSE, TRUE, sizeof(struct conflict_row)), under,
+                              only_id };
+        int r;
+
+        g_array_set_clear_func(cl.rows, row_clear);
+        r = oplog_conflict_foreach(v->oplog, collect_one, &cl);
+        if (r < 0) {
+                g_array_free(cl.rows, TRUE);
+                return r;
+        }
+        *out = cl.rows;
+        return 0;
+}
+
+/* PATH of a request relative to the volume root, "" for the root. */
+static int request_rel(struct view *v, const char *path, char **out, GString *err)
+{
+        size_t ml = strlen(v->cfg->mountpoint);
+        char *r;
+        size_t n;
+
+        if (path[0] == '/') {
+                if (strncmp(path, v->cfg->mountpoint, ml) || (path[ml] && path[ml] != '/')) {
+                        g_string_printf(err, "'%s' is not under the volume's mountpoint %s",
+                                        path, v->cfg->mountpoint);
+                        return -EXDEV;
+                }
+                path += ml;
+        }
+        while (*path == '/')
+                path++;
+        while (path[0] == '.' && (path[1] == '/' || path[1] == 0)) {
+                path++;
+                while (*path == '/')
+                        path++;
+        }
+        r = g_strdup(path);
+        n = strlen(r);
+        while (n && r[n - 1] == '/')
+                r[--n] = 0;
+        *out = r;
+        return 0;
+}
+
+static int parse_id(const char *word, uint64_t *out, GString *err)
+{
+        char *end;
+
+        if (!word || !*word) {
+                g_string_assign(err, "missing conflict ID (a number from 'query conflicts')");
+                return -EINVAL;
+        }
+        errno = 0;
+        *out = g_ascii_strtoull(word, &end, 10);
+        if (*end || errno || *out == 0 || word[0] == '-' || word[0] == '+') {
+                g_string_printf(err, "conflict ID '%s' is not a positive number", word);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+/* Whether conflict @id exists (lock held); -ENOENT with a message if not. */
+static int conflict_lookup(struct view *v, uint64_t id, char **path, GString *err)
+{
+        GArray *rows;
+        int r = collect(v, "", id, &rows);
+
+        if (r < 0) {
+                g_string_printf(err, "cannot read the conflicts: %s", strerror(-r));
+                return r;
+        }
+        if (!rows->len) {
+                g_string_printf(err, "no conflict with ID %" PRIu64
+                                " (settled already? see 'query conflicts')", id);
+                r = -ENOENT;
+        } else if (path) {
+                *path = g_strdup(g_array_index(rows, struct conflict_row, 0).path);
+        }
+        g_array_free(rows, TRUE);
+        return r;
+}
+
+static int do_query(struct view *v, char **words, const char *path, GString *out, GString *err)
+{
+        GArray *rows;
+        char *under;
+        int r;
+
+        if (words[2]) {
+                g_string_printf(err, "'query conflicts' takes no word after it (got '%s'); "
+                                "give a path after a TAB", words[2]);
+                return -EINVAL;
+        }
+        r = request_rel(v, path, &under, err);
+        if (r < 0)
+                return r;
+        pthread_mutex_lock(&v->offline_lock);
+        r = collect(v, under, 0, &rows);
+        pthread_mutex_unlock(&v->offline_lock);
+        g_free(under);
+        if (r < 0) {
+                g_string_printf(err, "cannot read the conflicts: %s", strerror(-r));
+                return r;
+        }
+        g_string_append_printf(out, "conflicts=%u\n", rows->len);
+        for (guint i = 0; i < rows->len; i++) {
+                struct conflict_row *c = &g_array_index(rows, struct conflict_row, i);
+
+                g_string_append_printf(out, "conflict=%" PRIu64 " %s %s\n", c->id, c->kind,
+                                       c->path);
+        }
+        for (guint i = 0; i < rows->len; i++) {
+                struct conflict_row *c = &g_array_index(rows, struct conflict_row, i);
+
+                g_string_append_printf(out, "conflict_detail=%" PRIu64 " %s\n", c->id,
+                                       c->detail);
+        }
+        g_array_free(rows, TRUE);
+        return 0;
+}
+
+static int do_version(struct view *v, char **words, GString *out, GString *err)
+{
+        uint64_t id;
+        struct stat st;
+        char *data, *b64;
+        size_t off = 0;
+        int fd = -1, r;
+
+        r = parse_id(words[1], &id, err);
+        if (r < 0)
+                return r;
+        if (!words[2] || (strcmp(words[2], "base") && strcmp(words[2], "local") &&
+                          strcmp(words[2], "remote")) || words[3]) {
+                if (!words[2])
+                        g_string_assign(err, "missing version: base, local or remote");
+                else if (words[3])
+                        g_string_printf(err, "unexpected word '%s' after the version", words[3]);
+                else
+                        g_string_printf(err, "unknown version '%s': base, local or remote",
+                                        words[2]);
+                return -EINVAL;
+        }
+        pthread_mutex_lock(&v->offline_lock);
+        r = conflict_lookup(v, id, NULL, err);
+        if (r >= 0)
+                r = resolve_version_fd(v->oplog, id, words[2], &fd);
+        pthread_mutex_unlock(&v->offline_lock);
+        if (r == -ENOENT && !err->len)
+                g_string_printf(err, "conflict %" PRIu64 " has no %s content (deleted, a "
+                                "directory, or never cached on that side)", id, words[2]);
+        if (r < 0)
+                return r;
+        if (fstat(fd, &st) < 0) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        if ((uint64_t)st.st_size > MAX_VERSION_BYTES) {
+                close(fd);
+                g_string_printf(err, "the %s version is %" PRIu64 " bytes, more than the %u "
+                                "this request sends", words[2], (uint64_t)st.st_size,
+                                MAX_VERSION_BYTES);
+                return -EFBIG;
+        }
+        data = g_malloc((size_t)st.st_size + 1);
+        while (off < (size_t)st.st_size) {
+                ssize_t n = pread(fd, data + off, (size_t)st.st_size - off, (off_t)off);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0) {
+                        r = n < 0 ? -errno : -EIO;
+                        break;
+                }
+                off += (size_t)n;
+        }
+        close(fd);
+        if (r < 0) {
+                g_free(data);
+                return r;
+        }
+        b64 = g_base64_encode((const guchar *)data, off);
+        g_string_append_printf(out, "size=%zu\ncontent_base64=%s\n", off, b64);
+        g_free(b64);
+        g_free(data);
+        return 0;
+}
+
+/* What a resolve touched on the server, to be dropped and invalidated. */
+struct touched {
+        char *path;             /* relative server path */
+        uint64_t ino;           /* its inode before the resolve, 0 if none */
+};
+
+static uint64_t path_ino(struct view *v, const char *rel)
+{
+        struct stat st;
+
+        if (!*rel)
+                return 0;
+        if (fstatat(v->root_fd, rel, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return 0;
+        return st.st_ino;
+}
+
+/* The kernel's node id of directory @rel ("" the root), 0 if it has none. */
+static fuse_ino_t dir_node(struct view *v, const char *rel)
+{
+        uint64_t ino;
+
+        if (!*rel || !strcmp(rel, "."))
+                return FUSE_ROOT_ID;
+        ino = path_ino(v, rel);
+        return ino ? vnode_id_of_ino(v, ino) : 0;
+}
+
+static void drop_ino(struct view *v, uint64_t ino)
+{
+        fuse_ino_t id;
+        int r;
+
+        if (!ino)
+                return;
+        r = store_drop_ino(v->store, ino, true);
+        if (r < 0)
+                log_warn("Resolve: dropping the store copy of inode %" PRIu64 " failed: %s",
+                         ino, strerror(-r));
+        id = vnode_id_of_ino(v, ino);
+        if (id && v->se)
+                fuse_lowlevel_notify_inval_inode(v->se, id, 0, 0);
+}
+
+/* Drops and invalidates path @rel: its old inode @old_ino, and whatever it is now. */
+static void invalidate(struct view *v, const char *rel, uint64_t old_ino)
+{
+        char *parent, *slash, *name;
+        fuse_ino_t pid;
+
+        if (!rel || !*rel)
+                return;
+        drop_ino(v, old_ino);
+        drop_ino(v, path_ino(v, rel));
+        parent = g_strdup(rel);
+        slash = strrchr(parent, '/');
+        if (slash) {
+                *slash = 0;
+                name = slash + 1;
+        } else {
+                name = parent;
+        }
+        pid = dir_node(v, slash ? parent : "");
+        if (pid && v->se && *name)
+                fuse_lowlevel_notify_inval_entry(v->se, pid, name, strlen(name));
+        g_free(parent);
+}
+
+static void refresh_cb(void *ud, uint64_t lid)
+{
+        g_array_append_val((GArray *)ud, lid);
+}
+
+/* A server path of the log or of resolve.h, relative to the root (no leading '/'). */
+static const char *skip_slash(const char *p)
+{
+        while (*p == '/')
+                p++;
+        return p;
+}
+
+static int do_resolve(struct view *v, uint64_t id, enum resolve_how how, int merged_fd,
+                      GString *out, GString *err)
+{
+        struct reintegrate_options opts = REINTEGRATE_OPTIONS_INIT;
+        struct resolve_outcome *res = g_new0(struct resolve_outcome, 1);
+        GArray *refreshed = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+        struct touched before = { NULL, 0 };
+        int r;
+
+        opts.refresh = refresh_cb;
+        opts.userdata = refreshed;
+        pthread_mutex_lock(&v->offline_lock);
+        r = conflict_lookup(v, id, &before.path, err);
+        if (r >= 0) {
+                before.ino = path_ino(v, before.path);
+                r = resolve_conflict(v->oplog, v->root_fd, id, how, merged_fd, &opts, res);
+        }
+        pthread_mutex_unlock(&v->offline_lock);
+        if (r == -ESTALE)
+                g_string_printf(err, "the server changed '%s' again since conflict %" PRIu64
+                                " was recorded: reintegrate again (it records the new "
+                                "server version) and choose then", before.path, id);
+        else if (r == -EINVAL && !err->len)
+                g_string_printf(err, "conflict %" PRIu64 " ('%s') cannot be settled as '%s' "
+                                "(not allowed for its kind)", id, before.path,
+                                resolve_how_to_string(how));
+        else if (r < 0 && !err->len)
+                g_string_printf(err, "settling conflict %" PRIu64 " ('%s') failed on the "
+                                "backing: %s", id, before.path, strerror(-r));
+        if (r >= 0) {
+                /* The conflict's own name, where it is now, and the kept copy. */
+                const char *now = skip_slash(res->path), *kept = skip_slash(res->kept);
+
+                invalidate(v, before.path, before.ino);
+                if (strcmp(now, before.path))
+                        invalidate(v, now, 0);
+                invalidate(v, kept, 0);
+                g_string_append_printf(out, "resolved=%" PRIu64 "\n", id);
+                g_string_append_printf(out, "how=%s\n", resolve_how_to_string(how));
+                g_string_append_printf(out, "path=%s\n", now);
+                g_string_append_printf(out, "kept=%s\n", kept);
+                g_string_append_printf(out, "replayed=%" PRIu64 "\n", res->replayed);
+                g_string_append_printf(out, "dropped=%" PRIu64 "\n", res->dropped);
+                g_string_append_printf(out, "refreshed=%u\n", refreshed->len);
+                log_info("Conflict %" PRIu64 " (%s) settled: %s", id, before.path,
+                         resolve_how_to_string(how));
+        }
+        g_free(before.path);
+        g_array_free(refreshed, TRUE);
+        g_free(res);
+        return r;
+}
+
+static int do_resolve_words(struct view *v, char **words, GString *out, GString *err)
+{
+        enum resolve_how how;
+        uint64_t id;
+        int r;
+
+        r = parse_id(words[1], &id, err);
+        if (r < 0)
+                return r;
+        if (!words[2]) {
+                g_string_assign(err, "missing choice: local, remote or both");
+                return -EINVAL;
+        }
+        if (words[3]) {
+                g_string_printf(err, "unexpected word '%s' after the choice", words[3]);
+                return -EINVAL;
+        }
+        if (!strcmp(words[2], "merged")) {
+                g_string_assign(err, "'merged' needs the content: use resolve-merged ID BASE64");
+                return -EINVAL;
+        }
+        if (resolve_how_from_string(words[2], &how) < 0) {
+                g_string_printf(err, "unknown choice '%s': local, remote or both", words[2]);
+                return -EINVAL;
+        }
+        return do_resolve(v, id, how, -1, out, err);
+}
+
+static bool base64_valid(const char *s)
+{
+        size_t n = strlen(s), pad = 0;
+
+        if (n % 4)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                char c = s[i];
+
+                if (c == '=') {
+                        pad++;
+                        continue;
+                }
+                if (pad || !(g_ascii_isalnum(c) || c == '+' || c == '/'))
+                        return false;
+        }
+        return pad <= 2;
+}
+
+static int do_resolve_merged(struct view *v, char **words, GString *out, GString *err)
+{
+        const char *b64;
+        guchar *data;
+        gsize len = 0;
+        size_t off = 0;
+        uint64_t id;
+        int fd, r;
+
+        r = parse_id(words[1], &id, err);
+        if (r < 0)
+                return r;
+        if (words[2] && words[3]) {
+                g_string_printf(err, "unexpected word '%s' after the content", words[3]);
+                return -EINVAL;
+        }
+        b64 = words[2] ? words[2] : "";
+        if (!strcmp(b64, "-"))
+                b64 = "";       /* empty content */
+        if (!base64_valid(b64)) {
+                g_string_assign(err, "the merged content is not valid base64 "
+                                "(use '-' for empty content)");
+                return -EINVAL;
+        }
+        data = *b64 ? g_base64_decode(b64, &len) : NULL;
+        fd = memfd_create("fcache-merged", MFD_CLOEXEC);
+        if (fd < 0) {
+                r = -errno;
+                g_free(data);
+                return r;
+        }
+        while (off < len) {
+                ssize_t n = write(fd, data + off, len - off);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        r = -errno;
+                        break;
+                }
+                off += (size_t)n;
+        }
+        g_free(data);
+        if (r >= 0 && lseek(fd, 0, SEEK_SET) < 0)
+                r = -errno;
+        if (r >= 0)
+                r = do_resolve(v, id, RESOLVE_MERGED, fd, out, err);
+        close(fd);
+        return r;
+}
 
 bool conflicts_execute(struct view *v, const char *cmdline, const char *path, GString *out,
                        GString *err, int *status)
 {
-        return false;
+        char **words;
+        int r;
+
+        while (*cmdline == ' ')
+                cmdline++;
+        if (strncmp(cmdline, "query conflicts", 15) == 0 &&
+            (cmdline[15] == 0 || cmdline[15] == ' ')) {
+                /* handled below */
+        } else if (strncmp(cmdline, "conflict-version", 16) &&
+                   strncmp(cmdline, "resolve", 7)) {
+                return false;
+        }
+        words = g_strsplit_set(cmdline, " ", -1);
+        /* Drop empty words (runs of spaces). */
+        {
+                guint j = 0;
+
+                for (guint i = 0; words[i]; i++) {
+                        if (*words[i])
+                                words[j++] = words[i];
+                        else
+                                g_free(words[i]);
+                }
+                words[j] = NULL;
+        }
+        if (!v->oplog) {
+                g_string_assign(err, "this volume has no offline log (CacheDir/offline)");
+                r = -ENODEV;
+        } else if (!strcmp(words[0], "query") && words[1] && !strcmp(words[1], "conflicts")) {
+                r = do_query(v, words, path, out, err);
+        } else if (!strcmp(words[0], "conflict-version")) {
+                r = do_version(v, words, out, err);
+        } else if (!strcmp(words[0], "resolve")) {
+                r = do_resolve_words(v, words, out, err);
+        } else if (!strcmp(words[0], "resolve-merged")) {
+                r = do_resolve_merged(v, words, out, err);
+        } else {
+                g_strfreev(words);
+                return false;
+        }
+        g_strfreev(words);
+        if (r < 0 && !err->len)
+                g_string_assign(err, strerror(-r));
+        *status = r < 0 ? r : 0;
+        return true;
 }
