@@ -1801,6 +1801,32 @@ int oplog_compact(struct oplog *log, uint64_t *out_removed)
         return e;
 }
 
+int oplog_forget_settled(struct oplog *log, uint64_t *out_forgotten)
+{
+        uint64_t total = 0;
+        int e;
+
+        if (!log)
+                return -EINVAL;
+        /* Children first: a parent stays while an object under it stays. */
+        do {
+                e = exec_ids(log, "DELETE FROM objects WHERE lid != 1 AND conflict IS NULL"
+                                  " AND lid NOT IN (SELECT lid FROM ops)"
+                                  " AND lid NOT IN (SELECT parent FROM ops WHERE parent IS NOT NULL)"
+                                  " AND lid NOT IN (SELECT parent2 FROM ops WHERE parent2 IS NOT NULL)"
+                                  " AND lid NOT IN (SELECT other FROM ops WHERE other IS NOT NULL)"
+                                  " AND lid NOT IN (SELECT lid FROM conflicts WHERE lid IS NOT NULL)"
+                                  " AND lid NOT IN (SELECT srv_parent FROM objects"
+                                  "                 WHERE srv_parent IS NOT NULL)", 0);
+                if (e < 0)
+                        return e;
+                total += (uint64_t)sqlite3_changes(log->db);
+        } while (sqlite3_changes(log->db) > 0);
+        if (out_forgotten)
+                *out_forgotten = total;
+        return 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Settling a conflict (resolve.c)                                          */
 /* ------------------------------------------------------------------------ */

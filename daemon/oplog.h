@@ -263,5 +263,12 @@ int oplog_content_open(struct oplog *log, uint64_t seq);
  */
 int oplog_compact(struct oplog *log, uint64_t *out_removed);
 
+/*
+ * Forgets the objects no record or conflict needs any more (after
+ * reintegration and oplog_compact()), so that the next offline period
+ * registers them again with the server version they then have as base.
+ */
+int oplog_forget_settled(struct oplog *log, uint64_t *out_forgotten);
+
 /* Bytes used by the log (database, WAL, content files). */
 int oplog_size(struct oplog *log, uint64_t *out);

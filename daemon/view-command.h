@@ -21,6 +21,9 @@ enum view_verb {
         VERB_SET_CACHEABLE,
         VERB_SET_CACHE_SIZE,
         VERB_SET_RESERVE,
+        VERB_DISCONNECT,
+        VERB_RECONNECT,
+        VERB_QUERY_REINTEGRATION,
 };
 
 struct view_command {

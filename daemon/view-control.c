@@ -247,7 +247,15 @@ static int execute(struct view *v, const char *cmdline, const char *path, struct
         }
         switch (c.verb) {
         case VERB_QUERY_CACHED: case VERB_FLUSH: case VERB_PIN: case VERB_UNPIN:
-        case VERB_SET_CACHEABLE:
+        case VERB_SET_CACHEABLE: case VERB_FLUSH_VOLUME:
+                /* These compare with or fetch from the server. */
+                if (view_offline(v)) {
+                        g_string_printf(err, "the volume is %s: '%s' needs the server"
+                                        " (reconnect first)", view_state_name(v), cmdline);
+                        return -EHOSTDOWN;
+                }
+                if (c.verb == VERB_FLUSH_VOLUME)
+                        break;
                 fd = view_open_path(v, path, O_PATH | O_NOFOLLOW);
                 if (fd < 0) {
                         g_string_printf(err, "cannot open '%s' in the volume: %s", path,
@@ -270,7 +278,7 @@ static int execute(struct view *v, const char *cmdline, const char *path, struct
                 r = store_pin_foreach(v->store, list_pin, o);
                 break;
         case VERB_QUERY_STATE:
-                kv(o, "state=online");
+                view_state_out(v, o->s);
                 kv(o, "pid=%d", (int)getpid());
                 kv(o, "takeover=%s", v->takeover ? "yes" : "no");
                 kv(o, "backing=%s", v->cfg->backing);
@@ -307,12 +315,23 @@ static int execute(struct view *v, const char *cmdline, const char *path, struct
                 pin_out(o, &res);
                 if (r >= 0 && !c.dry_run)
                         r = store_pin_add(v->store, rel, c.priority);
+                /* Kept complete on local disk for offline use. */
+                if (r >= 0 && !c.dry_run) {
+                        int m = mirror_sync_path(v, rel, c.recursive);
+
+                        kv(o, "mirrored=%s", m == 0 ? "yes" : "no");
+                        if (m < 0)
+                                log_warn("Pinned '%s' is not completely mirrored for offline"
+                                         " use: %s (the hoard walk retries)", rel, strerror(-m));
+                }
                 kv(o, "dry_run=%s", c.dry_run ? "yes" : "no");
                 break;
         case VERB_UNPIN:
                 r = unpin_subtree(v, fd, c.recursive, &res);
                 if (r >= 0) {
                         int n = store_pin_remove(v->store, rel);
+
+                        mirror_unpin_path(v, rel);
 
                         kv(o, "unpinned=%" PRIu64, res.files);
                         kv(o, "pins_removed=%d", n < 0 ? 0 : n);
@@ -331,6 +350,19 @@ static int execute(struct view *v, const char *cmdline, const char *path, struct
                 kv(o, "cacheable=%s", c.on ? "on" : "off");
                 break;
         }
+        case VERB_DISCONNECT:
+                r = view_disconnect(v, err);
+                if (r >= 0)
+                        view_state_out(v, o->s);
+                break;
+        case VERB_RECONNECT:
+                r = view_reconnect(v, o->s, err);
+                if (r >= 0)
+                        view_state_out(v, o->s);
+                break;
+        case VERB_QUERY_REINTEGRATION:
+                r = view_reintegration_dry_run(v, o->s, err);
+                break;
         case VERB_SET_CACHE_SIZE:
         case VERB_SET_RESERVE:
                 store_get_stats(v->store, &st);

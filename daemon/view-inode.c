@@ -25,7 +25,8 @@
 
 struct vnode {
         uint64_t id;            /* nodeid, immutable */
-        uint64_t ino;           /* backing inode number, immutable */
+        uint64_t ino;           /* backing inode number; changes only when a node
+                                 * created offline reaches the server (itab_lock) */
         mode_t type;            /* S_IFMT bits, immutable */
         /* the fields below are protected by view.itab_lock */
         uint64_t nlookup;
@@ -35,6 +36,7 @@ struct vnode {
         struct file_handle *fh; /* NULL when the backing has none */
         int fd;                 /* O_PATH, or -1 */
         unsigned users;         /* vnode_get()s not yet put */
+        bool stale;             /* fd is of the tree served before a switch */
         bool in_lru;
         struct vnode *lru_prev, *lru_next;
 };
@@ -130,7 +132,7 @@ int vnode_table_init(struct view *v)
         root->ino = st.st_ino;
         root->type = S_IFDIR;
         root->immortal = true;
-        root->fd = v->root_fd;
+        root->fd = view_served_root(v);
         root->parent = FUSE_ROOT_ID;
         g_hash_table_insert(v->nodes, &root->id, root);
         g_hash_table_insert(v->by_ino, &root->ino, root);
@@ -142,7 +144,7 @@ static struct file_handle *handle_of(struct view *v, int fd)
         struct file_handle *fh;
         int mount_id;
 
-        if (!v->handles)
+        if (!v->handles || view_offline(v))
                 return NULL;
         fh = malloc(sizeof(*fh) + MAX_HANDLE_SZ);
         if (!fh)
@@ -170,13 +172,20 @@ static void log_node(struct view *v, const struct vnode *n)
                        n->fh ? n->fh->handle_type : 0);
 }
 
-static int check_ino(int fd, uint64_t ino)
+static int check_ino(struct view *v, int fd, uint64_t ino)
 {
         struct stat st;
+        int r = vnode_fill_stat(v, fd, &st);
 
-        if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
-                return -errno;
+        if (r < 0)
+                return r;
         return st.st_ino == ino ? 0 : -ESTALE;
+}
+
+/* A node created offline, now online: it is on the server under its name. */
+static bool created_offline(struct view *v, const struct vnode *n)
+{
+        return !view_offline(v) && n->ino >= OFFLINE_INO_BASE && n->ino < ALT_ID_BASE;
 }
 
 /* Opens an O_PATH descriptor for n without holding itab_lock. */
@@ -186,10 +195,10 @@ static int resolve(struct view *v, struct vnode *n, struct file_handle *fh, uint
         struct vnode *p;
         int fd, pfd;
 
-        if (fh) {
+        if (fh && !view_offline(v)) {
                 fd = open_by_handle_at(v->mount_fd, fh, O_PATH | O_CLOEXEC);
                 if (fd >= 0) {
-                        if (check_ino(fd, n->ino) == 0)
+                        if (check_ino(v, fd, n->ino) == 0)
                                 return fd;
                         close(fd);
                 }
@@ -203,11 +212,26 @@ static int resolve(struct view *v, struct vnode *n, struct file_handle *fh, uint
         vnode_put(v, p);
         if (fd < 0)
                 return errno == ENOENT ? -ESTALE : -errno;
-        if (check_ino(fd, n->ino) < 0) {
+        if (!created_offline(v, n) && check_ino(v, fd, n->ino) < 0) {
                 close(fd);
                 return -ESTALE;
         }
         return fd;
+}
+
+/* itab_lock held: a node created offline takes its server inode number. */
+static void adopt_ino(struct view *v, struct vnode *n, int fd)
+{
+        struct stat st;
+
+        if (!created_offline(v, n) || fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW))
+                return;
+        if (g_hash_table_lookup(v->by_ino, &n->ino) == n)
+                g_hash_table_remove(v->by_ino, &n->ino);
+        n->ino = st.st_ino;
+        if (!g_hash_table_contains(v->by_ino, &n->ino))
+                g_hash_table_insert(v->by_ino, &n->ino, n);
+        log_node(v, n);
 }
 
 int vnode_get(struct view *v, fuse_ino_t id, struct vnode **out)
@@ -228,6 +252,7 @@ int vnode_get(struct view *v, fuse_ino_t id, struct vnode **out)
         n->users++;
         lru_del(v, n);
         if (n->fd >= 0) {
+                /* A stale descriptor serves on until its last user is done. */
                 pthread_mutex_unlock(&v->itab_lock);
                 *out = n;
                 return n->fd;
@@ -257,6 +282,7 @@ int vnode_get(struct view *v, fuse_ino_t id, struct vnode **out)
         } else {
                 n->fd = fd;
                 v->open_fds++;
+                adopt_ino(v, n, fd);
         }
         fd = n->fd;
         evict_fds(v);
@@ -268,7 +294,13 @@ int vnode_get(struct view *v, fuse_ino_t id, struct vnode **out)
 void vnode_put(struct view *v, struct vnode *n)
 {
         pthread_mutex_lock(&v->itab_lock);
-        if (--n->users == 0) {
+        if (--n->users == 0 && n->stale) {
+                n->stale = false;
+                close(n->fd);
+                n->fd = -1;
+                v->open_fds--;
+        }
+        if (n->users == 0) {
                 lru_add(v, n);
                 evict_fds(v);
                 maybe_free(v, n);
@@ -280,7 +312,40 @@ int vnode_fill_stat(struct view *v, int fd, struct stat *st)
 {
         if (fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
                 return -errno;
+        if (view_offline(v))
+                offline_translate_stat(v, fd, st);
         return 0;
+}
+
+GArray *vnode_switch_all(struct view *v)
+{
+        GArray *ids = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+        GHashTableIter it;
+        gpointer key, val;
+
+        pthread_mutex_lock(&v->itab_lock);
+        g_hash_table_iter_init(&it, v->nodes);
+        while (g_hash_table_iter_next(&it, &key, &val)) {
+                struct vnode *n = val;
+
+                g_array_append_val(ids, n->id);
+                if (n->id == FUSE_ROOT_ID) {
+                        n->fd = view_served_root(v);
+                        continue;
+                }
+                if (n->fd < 0)
+                        continue;
+                if (n->users) {
+                        n->stale = true;        /* closed by the last vnode_put */
+                        continue;
+                }
+                lru_del(v, n);
+                close(n->fd);
+                n->fd = -1;
+                v->open_fds--;
+        }
+        pthread_mutex_unlock(&v->itab_lock);
+        return ids;
 }
 
 int vnode_lookup(struct view *v, fuse_ino_t parent, int pfd, const char *name,

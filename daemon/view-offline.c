@@ -1,27 +1,114 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * view-offline.c: disconnected operation of a view: its operation log
- * (oplog.h) and the switches between online, offline and reintegrating.
+ * view-offline.c: disconnected operation of a view.
+ *
+ * Online, the view serves the backing.  Offline, it serves the mirror of
+ * the pinned subtrees (view-mirror.c) with the same code: nodes and open
+ * files are switched to the mirror's objects, stat results carry the
+ * backing's inode numbers (from the mirror's trusted.fcache.base), and
+ * every change an application makes is applied to the mirror and appended
+ * to the operation log (oplog.h) before it is acknowledged.  Reconnecting
+ * replays the log against the backing (reintegrate.h), switches back, and
+ * brings the mirror up to date with the server.
+ *
+ * The state (online/offline) is kept in CacheDir/offline/state, so a
+ * successor process after a crash or restart starts in the same state.
+ *
+ * Changes and state switches exclude each other through mode_lock: an
+ * operation that changes something holds it shared from its check of the
+ * state to its log record, a switch holds it exclusively.  So a change is
+ * either applied online or applied to the mirror and logged, never half.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "reintegrate.h"
 #include "view.h"
+
+static const char *const state_names[] = { "online", "offline", "reintegrating" };
+
+const char *view_state_name(struct view *v)
+{
+        return state_names[__atomic_load_n(&v->state, __ATOMIC_ACQUIRE)];
+}
+
+bool view_offline(struct view *v)
+{
+        return __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) != VIEW_ONLINE;
+}
+
+int view_served_root(struct view *v)
+{
+        return view_offline(v) ? v->mirror_fd : v->root_fd;
+}
+
+void view_change_begin(struct view *v)
+{
+        pthread_rwlock_rdlock(&v->mode_lock);
+}
+
+void view_change_end(struct view *v)
+{
+        pthread_rwlock_unlock(&v->mode_lock);
+}
+
+static char *state_path(struct view *v)
+{
+        return g_build_filename(v->cfg->cache_dir, "offline", "state", NULL);
+}
+
+static int save_state(struct view *v, int state)
+{
+        char *path = state_path(v), *tmp = g_strconcat(path, ".tmp", NULL);
+        const char *text = state == VIEW_ONLINE ? "online\n" : "offline\n";
+        int fd, r = 0;
+
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text) || fsync(fd) < 0 ||
+            rename(tmp, path) < 0)
+                r = -errno;
+        if (fd >= 0)
+                close(fd);
+        if (r < 0)
+                log_error("Failed to record the volume state in %s: %s", path, strerror(-r));
+        g_free(path);
+        g_free(tmp);
+        return r;
+}
+
+static int load_state(struct view *v)
+{
+        char *path = state_path(v), *text = NULL;
+        int state = VIEW_ONLINE;
+
+        if (g_file_get_contents(path, &text, NULL, NULL) && g_str_has_prefix(text, "offline"))
+                state = VIEW_OFFLINE;
+        g_free(text);
+        g_free(path);
+        return state;
+}
 
 int view_oplog_open(struct view *v)
 {
         struct oplog_options opts = OPLOG_OPTIONS_INIT;
+        pthread_rwlockattr_t attr;
         struct oplog_version root;
         struct stat st;
         char *dir;
         int r;
 
         pthread_mutex_init(&v->offline_lock, NULL);
+        pthread_rwlockattr_init(&attr);
+        /* A switch must not starve behind a stream of writes. */
+        pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+        pthread_rwlock_init(&v->mode_lock, &attr);
+        pthread_rwlockattr_destroy(&attr);
         v->state = VIEW_ONLINE;
         v->mirror_fd = -1;
         /* Reserve is the room kept for offline edits: the log may use it all. */
@@ -38,8 +125,391 @@ int view_oplog_open(struct view *v)
                 return -errno;
         oplog_version_from_stat(&root, &st);
         r = oplog_set_root(v->oplog, &root);
-        if (r < 0)
+        if (r < 0) {
                 log_error("Failed to record the volume root in the offline log: %s",
                           strerror(-r));
+                return r;
+        }
+        r = mirror_open(v);
+        if (r < 0)
+                return r;
+        v->mirror_path = g_build_filename(v->cfg->cache_dir, "mirror", NULL);
+        v->state = load_state(v);
+        if (v->state == VIEW_OFFLINE)
+                log_info("Volume starts offline (as it was left), serving the local mirror");
+        return 0;
+}
+
+/* ---- identities ---- */
+
+void offline_translate_stat(struct view *v, int fd, struct stat *st)
+{
+        struct mirror_base b;
+        uint64_t lid;
+
+        if (mirror_get_base(fd, NULL, &b) == 0)
+                st->st_ino = b.ino;
+        else if (mirror_get_lid(fd, NULL, &lid) == 0)
+                st->st_ino = OFFLINE_INO_BASE + lid;
+        st->st_dev = v->backing_dev;
+}
+
+bool offline_dir_complete(int dfd)
+{
+        struct mirror_base b;
+        uint64_t lid;
+
+        if (mirror_get_base(dfd, NULL, &b) == 0)
+                return b.flags & MIRROR_COMPLETE;
+        return mirror_get_lid(dfd, NULL, &lid) == 0;    /* made offline: all here */
+}
+
+/* The path of mirror object dfd[/name] relative to the mirror root. */
+static char *mirror_rel(struct view *v, int dfd, const char *name)
+{
+        char p[64], buf[PATH_MAX];
+        size_t ml = strlen(v->mirror_path);
+        ssize_t n;
+
+        snprintf(p, sizeof(p), "/proc/self/fd/%d", dfd);
+        n = readlink(p, buf, sizeof(buf) - 1);
+        if (n < 0)
+                return NULL;
+        buf[n] = 0;
+        if (strncmp(buf, v->mirror_path, ml) || (buf[ml] && buf[ml] != '/'))
+                return NULL;
+        if (name && *name)
+                return g_build_filename(buf[ml] ? buf + ml + 1 : ".", name, NULL);
+        return g_strdup(buf[ml] ? buf + ml + 1 : ".");
+}
+
+/* offline_lock held: the lid of child @name of directory @dfd (lid @plid). */
+static int child_lid(struct view *v, int dfd, const char *name, uint64_t plid, uint64_t *lid)
+{
+        struct oplog_version ver;
+        struct mirror_base b;
+        int r;
+
+        if (mirror_get_base(dfd, name, &b) < 0)
+                return mirror_get_lid(dfd, name, lid) == 0 ? 0 : -ENOENT;
+        if (oplog_find_ino(v->oplog, b.ino, lid) == 0)
+                return 0;
+        /* First change of this object while offline: register its base. */
+        memset(&ver, 0, sizeof(ver));
+        ver.ino = b.ino;
+        ver.size = b.size;
+        ver.mtime_ns = b.mtime_ns;
+        ver.ctime_ns = b.ctime_ns;
+        ver.mode = b.mode;
+        ver.uid = b.uid;
+        ver.gid = b.gid;
+        ver.nlink = b.nlink;
+        if (S_ISREG(b.mode)) {
+                int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+                if (fd < 0)
+                        return -errno;
+                r = oplog_put_base_fd(v->oplog, fd, ver.content);
+                close(fd);
+                if (r < 0)
+                        return r;
+        }
+        return oplog_object(v->oplog, plid, name, &ver, lid);
+}
+
+/* offline_lock held. */
+static int lid_of(struct view *v, int dfd, const char *name, uint64_t *out)
+{
+        char *rel = mirror_rel(v, dfd, name);
+        gchar **parts;
+        uint64_t lid = OPLOG_ROOT;
+        int cur, r = 0;
+
+        if (!rel)
+                return -ESTALE;
+        parts = g_strsplit(rel, "/", -1);
+        g_free(rel);
+        cur = dup(v->mirror_fd);
+        for (unsigned i = 0; parts[i] && r == 0 && cur >= 0; i++) {
+                int next;
+
+                if (!*parts[i] || !strcmp(parts[i], "."))
+                        continue;
+                r = child_lid(v, cur, parts[i], lid, &lid);
+                if (r < 0 || !parts[i + 1])
+                        break;
+                next = openat(cur, parts[i], O_PATH | O_NOFOLLOW | O_CLOEXEC);
+                close(cur);
+                cur = next;
+        }
+        if (cur < 0 && r == 0)
+                r = -errno;
+        if (cur >= 0)
+                close(cur);
+        g_strfreev(parts);
+        if (r == 0)
+                *out = lid;
         return r;
+}
+
+int offline_lid(struct view *v, int dfd, const char *name, uint64_t *lid)
+{
+        int r;
+
+        pthread_mutex_lock(&v->offline_lock);
+        r = lid_of(v, dfd, name, lid);
+        pthread_mutex_unlock(&v->offline_lock);
+        if (r < 0)
+                log_warn("Offline change of an object the log cannot name: %s", strerror(-r));
+        return r;
+}
+
+/* ---- records ---- */
+
+static int note_result(int r, const char *what)
+{
+        if (r < 0)
+                log_error("Failed to log an offline %s: %s", what, strerror(-r));
+        return r;
+}
+
+int offline_note_create(struct view *v, int pfd, const char *name, const char *target)
+{
+        uint64_t plid, lid;
+        struct stat st;
+        int r;
+
+        if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        pthread_mutex_lock(&v->offline_lock);
+        r = lid_of(v, pfd, NULL, &plid);
+        if (r == 0) {
+                if (S_ISDIR(st.st_mode))
+                        r = oplog_record_mkdir(v->oplog, plid, name, st.st_mode & 07777,
+                                               st.st_uid, st.st_gid, &lid);
+                else if (S_ISLNK(st.st_mode))
+                        r = oplog_record_symlink(v->oplog, plid, name, target, st.st_uid,
+                                                 st.st_gid, &lid);
+                else if (S_ISREG(st.st_mode))
+                        r = oplog_record_create(v->oplog, plid, name, st.st_mode, st.st_uid,
+                                                st.st_gid, &lid);
+                else
+                        r = oplog_record_mknod(v->oplog, plid, name, st.st_mode, st.st_rdev,
+                                               st.st_uid, st.st_gid, &lid);
+        }
+        if (r == 0)
+                r = mirror_set_lid(pfd, name, lid);
+        pthread_mutex_unlock(&v->offline_lock);
+        if (r < 0)      /* not logged: not done */
+                unlinkat(pfd, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0);
+        return note_result(r, "create");
+}
+
+int offline_note_link(struct view *v, uint64_t lid, int npfd, const char *newname)
+{
+        uint64_t nplid;
+        int r;
+
+        pthread_mutex_lock(&v->offline_lock);
+        r = lid_of(v, npfd, NULL, &nplid);
+        if (r == 0)
+                r = oplog_record_link(v->oplog, lid, nplid, newname);
+        pthread_mutex_unlock(&v->offline_lock);
+        if (r < 0)
+                unlinkat(npfd, newname, 0);
+        return note_result(r, "link");
+}
+
+int offline_note_unlink(struct view *v, uint64_t plid, const char *name, uint64_t lid, bool dir)
+{
+        int r;
+
+        pthread_mutex_lock(&v->offline_lock);
+        r = dir ? oplog_record_rmdir(v->oplog, plid, name, lid)
+                : oplog_record_unlink(v->oplog, plid, name, lid);
+        pthread_mutex_unlock(&v->offline_lock);
+        return note_result(r, dir ? "rmdir" : "unlink");
+}
+
+int offline_note_rename(struct view *v, uint64_t plid, const char *name, uint64_t lid,
+                        uint64_t nplid, const char *newname, uint64_t other, unsigned flags)
+{
+        int r;
+
+        pthread_mutex_lock(&v->offline_lock);
+        r = oplog_record_rename(v->oplog, plid, name, lid, nplid, newname, other, flags);
+        pthread_mutex_unlock(&v->offline_lock);
+        return note_result(r, "rename");
+}
+
+int offline_note_setattr(struct view *v, uint64_t lid, const struct oplog_setattr *sa)
+{
+        int r;
+
+        pthread_mutex_lock(&v->offline_lock);
+        r = oplog_record_setattr(v->oplog, lid, sa);
+        pthread_mutex_unlock(&v->offline_lock);
+        return note_result(r, "attribute change");
+}
+
+int offline_note_content(struct view *v, uint64_t lid, int fd)
+{
+        int r, rfd = backing_reopen(fd, O_RDONLY);
+
+        if (rfd < 0)
+                return rfd;
+        pthread_mutex_lock(&v->offline_lock);
+        r = oplog_record_content(v->oplog, lid, rfd);
+        pthread_mutex_unlock(&v->offline_lock);
+        close(rfd);
+        return note_result(r, "write");
+}
+
+int offline_note_xattr(struct view *v, uint64_t lid, const char *name, const void *value,
+                       size_t size, int flags, bool remove)
+{
+        int r;
+
+        pthread_mutex_lock(&v->offline_lock);
+        r = remove ? oplog_record_removexattr(v->oplog, lid, name)
+                   : oplog_record_setxattr(v->oplog, lid, name, value, size, flags);
+        pthread_mutex_unlock(&v->offline_lock);
+        return note_result(r, "xattr change");
+}
+
+/* ---- switching ---- */
+
+/* mode_lock held exclusively; returns the nodes to invalidate_nodes(). */
+static GArray *switch_served(struct view *v, int state)
+{
+        GArray *ids;
+
+        __atomic_store_n(&v->state, state, __ATOMIC_RELEASE);
+        ids = vnode_switch_all(v);
+        vfile_switch_all(v);
+        return ids;
+}
+
+/*
+ * The kernel's attributes and pages came from the other tree.  Called
+ * without mode_lock: an invalidation waits for page locks that a writer may
+ * hold while its request waits for mode_lock.
+ */
+static void invalidate_nodes(struct view *v, GArray *ids)
+{
+        for (unsigned i = 0; ids && i < ids->len; i++)
+                fuse_lowlevel_notify_inval_inode(v->se, g_array_index(ids, uint64_t, i), 0, 0);
+        if (ids)
+                g_array_free(ids, TRUE);
+}
+
+int view_disconnect(struct view *v, GString *err)
+{
+        GArray *ids = NULL;
+        int r = 0;
+
+        pthread_rwlock_wrlock(&v->mode_lock);
+        if (v->state != VIEW_ONLINE) {
+                pthread_rwlock_unlock(&v->mode_lock);
+                return 0;
+        }
+        r = save_state(v, VIEW_OFFLINE);
+        if (r == 0) {
+                ids = switch_served(v, VIEW_OFFLINE);
+                log_info("Volume is offline: serving the local mirror of its pins");
+        } else {
+                g_string_printf(err, "cannot record the offline state: %s", strerror(-r));
+        }
+        pthread_rwlock_unlock(&v->mode_lock);
+        invalidate_nodes(v, ids);
+        return r;
+}
+
+int view_reconnect(struct view *v, GString *out, GString *err)
+{
+        struct reintegrate_options opts = REINTEGRATE_OPTIONS_INIT;
+        struct reintegrate_stats stats = { 0 };
+        uint64_t removed = 0, forgotten = 0;
+        GArray *ids;
+        int r;
+
+        pthread_rwlock_wrlock(&v->mode_lock);
+        if (v->state == VIEW_ONLINE) {
+                pthread_rwlock_unlock(&v->mode_lock);
+                g_string_append(out, "records=0\napplied=0\nmerged=0\nconflicts=0\n");
+                return 0;
+        }
+        __atomic_store_n(&v->state, VIEW_REINTEGRATING, __ATOMIC_RELEASE);
+        vfile_flush_dirty(v);
+        pthread_mutex_lock(&v->offline_lock);
+        r = reintegrate_run(v->oplog, v->root_fd, &opts, &stats);
+        if (r == 0)
+                r = oplog_compact(v->oplog, &removed);
+        pthread_mutex_unlock(&v->offline_lock);
+        if (r < 0) {
+                __atomic_store_n(&v->state, VIEW_OFFLINE, __ATOMIC_RELEASE);
+                pthread_rwlock_unlock(&v->mode_lock);
+                g_string_printf(err, "reintegration stopped: %s; the volume stays offline"
+                                " and resumes where it stopped", strerror(-r));
+                return r;
+        }
+        r = save_state(v, VIEW_ONLINE);
+        if (r < 0) {
+                __atomic_store_n(&v->state, VIEW_OFFLINE, __ATOMIC_RELEASE);
+                pthread_rwlock_unlock(&v->mode_lock);
+                g_string_printf(err, "cannot record the online state: %s", strerror(-r));
+                return r;
+        }
+        /* Every store copy may be older than the server now: revalidated at open. */
+        ids = switch_served(v, VIEW_ONLINE);
+        /* The mirror takes the server's state (merges, others' changes); then
+         * objects no record needs are forgotten, so the next offline period
+         * bases its changes on what the server has then. */
+        if (mirror_sync_all(v) == 0) {
+                pthread_mutex_lock(&v->offline_lock);
+                oplog_forget_settled(v->oplog, &forgotten);
+                pthread_mutex_unlock(&v->offline_lock);
+        }
+        pthread_rwlock_unlock(&v->mode_lock);
+        invalidate_nodes(v, ids);
+        log_info("Volume is online: %" PRIu64 " records, %" PRIu64 " applied, %" PRIu64
+                 " already there, %" PRIu64 " merged, %" PRIu64 " conflicts, %" PRIu64 " held",
+                 stats.total, stats.applied, stats.already, stats.merged, stats.conflicts,
+                 stats.held);
+        g_string_append_printf(out, "records=%" PRIu64 "\napplied=%" PRIu64 "\nalready=%" PRIu64
+                               "\nmerged=%" PRIu64 "\nconflicts=%" PRIu64 "\nheld=%" PRIu64 "\n",
+                               stats.total, stats.applied, stats.already, stats.merged,
+                               stats.conflicts, stats.held);
+        return 0;
+}
+
+int view_reintegration_dry_run(struct view *v, GString *out, GString *err)
+{
+        char *text = NULL;
+        int r;
+
+        pthread_mutex_lock(&v->offline_lock);
+        r = reintegrate_dry_run_text(v->oplog, v->root_fd, &text);
+        pthread_mutex_unlock(&v->offline_lock);
+        if (r < 0) {
+                g_string_printf(err, "cannot compare the log with the server: %s", strerror(-r));
+                return r;
+        }
+        g_string_append(out, text);
+        if (out->len && out->str[out->len - 1] != '\n')
+                g_string_append_c(out, '\n');
+        free(text);
+        return 0;
+}
+
+void view_state_out(struct view *v, GString *out)
+{
+        uint64_t pending = 0, conflicts = 0;
+
+        pthread_mutex_lock(&v->offline_lock);
+        oplog_count(v->oplog, OPLOG_PENDING, &pending);
+        oplog_count(v->oplog, OPLOG_CONFLICT, &conflicts);
+        pthread_mutex_unlock(&v->offline_lock);
+        g_string_append_printf(out, "state=%s\npending=%" PRIu64 "\nconflicts=%" PRIu64 "\n",
+                               view_state_name(v), pending, conflicts);
 }

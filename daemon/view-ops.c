@@ -44,6 +44,10 @@ struct vfile {
         pthread_mutex_t lock;
         int fd;                 /* protected by lock: backing descriptor, -1 until reopened */
         struct sobj *obj;       /* protected by lock: the store object, or NULL */
+        /* Under the view's mode_lock (shared): */
+        uint64_t lid;           /* offline: the object's log id, 0 until it changes */
+        bool dirty;             /* offline: written since its content was last logged */
+        bool written;           /* online: written, so the mirror takes it at release */
 };
 
 static struct view *V(fuse_req_t req)
@@ -109,6 +113,65 @@ void vfile_set_fh_floor(struct view *v, uint64_t fh)
         pthread_mutex_lock(&v->ftab_lock);
         if (fh >= v->next_fh)
                 v->next_fh = fh + 1;
+        pthread_mutex_unlock(&v->ftab_lock);
+}
+
+static int log_content(struct view *v, struct vfile *f);
+
+/* The served tree switched: each open file gets its object there (the old
+ * descriptor is replaced in place, so a request using it is not disturbed). */
+void vfile_switch_all(struct view *v)
+{
+        GHashTableIter it;
+        gpointer key, val;
+
+        pthread_mutex_lock(&v->ftab_lock);
+        g_hash_table_iter_init(&it, v->files);
+        while (g_hash_table_iter_next(&it, &key, &val)) {
+                struct vfile *f = val;
+                struct vnode *n;
+                int pfd, nfd;
+
+                if (f->fd < 0)
+                        continue;       /* reopened where it is served at first use */
+                pfd = vnode_get(v, f->id, &n);
+                if (pfd < 0) {
+                        log_warn("Open file handle %" PRIu64 " has no counterpart in the %s"
+                                 " tree: %s; it keeps its old object", f->fh,
+                                 view_offline(v) ? "offline" : "server", strerror(-pfd));
+                        continue;
+                }
+                nfd = backing_reopen(pfd, f->dir ? O_RDONLY | O_DIRECTORY : f->flags & ~O_TRUNC);
+                vnode_put(v, n);
+                if (nfd < 0) {
+                        log_warn("Failed to move open file handle %" PRIu64 ": %s", f->fh,
+                                 strerror(-nfd));
+                        continue;
+                }
+                if (!f->dir)
+                        lseek(nfd, lseek(f->fd, 0, SEEK_CUR), SEEK_SET);
+                dup3(nfd, f->fd, O_CLOEXEC);
+                close(nfd);
+                f->lid = 0;
+                f->written = false;
+        }
+        pthread_mutex_unlock(&v->ftab_lock);
+}
+
+void vfile_flush_dirty(struct view *v)
+{
+        GHashTableIter it;
+        gpointer key, val;
+
+        pthread_mutex_lock(&v->ftab_lock);
+        g_hash_table_iter_init(&it, v->files);
+        while (g_hash_table_iter_next(&it, &key, &val)) {
+                struct vfile *f = val;
+
+                if (f->fd >= 0 && !f->dir && f->dirty && log_content(v, f) < 0)
+                        log_error("Offline writes to open file handle %" PRIu64
+                                  " could not be logged", f->fh);
+        }
         pthread_mutex_unlock(&v->ftab_lock);
 }
 
@@ -181,7 +244,8 @@ static void attach_store(struct view *v, struct vfile *f, bool *keep_cache)
         int r;
 
         *keep_cache = false;
-        if (fstat(f->fd, &st) < 0 || !S_ISREG(st.st_mode))
+        /* Offline the mirror is the copy; the store is keyed by backing identities. */
+        if (view_offline(v) || fstat(f->fd, &st) < 0 || !S_ISREG(st.st_mode))
                 return;
         if (reading && !vnode_cacheable(v, f->id))
                 reading = false;
@@ -266,6 +330,29 @@ static void drop_if_last(struct view *v, const struct stat *st)
                 store_drop_ino(v->store, st->st_ino, true);
 }
 
+/* Offline: the log id of node fd (registered with its base before it changes). */
+static int lid_before_change(struct view *v, int fd, uint64_t *lid)
+{
+        int r = offline_lid(v, fd, NULL, lid);
+
+        return r < 0 ? -EIO : 0;
+}
+
+/* Offline: logs the content of an open file written since it was last logged. */
+static int log_content(struct view *v, struct vfile *f)
+{
+        int r;
+
+        if (!f->dirty)
+                return 0;
+        if (!f->lid && lid_before_change(v, f->fd, &f->lid) < 0)
+                return -EIO;
+        r = offline_note_content(v, f->lid, f->fd);
+        if (r == 0)
+                f->dirty = false;
+        return r;
+}
+
 /* ---- operations ---- */
 
 static void op_init(void *ud, struct fuse_conn_info *conn)
@@ -297,6 +384,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         WITH_NODE(v, parent, p, pfd, req);
         int r = vnode_lookup(v, parent, pfd, name, &e);
 
+        if (r == -ENOENT && view_offline(v) && !offline_dir_complete(pfd)) {
+                /* It may well exist on the server: never a cached "no". */
+                log_info("Offline lookup of '%s' in a directory not mirrored completely:"
+                         " EHOSTDOWN", name);
+                r = -EHOSTDOWN;
+        }
         vnode_put(v, p);
         if (r == -ENOENT) {
                 memset(&e, 0, sizeof(e));
@@ -331,7 +424,8 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         vnode_put(v, n);
         /* The kernel drops its pages when these attributes show a change; an
          * open file's store copy must not then serve the old bytes again. */
-        if (r == 0 && S_ISREG(st.st_mode) && store_obj_find_loaded(v->store, st.st_ino, &o) == 0) {
+        if (r == 0 && S_ISREG(st.st_mode) && !view_offline(v) &&
+            store_obj_find_loaded(v->store, st.st_ino, &o) == 0) {
                 store_obj_revalidate(v->store, o, &st, NULL);
                 store_obj_put(v->store, o);
         }
@@ -339,6 +433,51 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
                 fuse_reply_err(req, -r);
         else
                 fuse_reply_attr(req, &st, v->lease_s);
+}
+
+/* Offline: logs what a setattr changed (a size change is new content). */
+static int log_setattr(struct view *v, uint64_t lid, int fd, int ffd, const struct stat *attr,
+                       int valid)
+{
+        struct oplog_setattr sa = { 0 };
+        int r = 0;
+
+        if (valid & FUSE_SET_ATTR_MODE) {
+                sa.mask |= OPLOG_SET_MODE;
+                sa.mode = attr->st_mode & 07777;
+        }
+        if (valid & FUSE_SET_ATTR_UID) {
+                sa.mask |= OPLOG_SET_UID;
+                sa.uid = attr->st_uid;
+        }
+        if (valid & FUSE_SET_ATTR_GID) {
+                sa.mask |= OPLOG_SET_GID;
+                sa.gid = attr->st_gid;
+        }
+        if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW)) {
+                sa.mask |= OPLOG_SET_ATIME;
+                sa.atime = attr->st_atim;
+                if (valid & FUSE_SET_ATTR_ATIME_NOW)
+                        sa.atime.tv_nsec = UTIME_NOW;
+        }
+        if (valid & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
+                sa.mask |= OPLOG_SET_MTIME;
+                sa.mtime = attr->st_mtim;
+                if (valid & FUSE_SET_ATTR_MTIME_NOW)
+                        sa.mtime.tv_nsec = UTIME_NOW;
+        }
+        if (valid & FUSE_SET_ATTR_SIZE) {
+                int cfd = ffd >= 0 ? ffd : backing_reopen(fd, O_RDONLY);
+
+                if (cfd < 0)
+                        return cfd;
+                r = offline_note_content(v, lid, cfd);
+                if (cfd != ffd)
+                        close(cfd);
+        }
+        if (r == 0 && sa.mask)
+                r = offline_note_setattr(v, lid, &sa);
+        return r;
 }
 
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
@@ -349,9 +488,22 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
         struct creds c;
         struct stat st;
         char path[64];
+        uint64_t lid = 0;
+        bool offline;
         int r = 0, err, ffd = -1;
-        WITH_NODE(v, ino, n, fd, req);
 
+        view_change_begin(v);
+        offline = view_offline(v);
+        struct vnode *n;
+        int fd = vnode_get(v, ino, &n);
+
+        if (fd < 0) {
+                view_change_end(v);
+                fuse_reply_err(req, -fd);
+                return;
+        }
+        if (offline && (r = lid_before_change(v, fd, &lid)) < 0)
+                goto out;
         if (fi) {
                 f = vfile_of(v, fi, &err);
                 if (f && !f->dir)
@@ -432,9 +584,13 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
 leave:
         creds_leave(&c);
 out:
+        if (r >= 0 && offline)
+                r = log_setattr(v, lid, fd, ffd, attr, valid);
         if (r >= 0)
                 r = vnode_fill_stat(v, fd, &st);
-        if (r >= 0 && (valid & FUSE_SET_ATTR_SIZE) && S_ISREG(st.st_mode)) {
+        if (r >= 0 && !offline && (valid & ~FUSE_SET_ATTR_SIZE))
+                mirror_note_change(v, fd, NULL);
+        if (r >= 0 && !offline && (valid & FUSE_SET_ATTR_SIZE) && S_ISREG(st.st_mode)) {
                 struct sobj *o;
 
                 /* Drop what the truncation changed, keep the rest. */
@@ -444,6 +600,7 @@ out:
                 }
         }
         vnode_put(v, n);
+        view_change_end(v);
         if (r < 0)
                 fuse_reply_err(req, -r);
         else
@@ -477,9 +634,19 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         struct view *v = V(req);
         struct fuse_entry_param e;
         struct creds c;
+        bool offline;
         int r;
-        WITH_NODE(v, parent, p, pfd, req);
 
+        view_change_begin(v);
+        offline = view_offline(v);
+        struct vnode *p;
+        int pfd = vnode_get(v, parent, &p);
+
+        if (pfd < 0) {
+                view_change_end(v);
+                fuse_reply_err(req, -pfd);
+                return;
+        }
         r = creds_enter(req, &c);
         if (r >= 0) {
                 if (kind == MK_DIR)
@@ -492,9 +659,14 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                         r = -errno;
                 creds_leave(&c);
         }
+        if (r >= 0 && offline)
+                r = offline_note_create(v, pfd, name, target);
+        else if (r >= 0)
+                mirror_note_change(v, pfd, name);
         if (r >= 0)
                 r = vnode_lookup(v, parent, pfd, name, &e);
         vnode_put(v, p);
+        view_change_end(v);
         reply_entry_or_err(req, r, &e);
 }
 
@@ -518,42 +690,78 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 {
         struct view *v = V(req);
         struct fuse_entry_param e;
-        struct vnode *np;
-        int r, npfd;
-        WITH_NODE(v, ino, n, fd, req);
+        struct vnode *np, *n;
+        uint64_t lid = 0;
+        bool offline;
+        int r, npfd, fd;
 
+        view_change_begin(v);
+        offline = view_offline(v);
+        fd = vnode_get(v, ino, &n);
+        if (fd < 0) {
+                view_change_end(v);
+                fuse_reply_err(req, -fd);
+                return;
+        }
         npfd = vnode_get(v, newparent, &np);
         if (npfd < 0) {
                 vnode_put(v, n);
+                view_change_end(v);
                 fuse_reply_err(req, -npfd);
                 return;
         }
-        r = linkat(fd, "", npfd, newname, AT_EMPTY_PATH) < 0 ? -errno : 0;
+        r = offline ? lid_before_change(v, fd, &lid) : 0;
+        if (r >= 0)
+                r = linkat(fd, "", npfd, newname, AT_EMPTY_PATH) < 0 ? -errno : 0;
+        if (r >= 0 && offline)
+                r = offline_note_link(v, lid, npfd, newname);
+        else if (r >= 0)
+                mirror_note_change(v, npfd, newname);
         if (r >= 0)
                 r = vnode_lookup(v, newparent, npfd, newname, &e);
         vnode_put(v, np);
         vnode_put(v, n);
+        view_change_end(v);
         reply_entry_or_err(req, r, &e);
 }
 
 static void op_unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, int flags)
 {
         struct view *v = V(req);
+        uint64_t plid = 0, lid = 0;
         struct stat st;
         struct creds c;
-        bool had;
-        int r;
-        WITH_NODE(v, parent, p, pfd, req);
+        bool had, offline;
+        int r = 0;
 
+        view_change_begin(v);
+        offline = view_offline(v);
+        struct vnode *p;
+        int pfd = vnode_get(v, parent, &p);
+
+        if (pfd < 0) {
+                view_change_end(v);
+                fuse_reply_err(req, -pfd);
+                return;
+        }
         had = fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
-        r = creds_enter(req, &c);
+        if (offline && had && (offline_lid(v, pfd, NULL, &plid) < 0 ||
+                               offline_lid(v, pfd, name, &lid) < 0))
+                r = -EIO;
+        if (r >= 0)
+                r = creds_enter(req, &c);
         if (r >= 0) {
                 r = unlinkat(pfd, name, flags) < 0 ? -errno : 0;
                 creds_leave(&c);
         }
-        if (r >= 0 && had)
+        if (r >= 0 && offline)
+                r = offline_note_unlink(v, plid, name, lid, flags & AT_REMOVEDIR);
+        else if (r >= 0 && had) {
                 drop_if_last(v, &st);
+                mirror_note_change(v, pfd, name);
+        }
         vnode_put(v, p);
+        view_change_end(v);
         fuse_reply_err(req, -r);
 }
 
@@ -571,28 +779,53 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
                       const char *newname, unsigned int flags)
 {
         struct view *v = V(req);
-        struct vnode *np;
+        uint64_t plid = 0, lid = 0, nplid = 0, other = 0;
+        struct vnode *np, *p;
         struct stat victim;
         struct creds c;
-        bool had;
-        int r, npfd;
-        WITH_NODE(v, parent, p, pfd, req);
+        bool had, offline;
+        int r = 0, npfd, pfd;
 
+        view_change_begin(v);
+        offline = view_offline(v);
+        pfd = vnode_get(v, parent, &p);
+        if (pfd < 0) {
+                view_change_end(v);
+                fuse_reply_err(req, -pfd);
+                return;
+        }
         npfd = vnode_get(v, newparent, &np);
         if (npfd < 0) {
                 vnode_put(v, p);
+                view_change_end(v);
                 fuse_reply_err(req, -npfd);
                 return;
         }
         had = !(flags & RENAME_EXCHANGE) &&
               fstatat(npfd, newname, &victim, AT_SYMLINK_NOFOLLOW) == 0;
-        r = creds_enter(req, &c);
+        if (offline) {
+                struct stat tmp;
+
+                if (offline_lid(v, pfd, NULL, &plid) < 0 || offline_lid(v, pfd, name, &lid) < 0 ||
+                    offline_lid(v, npfd, NULL, &nplid) < 0 ||
+                    (fstatat(npfd, newname, &tmp, AT_SYMLINK_NOFOLLOW) == 0 &&
+                     offline_lid(v, npfd, newname, &other) < 0))
+                        r = -EIO;
+        }
+        if (r >= 0)
+                r = creds_enter(req, &c);
         if (r >= 0) {
                 r = renameat2(pfd, name, npfd, newname, flags) < 0 ? -errno : 0;
                 creds_leave(&c);
         }
+        if (r >= 0 && offline)
+                r = offline_note_rename(v, plid, name, lid, nplid, newname, other, flags);
+        else if (r >= 0) {
+                mirror_note_change(v, pfd, name);
+                mirror_note_change(v, npfd, newname);
+        }
         if (r >= 0) {
-                if (had)
+                if (had && !offline)
                         drop_if_last(v, &victim);
                 vnode_moved(v, newparent, npfd, newname);
                 if (flags & RENAME_EXCHANGE)
@@ -600,6 +833,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
         }
         vnode_put(v, np);
         vnode_put(v, p);
+        view_change_end(v);
         fuse_reply_err(req, -r);
 }
 
@@ -613,15 +847,31 @@ static int open_flags(struct fuse_file_info *fi)
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
         struct view *v = V(req);
+        bool writing = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
         struct vfile *f;
         struct creds c;
-        bool keep = false;
+        bool keep = false, offline;
+        uint64_t lid = 0;
         int r, bfd;
-        WITH_NODE(v, ino, n, fd, req);
 
-        r = creds_enter(req, &c);
+        view_change_begin(v);
+        offline = view_offline(v);
+        struct vnode *n;
+        int fd = vnode_get(v, ino, &n);
+
+        if (fd < 0) {
+                view_change_end(v);
+                fuse_reply_err(req, -fd);
+                return;
+        }
+        /* Offline, a file opened for writing is registered with its base
+         * content before anything (O_TRUNC first) changes it. */
+        r = offline && writing && S_ISREG(vnode_type(n)) ? lid_before_change(v, fd, &lid) : 0;
+        if (r >= 0)
+                r = creds_enter(req, &c);
         if (r < 0) {
                 vnode_put(v, n);
+                view_change_end(v);
                 fuse_reply_err(req, -r);
                 return;
         }
@@ -629,15 +879,21 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         creds_leave(&c);
         vnode_put(v, n);
         if (bfd < 0) {
+                view_change_end(v);
                 fuse_reply_err(req, -bfd);
                 return;
         }
         f = vfile_add(v, 0, ino, bfd, open_flags(fi), false);
         if (!f) {
                 close(bfd);
+                view_change_end(v);
                 fuse_reply_err(req, ENOMEM);
                 return;
         }
+        f->lid = lid;
+        f->dirty = offline && (fi->flags & O_TRUNC);
+        f->written = !offline && (fi->flags & O_TRUNC);
+        view_change_end(v);
         attach_store(v, f, &keep);
         fi->fh = f->fh;
         fi->keep_cache = keep;
@@ -654,15 +910,35 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         struct fuse_entry_param e;
         struct vfile *f;
         struct creds c;
+        struct stat before;
+        bool offline, existed;
+        uint64_t lid = 0;
         int r, bfd = -1;
-        WITH_NODE(v, parent, p, pfd, req);
 
-        r = creds_enter(req, &c);
+        view_change_begin(v);
+        offline = view_offline(v);
+        struct vnode *p;
+        int pfd = vnode_get(v, parent, &p);
+
+        if (pfd < 0) {
+                view_change_end(v);
+                fuse_reply_err(req, -pfd);
+                return;
+        }
+        existed = fstatat(pfd, name, &before, AT_SYMLINK_NOFOLLOW) == 0;
+        r = offline && existed ? offline_lid(v, pfd, name, &lid) : 0;
+        if (r >= 0)
+                r = creds_enter(req, &c);
         if (r >= 0) {
                 bfd = openat(pfd, name, (open_flags(fi) | O_CREAT | O_NOFOLLOW | O_CLOEXEC),
                              mode);
                 r = bfd < 0 ? -errno : 0;
                 creds_leave(&c);
+        }
+        if (r >= 0 && offline && !existed) {
+                r = offline_note_create(v, pfd, name, NULL);
+                if (r >= 0)
+                        mirror_get_lid(pfd, name, &lid);
         }
         if (r >= 0)
                 r = vnode_lookup(v, parent, pfd, name, &e);
@@ -670,6 +946,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         if (r < 0) {
                 if (bfd >= 0)
                         close(bfd);
+                view_change_end(v);
                 fuse_reply_err(req, -r);
                 return;
         }
@@ -677,9 +954,14 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         if (!f) {
                 close(bfd);
                 vnode_forget(v, e.ino, 1);
+                view_change_end(v);
                 fuse_reply_err(req, ENOMEM);
                 return;
         }
+        f->lid = lid;
+        f->dirty = offline && existed && (fi->flags & O_TRUNC);
+        f->written = !offline;
+        view_change_end(v);
         fi->fh = f->fh;
         if (fi->flags & O_DIRECT)
                 fi->direct_io = 1;
@@ -708,7 +990,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                 fuse_reply_err(req, ENOMEM);
                 return;
         }
-        if (f->obj) {
+        if (f->obj && !view_offline(v)) {
                 uint64_t lease_ns = (uint64_t)(v->lease_s * 1e9);
 
                 if (store_obj_stale(f->obj, now_ns(), lease_ns)) {
@@ -737,12 +1019,21 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
         struct view *v = V(req);
         struct vfile *f;
         struct stat st;
+        bool offline;
         ssize_t n;
         int err;
 
+        view_change_begin(v);
         f = vfile_of(v, fi, &err);
         if (!f) {
+                view_change_end(v);
                 fuse_reply_err(req, err);
+                return;
+        }
+        offline = view_offline(v);
+        if (offline && !f->lid && lid_before_change(v, f->fd, &f->lid) < 0) {
+                view_change_end(v);
+                fuse_reply_err(req, EIO);
                 return;
         }
         /* fsuid of the writer, so that the backing clears set-id bits as it would. */
@@ -762,10 +1053,14 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
                 }
         }
         if (n < 0) {
+                view_change_end(v);
                 fuse_reply_err(req, err);
                 return;
         }
-        if (fstat(f->fd, &st) == 0) {
+        if (offline) {
+                f->dirty = true;
+        } else if (fstat(f->fd, &st) == 0) {
+                f->written = true;
                 /* Patch the store copy even when this open has none attached
                  * (a writer that opened before any reader cached the file). */
                 struct sobj *o = f->obj;
@@ -776,16 +1071,27 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
                                 store_obj_put(v->store, o);
                 }
         }
+        view_change_end(v);
         fuse_reply_write(req, (size_t)n);
 }
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+        struct view *v = V(req);
         struct vfile *f;
         int err, fd;
 
-        f = vfile_of(V(req), fi, &err);
+        view_change_begin(v);
+        f = vfile_of(v, fi, &err);
         if (!f) {
+                view_change_end(v);
+                fuse_reply_err(req, err);
+                return;
+        }
+        if (view_offline(v)) {
+                /* close() acknowledges the writes: they are logged first. */
+                err = -log_content(v, f);
+                view_change_end(v);
                 fuse_reply_err(req, err);
                 return;
         }
@@ -793,6 +1099,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
          * errors at close(), as they would for the application. */
         fd = dup(f->fd);
         err = fd < 0 ? errno : close(fd) < 0 ? errno : 0;
+        view_change_end(v);
         fuse_reply_err(req, err);
 }
 
@@ -805,6 +1112,15 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         pthread_mutex_lock(&v->ftab_lock);
         f = g_hash_table_lookup(v->files, &key);
         pthread_mutex_unlock(&v->ftab_lock);
+        if (f && f->fd >= 0 && !f->dir) {
+                view_change_begin(v);
+                if (view_offline(v) && f->dirty && log_content(v, f) < 0)
+                        log_error("Offline writes to file handle %" PRIu64 " could not be"
+                                  " logged at its release", f->fh);
+                else if (!view_offline(v) && f->written)
+                        mirror_note_change(v, f->fd, NULL);
+                view_change_end(v);
+        }
         if (f)
                 vfile_remove(v, f);
         fuse_reply_err(req, 0);
@@ -812,15 +1128,22 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
+        struct view *v = V(req);
         struct vfile *f;
         int err;
 
-        f = vfile_of(V(req), fi, &err);
+        view_change_begin(v);
+        f = vfile_of(v, fi, &err);
         if (!f) {
+                view_change_end(v);
                 fuse_reply_err(req, err);
                 return;
         }
         err = (datasync ? fdatasync(f->fd) : fsync(f->fd)) < 0 ? errno : 0;
+        /* Offline, fsync means the change is in the log (durable there). */
+        if (!err && view_offline(v) && !f->dir)
+                err = -log_content(v, f);
+        view_change_end(v);
         fuse_reply_err(req, err);
 }
 
@@ -937,7 +1260,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
         struct view *v = V(req);
         struct statvfs sv;
 
-        if (fstatvfs(v->root_fd, &sv) < 0)
+        if (fstatvfs(view_served_root(v), &sv) < 0)
                 fuse_reply_err(req, errno);
         else
                 fuse_reply_statfs(req, &sv);
@@ -949,17 +1272,35 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
         struct view *v = V(req);
         struct creds c;
         char path[64];
+        uint64_t lid = 0;
+        bool offline;
         int r;
-        WITH_NODE(v, ino, n, fd, req);
 
+        view_change_begin(v);
+        offline = view_offline(v);
+        struct vnode *n;
+        int fd = vnode_get(v, ino, &n);
+
+        if (fd < 0) {
+                view_change_end(v);
+                fuse_reply_err(req, -fd);
+                return;
+        }
         proc_path(path, sizeof(path), fd);
-        r = creds_enter(req, &c);
+        r = offline && mirror_xattr_hidden(name) ? -EPERM : 0;
+        if (r >= 0 && offline)
+                r = lid_before_change(v, fd, &lid);
+        if (r >= 0)
+                r = creds_enter(req, &c);
         if (r >= 0) {
                 r = (S_ISLNK(vnode_type(n)) ? -1 : setxattr(path, name, value, size, flags));
                 r = r < 0 ? (S_ISLNK(vnode_type(n)) ? -EPERM : -errno) : 0;
                 creds_leave(&c);
         }
+        if (r >= 0 && offline)
+                r = offline_note_xattr(v, lid, name, value, size, flags, false);
         vnode_put(v, n);
+        view_change_end(v);
         fuse_reply_err(req, -r);
 }
 
@@ -971,7 +1312,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
         WITH_NODE(v, ino, n, fd, req);
 
         proc_path(path, sizeof(path), fd);
-        if (S_ISLNK(vnode_type(n))) {
+        if (S_ISLNK(vnode_type(n)) || (view_offline(v) && mirror_xattr_hidden(name))) {
                 r = -ENODATA;
         } else if (size) {
                 buf = malloc(size);
@@ -991,6 +1332,36 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
         else
                 fuse_reply_xattr(req, (size_t)r);
         free(buf);
+}
+
+/* Drops trusted.fcache.* names from a listxattr answer (buf NULL: a size query). */
+static ssize_t filter_listxattr(const char *path, char *buf, size_t size, ssize_t len)
+{
+        char *all = buf;
+        ssize_t out = 0;
+
+        if (!buf) {
+                all = malloc((size_t)len);
+                if (!all)
+                        return -ENOMEM;
+                len = listxattr(path, all, (size_t)len);
+                if (len < 0) {
+                        free(all);
+                        return -errno;
+                }
+        }
+        for (ssize_t i = 0; i < len;) {
+                size_t l = strlen(all + i) + 1;
+
+                if (!mirror_xattr_hidden(all + i)) {
+                        memmove(all + out, all + i, l);
+                        out += (ssize_t)l;
+                }
+                i += (ssize_t)l;
+        }
+        if (!buf)
+                free(all);
+        return out;
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
@@ -1013,6 +1384,9 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
                 if (r < 0)
                         r = -errno;
         }
+        /* The mirror's own bookkeeping is not the application's. */
+        if (r > 0 && view_offline(v))
+                r = filter_listxattr(path, buf, size, r);
         vnode_put(v, n);
         if (r < 0)
                 fuse_reply_err(req, (int)-r);
@@ -1028,17 +1402,35 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
         struct view *v = V(req);
         struct creds c;
         char path[64];
+        uint64_t lid = 0;
+        bool offline;
         int r;
-        WITH_NODE(v, ino, n, fd, req);
 
+        view_change_begin(v);
+        offline = view_offline(v);
+        struct vnode *n;
+        int fd = vnode_get(v, ino, &n);
+
+        if (fd < 0) {
+                view_change_end(v);
+                fuse_reply_err(req, -fd);
+                return;
+        }
         proc_path(path, sizeof(path), fd);
-        r = creds_enter(req, &c);
+        r = offline && mirror_xattr_hidden(name) ? -ENODATA : 0;
+        if (r >= 0 && offline)
+                r = lid_before_change(v, fd, &lid);
+        if (r >= 0)
+                r = creds_enter(req, &c);
         if (r >= 0) {
                 r = S_ISLNK(vnode_type(n)) ? -EPERM :
                     removexattr(path, name) < 0 ? -errno : 0;
                 creds_leave(&c);
         }
+        if (r >= 0 && offline)
+                r = offline_note_xattr(v, lid, name, NULL, 0, 0, true);
         vnode_put(v, n);
+        view_change_end(v);
         fuse_reply_err(req, -r);
 }
 
@@ -1050,13 +1442,23 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
         struct stat st;
         int err;
 
+        view_change_begin(v);
         f = vfile_of(v, fi, &err);
         if (!f) {
+                view_change_end(v);
                 fuse_reply_err(req, err);
                 return;
         }
+        if (view_offline(v) && !f->lid && lid_before_change(v, f->fd, &f->lid) < 0) {
+                view_change_end(v);
+                fuse_reply_err(req, EIO);
+                return;
+        }
         err = fallocate(f->fd, mode, offset, length) < 0 ? errno : 0;
-        if (!err && fstat(f->fd, &st) == 0) {
+        if (!err && view_offline(v)) {
+                f->dirty = true;
+        } else if (!err && fstat(f->fd, &st) == 0) {
+                f->written = true;
                 struct sobj *o = f->obj;
 
                 if (o || store_obj_find(v->store, st.st_ino, &o) == 0) {
@@ -1065,6 +1467,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
                                 store_obj_put(v->store, o);
                 }
         }
+        view_change_end(v);
         fuse_reply_err(req, err);
 }
 

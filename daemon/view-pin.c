@@ -270,6 +270,7 @@ static int hoard_one(void *ud, const char *path, int prio)
         }
         pin_subtree(v, fd, true, prio, false, &res, NULL, NULL);
         close(fd);
+        mirror_sync_path(v, path, true);
         if (res.fetched)
                 log_info("Hoard walk of '%s' fetched %" PRIu64 " bytes", path, res.fetched);
         return 0;
@@ -277,6 +278,9 @@ static int hoard_one(void *ud, const char *path, int prio)
 
 int pin_walk_all(struct view *v)
 {
+        /* Offline there is no server to walk; reconnecting resyncs the mirror. */
+        if (view_offline(v))
+                return 0;
         return store_pin_foreach(v->store, hoard_one, v);
 }
 

@@ -75,7 +75,9 @@ struct view {
         char *init_path;
 
         /* disconnected operation (view-offline.c, view-mirror.c) */
-        pthread_mutex_t offline_lock; /* serializes the oplog and state changes */
+        pthread_rwlock_t mode_lock;   /* changes shared, state switches exclusive */
+        pthread_mutex_t offline_lock; /* serializes the oplog */
+        char *mirror_path;      /* CacheDir/mirror */
         struct oplog *oplog;    /* protected by offline_lock: CacheDir/offline */
         int state;              /* VIEW_ONLINE, VIEW_OFFLINE, VIEW_REINTEGRATING (atomic) */
         int mirror_fd;          /* O_PATH|O_DIRECTORY on CacheDir/mirror */
@@ -118,6 +120,8 @@ int vnode_restore(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint64
                   const char *name, const void *handle, unsigned hlen, int htype);
 void vnode_set_alt_floor(struct view *v, uint64_t id);
 int vnode_fill_stat(struct view *v, int fd, struct stat *st);
+/* After a state switch: nodes re-resolve in what is now served; the ids of all. */
+GArray *vnode_switch_all(struct view *v);
 
 /* view-state.c */
 enum state_rec {
@@ -139,6 +143,10 @@ int state_load_init(struct view *v, void **buf, size_t *len);
 extern const struct fuse_lowlevel_ops view_ops;
 int vfile_restore(struct view *v, uint64_t fh, uint64_t id, int flags);
 void vfile_set_fh_floor(struct view *v, uint64_t fh);
+/* After a state switch: open files move to what is now served. */
+void vfile_switch_all(struct view *v);
+/* Logs the content of files written offline and still open. */
+void vfile_flush_dirty(struct view *v);
 
 /* view-control.c */
 int control_start(struct view *v);
@@ -167,8 +175,61 @@ int pin_walk_all(struct view *v);
 /* Opens path (relative to the volume root, or absolute under the mountpoint). */
 int view_open_path(struct view *v, const char *path, int flags);
 
-/* view-offline.c */
+/*
+ * view-offline.c: disconnected operation (see there).  Nodes created
+ * offline get inode numbers OFFLINE_INO_BASE + their log id until they
+ * reach the server.
+ */
+#define OFFLINE_INO_BASE (1ULL << 61)
 int view_oplog_open(struct view *v);
+const char *view_state_name(struct view *v);
+bool view_offline(struct view *v);      /* serving the mirror (offline or reintegrating) */
+int view_served_root(struct view *v);   /* the root descriptor of what is served */
+void view_change_begin(struct view *v); /* around every change: the state cannot switch */
+void view_change_end(struct view *v);
+void offline_translate_stat(struct view *v, int fd, struct stat *st);
+/* Offline: is every entry of mirror directory dfd there (a name it lacks does not exist)? */
+bool offline_dir_complete(int dfd);
+int offline_lid(struct view *v, int dfd, const char *name, uint64_t *lid);
+/* After the change was applied to the mirror: log it (undone if that fails). */
+int offline_note_create(struct view *v, int pfd, const char *name, const char *target);
+int offline_note_link(struct view *v, uint64_t lid, int npfd, const char *newname);
+int offline_note_unlink(struct view *v, uint64_t plid, const char *name, uint64_t lid, bool dir);
+int offline_note_rename(struct view *v, uint64_t plid, const char *name, uint64_t lid,
+                        uint64_t nplid, const char *newname, uint64_t other, unsigned flags);
+int offline_note_setattr(struct view *v, uint64_t lid, const struct oplog_setattr *sa);
+int offline_note_content(struct view *v, uint64_t lid, int fd);
+int offline_note_xattr(struct view *v, uint64_t lid, const char *name, const void *value,
+                       size_t size, int flags, bool remove);
+int view_disconnect(struct view *v, GString *err);
+int view_reconnect(struct view *v, GString *out, GString *err);
+int view_reintegration_dry_run(struct view *v, GString *out, GString *err);
+void view_state_out(struct view *v, GString *out);
+
+/* view-mirror.c: the local mirror of the pinned subtrees (see there). */
+#define MIRROR_COMPLETE 1u      /* a directory every entry of which is mirrored */
+struct mirror_base {
+        uint64_t ino, size;
+        int64_t mtime_ns, ctime_ns;
+        uint32_t mode, uid, gid, nlink;
+        uint32_t flags;
+        uint32_t pad;
+};
+int mirror_open(struct view *v);
+/* dfd/name, or dfd itself when name is NULL or "". */
+int mirror_get_base(int dfd, const char *name, struct mirror_base *b);
+int mirror_get_lid(int dfd, const char *name, uint64_t *lid);
+int mirror_set_lid(int dfd, const char *name, uint64_t lid);
+bool mirror_xattr_hidden(const char *name);
+/* Mirrors volume path rel (and its subtree when recursive) from the backing;
+ * -EHOSTDOWN while offline. */
+int mirror_sync_path(struct view *v, const char *rel, bool recursive);
+/* Every pin again; the caller holds mode_lock and the view is online. */
+int mirror_sync_all(struct view *v);
+int mirror_unpin_path(struct view *v, const char *rel);
+/* After a change online (mode_lock held shared) to backing object dfd/name,
+ * or dfd itself: keeps the mirror current. */
+void mirror_note_change(struct view *v, int pfd, const char *name);
 
 /*
  * view-conflicts.c: the control socket's conflict requests (query

@@ -1,0 +1,584 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * view-mirror.c: the local mirror of the pinned subtrees (CacheDir/mirror),
+ * what a volume serves while it is offline.
+ *
+ * The mirror is a real directory tree: every pinned subtree, and the
+ * directories on the way to it, with the backing's names, types, modes,
+ * owners, times and content.  So the view's operations, which reach objects
+ * only by descriptors and *at() calls, work on it unchanged while offline.
+ *
+ * Each mirrored entry carries the xattr trusted.fcache.base, the backing
+ * identity it was copied from (struct mirror_base: inode, size, mtime,
+ * ctime, ...) and, for a directory inside a pin, MIRROR_COMPLETE: every
+ * entry of it is mirrored, so a name it lacks does not exist.  An entry
+ * created offline carries trusted.fcache.lid instead, its id in the offline
+ * log.  Content is copied through the store (store_obj_read), so a pinned
+ * file is fetched from the server once; it is then kept twice on local disk.
+ *
+ * Files are replaced whole (a temporary linked and renamed into place), so
+ * a crash leaves the old copy or the new one, never half of one.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "view.h"
+
+#define XATTR_BASE "trusted.fcache.base"
+#define XATTR_LID "trusted.fcache.lid"
+#define MAX_DEPTH 2048
+#define COPY_CHUNK (1024 * 1024)
+
+/* The path to reach dfd/name (or dfd itself: the magic link is then to be
+ * followed, as the l*xattr calls would act on the link). */
+static bool entry_path(char *buf, size_t len, int dfd, const char *name)
+{
+        if (name && *name) {
+                snprintf(buf, len, "/proc/self/fd/%d/%s", dfd, name);
+                return false;
+        }
+        snprintf(buf, len, "/proc/self/fd/%d", dfd);
+        return true;
+}
+
+static ssize_t get_x(int dfd, const char *name, const char *key, void *val, size_t size)
+{
+        char p[PATH_MAX];
+        bool follow = entry_path(p, sizeof(p), dfd, name);
+
+        return follow ? getxattr(p, key, val, size) : lgetxattr(p, key, val, size);
+}
+
+static int set_x(int dfd, const char *name, const char *key, const void *val, size_t size)
+{
+        char p[PATH_MAX];
+        bool follow = entry_path(p, sizeof(p), dfd, name);
+        int r = follow ? setxattr(p, key, val, size, 0) : lsetxattr(p, key, val, size, 0);
+
+        return r < 0 ? -errno : 0;
+}
+
+int mirror_get_base(int dfd, const char *name, struct mirror_base *b)
+{
+        ssize_t n = get_x(dfd, name, XATTR_BASE, b, sizeof(*b));
+
+        if (n < 0)
+                return -errno;
+        return n == sizeof(*b) ? 0 : -EINVAL;
+}
+
+static int set_base(int dfd, const char *name, const struct mirror_base *b)
+{
+        return set_x(dfd, name, XATTR_BASE, b, sizeof(*b));
+}
+
+int mirror_get_lid(int dfd, const char *name, uint64_t *lid)
+{
+        ssize_t n = get_x(dfd, name, XATTR_LID, lid, sizeof(*lid));
+
+        if (n < 0)
+                return -errno;
+        return n == sizeof(*lid) ? 0 : -EINVAL;
+}
+
+int mirror_set_lid(int dfd, const char *name, uint64_t lid)
+{
+        return set_x(dfd, name, XATTR_LID, &lid, sizeof(lid));
+}
+
+bool mirror_xattr_hidden(const char *name)
+{
+        return !strncmp(name, "trusted.fcache.", 15);
+}
+
+static void base_from_stat(struct mirror_base *b, const struct stat *st, uint32_t flags)
+{
+        memset(b, 0, sizeof(*b));
+        b->ino = st->st_ino;
+        b->size = (uint64_t)st->st_size;
+        b->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+        b->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+        b->mode = st->st_mode;
+        b->uid = st->st_uid;
+        b->gid = st->st_gid;
+        b->nlink = (uint32_t)st->st_nlink;
+        b->flags = flags;
+}
+
+static bool same_identity(const struct mirror_base *a, const struct mirror_base *b)
+{
+        return a->ino == b->ino && a->size == b->size && a->mtime_ns == b->mtime_ns &&
+               a->ctime_ns == b->ctime_ns && a->mode == b->mode;
+}
+
+/* rm -rf of dfd/name. */
+static int remove_tree(int dfd, const char *name, int depth)
+{
+        struct stat st;
+        DIR *d;
+        struct dirent *de;
+        int cfd;
+
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (!S_ISDIR(st.st_mode))
+                return unlinkat(dfd, name, 0) < 0 ? -errno : 0;
+        if (depth > MAX_DEPTH)
+                return -ELOOP;
+        cfd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (cfd < 0)
+                return -errno;
+        d = fdopendir(cfd);
+        if (!d) {
+                close(cfd);
+                return -errno;
+        }
+        while ((de = readdir(d)))
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                        remove_tree(dirfd(d), de->d_name, depth + 1);
+        closedir(d);
+        return unlinkat(dfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+}
+
+static void set_owner_mode_times(int mdfd, const char *name, const struct stat *bst)
+{
+        struct timespec tv[2] = { bst->st_atim, bst->st_mtim };
+
+        fchownat(mdfd, name, bst->st_uid, bst->st_gid, AT_SYMLINK_NOFOLLOW);
+        if (!S_ISLNK(bst->st_mode))
+                fchmodat(mdfd, name, bst->st_mode & 07777, 0);
+        utimensat(mdfd, name, tv, AT_SYMLINK_NOFOLLOW);
+}
+
+/* Puts a new entry in place of mdfd/name: made as tmp, then renamed. */
+static int install(int mdfd, const char *tmp, const char *name, const struct stat *bst,
+                   uint32_t flags)
+{
+        struct mirror_base b;
+        int r;
+
+        base_from_stat(&b, bst, flags);
+        set_owner_mode_times(mdfd, tmp, bst);
+        r = set_base(mdfd, tmp, &b);
+        if (r == 0 && renameat(mdfd, tmp, mdfd, name) < 0)
+                r = -errno;
+        if (r < 0)
+                unlinkat(mdfd, tmp, 0);
+        return r;
+}
+
+static void tmp_name(char *buf, size_t len)
+{
+        static unsigned long counter;
+
+        snprintf(buf, len, ".fcache-mirror.%d.%lu", (int)getpid(),
+                 __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
+}
+
+/* Copies the backing file bdfd/name into the mirror, through the store. */
+static int copy_file(struct view *v, int bdfd, int mdfd, const char *name,
+                     const struct stat *bst)
+{
+        char tmp[64], *buf;
+        struct sobj *o = NULL;
+        bool unchanged;
+        int bfd, tfd, r = 0;
+        off_t off = 0;
+
+        bfd = openat(bdfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (bfd < 0)
+                return -errno;
+        tmp_name(tmp, sizeof(tmp));
+        tfd = openat(mdfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        buf = malloc(COPY_CHUNK);
+        if (tfd < 0 || !buf) {
+                r = tfd < 0 ? -errno : -ENOMEM;
+                goto out;
+        }
+        if (store_obj_get(v->store, bst, true, 0, &unchanged, &o) < 0)
+                o = NULL;
+        while (off < bst->st_size) {
+                ssize_t n = o ? store_obj_read(v->store, o, bfd, buf, COPY_CHUNK, off)
+                              : pread(bfd, buf, COPY_CHUNK, off);
+
+                if (n < 0) {
+                        r = o ? (int)n : -errno;
+                        break;
+                }
+                if (n == 0)
+                        break;
+                if (write(tfd, buf, (size_t)n) != n) {
+                        r = -EIO;
+                        break;
+                }
+                off += n;
+        }
+        if (r == 0 && fsync(tfd) < 0)
+                r = -errno;
+        if (r == 0) {
+                close(tfd);
+                tfd = -1;
+                r = install(mdfd, tmp, name, bst, 0);
+        } else {
+                unlinkat(mdfd, tmp, 0);
+        }
+out:
+        if (o)
+                store_obj_put(v->store, o);
+        if (tfd >= 0)
+                close(tfd);
+        free(buf);
+        close(bfd);
+        return r;
+}
+
+static int copy_special(int bdfd, int mdfd, const char *name, const struct stat *bst)
+{
+        char tmp[64], target[PATH_MAX + 1];
+        ssize_t n;
+
+        tmp_name(tmp, sizeof(tmp));
+        if (S_ISLNK(bst->st_mode)) {
+                n = readlinkat(bdfd, name, target, sizeof(target) - 1);
+                if (n < 0)
+                        return -errno;
+                target[n] = 0;
+                if (symlinkat(target, mdfd, tmp) < 0)
+                        return -errno;
+        } else if (mknodat(mdfd, tmp, bst->st_mode, bst->st_rdev) < 0) {
+                return -errno;
+        }
+        return install(mdfd, tmp, name, bst, 0);
+}
+
+static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth);
+
+/*
+ * Makes mdfd/name what bdfd/name is.  A directory's children are mirrored
+ * too when recursive (it is then marked complete); else only the directory.
+ */
+static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool recursive,
+                      int depth)
+{
+        struct mirror_base have, want;
+        struct stat bst, mst;
+        bool exists, based;
+        int r;
+
+        if (fstatat(bdfd, name, &bst, AT_SYMLINK_NOFOLLOW) < 0) {
+                if (errno == ENOENT)
+                        return remove_tree(mdfd, name, 0);
+                return -errno;
+        }
+        exists = fstatat(mdfd, name, &mst, AT_SYMLINK_NOFOLLOW) == 0;
+        based = exists && mirror_get_base(mdfd, name, &have) == 0;
+        if (exists && (mst.st_mode ^ bst.st_mode) & S_IFMT) {
+                r = remove_tree(mdfd, name, 0);
+                if (r < 0)
+                        return r;
+                exists = based = false;
+        }
+        base_from_stat(&want, &bst, 0);
+        if (S_ISDIR(bst.st_mode)) {
+                uint32_t flags = (based ? have.flags : 0) | (recursive ? MIRROR_COMPLETE : 0);
+
+                if (!exists && mkdirat(mdfd, name, 0700) < 0)
+                        return -errno;
+                if (recursive) {
+                        int cb, cm;
+
+                        if (depth > MAX_DEPTH)
+                                return -ELOOP;
+                        cb = openat(bdfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (cb < 0)
+                                return -errno;
+                        cm = openat(mdfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (cm < 0) {
+                                r = -errno;
+                                close(cb);
+                                return r;
+                        }
+                        r = sync_dir_children(v, cb, cm, depth + 1);
+                        close(cb);
+                        close(cm);
+                        if (r < 0)
+                                return r;
+                }
+                set_owner_mode_times(mdfd, name, &bst);
+                base_from_stat(&want, &bst, flags);
+                return set_base(mdfd, name, &want);
+        }
+        if (based && same_identity(&have, &want)) {
+                if (have.uid != want.uid || have.gid != want.gid || have.nlink != want.nlink) {
+                        set_owner_mode_times(mdfd, name, &bst);
+                        return set_base(mdfd, name, &want);
+                }
+                return 0;
+        }
+        if (S_ISREG(bst.st_mode))
+                return copy_file(v, bdfd, mdfd, name, &bst);
+        return copy_special(bdfd, mdfd, name, &bst);
+}
+
+static bool is_tmp(const char *name)
+{
+        return !strncmp(name, ".fcache-mirror.", 15);
+}
+
+static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth)
+{
+        struct dirent *de;
+        struct stat st;
+        int r = 0, dup_fd;
+        DIR *d;
+
+        dup_fd = openat(bdfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dup_fd < 0)
+                return -errno;
+        d = fdopendir(dup_fd);
+        if (!d) {
+                close(dup_fd);
+                return -errno;
+        }
+        while ((de = readdir(d))) {
+                int e;
+
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                        continue;
+                e = sync_entry(v, bdfd, mdfd, de->d_name, true, depth);
+                if (e < 0) {
+                        log_warn("Failed to mirror '%s' for offline use: %s", de->d_name,
+                                 strerror(-e));
+                        r = e;
+                }
+        }
+        closedir(d);
+        /* Entries the backing no longer has (and leftover temporaries). */
+        dup_fd = openat(mdfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dup_fd < 0)
+                return -errno;
+        d = fdopendir(dup_fd);
+        if (!d) {
+                close(dup_fd);
+                return -errno;
+        }
+        while ((de = readdir(d))) {
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                        continue;
+                if (is_tmp(de->d_name) ||
+                    (fstatat(bdfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT))
+                        remove_tree(dirfd(d), de->d_name, 0);
+        }
+        closedir(d);
+        return r;
+}
+
+/* Splits a volume-relative path into components, skipping "" and ".". */
+static gchar **components(const char *rel)
+{
+        gchar **parts = g_strsplit(rel ? rel : "", "/", -1);
+        unsigned n = 0;
+
+        for (unsigned i = 0; parts[i]; i++) {
+                if (!*parts[i] || !strcmp(parts[i], ".")) {
+                        g_free(parts[i]);
+                        continue;
+                }
+                parts[n++] = parts[i];
+        }
+        parts[n] = NULL;
+        return parts;
+}
+
+/* The caller holds mode_lock (shared or exclusive) and the view is online. */
+static int sync_path(struct view *v, const char *rel, bool recursive)
+{
+        gchar **parts = components(rel);
+        int bdfd, mdfd, r = 0;
+
+        if (v->mirror_fd < 0) {
+                g_strfreev(parts);
+                return -ENOTDIR;
+        }
+        bdfd = openat(v->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        mdfd = openat(v->mirror_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (bdfd < 0 || mdfd < 0) {
+                r = -errno;
+                goto out;
+        }
+        if (!parts[0]) {
+                struct mirror_base b;
+                struct stat st;
+
+                r = sync_dir_children(v, bdfd, mdfd, 0);
+                if (fstat(bdfd, &st) == 0) {
+                        base_from_stat(&b, &st, MIRROR_COMPLETE);
+                        set_owner_mode_times(mdfd, ".", &st);
+                        set_base(mdfd, "", &b);
+                }
+                goto out;
+        }
+        for (unsigned i = 0; parts[i] && r == 0; i++) {
+                bool last = !parts[i + 1];
+                int nb, nm;
+
+                r = sync_entry(v, bdfd, mdfd, parts[i], last && recursive, 0);
+                if (r < 0 || last)
+                        break;
+                nb = openat(bdfd, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                nm = openat(mdfd, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (nb < 0 || nm < 0) {
+                        r = -errno;
+                        if (nb >= 0)
+                                close(nb);
+                        if (nm >= 0)
+                                close(nm);
+                        break;
+                }
+                close(bdfd);
+                close(mdfd);
+                bdfd = nb;
+                mdfd = nm;
+        }
+out:
+        if (bdfd >= 0)
+                close(bdfd);
+        if (mdfd >= 0)
+                close(mdfd);
+        g_strfreev(parts);
+        return r;
+}
+
+int mirror_sync_path(struct view *v, const char *rel, bool recursive)
+{
+        int r = -EHOSTDOWN;
+
+        /* Never while offline: the mirror then holds changes the server lacks. */
+        view_change_begin(v);
+        if (!view_offline(v))
+                r = sync_path(v, rel, recursive);
+        view_change_end(v);
+        return r;
+}
+
+static int resync_pin(void *ud, const char *path, int prio)
+{
+        int r = sync_path(ud, path, true);
+
+        if (r < 0)
+                log_warn("Failed to mirror pinned '%s' for offline use: %s", path, strerror(-r));
+        return 0;
+}
+
+int mirror_sync_all(struct view *v)
+{
+        return store_pin_foreach(v->store, resync_pin, v);
+}
+
+int mirror_unpin_path(struct view *v, const char *rel)
+{
+        gchar **parts = components(rel);
+        int r;
+
+        /* The subtree goes; what other pins still need of it comes back. */
+        if (!parts[0]) {
+                char *dir = g_build_filename(v->cfg->cache_dir, "mirror", NULL);
+                char *old = g_strconcat(dir, ".old", NULL);
+
+                r = rename(dir, old) < 0 ? -errno : 0;
+                if (r == 0 && mkdir(dir, 0755) < 0)
+                        r = -errno;
+                if (r == 0) {
+                        int nfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+                        if (nfd >= 0) {
+                                dup2(nfd, v->mirror_fd);
+                                close(nfd);
+                        }
+                        remove_tree(AT_FDCWD, old, 0);
+                }
+                g_free(dir);
+                g_free(old);
+        } else {
+                r = remove_tree(v->mirror_fd, rel, 0);
+        }
+        g_strfreev(parts);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        view_change_begin(v);
+        r = view_offline(v) ? -EHOSTDOWN : mirror_sync_all(v);
+        view_change_end(v);
+        return r;
+}
+
+int mirror_open(struct view *v)
+{
+        char *dir = g_build_filename(v->cfg->cache_dir, "mirror", NULL);
+        struct stat st;
+
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+                int e = -errno;
+
+                log_error("Failed to create the offline mirror %s: %m", dir);
+                g_free(dir);
+                return e;
+        }
+        v->mirror_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        g_free(dir);
+        if (v->mirror_fd < 0 || fstat(v->mirror_fd, &st) < 0)
+                return -errno;
+        v->mirror_dev = st.st_dev;
+        return 0;
+}
+
+/* The path of backing object dfd[/name] relative to the backing root. */
+static char *backing_rel(struct view *v, int dfd, const char *name)
+{
+        char p[64], root[PATH_MAX], buf[PATH_MAX];
+        ssize_t n, rl;
+
+        snprintf(p, sizeof(p), "/proc/self/fd/%d", v->root_fd);
+        rl = readlink(p, root, sizeof(root) - 1);
+        snprintf(p, sizeof(p), "/proc/self/fd/%d", dfd);
+        n = readlink(p, buf, sizeof(buf) - 1);
+        if (rl < 0 || n < 0)
+                return NULL;
+        root[rl] = 0;
+        buf[n] = 0;
+        if (rl == 1)
+                rl = 0; /* the backing is "/" */
+        if (strncmp(buf, root, (size_t)rl) || (buf[rl] && buf[rl] != '/'))
+                return NULL;
+        if (name && *name)
+                return g_build_filename(buf[rl] ? buf + rl + 1 : ".", name, NULL);
+        return g_strdup(buf[rl] ? buf + rl + 1 : ".");
+}
+
+void mirror_note_change(struct view *v, int dfd, const char *name)
+{
+        struct mirror_base b;
+        char *rel = backing_rel(v, dfd, name), *dir;
+        int r;
+
+        if (!rel || !strcmp(rel, ".")) {
+                g_free(rel);
+                return;
+        }
+        dir = g_path_get_dirname(rel);
+        /* Only what lies in a complete (pinned) directory is kept current. */
+        r = mirror_get_base(v->mirror_fd, strcmp(dir, ".") ? dir : NULL, &b);
+        if (r == 0 && (b.flags & MIRROR_COMPLETE)) {
+                r = sync_path(v, rel, true);
+                if (r < 0)
+                        log_warn("Failed to bring the offline mirror of '%s' up to date: %s"
+                                 " (the hoard walk retries)", rel, strerror(-r));
+        }
+        g_free(dir);
+        g_free(rel);
+}

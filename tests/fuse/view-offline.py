@@ -1,0 +1,196 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Disconnected operation of a volume, end to end through a real FUSE view:
+pin a subtree, disconnect, read and change it offline, change the server
+meanwhile, look at the reintegration dry run, reconnect, and check that the
+server holds exactly what a model says (offline changes applied, a text file
+edited on both sides merged, overlapping edits kept as a conflict with the
+server's version in place).  Then the same after a kill -9 of the worker
+while offline: the successor starts offline and loses no acknowledged edit.
+"""
+import errno
+import os
+import stat
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from viewlib import (Volume, check, eq, finish, read_file, require_root_fuse,  # noqa: E402
+                     write_file)
+
+LINES = [f"line {i}\n" for i in range(1, 21)]
+
+
+def text(lines):
+    return "".join(lines).encode()
+
+
+def tree(root):
+    """{relative path: (type, mode, content or target)} of a directory tree."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            rel = os.path.relpath(p, root)
+            st = os.lstat(p)
+            if stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir", stat.S_IMODE(st.st_mode), None)
+            elif stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", 0, os.readlink(p))
+            else:
+                out[rel] = ("file", stat.S_IMODE(st.st_mode), read_file(p))
+    return out
+
+
+def err_of(fn):
+    try:
+        fn()
+    except OSError as e:
+        return e.errno
+    return 0
+
+
+def main():
+    require_root_fuse()
+    vol = Volume("offline", lease="1s")
+    b = vol.b
+    os.makedirs(b("proj", "sub"))
+    os.makedirs(b("elsewhere"))
+    write_file(b("proj", "a.txt"), b"alpha\n")
+    write_file(b("proj", "b.txt"), b"bravo\n")
+    write_file(b("proj", "sub", "c.bin"), os.urandom(300000))
+    write_file(b("proj", "notes.txt"), text(LINES))
+    write_file(b("proj", "clash.txt"), text(LINES))
+    os.symlink("a.txt", b("proj", "link"))
+    os.chmod(b("proj", "b.txt"), 0o640)
+    write_file(b("elsewhere", "x"), b"not pinned\n")
+    vol.start()
+    v = vol.v
+
+    q = vol.ctl("pin recursive", "proj")
+    eq(q.get("mirrored"), "yes", "pin recursive: the subtree is mirrored for offline use")
+    eq(vol.state()["state"], "online", "query state: online before the disconnect")
+    write_file(v("proj", "a.txt"), b"alpha, edited online\n")
+    os.mkdir(v("proj", "made-online"))
+
+    # ---- offline
+    expected_offline = tree(b("proj"))
+    q = vol.ctl("disconnect")
+    eq(q["state"], "offline", "disconnect answers state=offline")
+    eq(vol.state()["state"], "offline", "query state: offline")
+    eq(tree(v("proj")), expected_offline,
+       "offline, the pinned subtree reads exactly as the server had it (names, modes, content,"
+       " symlinks, the edit made online just before)")
+    eq(os.stat(v("proj", "a.txt")).st_ino, os.stat(b("proj", "a.txt")).st_ino,
+       "offline, inode numbers are the server's")
+    eq(err_of(lambda: os.stat(v("proj", "no-such"))), errno.ENOENT,
+       "a name a complete (pinned) directory lacks is ENOENT")
+    eq(err_of(lambda: read_file(v("elsewhere", "x"))), errno.EHOSTDOWN,
+       "an object outside the pins is EHOSTDOWN offline (never ENOENT: it may exist)")
+    eq(vol.ctl("pin recursive", "proj", ok=False)["_rc"] != 0, True,
+       "pin is refused offline (it needs the server)")
+
+    # Offline changes, each acknowledged (close) before the next.
+    write_file(v("proj", "a.txt"), b"alpha, edited offline\n")
+    write_file(v("proj", "new.txt"), b"created offline\n")
+    os.mkdir(v("proj", "newdir"))
+    write_file(v("proj", "newdir", "inner"), b"inner\n")
+    os.unlink(v("proj", "b.txt"))
+    os.rename(v("proj", "sub", "c.bin"), v("proj", "sub", "c2.bin"))
+    os.chmod(v("proj", "new.txt"), 0o600)
+    write_file(v("proj", "tmpfile"), b"scratch\n")
+    os.unlink(v("proj", "tmpfile"))
+    os.symlink("new.txt", v("proj", "link2"))
+    mine = list(LINES)
+    mine[0] = "line 1, mine\n"
+    write_file(v("proj", "notes.txt"), text(mine))
+    clash_mine = list(LINES)
+    clash_mine[4] = "line 5, mine\n"
+    write_file(v("proj", "clash.txt"), text(clash_mine))
+    eq(read_file(v("proj", "a.txt")), b"alpha, edited offline\n",
+       "offline edits read back at once")
+    eq(sorted(os.listdir(v("proj"))),
+       sorted(["a.txt", "new.txt", "newdir", "sub", "notes.txt", "clash.txt", "link", "link2",
+               "made-online"]), "offline listing shows the offline changes")
+    eq(read_file(b("proj", "a.txt")), b"alpha, edited online\n",
+       "offline, the server is not touched")
+
+    # Meanwhile on the server.
+    theirs = list(LINES)
+    theirs[15] = "line 16, theirs\n"
+    write_file(b("proj", "notes.txt"), text(theirs))
+    clash_theirs = list(LINES)
+    clash_theirs[4] = "line 5, theirs\n"
+    write_file(b("proj", "clash.txt"), text(clash_theirs))
+    write_file(b("proj", "server-new.txt"), b"from the server\n")
+
+    dry = vol.ctl("query reintegration")
+    lines = dry["_lines"]
+    check(any("outcome=conflict" in ln and "clash.txt" in ln for ln in lines),
+          "query reintegration: clash.txt would conflict")
+    check(any("outcome=merge" in ln and "notes.txt" in ln for ln in lines),
+          "query reintegration: notes.txt would merge")
+    check(not any("tmpfile" in ln for ln in lines),
+          "query reintegration: a file created and removed offline left no record")
+    eq(read_file(b("proj", "a.txt")), b"alpha, edited online\n",
+       "the dry run changes nothing on the server")
+    check(int(vol.state()["pending"]) > 0, "query state: pending records while offline")
+
+    # ---- reconnect
+    q = vol.ctl("reconnect")
+    eq(q["state"], "online", "reconnect answers state=online")
+    eq((q["conflicts"], q["merged"]), ("1", "1"), "reconnect: one conflict, one clean merge")
+    merged = list(LINES)
+    merged[0] = "line 1, mine\n"
+    merged[15] = "line 16, theirs\n"
+    model = dict(expected_offline)
+    model.update({
+        "a.txt": ("file", 0o644, b"alpha, edited offline\n"),
+        "new.txt": ("file", 0o600, b"created offline\n"),
+        "newdir": ("dir", 0o755, None),
+        "newdir/inner": ("file", 0o644, b"inner\n"),
+        "sub/c2.bin": expected_offline["sub/c.bin"],
+        "notes.txt": ("file", 0o644, text(merged)),
+        "clash.txt": ("file", 0o644, text(clash_theirs)),
+        "server-new.txt": ("file", 0o644, b"from the server\n"),
+        "link2": ("link", 0, "new.txt"),
+    })
+    del model["b.txt"]
+    del model["sub/c.bin"]
+    eq(tree(b("proj")), model,
+       "after reconnect the server holds exactly the model: offline changes applied, the"
+       " both-sides text edit merged, the overlapping edit's server version kept")
+    eq(tree(v("proj")), model, "and the view shows the same")
+    eq(vol.state()["conflicts"], "1", "query state: the conflict is kept")
+
+    # ---- a crash while offline
+    vol.ctl("disconnect")
+    fd = os.open(v("proj", "a.txt"), os.O_WRONLY | os.O_TRUNC)
+    os.write(fd, b"written offline, fsynced\n")
+    os.fsync(fd)
+    old = vol.kill_worker()
+    vol.wait_new_worker(old)
+    os.close(fd)
+    eq(vol.state()["state"], "offline", "after kill -9 offline, the successor starts offline")
+    eq(read_file(v("proj", "a.txt")), b"written offline, fsynced\n",
+       "the fsynced offline edit survived kill -9")
+    write_file(v("proj", "after-crash"), b"after the crash\n")
+    q = vol.ctl("reconnect")
+    eq(q["state"], "online", "reconnect after the crash")
+    eq(read_file(b("proj", "a.txt")), b"written offline, fsynced\n",
+       "the fsynced edit reached the server once")
+    eq(read_file(b("proj", "after-crash")), b"after the crash\n",
+       "an edit made after the crash reached the server")
+
+    # ---- the mirror follows the server again
+    write_file(b("proj", "later.txt"), b"later\n")
+    q = vol.ctl("pin recursive", "proj")
+    vol.ctl("disconnect")
+    eq(read_file(v("proj", "later.txt")), b"later\n",
+       "a file the server gained is mirrored when the pin is walked again")
+    vol.ctl("reconnect")
+    vol.stop()
+    finish()
+
+
+if __name__ == "__main__":
+    main()
