@@ -317,9 +317,14 @@ int vnode_fill_stat(struct view *v, int fd, struct stat *st)
         return 0;
 }
 
+static void free_entry_name(void *p)
+{
+        g_free(((struct vnode_entry *)p)->name);
+}
+
 GArray *vnode_switch_all(struct view *v)
 {
-        GArray *ids = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+        GArray *ids = g_array_new(FALSE, FALSE, sizeof(struct vnode_entry));
         GHashTableIter it;
         gpointer key, val;
 
@@ -328,7 +333,10 @@ GArray *vnode_switch_all(struct view *v)
         while (g_hash_table_iter_next(&it, &key, &val)) {
                 struct vnode *n = val;
 
-                g_array_append_val(ids, n->id);
+                struct vnode_entry e = { n->id, n->parent,
+                                         n->id != FUSE_ROOT_ID ? g_strdup(n->name) : NULL };
+
+                g_array_append_val(ids, e);
                 if (n->id == FUSE_ROOT_ID) {
                         n->fd = view_served_root(v);
                         continue;
@@ -345,6 +353,7 @@ GArray *vnode_switch_all(struct view *v)
                 v->open_fds--;
         }
         pthread_mutex_unlock(&v->itab_lock);
+        g_array_set_clear_func(ids, free_entry_name);
         return ids;
 }
 
@@ -454,8 +463,16 @@ void vnode_moved(struct view *v, fuse_ino_t newparent, int npfd, const char *new
         uint64_t key;
         char *nm;
 
-        if (fstatat(npfd, newname, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        int fd = openat(npfd, newname, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+
+        /* The identity the node table knows (offline: the server's inode). */
+        if (fd < 0)
                 return;
+        if (vnode_fill_stat(v, fd, &st) < 0) {
+                close(fd);
+                return;
+        }
+        close(fd);
         key = st.st_ino;
         nm = strdup(newname);
         if (!nm)

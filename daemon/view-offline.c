@@ -397,8 +397,16 @@ static GArray *switch_served(struct view *v, int state)
  */
 static void invalidate_nodes(struct view *v, GArray *ids)
 {
-        for (unsigned i = 0; ids && i < ids->len; i++)
-                fuse_lowlevel_notify_inval_inode(v->se, g_array_index(ids, uint64_t, i), 0, 0);
+        for (unsigned i = 0; ids && i < ids->len; i++) {
+                struct vnode_entry *e = &g_array_index(ids, struct vnode_entry, i);
+
+                /* A name may now lead elsewhere (reintegration renames and
+                 * replaces, inode numbers are reused): the kernel asks again. */
+                if (e->name)
+                        fuse_lowlevel_notify_inval_entry(v->se, e->parent, e->name,
+                                                         strlen(e->name));
+                fuse_lowlevel_notify_inval_inode(v->se, e->id, 0, 0);
+        }
         if (ids)
                 g_array_free(ids, TRUE);
 }

@@ -100,6 +100,11 @@ def main():
     write_file(v("proj", "tmpfile"), b"scratch\n")
     os.unlink(v("proj", "tmpfile"))
     os.symlink("new.txt", v("proj", "link2"))
+    os.link(v("proj", "new.txt"), v("proj", "hardlink"))
+    write_file(v("proj", "replacement"), b"renamed over the symlink\n")
+    os.truncate(v("proj", "sub", "c2.bin"), 1000)
+    os.setxattr(v("proj", "new.txt"), "user.tag", b"offline")
+    os.rename(v("proj", "replacement"), v("proj", "link"))     # replaces the symlink
     mine = list(LINES)
     mine[0] = "line 1, mine\n"
     write_file(v("proj", "notes.txt"), text(mine))
@@ -110,7 +115,11 @@ def main():
        "offline edits read back at once")
     eq(sorted(os.listdir(v("proj"))),
        sorted(["a.txt", "new.txt", "newdir", "sub", "notes.txt", "clash.txt", "link", "link2",
-               "made-online"]), "offline listing shows the offline changes")
+               "made-online", "hardlink"]), "offline listing shows the offline changes")
+    eq(os.stat(v("proj", "new.txt")).st_nlink, 2, "offline hard link: two links")
+    eq(os.getxattr(v("proj", "new.txt"), "user.tag"), b"offline", "offline xattr reads back")
+    check(not any(n.startswith("trusted.fcache") for n in os.listxattr(v("proj", "new.txt"))),
+          "the mirror's own xattrs are not listed")
     eq(read_file(b("proj", "a.txt")), b"alpha, edited online\n",
        "offline, the server is not touched")
 
@@ -148,7 +157,9 @@ def main():
         "new.txt": ("file", 0o600, b"created offline\n"),
         "newdir": ("dir", 0o755, None),
         "newdir/inner": ("file", 0o644, b"inner\n"),
-        "sub/c2.bin": expected_offline["sub/c.bin"],
+        "sub/c2.bin": ("file", 0o644, expected_offline["sub/c.bin"][2][:1000]),
+        "hardlink": ("file", 0o600, b"created offline\n"),
+        "link": ("file", 0o644, b"renamed over the symlink\n"),
         "notes.txt": ("file", 0o644, text(merged)),
         "clash.txt": ("file", 0o644, text(clash_theirs)),
         "server-new.txt": ("file", 0o644, b"from the server\n"),
@@ -159,7 +170,12 @@ def main():
     eq(tree(b("proj")), model,
        "after reconnect the server holds exactly the model: offline changes applied, the"
        " both-sides text edit merged, the overlapping edit's server version kept")
-    eq(tree(v("proj")), model, "and the view shows the same")
+    seen = tree(v("proj"))
+    eq({k: seen.get(k) for k in set(seen) | set(model) if seen.get(k) != model.get(k)}, {},
+       "and the view shows the same (differences listed)")
+    eq(os.stat(b("proj", "new.txt")).st_ino, os.stat(b("proj", "hardlink")).st_ino,
+       "the offline hard link is a hard link on the server")
+    eq(os.getxattr(b("proj", "new.txt"), "user.tag"), b"offline", "the offline xattr reached the server")
     eq(vol.state()["conflicts"], "1", "query state: the conflict is kept")
 
     # ---- a crash while offline
