@@ -36,6 +36,7 @@
 
 struct conflict_row {
         uint64_t id;
+        uint64_t seq;
         char *kind;
         char *path;
         char *detail;
@@ -80,6 +81,7 @@ static int collect_one(void *ud, const struct oplog_conflict *c)
         if (!path_under(path, cl->under))
                 return 0;
         row.id = c->id;
+        row.seq = c->seq;
         row.kind = g_strdup(c->kind ? c->kind : "unknown");
         row.path = g_strdup(path);
         row.detail = g_strdup(c->detail ? c->detail : "");
@@ -155,7 +157,8 @@ static int parse_id(const char *word, uint64_t *out, GString *err)
 }
 
 /* Whether conflict @id exists (lock held); -ENOENT with a message if not. */
-static int conflict_lookup(struct view *v, uint64_t id, char **path, GString *err)
+static int conflict_lookup_row(struct view *v, uint64_t id, char **path, char **kind,
+                               uint64_t *seq, GString *err)
 {
         GArray *rows;
         int r = collect(v, "", id, &rows);
@@ -168,11 +171,23 @@ static int conflict_lookup(struct view *v, uint64_t id, char **path, GString *er
                 g_string_printf(err, "no conflict with ID %" PRIu64
                                 " (settled already? see 'query conflicts')", id);
                 r = -ENOENT;
-        } else if (path) {
-                *path = g_strdup(g_array_index(rows, struct conflict_row, 0).path);
+        } else {
+                struct conflict_row *c = &g_array_index(rows, struct conflict_row, 0);
+
+                if (path)
+                        *path = g_strdup(c->path);
+                if (kind)
+                        *kind = g_strdup(c->kind);
+                if (seq)
+                        *seq = c->seq;
         }
         g_array_free(rows, TRUE);
         return r;
+}
+
+static int conflict_lookup(struct view *v, uint64_t id, char **path, GString *err)
+{
+        return conflict_lookup_row(v, id, path, NULL, NULL, err);
 }
 
 static int do_query(struct view *v, char **words, const char *path, GString *out, GString *err)
@@ -370,16 +385,38 @@ static int do_resolve(struct view *v, uint64_t id, enum resolve_how how, int mer
         struct resolve_outcome *res = g_new0(struct resolve_outcome, 1);
         GArray *refreshed = g_array_new(FALSE, FALSE, sizeof(uint64_t));
         struct touched before = { NULL, 0 };
+        GArray *again = NULL;
+        char *kind = NULL;
         int r;
 
         opts.refresh = refresh_cb;
         opts.userdata = refreshed;
         pthread_mutex_lock(&v->offline_lock);
-        r = conflict_lookup(v, id, &before.path, err);
+        r = conflict_lookup_row(v, id, &before.path, &kind, NULL, err);
         if (r >= 0) {
                 before.ino = path_ino(v, before.path);
-                r = resolve_conflict(v->oplog, v->root_fd, id, how, merged_fd, &opts, res);
+                if (!strcmp(kind, "create-create") &&
+                    (how == RESOLVE_LOCAL || how == RESOLVE_MERGED)) {
+                        /*
+                         * resolve.c replays the offline create, which meets the
+                         * server's file again, and a merged file created offline
+                         * gets no server location, so its held records conflict
+                         * again: refused rather than looping.
+                         */
+                        g_string_printf(err, "conflict %" PRIu64 " ('%s', create-create): "
+                                        "'%s' is not supported yet for a name both sides "
+                                        "created (the replay would meet the server's file "
+                                        "again); choose remote or both", id, before.path,
+                                        resolve_how_to_string(how));
+                        r = -EOPNOTSUPP;
+                } else {
+                        r = resolve_conflict(v->oplog, v->root_fd, id, how, merged_fd, &opts,
+                                             res);
+                }
         }
+        /* A replayed record that met the server again is a new conflict on the path. */
+        if (r >= 0 && collect(v, before.path, 0, &again) < 0)
+                again = NULL;
         pthread_mutex_unlock(&v->offline_lock);
         if (r == -ESTALE)
                 g_string_printf(err, "the server changed '%s' again since conflict %" PRIu64
@@ -407,10 +444,21 @@ static int do_resolve(struct view *v, uint64_t id, enum resolve_how how, int mer
                 g_string_append_printf(out, "replayed=%" PRIu64 "\n", res->replayed);
                 g_string_append_printf(out, "dropped=%" PRIu64 "\n", res->dropped);
                 g_string_append_printf(out, "refreshed=%u\n", refreshed->len);
+                for (guint i = 0; again && i < again->len; i++) {
+                        struct conflict_row *c = &g_array_index(again, struct conflict_row, i);
+
+                        /* (resolve_conflict removed conflict @id: an id may be reused) */
+                        if (!strcmp(c->path, before.path))
+                                g_string_append_printf(out, "conflict_again=%" PRIu64 " %s %s\n",
+                                                       c->id, c->kind, c->path);
+                }
                 log_info("Conflict %" PRIu64 " (%s) settled: %s", id, before.path,
                          resolve_how_to_string(how));
         }
         g_free(before.path);
+        g_free(kind);
+        if (again)
+                g_array_free(again, TRUE);
         g_array_free(refreshed, TRUE);
         g_free(res);
         return r;
