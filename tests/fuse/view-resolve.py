@@ -9,6 +9,7 @@ conflict through the control socket.  Every outcome is checked in the backing
 tree and through the mountpoint (after the mountpoint had read the files, so
 stale store copies or kernel caches would show).
 """
+import atexit
 import base64
 import json
 import os
@@ -61,6 +62,7 @@ class Fixture:
 
     def __init__(self, seed):
         self.work = tempfile.mkdtemp(prefix="fcache-resolve-")
+        atexit.register(shutil.rmtree, self.work, True)
         os.chmod(self.work, 0o755)
         d = os.path.join(self.work, "x")
         tool("init", d, str(seed))
