@@ -370,6 +370,27 @@ static void refresh_cb(void *ud, uint64_t lid)
         g_array_append_val((GArray *)ud, lid);
 }
 
+/* Keeps the offline mirror of relative server path @rel current (mode lock held shared). */
+static void mirror_note(struct view *v, const char *rel)
+{
+        char *parent, *slash;
+        int pfd;
+
+        if (!rel || !*rel || v->mirror_fd < 0)
+                return;
+        parent = g_strdup(rel);
+        slash = strrchr(parent, '/');
+        if (slash)
+                *slash = 0;
+        pfd = slash ? openat(v->root_fd, parent, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                    : dup(v->root_fd);
+        if (pfd >= 0) {
+                mirror_note_change(v, pfd, slash ? slash + 1 : rel);
+                close(pfd);
+        }
+        g_free(parent);
+}
+
 /* A server path of the log or of resolve.h, relative to the root (no leading '/'). */
 static const char *skip_slash(const char *p)
 {
@@ -391,6 +412,20 @@ static int do_resolve(struct view *v, uint64_t id, enum resolve_how how, int mer
 
         opts.refresh = refresh_cb;
         opts.userdata = refreshed;
+        /*
+         * Online only: settling writes to the server and replays the log,
+         * which offline holds the changes not yet reintegrated.  The shared
+         * mode lock keeps the state from switching meanwhile.
+         */
+        view_change_begin(v);
+        if (view_offline(v)) {
+                view_change_end(v);
+                g_string_printf(err, "the volume is %s: conflicts are settled online "
+                                "(reconnect first)", view_state_name(v));
+                g_free(res);
+                g_array_free(refreshed, TRUE);
+                return -EHOSTDOWN;
+        }
         pthread_mutex_lock(&v->offline_lock);
         r = conflict_lookup_row(v, id, &before.path, &kind, NULL, err);
         if (r >= 0) {
@@ -418,6 +453,16 @@ static int do_resolve(struct view *v, uint64_t id, enum resolve_how how, int mer
         if (r >= 0 && collect(v, before.path, 0, &again) < 0)
                 again = NULL;
         pthread_mutex_unlock(&v->offline_lock);
+        if (r >= 0) {
+                /* The offline mirror of pinned directories follows the server. */
+                mirror_note(v, before.path);
+                if (strcmp(skip_slash(res->path), before.path))
+                        mirror_note(v, skip_slash(res->path));
+                mirror_note(v, skip_slash(res->kept));
+        }
+        view_change_end(v);
+        /* Kernel invalidations only now: they wait for directory locks that a
+         * FUSE request queued behind a state switch may hold. */
         if (r == -ESTALE)
                 g_string_printf(err, "the server changed '%s' again since conflict %" PRIu64
                                 " was recorded: reintegrate again (it records the new "
