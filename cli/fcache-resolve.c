@@ -8,7 +8,7 @@
  *     query conflicts [TAB PATH]   conflict=ID KIND PATH, conflict_detail=ID DETAIL
  *     conflict-version ID WHICH    size=, content_base64=
  *     resolve ID local|remote|both resolved=, path=, kept=, replayed=, dropped=
- *     resolve-merged ID BASE64
+ *     resolve-merged ID BASE64|@TOKEN  (merged-chunk ID TOKEN OFFSET BASE64 stages it)
  * The socket is found with --cache-dir, or from the fuse.fcache mount that
  * holds PATH (/proc/self/mountinfo) and the volumes.d/NAME.conf whose
  * Mountpoint= is that mount.
@@ -908,6 +908,35 @@ static int run_editor(const char *ed, const char *file)
         return 0;
 }
 
+/* Sends @data as staged merged content @token of conflict @id; 0 or 1 (reported). */
+static int stage_content(unsigned long long id, const char *token, const char *data,
+                         size_t len)
+{
+        /* 4500 bytes are 6000 base64 characters: a line well inside the bound. */
+        const size_t chunk = 4500;
+
+        for (size_t off = 0; off < len; off += chunk) {
+                size_t n = len - off < chunk ? len - off : chunk;
+                char *b64 = g_base64_encode((const guchar *)data + off, n);
+                char *cmd = g_strdup_printf("merged-chunk %llu %s %zu %s", id, token, off, b64);
+                struct answer a;
+                int r = ctl_call(cmd, NULL, &a);
+
+                g_free(cmd);
+                g_free(b64);
+                if (r)
+                        return r;
+                if (a.status < 0) {
+                        r = fail("sending the merged text to the volume (at byte %zu): %s", off,
+                                 a.error ? a.error : strerror(-a.status));
+                        answer_clear(&a);
+                        return r;
+                }
+                answer_clear(&a);
+        }
+        return 0;
+}
+
 static int cmd_edit(const char *path)
 {
         struct conflict c;
@@ -980,13 +1009,18 @@ static int cmd_edit(const char *path)
         }
         b64 = elen ? g_base64_encode((const guchar *)edited, elen) : g_strdup("-");
         if (strlen(b64) + 64 > MAX_REQUEST) {
-                r = fail("the merged text (%zu bytes) is larger than the control socket takes "
-                         "in one request (about %d bytes); nothing changed, your text is kept "
-                         "in %s", (size_t)elen, (MAX_REQUEST - 64) / 4 * 3, tmpl);
-                keep = true;
-                goto out;
-        }
-        {
+                /* Too long for one request line: staged in chunks, then settled. */
+                char token[40], cmd[96];
+
+                snprintf(token, sizeof(token), "e%d-%08x", (int)getpid(), g_random_int());
+                r = stage_content(c.id, token, edited, elen);
+                if (r) {
+                        keep = true;
+                        goto out;
+                }
+                snprintf(cmd, sizeof(cmd), "resolve-merged %llu @%s", c.id, token);
+                r = ctl_call(cmd, NULL, &a);
+        } else {
                 GString *cmd = g_string_new(NULL);
 
                 g_string_printf(cmd, "resolve-merged %llu %s", c.id, b64);

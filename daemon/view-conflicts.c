@@ -11,6 +11,8 @@
  *                                 content_base64=...
  *   resolve ID local|remote|both  resolved=ID path= kept= replayed= dropped=
  *   resolve-merged ID BASE64      the same, the server gets that content
+ *                                 (@TOKEN: the content staged by merged-chunk)
+ *   merged-chunk ID TOKEN OFFSET BASE64   staged=N (content longer than a line)
  *
  * Every oplog and resolve call is made with v->offline_lock held.  After a
  * resolve the store copies of the objects it touched are dropped and the
@@ -556,6 +558,168 @@ static bool base64_valid(const char *s)
         return pad <= 2;
 }
 
+/*
+ * Staged merged content, for texts larger than one request line (the
+ * control socket reads lines of at most 8 KiB): "merged-chunk ID TOKEN
+ * OFFSET BASE64" appends to stage ID/TOKEN (offset 0 starts it again), then
+ * "resolve-merged ID @TOKEN" settles with it.  At most MAX_STAGES are kept
+ * (the least recently used goes), each at most MAX_VERSION_BYTES.
+ */
+#define MAX_STAGES 16
+
+struct stage {
+        int fd;                 /* memfd */
+        uint64_t size;
+        uint64_t used_ns;
+};
+
+static pthread_mutex_t stages_lock = PTHREAD_MUTEX_INITIALIZER;
+static GHashTable *stages;      /* protected by stages_lock: "ID/TOKEN" -> struct stage */
+
+static void stage_free(void *p)
+{
+        struct stage *st = p;
+
+        close(st->fd);
+        g_free(st);
+}
+
+static bool token_valid(const char *t)
+{
+        size_t n = strlen(t);
+
+        if (!n || n > 32)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!g_ascii_isalnum(t[i]) && t[i] != '-' && t[i] != '_')
+                        return false;
+        return true;
+}
+
+static int write_all_fd(int fd, const void *data, size_t len, off_t at)
+{
+        size_t off = 0;
+
+        while (off < len) {
+                ssize_t n = pwrite(fd, (const char *)data + off, len - off, at + (off_t)off);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                off += (size_t)n;
+        }
+        return 0;
+}
+
+static int do_merged_chunk(char **words, GString *out, GString *err)
+{
+        struct stage *st;
+        uint64_t id, offset;
+        guchar *data = NULL;
+        gsize len = 0;
+        char *key, *end;
+        int r;
+
+        r = parse_id(words[1], &id, err);
+        if (r < 0)
+                return r;
+        if (!words[2] || !token_valid(words[2])) {
+                g_string_printf(err, "merged-chunk needs a TOKEN (1-32 letters, digits, '-', "
+                                "'_'), got '%s'", words[2] ? words[2] : "");
+                return -EINVAL;
+        }
+        errno = 0;
+        offset = words[3] ? g_ascii_strtoull(words[3], &end, 10) : 0;
+        if (!words[3] || *end || errno || words[3][0] == '-') {
+                g_string_printf(err, "merged-chunk needs the OFFSET of the chunk, got '%s'",
+                                words[3] ? words[3] : "");
+                return -EINVAL;
+        }
+        if (!words[4] || words[5] || !base64_valid(words[4])) {
+                g_string_assign(err, words[4] && words[5] ? "unexpected word after the chunk"
+                                : "the chunk is missing or not valid base64");
+                return -EINVAL;
+        }
+        data = g_base64_decode(words[4], &len);
+        key = g_strdup_printf("%" PRIu64 "/%s", id, words[2]);
+        pthread_mutex_lock(&stages_lock);
+        if (!stages)
+                stages = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, stage_free);
+        st = g_hash_table_lookup(stages, key);
+        if (offset == 0 && st) {
+                g_hash_table_remove(stages, key);
+                st = NULL;
+        }
+        if (!st && offset != 0) {
+                g_string_printf(err, "no staged content %s (start with offset 0)", key);
+                r = -ENOENT;
+        } else if (st && offset != st->size) {
+                g_string_printf(err, "chunk offset %" PRIu64 " does not follow the %" PRIu64
+                                " bytes staged", offset, st->size);
+                r = -EINVAL;
+        } else if (offset + len > MAX_VERSION_BYTES) {
+                g_string_printf(err, "merged content larger than %u bytes", MAX_VERSION_BYTES);
+                r = -EFBIG;
+        }
+        if (r >= 0 && !st) {
+                int fd = memfd_create("fcache-merged", MFD_CLOEXEC);
+
+                if (fd < 0) {
+                        r = -errno;
+                } else {
+                        /* Room for it: the least recently used stage goes. */
+                        while (g_hash_table_size(stages) >= MAX_STAGES) {
+                                GHashTableIter it;
+                                gpointer k, val, oldest = NULL;
+                                uint64_t t = UINT64_MAX;
+
+                                g_hash_table_iter_init(&it, stages);
+                                while (g_hash_table_iter_next(&it, &k, &val))
+                                        if (((struct stage *)val)->used_ns < t) {
+                                                t = ((struct stage *)val)->used_ns;
+                                                oldest = k;
+                                        }
+                                g_hash_table_remove(stages, oldest);
+                        }
+                        st = g_new0(struct stage, 1);
+                        st->fd = fd;
+                        g_hash_table_insert(stages, g_strdup(key), st);
+                }
+        }
+        if (r >= 0)
+                r = write_all_fd(st->fd, data, len, (off_t)offset);
+        if (r >= 0) {
+                st->size = offset + len;
+                st->used_ns = now_ns();
+                g_string_append_printf(out, "staged=%" PRIu64 "\n", st->size);
+        }
+        pthread_mutex_unlock(&stages_lock);
+        g_free(key);
+        g_free(data);
+        return r;
+}
+
+/* Takes staged content ID/TOKEN out of the table: its descriptor, or -ENOENT. */
+static int stage_take(uint64_t id, const char *token, GString *err)
+{
+        char *key = g_strdup_printf("%" PRIu64 "/%s", id, token);
+        struct stage *st = NULL;
+        int fd = -ENOENT;
+
+        pthread_mutex_lock(&stages_lock);
+        if (stages && g_hash_table_steal_extended(stages, key, NULL, (gpointer *)&st)) {
+                fd = st->fd;
+                g_free(st);
+        }
+        pthread_mutex_unlock(&stages_lock);
+        if (fd < 0)
+                g_string_printf(err, "no staged content %s (send it with merged-chunk first)",
+                                key);
+        g_free(key);
+        return fd;
+}
+
 static int do_resolve_merged(struct view *v, char **words, GString *out, GString *err)
 {
         const char *b64;
@@ -573,6 +737,18 @@ static int do_resolve_merged(struct view *v, char **words, GString *out, GString
                 return -EINVAL;
         }
         b64 = words[2] ? words[2] : "";
+        if (b64[0] == '@') {
+                if (!token_valid(b64 + 1)) {
+                        g_string_printf(err, "'%s' is not @TOKEN of staged content", b64);
+                        return -EINVAL;
+                }
+                fd = stage_take(id, b64 + 1, err);
+                if (fd < 0)
+                        return fd;
+                r = do_resolve(v, id, RESOLVE_MERGED, fd, out, err);
+                close(fd);
+                return r;
+        }
         if (!strcmp(b64, "-"))
                 b64 = "";       /* empty content */
         if (!base64_valid(b64)) {
@@ -619,7 +795,7 @@ bool conflicts_execute(struct view *v, const char *cmdline, const char *path, GS
             (cmdline[15] == 0 || cmdline[15] == ' ')) {
                 /* handled below */
         } else if (strncmp(cmdline, "conflict-version", 16) &&
-                   strncmp(cmdline, "resolve", 7)) {
+                   strncmp(cmdline, "resolve", 7) && strncmp(cmdline, "merged-chunk", 12)) {
                 return false;
         }
         words = g_strsplit_set(cmdline, " ", -1);
@@ -646,6 +822,8 @@ bool conflicts_execute(struct view *v, const char *cmdline, const char *path, GS
                 r = do_resolve_words(v, words, out, err);
         } else if (!strcmp(words[0], "resolve-merged")) {
                 r = do_resolve_merged(v, words, out, err);
+        } else if (!strcmp(words[0], "merged-chunk")) {
+                r = do_merged_chunk(words, out, err);
         } else {
                 g_strfreev(words);
                 return false;

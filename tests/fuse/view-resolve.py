@@ -300,7 +300,9 @@ fx = Fixture(3)
 v = fx.vol
 scripts = os.path.join(fx.work, "editors")
 os.makedirs(scripts)
-MERGED = BASE_C1.replace(b"c1 line 5", b"c1 line merged by hand")
+# Larger than one control request line (8 KiB): fcache-resolve stages it in chunks.
+MERGED = BASE_C1.replace(b"c1 line 5", b"c1 line merged by hand") + b"".join(
+    b"an added line %d\n" % i for i in range(12000))
 with open(os.path.join(scripts, "merge.py"), "w") as f:
     f.write("import sys\n"
             "t = open(sys.argv[1]).read()\n"
@@ -323,7 +325,8 @@ r = fx.run("edit", "c2", env={"EDITOR": "true"})
 check(r.returncode == 1 and "no remote content" in r.stderr,
       f"edit of an edit-delete: refused ({r.stderr.strip()})")
 r = fx.run("edit", "c1", env={"EDITOR": f"{sys.executable} {scripts}/merge.py", "VISUAL": ""})
-check(r.returncode == 0 and "settled" in r.stdout, f"edit c1 with a merging editor ({r.stderr.strip()})")
+check(r.returncode == 0 and "settled" in r.stdout,
+      f"edit c1 with a merging editor, {len(MERGED)} bytes ({r.stderr.strip()})")
 both(fx, "c1", MERGED, "edit c1: the server has the merged text")
 check("c1" not in (fx.conflicts() or {}), "edit c1: settled")
 AGAIN = b"the server changed c3 again\n"
@@ -349,6 +352,32 @@ eq(st, 0, f"reconnect ({err})")
 r = fx.run("take", "remote", "c4")
 eq(r.returncode, 0, f"online again: take remote c4 ({r.stderr.strip()})")
 eq(mode_of(v.v("c4")), 0o640, "online again: c4 follows the server")
+fx.close()
+
+# --------------------------------------------------------------------------
+# Fixture D: resolve-merged on the socket, inline and staged in chunks
+# --------------------------------------------------------------------------
+fx = Fixture(4)
+v = fx.vol
+cs = fx.conflicts()
+cid = cs["c1"]["id"]
+st, err, _ = raw(v, f"merged-chunk {cid} t1 5 " + base64.b64encode(b"x").decode())
+eq(st, -2, f"merged-chunk not starting at 0: -ENOENT ({err})")
+st, err, _ = raw(v, f"merged-chunk {cid} t1 0 " + base64.b64encode(b"abc").decode())
+eq(st, 0, f"merged-chunk at 0 ({err})")
+st, err, _ = raw(v, f"merged-chunk {cid} t1 2 " + base64.b64encode(b"x").decode())
+eq(st, -22, f"merged-chunk at a wrong offset: -EINVAL ({err})")
+st, err, _ = raw(v, f"merged-chunk {cid} bad/token 0 eA==")
+eq(st, -22, f"merged-chunk with a bad token: -EINVAL ({err})")
+st, err, _ = raw(v, f"resolve-merged {cid} @nosuch")
+eq(st, -2, f"resolve-merged of an unknown stage: -ENOENT ({err})")
+SMALL = b"merged on the socket\n"
+st, err, lines = raw(v, f"resolve-merged {cid} " + base64.b64encode(SMALL).decode())
+eq(st, 0, f"resolve-merged inline ({err})")
+check(f"resolved={cid}" in lines and "path=c1" in lines, f"resolve-merged answer {lines}")
+both(fx, "c1", SMALL, "resolve-merged inline")
+st, err, _ = raw(v, f"resolve {cid} local")
+eq(st, -2, "a settled conflict's id: -ENOENT")
 fx.close()
 
 finish()
