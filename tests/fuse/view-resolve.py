@@ -13,6 +13,7 @@ import atexit
 import base64
 import json
 import os
+import pty
 import shutil
 import socket
 import stat
@@ -81,11 +82,11 @@ class Fixture:
                 read_file(p)
                 os.stat(p)
 
-    def run(self, *args, env=None, cache=True):
+    def run(self, *args, env=None, cache=True, cwd=None):
         cmd = [RESOLVE] + (["--cache-dir", self.vol.cache] if cache else []) + list(args)
         e = dict(os.environ)
         e.update(env or {})
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=e)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=e, cwd=cwd)
 
     def conflicts(self):
         r = self.run("list", "--json")
@@ -192,6 +193,25 @@ for s in ("<<<<<<< local", "||||||| base", "=======", ">>>>>>> remote", "c1 line
 check("\033[" not in r.stdout, "show: no colour when stdout is not a terminal")
 r = fx.run("--color=always", "show", "c1")
 check("\033[" in r.stdout, "show --color=always colours")
+master, slave = pty.openpty()
+p = subprocess.Popen([RESOLVE, "--cache-dir", v.cache, "show", "c1"], stdout=slave,
+                     stderr=subprocess.PIPE)
+os.close(slave)
+tty_out = b""
+while True:
+    try:
+        chunk = os.read(master, 65536)
+    except OSError:
+        break
+    if not chunk:
+        break
+    tty_out += chunk
+p.wait(60)
+os.close(master)
+check(p.returncode == 0 and b"\033[" in tty_out and b"c1 line #" in tty_out,
+      "show on a terminal: coloured")
+r = fx.run("--color=never", "show", "c1")
+check("\033[" not in r.stdout, "show --color=never")
 r = fx.run("show", v.v("c2"))
 eq(r.returncode, 0, "show of an edit-delete (absolute path of a name the server removed)")
 check("local c2" in r.stdout and "c2 line 3" in r.stdout and "remote no content" in
@@ -258,6 +278,12 @@ env = {"FCACHE_VOLUMES_DIR": confdir}
 r = fx.run("list", "--json", v.mnt, env=env, cache=False)
 eq(sorted(c["path"] for c in json.loads(r.stdout or "[]")), sorted(KINDS),
    f"list of the mountpoint, volume found from mountinfo and its conf {r.stderr.strip()}")
+r = fx.run("list", env=env, cache=False, cwd=v.v("d0"))
+check(r.returncode == 0 and "c3" in r.stdout,
+      f"list from a directory inside the mount, no --cache-dir {r.stderr.strip()}")
+r = fx.run("show", "c1", env=env, cache=False, cwd=v.v("d0"))
+check(r.returncode == 0 and "c1 line %" in r.stdout,
+      "show c1 from inside the mount: PATH relative to the volume root")
 r = fx.run("take", "remote", v.v("c1"), env=env, cache=False)
 eq(r.returncode, 0, f"take remote c1 by absolute path, no --cache-dir {r.stderr.strip()}")
 both(fx, "c1", REMOTE_C1, "take remote c1")
