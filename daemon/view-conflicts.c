@@ -469,9 +469,14 @@ static int do_resolve(struct view *v, uint64_t id, enum resolve_how how, int mer
                 g_string_printf(err, "the server changed '%s' again since conflict %" PRIu64
                                 " was recorded: reintegrate again (it records the new "
                                 "server version) and choose then", before.path, id);
+        else if (r == -EINVAL && how == RESOLVE_BOTH && !err->len)
+                g_string_printf(err, "conflict %" PRIu64 " ('%s', %s) has no local content to "
+                                "keep beside the server's (the local side removed it or "
+                                "changed only its attributes): choose local or remote", id,
+                                before.path, kind);
         else if (r == -EINVAL && !err->len)
-                g_string_printf(err, "conflict %" PRIu64 " ('%s') cannot be settled as '%s' "
-                                "(not allowed for its kind)", id, before.path,
+                g_string_printf(err, "conflict %" PRIu64 " ('%s', %s) cannot be settled as "
+                                "'%s' (not allowed for its kind)", id, before.path, kind,
                                 resolve_how_to_string(how));
         else if (r < 0 && !err->len)
                 g_string_printf(err, "settling conflict %" PRIu64 " ('%s') failed on the "

@@ -404,6 +404,15 @@ check(f"resolved={cid}" in lines and "path=c1" in lines, f"resolve-merged answer
 both(fx, "c1", SMALL, "resolve-merged inline")
 st, err, _ = raw(v, f"resolve {cid} local")
 eq(st, -2, "a settled conflict's id: -ENOENT")
+r = fx.run("keep-both", "c2")
+check(r.returncode == 0 and "c2.local" in r.stdout, f"keep-both c2 (edit-delete) ({r.stdout.strip()})")
+both(fx, "c2", None, "keep-both c2: the server's deletion stays")
+both(fx, "c2.local", LOCAL_C2, "keep-both c2: the local version beside it")
+for name in ("c3", "c4"):
+    r = fx.run("keep-both", name)
+    check(r.returncode == 1 and "no local content" in r.stderr,
+          f"keep-both {name} ({KINDS[name]}): refused, says why ({r.stderr.strip()})")
+    check(name in (fx.conflicts() or {}), f"keep-both {name} refused: the conflict stays")
 fx.close()
 
 finish()
