@@ -90,8 +90,19 @@ static gboolean on_list_volumes(FcManager1 *m, GDBusMethodInvocation *inv, gpoin
         return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
+static void on_volume_state(void *userdata, const char *name, const char *state,
+                            const char *reason)
+{
+        struct fcd_context *ctx = userdata;
+
+        fc_manager1_set_volume_states(ctx->manager, fcd_volumes_states(ctx->volumes));
+        fc_manager1_emit_volume_state_changed(ctx->manager, name, state, reason);
+}
+
 void fcd_manager_volumes_connect(struct fcd_context *ctx)
 {
+        fc_manager1_set_volume_states(ctx->manager, fcd_volumes_states(ctx->volumes));
+        fcd_volumes_set_state_hook(ctx->volumes, on_volume_state, ctx);
         g_signal_connect(ctx->manager, "handle-add-volume", G_CALLBACK(on_add_volume), ctx);
         g_signal_connect(ctx->manager, "handle-remove-volume", G_CALLBACK(on_remove_volume), ctx);
         g_signal_connect(ctx->manager, "handle-list-volumes", G_CALLBACK(on_list_volumes), ctx);

@@ -181,9 +181,51 @@ static void tmp_name(char *buf, size_t len)
                  __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
 }
 
-/* Copies the backing file bdfd/name into the mirror, through the store. */
+/*
+ * Files copied for one directory are made durable together: their
+ * temporaries are written, then one syncfs(), then each is put in place.  A
+ * copy is never in place (with its identity) before its bytes are on disk.
+ */
+struct batch {
+        GArray *items;          /* struct batch_item */
+};
+struct batch_item {
+        char tmp[64];
+        char *name;
+        struct stat st;
+};
+
+static void batch_item_clear(void *p)
+{
+        g_free(((struct batch_item *)p)->name);
+}
+
+static int batch_install(int mdfd, struct batch *b)
+{
+        int r = 0;
+
+        if (!b->items->len)
+                return 0;
+        if (syncfs(mdfd) < 0)
+                r = -errno;
+        for (guint i = 0; i < b->items->len; i++) {
+                struct batch_item *it = &g_array_index(b->items, struct batch_item, i);
+                int e = r < 0 ? r : install(mdfd, it->tmp, it->name, &it->st, 0);
+
+                if (r < 0)
+                        unlinkat(mdfd, it->tmp, 0);
+                if (e < 0)
+                        log_warn("Failed to mirror '%s' for offline use: %s", it->name,
+                                 strerror(-e));
+        }
+        g_array_set_size(b->items, 0);
+        return r;
+}
+
+/* Copies the backing file bdfd/name into the mirror, through the store;
+ * with @batch, it is put in place by batch_install(). */
 static int copy_file(struct view *v, int bdfd, int mdfd, const char *name,
-                     const struct stat *bst)
+                     const struct stat *bst, struct batch *batch)
 {
         char tmp[64], *buf;
         struct sobj *o = NULL;
@@ -219,9 +261,14 @@ static int copy_file(struct view *v, int bdfd, int mdfd, const char *name,
                 }
                 off += n;
         }
-        if (r == 0 && fsync(tfd) < 0)
+        if (r == 0 && !batch && fsync(tfd) < 0)
                 r = -errno;
-        if (r == 0) {
+        if (r == 0 && batch) {
+                struct batch_item it = { .name = g_strdup(name), .st = *bst };
+
+                g_strlcpy(it.tmp, tmp, sizeof(it.tmp));
+                g_array_append_val(batch->items, it);
+        } else if (r == 0) {
                 close(tfd);
                 tfd = -1;
                 r = install(mdfd, tmp, name, bst, 0);
@@ -264,7 +311,7 @@ static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth);
  * too when recursive (it is then marked complete); else only the directory.
  */
 static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool recursive,
-                      int depth)
+                      int depth, struct batch *batch)
 {
         struct mirror_base have, want;
         struct stat bst, mst;
@@ -322,7 +369,7 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
                 return 0;
         }
         if (S_ISREG(bst.st_mode))
-                return copy_file(v, bdfd, mdfd, name, &bst);
+                return copy_file(v, bdfd, mdfd, name, &bst, batch);
         return copy_special(bdfd, mdfd, name, &bst);
 }
 
@@ -333,25 +380,27 @@ static bool is_tmp(const char *name)
 
 static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth)
 {
+        struct batch batch = { g_array_new(FALSE, TRUE, sizeof(struct batch_item)) };
         struct dirent *de;
         struct stat st;
         int r = 0, dup_fd;
         DIR *d;
 
+        g_array_set_clear_func(batch.items, batch_item_clear);
         dup_fd = openat(bdfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dup_fd < 0)
-                return -errno;
-        d = fdopendir(dup_fd);
-        if (!d) {
-                close(dup_fd);
-                return -errno;
+        if (dup_fd < 0 || !(d = fdopendir(dup_fd))) {
+                r = -errno;
+                if (dup_fd >= 0)
+                        close(dup_fd);
+                g_array_free(batch.items, TRUE);
+                return r;
         }
         while ((de = readdir(d))) {
                 int e;
 
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
                         continue;
-                e = sync_entry(v, bdfd, mdfd, de->d_name, true, depth);
+                e = sync_entry(v, bdfd, mdfd, de->d_name, true, depth, &batch);
                 if (e < 0) {
                         log_warn("Failed to mirror '%s' for offline use: %s", de->d_name,
                                  strerror(-e));
@@ -359,6 +408,13 @@ static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth)
                 }
         }
         closedir(d);
+        {
+                int e = batch_install(mdfd, &batch);
+
+                if (e < 0)
+                        r = e;
+        }
+        g_array_free(batch.items, TRUE);
         /* Entries the backing no longer has (and leftover temporaries). */
         dup_fd = openat(mdfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dup_fd < 0)
@@ -428,7 +484,7 @@ static int sync_path(struct view *v, const char *rel, bool recursive)
                 bool last = !parts[i + 1];
                 int nb, nm;
 
-                r = sync_entry(v, bdfd, mdfd, parts[i], last && recursive, 0);
+                r = sync_entry(v, bdfd, mdfd, parts[i], last && recursive, 0, NULL);
                 if (r < 0 || last)
                         break;
                 nb = openat(bdfd, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

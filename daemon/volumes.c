@@ -22,6 +22,7 @@
 #include <glib/gstdio.h>
 
 #include "volume-config.h"
+#include "volume-link.h"
 #include "volumes.h"
 
 #define RESTARTS_MAX 5             /* deaths in a row before a volume is given up */
@@ -37,6 +38,7 @@ struct volume {
         guint restart_timer;
         unsigned deaths;
         bool removing;
+        struct volume_link *link;  /* reachability of its server (volume-link.h) */
 };
 
 struct fcd_volumes {
@@ -44,6 +46,8 @@ struct fcd_volumes {
         GPtrArray *list;           /* struct volume * */
         char *dir;
         char *view_exe;
+        fcd_volume_state_fn on_state;  /* fcd_volumes_set_state_hook() */
+        void *on_state_data;
 };
 
 static void volume_start(struct volume *vol);
@@ -54,6 +58,7 @@ static void volume_free(struct volume *vol)
                 g_source_remove(vol->child_watch);
         if (vol->restart_timer)
                 g_source_remove(vol->restart_timer);
+        volume_link_free(vol->link);
         volume_config_free(&vol->cfg);
         g_free(vol->conf_path);
         g_free(vol->socket_path);
@@ -179,8 +184,8 @@ static int control_call_job(const char *socket_path, const char *command, const 
         return waited_ms ? -ETIMEDOUT : -ECONNRESET;
 }
 
-static int control_call(const char *socket_path, const char *command, const char *path,
-                        GPtrArray *lines)
+int fcd_control_call(const char *socket_path, const char *command, const char *path,
+                     GPtrArray *lines)
 {
         return control_call_job(socket_path, command, path, lines, NULL, NULL);
 }
@@ -191,7 +196,7 @@ static bool volume_adopt(struct volume *vol)
         g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
         g_autofree char *want = g_strdup_printf("mountpoint=%s", vol->cfg.mountpoint);
 
-        if (control_call(vol->socket_path, "query state", NULL, lines) < 0)
+        if (fcd_control_call(vol->socket_path, "query state", NULL, lines) < 0)
                 return false;
         for (guint i = 0; i < lines->len; i++)
                 if (!strcmp(lines->pdata[i], want))
@@ -232,11 +237,24 @@ static void on_view_exit(GPid pid, gint status, gpointer data)
         vol->restart_timer = g_timeout_add_seconds(1, on_restart_timer, vol);
 }
 
+static void on_link_state(void *userdata, const char *name, const char *state,
+                          const char *reason)
+{
+        struct fcd_volumes *vols = userdata;
+
+        if (vols->on_state)
+                vols->on_state(vols->on_state_data, name, state, reason);
+}
+
 static void volume_start(struct volume *vol)
 {
         const char *argv[] = { vol->vols->view_exe, "--config", vol->conf_path, NULL };
         g_autoptr(GError) error = NULL;
 
+        if (!vol->link)
+                vol->link = volume_link_new(vol->cfg.name, vol->cfg.server, vol->socket_path,
+                                            on_link_state, vol->vols);
+        volume_link_sync(vol->link);
         if (volume_adopt(vol)) {
                 g_message("Volume %s: adopted the view serving %s", vol->cfg.name,
                           vol->cfg.mountpoint);
@@ -439,7 +457,7 @@ int fcd_volumes_remove(struct fcd_volumes *vols, const char *name, struct fc_err
         /* An adopted view is not our child: its holder is the parent of its worker. */
         if (vol->pid)
                 pid = vol->pid;
-        else if (control_call(vol->socket_path, "query state", NULL, lines) >= 0)
+        else if (fcd_control_call(vol->socket_path, "query state", NULL, lines) >= 0)
                 for (guint i = 0; i < lines->len; i++) {
                         int worker;
                         if (sscanf(lines->pdata[i], "pid=%d", &worker) == 1)
@@ -504,6 +522,48 @@ bool fcd_volume_contains(struct fcd_volumes *vols, const char *canonical)
         return volume_of(vols, canonical, NULL, NULL);
 }
 
+struct manual {
+        struct fcd_volumes *vols;
+        char *name;
+        bool disconnect;
+};
+
+/* Main loop: a manual disconnect or reconnect reaches the volume's link. */
+static gboolean on_manual(gpointer data)
+{
+        struct manual *m = data;
+        struct volume *vol;
+
+        g_mutex_lock(&m->vols->lock);
+        vol = find_locked(m->vols, m->name, NULL);
+        g_mutex_unlock(&m->vols->lock);
+        if (vol)
+                volume_link_manual(vol->link, m->disconnect);
+        g_free(m->name);
+        return G_SOURCE_REMOVE;
+}
+
+void fcd_volumes_set_state_hook(struct fcd_volumes *vols, fcd_volume_state_fn fn, void *userdata)
+{
+        vols->on_state = fn;
+        vols->on_state_data = userdata;
+}
+
+GVariant *fcd_volumes_states(struct fcd_volumes *vols)
+{
+        GVariantBuilder b;
+
+        g_variant_builder_init(&b, G_VARIANT_TYPE("a{ss}"));
+        g_mutex_lock(&vols->lock);
+        for (guint i = 0; i < vols->list->len; i++) {
+                struct volume *vol = vols->list->pdata[i];
+
+                g_variant_builder_add(&b, "{ss}", vol->cfg.name, volume_link_state(vol->link));
+        }
+        g_mutex_unlock(&vols->lock);
+        return g_variant_builder_end(&b);
+}
+
 bool fcd_volume_forward(struct fcd_volumes *vols, const char *canonical, const char *cmd_text,
                         struct fcd_progress *progress, const volatile int *cancel,
                         struct fc_result *res, struct fc_error *e, int *r)
@@ -514,6 +574,15 @@ bool fcd_volume_forward(struct fcd_volumes *vols, const char *canonical, const c
 
         if (!volume_of(vols, canonical, &name, &socket_path))
                 return false;
+        if (!strcmp(cmd_text, "disconnect") || !strcmp(cmd_text, "reconnect")) {
+                struct manual *m = g_new0(struct manual, 1);
+
+                /* The link must know, or it would undo a manual disconnect. */
+                m->vols = vols;
+                m->name = g_strdup(name);
+                m->disconnect = cmd_text[0] == 'd';
+                g_main_context_invoke_full(NULL, G_PRIORITY_DEFAULT, on_manual, m, g_free);
+        }
         *r = control_call_job(socket_path, cmd_text, canonical, lines, progress, cancel);
         fc_result_add_str(res, "volume", name);
         for (guint i = 0; i < lines->len; i++) {
@@ -550,7 +619,7 @@ int fcd_volumes_flush_all(struct fcd_volumes *vols, struct fc_result *res)
         g_mutex_unlock(&vols->lock);
         for (guint i = 0; i < sockets->len; i++) {
                 g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
-                int r = control_call(sockets->pdata[i], "flush volume", NULL, lines);
+                int r = fcd_control_call(sockets->pdata[i], "flush volume", NULL, lines);
                 guint64 n = 0;
 
                 for (guint k = 0; k < lines->len; k++)

@@ -42,6 +42,17 @@ int fcd_volumes_add(struct fcd_volumes *vols, const char *name, const char *conf
 /* Stops volume @name (its view unmounts) and removes its NAME.conf. */
 int fcd_volumes_remove(struct fcd_volumes *vols, const char *name, struct fc_error *e);
 
+/* A volume's state changed ("online", "offline", "reintegrating"; why). Main loop. */
+typedef void (*fcd_volume_state_fn)(void *userdata, const char *name, const char *state,
+                                    const char *reason);
+void fcd_volumes_set_state_hook(struct fcd_volumes *vols, fcd_volume_state_fn fn, void *userdata);
+/* name -> state of each volume (a{ss}), floating. */
+GVariant *fcd_volumes_states(struct fcd_volumes *vols);
+
+/* One request on a view's control socket; the answer's lines go into @lines. */
+int fcd_control_call(const char *socket_path, const char *command, const char *path,
+                     GPtrArray *lines);
+
 /* (name, mountpoint, backing) of each volume: ListVolumes' a(sss), floating. */
 GVariant *fcd_volumes_list(struct fcd_volumes *vols);
 

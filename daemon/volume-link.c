@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * volume-link.c: a volume's link to its server (volume-link.h).
+ *
+ * netstate.h decides from NetworkManager, Server= probes and manual
+ * requests whether the server is reachable; this file makes the volume's
+ * view follow: offline -> "disconnect", reintegrating -> "reconnect" (the
+ * view replays its log) and reports the end back to netstate.  The control
+ * calls block, so they run in a worker thread, one at a time per volume;
+ * a change that arrives meanwhile is driven when the running one ends.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "netstate.h"
+#include "volume-link.h"
+#include "volumes.h"
+
+struct volume_link {
+        char *name;
+        char *socket_path;
+        struct netstate *ns;
+        volume_link_state_fn on_state;
+        void *userdata;
+        bool busy;              /* a drive is running */
+        bool again;             /* the wanted state changed while it ran */
+        bool dead;              /* freed while busy: the drive frees it */
+        char state[16];         /* what was last reported */
+        char reason[32];
+};
+
+struct drive {
+        char *socket_path;
+        enum netstate_state want;
+};
+
+static void drive_free(gpointer p)
+{
+        struct drive *d = p;
+
+        g_free(d->socket_path);
+        g_free(d);
+}
+
+/* The view's state ("online", "offline", "reintegrating"), or "" if it does not answer. */
+static void view_state(const char *socket_path, char *out, size_t len)
+{
+        g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
+
+        out[0] = '\0';
+        if (fcd_control_call(socket_path, "query state", NULL, lines) < 0)
+                return;
+        for (guint i = 0; i < lines->len; i++)
+                if (g_str_has_prefix(lines->pdata[i], "state="))
+                        g_strlcpy(out, (char *)lines->pdata[i] + 6, len);
+}
+
+static void drive_thread(GTask *task, gpointer source, gpointer data, GCancellable *cancel)
+{
+        struct drive *d = data;
+        g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
+        char cur[16];
+        int r = 0;
+
+        /* A view just started takes a moment to answer. */
+        for (int i = 0; i < 100; i++) {
+                view_state(d->socket_path, cur, sizeof(cur));
+                if (cur[0])
+                        break;
+                g_usleep(100000);
+        }
+        if (!cur[0])
+                r = -ENOTCONN;
+        else if (d->want == NETSTATE_OFFLINE && !strcmp(cur, "online"))
+                r = fcd_control_call(d->socket_path, "disconnect", NULL, lines);
+        else if (d->want != NETSTATE_OFFLINE && strcmp(cur, "online"))
+                r = fcd_control_call(d->socket_path, "reconnect", NULL, lines);
+        g_task_return_int(task, r);
+}
+
+static void drive(struct volume_link *l);
+
+static void report(struct volume_link *l, const char *state, const char *reason)
+{
+        if (!strcmp(l->state, state) && !strcmp(l->reason, reason))
+                return;
+        g_strlcpy(l->state, state, sizeof(l->state));
+        g_strlcpy(l->reason, reason, sizeof(l->reason));
+        g_message("Volume %s: %s (%s)", l->name, state, reason);
+        if (l->on_state)
+                l->on_state(l->userdata, l->name, state, reason);
+}
+
+static void drive_done(GObject *source, GAsyncResult *res, gpointer data)
+{
+        struct volume_link *l = data;
+        struct drive *d = g_task_get_task_data(G_TASK(res));
+        GError *error = NULL;
+        int r = (int)g_task_propagate_int(G_TASK(res), &error);
+
+        g_clear_error(&error);
+        l->busy = false;
+        if (l->dead) {
+                netstate_free(l->ns);
+                g_free(l->name);
+                g_free(l->socket_path);
+                g_free(l);
+                return;
+        }
+        if (r < 0)
+                g_warning("Volume %s: its view did not go %s: %s", l->name,
+                          d->want == NETSTATE_OFFLINE ? "offline" : "online", g_strerror(-r));
+        if (d->want == NETSTATE_REINTEGRATING && netstate_get(l->ns) == NETSTATE_REINTEGRATING)
+                netstate_reintegration_done(l->ns, r); /* calls on_netstate: online or offline */
+        if (l->again) {
+                l->again = false;
+                drive(l);
+        }
+}
+
+static void drive(struct volume_link *l)
+{
+        struct drive *d;
+        GTask *task;
+
+        if (l->busy) {
+                l->again = true;
+                return;
+        }
+        d = g_new0(struct drive, 1);
+        d->socket_path = g_strdup(l->socket_path);
+        d->want = netstate_get(l->ns);
+        l->busy = true;
+        task = g_task_new(NULL, NULL, drive_done, l);
+        g_task_set_task_data(task, d, drive_free);
+        g_task_run_in_thread(task, drive_thread);
+        g_object_unref(task);
+}
+
+static void on_netstate(void *userdata, enum netstate_state old_state, enum netstate_state new_state,
+                        enum netstate_reason reason)
+{
+        struct volume_link *l = userdata;
+
+        report(l, netstate_state_to_string(new_state), netstate_reason_to_string(reason));
+        if (new_state != NETSTATE_ONLINE)
+                drive(l);
+}
+
+struct volume_link *volume_link_new(const char *name, const char *server, const char *socket_path,
+                                    volume_link_state_fn on_state, void *userdata)
+{
+        struct netstate_options opts = NETSTATE_OPTIONS_INIT;
+        struct netstate_callbacks cb = { .state_changed = on_netstate };
+        struct volume_link *l = g_new0(struct volume_link, 1);
+        int r;
+
+        l->name = g_strdup(name);
+        l->socket_path = g_strdup(socket_path);
+        l->on_state = on_state;
+        l->userdata = userdata;
+        cb.userdata = l;
+        opts.server = server;
+        r = netstate_new(&l->ns, &opts, &cb);
+        if (r < 0) {
+                g_warning("Volume %s: cannot follow the server's reachability: %s", name,
+                          g_strerror(-r));
+                g_free(l->name);
+                g_free(l->socket_path);
+                g_free(l);
+                return NULL;
+        }
+        report(l, netstate_state_to_string(netstate_get(l->ns)),
+               netstate_reason_to_string(netstate_last_reason(l->ns)));
+        return l;
+}
+
+void volume_link_free(struct volume_link *l)
+{
+        if (!l)
+                return;
+        if (l->busy) {
+                l->dead = true;
+                return;
+        }
+        netstate_free(l->ns);
+        g_free(l->name);
+        g_free(l->socket_path);
+        g_free(l);
+}
+
+void volume_link_sync(struct volume_link *l)
+{
+        /* A view left offline (before a restart) comes back when the server is there. */
+        if (l)
+                drive(l);
+}
+
+void volume_link_manual(struct volume_link *l, bool disconnect)
+{
+        if (!l)
+                return;
+        if (disconnect)
+                netstate_disconnect(l->ns);
+        else
+                netstate_reconnect(l->ns);
+}
+
+const char *volume_link_state(const struct volume_link *l)
+{
+        return l ? l->state : "online";
+}
