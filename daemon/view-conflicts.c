@@ -463,6 +463,8 @@ static int do_resolve(struct view *v, uint64_t id, enum resolve_how how, int mer
                 mirror_note(v, skip_slash(res->kept));
         }
         view_change_end(v);
+        if (r >= 0)
+                view_conflicts_recount(v);      /* FCACHE_ECONFLICT lookups follow */
         /* Kernel invalidations only now: they wait for directory locks that a
          * FUSE request queued behind a state switch may hold. */
         if (r == -ESTALE)

@@ -370,6 +370,8 @@ int vnode_lookup(struct view *v, fuse_ino_t parent, int pfd, const char *name,
         if (fd < 0)
                 return -errno;
         r = vnode_fill_stat(v, fd, &st);
+        if (r == 0 && !view_offline(v))
+                r = view_conflict_errno(v, st.st_ino); /* listed by readdir, not usable */
         if (r < 0) {
                 close(fd);
                 return r;

@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fcachectl.h"
 #include "reintegrate.h"
 #include "view.h"
 
@@ -135,6 +136,7 @@ int view_oplog_open(struct view *v)
                 return r;
         v->mirror_path = g_build_filename(v->cfg->cache_dir, "mirror", NULL);
         v->state = load_state(v);
+        view_conflicts_recount(v);
         if (v->state == VIEW_OFFLINE)
                 log_info("Volume starts offline (as it was left), serving the local mirror");
         return 0;
@@ -479,6 +481,7 @@ int view_reconnect(struct view *v, GString *out, GString *err)
                 pthread_mutex_unlock(&v->offline_lock);
         }
         pthread_rwlock_unlock(&v->mode_lock);
+        view_conflicts_recount(v);
         invalidate_nodes(v, ids);
         log_info("Volume is online: %" PRIu64 " records, %" PRIu64 " applied, %" PRIu64
                  " already there, %" PRIu64 " merged, %" PRIu64 " conflicts, %" PRIu64 " held",
@@ -508,6 +511,34 @@ int view_reintegration_dry_run(struct view *v, GString *out, GString *err)
                 g_string_append_c(out, '\n');
         free(text);
         return 0;
+}
+
+void view_conflicts_recount(struct view *v)
+{
+        uint64_t n = 0;
+
+        pthread_mutex_lock(&v->offline_lock);
+        oplog_count(v->oplog, OPLOG_CONFLICT, &n);
+        pthread_mutex_unlock(&v->offline_lock);
+        __atomic_store_n(&v->conflicts, (unsigned)n, __ATOMIC_RELEASE);
+}
+
+int view_conflict_errno(struct view *v, uint64_t ino)
+{
+        fcache_conflict_kind k;
+        char kind[32];
+        uint64_t lid;
+        int r = 0;
+
+        if (!__atomic_load_n(&v->conflicts, __ATOMIC_ACQUIRE))
+                return 0;
+        pthread_mutex_lock(&v->offline_lock);
+        if (oplog_find_ino(v->oplog, ino, &lid) == 0 &&
+            oplog_object_conflict(v->oplog, lid, kind) == 1 &&
+            fcache_conflict_kind_from_string(&k, kind) == 0 && fcache_conflict_kind_is_structural(k))
+                r = -FCACHE_ECONFLICT;
+        pthread_mutex_unlock(&v->offline_lock);
+        return r;
 }
 
 void view_state_out(struct view *v, GString *out)

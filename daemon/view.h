@@ -81,6 +81,7 @@ struct view {
         struct oplog *oplog;    /* protected by offline_lock: CacheDir/offline */
         int state;              /* VIEW_ONLINE, VIEW_OFFLINE, VIEW_REINTEGRATING (atomic) */
         int mirror_fd;          /* O_PATH|O_DIRECTORY on CacheDir/mirror */
+        unsigned conflicts;     /* records kept as conflicts (atomic; 0: no lookup asks) */
         dev_t mirror_dev;
 
         int control_fd;         /* listening control socket */
@@ -210,6 +211,10 @@ int view_disconnect(struct view *v, GString *err);
 int view_reconnect(struct view *v, GString *out, GString *err);
 int view_reintegration_dry_run(struct view *v, GString *out, GString *err);
 void view_state_out(struct view *v, GString *out);
+/* Recounts the conflicts (after a reconnect or a resolve). */
+void view_conflicts_recount(struct view *v);
+/* Online: -FCACHE_ECONFLICT when server inode ino is held by a structural conflict. */
+int view_conflict_errno(struct view *v, uint64_t ino);
 
 /* view-mirror.c: the local mirror of the pinned subtrees (see there). */
 #define MIRROR_COMPLETE 1u      /* a directory every entry of which is mirrored */

@@ -31,7 +31,13 @@ def tree(root):
         for name in dirnames + filenames:
             p = os.path.join(dirpath, name)
             rel = os.path.relpath(p, root)
-            st = os.lstat(p)
+            try:
+                st = os.lstat(p)
+            except OSError as e:
+                if e.errno != errno.EUCLEAN:
+                    raise
+                out[rel] = ("conflict", 0, None)
+                continue
             if stat.S_ISDIR(st.st_mode):
                 out[rel] = ("dir", stat.S_IMODE(st.st_mode), None)
             elif stat.S_ISLNK(st.st_mode):
@@ -60,6 +66,7 @@ def main():
     write_file(b("proj", "sub", "c.bin"), os.urandom(300000))
     write_file(b("proj", "notes.txt"), text(LINES))
     write_file(b("proj", "clash.txt"), text(LINES))
+    write_file(b("proj", "gone.txt"), b"to be deleted offline\n")
     os.symlink("a.txt", b("proj", "link"))
     os.chmod(b("proj", "b.txt"), 0o640)
     write_file(b("elsewhere", "x"), b"not pinned\n")
@@ -108,6 +115,7 @@ def main():
     mine = list(LINES)
     mine[0] = "line 1, mine\n"
     write_file(v("proj", "notes.txt"), text(mine))
+    os.unlink(v("proj", "gone.txt"))           # the server edits it meanwhile
     clash_mine = list(LINES)
     clash_mine[4] = "line 5, mine\n"
     write_file(v("proj", "clash.txt"), text(clash_mine))
@@ -131,6 +139,7 @@ def main():
     clash_theirs[4] = "line 5, theirs\n"
     write_file(b("proj", "clash.txt"), text(clash_theirs))
     write_file(b("proj", "server-new.txt"), b"from the server\n")
+    write_file(b("proj", "gone.txt"), b"edited on the server\n")
 
     dry = vol.ctl("query reintegration")
     lines = dry["_lines"]
@@ -147,7 +156,8 @@ def main():
     # ---- reconnect
     q = vol.ctl("reconnect")
     eq(q["state"], "online", "reconnect answers state=online")
-    eq((q["conflicts"], q["merged"]), ("1", "1"), "reconnect: one conflict, one clean merge")
+    eq((q["conflicts"], q["merged"]), ("2", "1"),
+       "reconnect: two conflicts (overlapping edits, delete vs edit), one clean merge")
     merged = list(LINES)
     merged[0] = "line 1, mine\n"
     merged[15] = "line 16, theirs\n"
@@ -164,19 +174,34 @@ def main():
         "clash.txt": ("file", 0o644, text(clash_theirs)),
         "server-new.txt": ("file", 0o644, b"from the server\n"),
         "link2": ("link", 0, "new.txt"),
+        "gone.txt": ("file", 0o644, b"edited on the server\n"),
     })
     del model["b.txt"]
     del model["sub/c.bin"]
     eq(tree(b("proj")), model,
        "after reconnect the server holds exactly the model: offline changes applied, the"
        " both-sides text edit merged, the overlapping edit's server version kept")
+    check("gone.txt" in os.listdir(v("proj")),
+          "a structurally conflicted file is still listed (delete vs edit)")
+    eq(err_of(lambda: os.stat(v("proj", "gone.txt"))), errno.EUCLEAN,
+       "but using it fails with FCACHE_ECONFLICT (EUCLEAN)")
     seen = tree(v("proj"))
-    eq({k: seen.get(k) for k in set(seen) | set(model) if seen.get(k) != model.get(k)}, {},
+    model_view = dict(model, **{"gone.txt": ("conflict", 0, None)})
+    eq({k: seen.get(k) for k in set(seen) | set(model_view) if seen.get(k) != model_view.get(k)},
+       {},
        "and the view shows the same (differences listed)")
     eq(os.stat(b("proj", "new.txt")).st_ino, os.stat(b("proj", "hardlink")).st_ino,
        "the offline hard link is a hard link on the server")
     eq(os.getxattr(b("proj", "new.txt"), "user.tag"), b"offline", "the offline xattr reached the server")
-    eq(vol.state()["conflicts"], "1", "query state: the conflict is kept")
+    eq(vol.state()["conflicts"], "2", "query state: the conflicts are kept")
+    ids = [ln.split("=", 1)[1].split() for ln in vol.ctl("query conflicts")["_lines"]
+           if ln.startswith("conflict=")]
+    gone = [c[0] for c in ids if c[2] == "proj/gone.txt"]
+    eq([c[1] for c in ids if c[2] == "proj/gone.txt"], ["delete-edit"],
+       "query conflicts: gone.txt is a delete-edit conflict")
+    vol.ctl(f"resolve {gone[0]} remote")
+    eq(read_file(v("proj", "gone.txt")), b"edited on the server\n",
+       "resolved (take remote): the file is usable again")
 
     # ---- a crash while offline
     vol.ctl("disconnect")
