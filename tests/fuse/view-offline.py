@@ -230,7 +230,36 @@ def main():
        "a file the server gained is mirrored when the pin is walked again")
     vol.ctl("reconnect")
     vol.stop()
+    disk_full()
     finish()
+
+
+def disk_full():
+    """Offline edits beyond Reserve: ENOSPC to the writer, nothing accepted then lost."""
+    vol = Volume("enospc", lease="1s", cache_size="64M", reserve="2M")
+    os.makedirs(vol.b("p"))
+    write_file(vol.b("p", "seed"), b"seed\n")
+    vol.start()
+    vol.ctl("pin recursive", "p")
+    vol.ctl("disconnect")
+    accepted = {}
+    refused = None
+    for i in range(40):
+        name = f"chunk{i}"
+        data = bytes([i]) * 256 * 1024
+        try:
+            write_file(vol.v("p", name), data)
+            accepted[name] = data
+        except OSError as e:
+            refused = e.errno
+            break
+    eq(refused, errno.ENOSPC, "offline writes past Reserve fail with ENOSPC")
+    check(len(accepted) >= 2, f"writes before that were accepted ({len(accepted)} of 256 KiB)")
+    q = vol.ctl("reconnect")
+    eq(q["state"], "online", "reconnect after the disk-full episode")
+    got = {n: read_file(vol.b("p", n)) for n in accepted}
+    eq(got, accepted, "every accepted offline write reached the server")
+    vol.stop()
 
 
 if __name__ == "__main__":
