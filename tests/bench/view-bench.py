@@ -10,7 +10,16 @@ and sshfs, one run, same data (issue 5):
 
 Ratios are to raw (higher is better: raw_time / time).  Peers that cannot
 run here (no rclone, no sshd) are reported as missing, not failed.
-Environment: FCACHE_BENCH_DIR (default /var/tmp), FCACHE_BENCH_GIB (default 1).
+Environment: FCACHE_BENCH_DIR (default /var/tmp), FCACHE_BENCH_GIB (default 1),
+FCACHE_BENCH_ROUNDS (interleaved raw/view rounds, default 5),
+FCACHE_BENCH_PEERS (comma-separated, default "rclone,sshfs"; empty for none).
+
+After the raw/view rounds it prints how the kernel holds the big file in its
+page cache on each side (folios and their mean size, from /proc/self/pagemap
+and /proc/kpageflags): the warm rows compare two page caches, and a FUSE
+inode's page cache is made of 4 KiB folios where ext4 uses large ones, which
+is most of what separates the view's warm reads from raw (see
+daemon/view.md, Performance).
 """
 import json
 import os
@@ -80,6 +89,59 @@ def create_all(root):
     return time.perf_counter() - t
 
 
+def folio_census(path, nbytes=64 << 20):
+    """Folios of the first nbytes of path in the page cache: maps the file,
+    touches each page (no I/O when cached) and classifies the page frames by
+    /proc/kpageflags (bit 15 compound head, bit 16 compound tail)."""
+    import mmap
+    import struct
+    st = os.stat(path)
+    n = min(nbytes, st.st_size) // 4096
+    if n == 0:
+        return None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        m = mmap.mmap(fd, n * 4096, prot=mmap.PROT_READ)
+    finally:
+        os.close(fd)
+    try:
+        for i in range(n):
+            m[i * 4096]
+        start = None
+        with open("/proc/self/maps") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) >= 6 and int(fields[4]) == st.st_ino and fields[1].startswith("r"):
+                    lo, hi = (int(x, 16) for x in fields[0].split("-"))
+                    if hi - lo == n * 4096:
+                        start = lo
+        if start is None:
+            return None
+        heads = tails = small = 0
+        with open("/proc/self/pagemap", "rb") as pm, open("/proc/kpageflags", "rb") as kf:
+            pm.seek(start // 4096 * 8)
+            entries = struct.unpack(f"{n}Q", pm.read(n * 8))
+            for e in entries:
+                if not e >> 63:
+                    continue
+                kf.seek((e & ((1 << 55) - 1)) * 8)
+                flags = struct.unpack("Q", kf.read(8))[0]
+                if flags >> 15 & 1:
+                    heads += 1
+                elif flags >> 16 & 1:
+                    tails += 1
+                else:
+                    small += 1
+    except OSError:
+        return None
+    finally:
+        m.close()
+    pages = heads + tails + small
+    folios = heads + small
+    return {"pages": pages, "folios": folios,
+            "mean_folio_KiB": pages * 4 / folios if folios else 0.0}
+
+
 def measure(name, root, tag, size):
     big = os.path.join(root, "big")
     r = {}
@@ -121,13 +183,21 @@ def measure_interleaved(roots, size, rounds=5):
             if k < 3:
                 res[n]["create"].append(create_all(os.path.join(roots[n], f"create-{n}-{k}")))
     out = {}
+    census = {n: folio_census(os.path.join(roots[n], "big")) for n in names}
     for n in names:
         r = {key: sorted(v)[len(v) // 2] for key, v in res[n].items()}
+        if census[n]:
+            r["page_cache"] = census[n]
         r["seqread_MBps"] = size / r["seqread"] / 1e6
         print(f"  {n:8s} seqread {r['seqread']:.3f}s ({r['seqread_MBps']:.0f} MB/s)  "
               f"randread {r['randread']:.3f}s  stat {r['stat']:.3f}s  create {r['create']:.3f}s"
-              f"  (medians of {rounds}/{rounds}/{rounds}/3, interleaved)", flush=True)
+              f"  (medians of {rounds}/{rounds}/{rounds}/{min(rounds, 3)}, interleaved)", flush=True)
         out[n] = r
+    for n in names:
+        c = census[n]
+        if c:
+            print(f"  {n:8s} page cache of big (first 64 MiB): {c['pages']} pages resident in "
+                  f"{c['folios']} folios, mean folio {c['mean_folio_KiB']:.0f} KiB", flush=True)
     return out
 
 
@@ -158,11 +228,16 @@ def main():
         vol = viewlib.Volume("bench", backing=back, lease="600s", cache_size=f"{int(gib * 2) + 1}G")
         vol.start()
         cleanups.append(vol.stop)
-        results.update(measure_interleaved({"raw": back, "view": vol.mnt}, size))
+        rounds = int(os.environ.get("FCACHE_BENCH_ROUNDS", "5"))
+        results.update(measure_interleaved({"raw": back, "view": vol.mnt}, size, rounds))
         vol.stop()
 
+        peers = [p.strip() for p in os.environ.get("FCACHE_BENCH_PEERS", "rclone,sshfs").split(",")
+                 if p.strip()]
         rclone = shutil.which("rclone")
-        if rclone:
+        if "rclone" not in peers:
+            pass
+        elif rclone:
             rmnt = os.path.join(top, "rclone")
             os.mkdir(rmnt)
             rp = subprocess.Popen([rclone, "mount", back, rmnt, "--vfs-cache-mode", "full",
@@ -182,7 +257,9 @@ def main():
             print("  rclone   missing (apt-get install rclone)")
 
         sshd_path = shutil.which("sshd") or "/usr/sbin/sshd"
-        if shutil.which("sshfs") and os.access(sshd_path, os.X_OK):
+        if "sshfs" not in peers:
+            pass
+        elif shutil.which("sshfs") and os.access(sshd_path, os.X_OK):
             import importlib.util
             spec = importlib.util.spec_from_file_location(
                 "vs", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuse", "view-sshfs.py"))
