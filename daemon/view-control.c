@@ -358,7 +358,7 @@ static int execute(struct view *v, const char *cmdline, const char *path, struct
         case VERB_RECONNECT:
                 r = view_reconnect(v, o->s, err);
                 if (r >= 0)
-                        view_state_out(v, o->s);
+                        kv(o, "state=%s", view_state_name(v));
                 break;
         case VERB_QUERY_REINTEGRATION:
                 r = view_reintegration_dry_run(v, o->s, err);

@@ -78,6 +78,17 @@ static int set_base(int dfd, const char *name, const struct mirror_base *b)
         return set_x(dfd, name, XATTR_BASE, b, sizeof(*b));
 }
 
+int mirror_take_identity(int dfd, const char *name, const struct mirror_base *b)
+{
+        char p[PATH_MAX];
+        int r = set_base(dfd, name, b);
+
+        entry_path(p, sizeof(p), dfd, name);
+        if (r == 0 && lremovexattr(p, XATTR_LID) < 0 && errno != ENODATA)
+                r = -errno;
+        return r;
+}
+
 int mirror_get_lid(int dfd, const char *name, uint64_t *lid)
 {
         ssize_t n = get_x(dfd, name, XATTR_LID, lid, sizeof(*lid));

@@ -344,6 +344,50 @@ int offline_note_rename(struct view *v, uint64_t plid, const char *name, uint64_
         return note_result(r, "rename");
 }
 
+bool offline_is_atomic_save(int pfd, const char *name, int npfd, const char *newname,
+                            unsigned flags, struct mirror_base *dest_base)
+{
+        struct mirror_base b;
+        struct stat src, dst;
+        uint64_t lid;
+
+        if (flags || mirror_get_base(pfd, name, &b) == 0 || mirror_get_lid(pfd, name, &lid) < 0 ||
+            mirror_get_base(npfd, newname, dest_base) < 0)
+                return false;
+        if (fstatat(pfd, name, &src, AT_SYMLINK_NOFOLLOW) < 0 ||
+            fstatat(npfd, newname, &dst, AT_SYMLINK_NOFOLLOW) < 0)
+                return false;
+        return S_ISREG(src.st_mode) && S_ISREG(dst.st_mode) && src.st_nlink == 1 &&
+               dst.st_nlink == 1;
+}
+
+int offline_note_atomic_save(struct view *v, uint64_t plid, const char *name, uint64_t lid,
+                             uint64_t dest_lid, int npfd, const char *newname,
+                             const struct mirror_base *dest_base)
+{
+        struct stat st;
+        int fd, r;
+
+        fd = openat(npfd, newname, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        pthread_mutex_lock(&v->offline_lock);
+        /* The temporary goes (its create and content cancel), the file gets its bytes. */
+        r = oplog_record_unlink(v->oplog, plid, name, lid);
+        if (r == 0)
+                r = oplog_record_content(v->oplog, dest_lid, fd);
+        if (r == 0 && fstat(fd, &st) == 0 && (st.st_mode & 07777) != (dest_base->mode & 07777)) {
+                struct oplog_setattr sa = { .mask = OPLOG_SET_MODE, .mode = st.st_mode & 07777 };
+
+                r = oplog_record_setattr(v->oplog, dest_lid, &sa);
+        }
+        if (r == 0)
+                r = mirror_take_identity(npfd, newname, dest_base);
+        pthread_mutex_unlock(&v->offline_lock);
+        close(fd);
+        return note_result(r, "save (rename over a file)");
+}
+
 int offline_note_setattr(struct view *v, uint64_t lid, const struct oplog_setattr *sa)
 {
         int r;

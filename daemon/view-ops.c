@@ -780,10 +780,11 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 {
         struct view *v = V(req);
         uint64_t plid = 0, lid = 0, nplid = 0, other = 0;
+        struct mirror_base dest_base;
         struct vnode *np, *p;
         struct stat victim;
         struct creds c;
-        bool had, offline;
+        bool had, offline, save;
         int r = 0, npfd, pfd;
 
         view_change_begin(v);
@@ -803,6 +804,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
         }
         had = !(flags & RENAME_EXCHANGE) &&
               fstatat(npfd, newname, &victim, AT_SYMLINK_NOFOLLOW) == 0;
+        save = offline && offline_is_atomic_save(pfd, name, npfd, newname, flags, &dest_base);
         if (offline) {
                 struct stat tmp;
 
@@ -818,7 +820,9 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
                 r = renameat2(pfd, name, npfd, newname, flags) < 0 ? -errno : 0;
                 creds_leave(&c);
         }
-        if (r >= 0 && offline)
+        if (r >= 0 && save)
+                r = offline_note_atomic_save(v, plid, name, lid, other, npfd, newname, &dest_base);
+        else if (r >= 0 && offline)
                 r = offline_note_rename(v, plid, name, lid, nplid, newname, other, flags);
         else if (r >= 0) {
                 mirror_note_change(v, pfd, name);

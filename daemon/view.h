@@ -187,6 +187,7 @@ int view_open_path(struct view *v, const char *path, int flags);
  * reach the server.
  */
 #define OFFLINE_INO_BASE (1ULL << 61)
+struct mirror_base;
 int view_oplog_open(struct view *v);
 const char *view_state_name(struct view *v);
 bool view_offline(struct view *v);      /* serving the mirror (offline or reintegrating) */
@@ -204,6 +205,17 @@ int offline_note_unlink(struct view *v, uint64_t plid, const char *name, uint64_
 int offline_note_rename(struct view *v, uint64_t plid, const char *name, uint64_t lid,
                         uint64_t nplid, const char *newname, uint64_t other, unsigned flags);
 int offline_note_setattr(struct view *v, uint64_t lid, const struct oplog_setattr *sa);
+/*
+ * An editor's atomic save: a file made offline renamed over a server file.
+ * offline_is_atomic_save() before the rename (fills *dest_base); after it,
+ * offline_note_atomic_save() logs it as new content of the server file
+ * (the temporary's create cancels), so reintegration merges it like an edit.
+ */
+bool offline_is_atomic_save(int pfd, const char *name, int npfd, const char *newname,
+                            unsigned flags, struct mirror_base *dest_base);
+int offline_note_atomic_save(struct view *v, uint64_t plid, const char *name, uint64_t lid,
+                             uint64_t dest_lid, int npfd, const char *newname,
+                             const struct mirror_base *dest_base);
 int offline_note_content(struct view *v, uint64_t lid, int fd);
 int offline_note_xattr(struct view *v, uint64_t lid, const char *name, const void *value,
                        size_t size, int flags, bool remove);
@@ -231,6 +243,8 @@ int mirror_get_base(int dfd, const char *name, struct mirror_base *b);
 int mirror_get_lid(int dfd, const char *name, uint64_t *lid);
 int mirror_set_lid(int dfd, const char *name, uint64_t lid);
 bool mirror_xattr_hidden(const char *name);
+/* dfd/name becomes the mirror of the server object @b describes (no longer a new one). */
+int mirror_take_identity(int dfd, const char *name, const struct mirror_base *b);
 /* Mirrors volume path rel (and its subtree when recursive) from the backing;
  * -EHOSTDOWN while offline. */
 int mirror_sync_path(struct view *v, const char *rel, bool recursive);

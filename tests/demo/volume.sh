@@ -49,9 +49,6 @@ kill -9 "$worker"
 step sh -c "tail -n 1 <&7"
 exec 7<&-
 step "$fc" query state "$vol"
-echo
-echo "(Disconnected operation, offline edits, reintegration and conflict resolution are"
-echo "built as libraries, libfcache-offline and merge/, with their own tests; wiring them"
-echo "into the volume is the next step.)"
+source "$top/tests/demo/offline.sh"
 step busctl call org.fcache.Manager1 /org/fcache/Manager1 org.fcache.Manager1 RemoveVolume s demo
 for _ in $(seq 100); do mountpoint -q "$vol" || break; sleep 0.05; done

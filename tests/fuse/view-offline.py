@@ -114,11 +114,14 @@ def main():
     os.rename(v("proj", "replacement"), v("proj", "link"))     # replaces the symlink
     mine = list(LINES)
     mine[0] = "line 1, mine\n"
-    write_file(v("proj", "notes.txt"), text(mine))
+    # An editor's save: a new file renamed over the old one (sed -i, vim, ...).
+    write_file(v("proj", ".notes.txt.swp"), text(mine))
+    os.rename(v("proj", ".notes.txt.swp"), v("proj", "notes.txt"))
     os.unlink(v("proj", "gone.txt"))           # the server edits it meanwhile
     clash_mine = list(LINES)
     clash_mine[4] = "line 5, mine\n"
-    write_file(v("proj", "clash.txt"), text(clash_mine))
+    write_file(v("proj", ".clash.tmp"), text(clash_mine))
+    os.rename(v("proj", ".clash.tmp"), v("proj", "clash.txt"))
     eq(read_file(v("proj", "a.txt")), b"alpha, edited offline\n",
        "offline edits read back at once")
     eq(sorted(os.listdir(v("proj"))),
@@ -199,6 +202,8 @@ def main():
     gone = [c[0] for c in ids if c[2] == "proj/gone.txt"]
     eq([c[1] for c in ids if c[2] == "proj/gone.txt"], ["delete-edit"],
        "query conflicts: gone.txt is a delete-edit conflict")
+    eq([c[1] for c in ids if c[2] == "proj/clash.txt"], ["content"],
+       "query conflicts: clash.txt (saved offline through a rename) is a content conflict")
     vol.ctl(f"resolve {gone[0]} remote")
     eq(read_file(v("proj", "gone.txt")), b"edited on the server\n",
        "resolved (take remote): the file is usable again")
