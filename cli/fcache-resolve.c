@@ -951,13 +951,6 @@ static int cmd_edit(const char *path)
 
         if (r)
                 return r;
-        if (!strcmp(c.kind, "create-create")) {
-                r = fail("'%s' was created on both sides: editing it is not supported yet "
-                         "(the volume cannot merge a name both sides created); choose with "
-                         "'take remote' or 'keep-both'", c.path);
-                conflict_clear(&c);
-                return r;
-        }
         r = get_versions(c.id, &v);
         if (r) {
                 conflict_clear(&c);

@@ -284,6 +284,51 @@ static int settle(struct oplog *log, struct oplog_object *o, const struct found 
         return e;
 }
 
+/*
+ * A name both sides created, settled local or merged: the local (or merged)
+ * content replaces the server's file, and the object created offline becomes
+ * that server file (its create is done, not replayed), so the records held
+ * behind the conflict apply to it.
+ */
+static int adopt_server_name(struct oplog *log, struct oplog_object *o, const struct found *f,
+                             enum resolve_how how, int merged_fd, int pfd, const char *name,
+                             const struct stat *st, uint64_t *count)
+{
+        struct stat pst;
+        uint64_t plid;
+        char *data = NULL, *nm;
+        size_t size = 0;
+        int e;
+
+        if (!S_ISREG(st->st_mode) || !S_ISREG(o->type ? o->type : S_IFREG))
+                return -EINVAL; /* only regular files have a content to take */
+        if (fstat(pfd, &pst) < 0)
+                return -errno;
+        e = oplog_find_ino(log, pst.st_ino, &plid);
+        if (e < 0)
+                return e;
+        if (how == RESOLVE_MERGED)
+                e = read_fd(merged_fd, &data, &size);
+        else if (f->local[0])
+                e = fcache_merge_store_get((void **)&data, &size, oplog_store(log), f->local);
+        if (e >= 0)
+                e = put_file(pfd, name, data, size, st->st_mode, false, !oplog_no_fsync(log));
+        free(data);
+        if (e < 0)
+                return e;
+        nm = strdup(name);
+        if (!nm)
+                return -ENOMEM;
+        free(o->srv_name);
+        o->srv_name = nm;
+        o->srv_parent = plid;
+        o->local = false;
+        e = rebase(log, o, pfd, name);
+        if (e >= 0)
+                e = settle(log, o, f, true, how == RESOLVE_MERGED ? "merged" : "local", count);
+        return e;
+}
+
 int resolve_conflict(struct oplog *log, int backing_dirfd, uint64_t conflict_id,
                      enum resolve_how how, int merged_fd,
                      const struct reintegrate_options *opts, struct resolve_outcome *out)
@@ -328,6 +373,11 @@ int resolve_conflict(struct oplog *log, int backing_dirfd, uint64_t conflict_id,
         if (strcmp(now, f.remote) != 0) {
                 e = -ESTALE;
                 goto done;
+        }
+        if (o.local && !strcmp(f.kind, "create-create") &&
+            (how == RESOLVE_LOCAL || how == RESOLVE_MERGED)) {
+                e = adopt_server_name(log, &o, &f, how, merged_fd, pfd, name, &st, &count);
+                goto replay;
         }
         switch (how) {
         case RESOLVE_REMOTE:

@@ -432,24 +432,7 @@ static int do_resolve(struct view *v, uint64_t id, enum resolve_how how, int mer
         r = conflict_lookup_row(v, id, &before.path, &kind, NULL, err);
         if (r >= 0) {
                 before.ino = path_ino(v, before.path);
-                if (!strcmp(kind, "create-create") &&
-                    (how == RESOLVE_LOCAL || how == RESOLVE_MERGED)) {
-                        /*
-                         * resolve.c replays the offline create, which meets the
-                         * server's file again, and a merged file created offline
-                         * gets no server location, so its held records conflict
-                         * again: refused rather than looping.
-                         */
-                        g_string_printf(err, "conflict %" PRIu64 " ('%s', create-create): "
-                                        "'%s' is not supported yet for a name both sides "
-                                        "created (the replay would meet the server's file "
-                                        "again); choose remote or both", id, before.path,
-                                        resolve_how_to_string(how));
-                        r = -EOPNOTSUPP;
-                } else {
-                        r = resolve_conflict(v->oplog, v->root_fd, id, how, merged_fd, &opts,
-                                             res);
-                }
+                r = resolve_conflict(v->oplog, v->root_fd, id, how, merged_fd, &opts, res);
         }
         /* A replayed record that met the server again is a new conflict on the path. */
         if (r >= 0 && collect(v, before.path, 0, &again) < 0)

@@ -299,23 +299,12 @@ r = fx.run("take", "remote", "c4")
 eq(r.returncode, 0, "take remote c4 (mode)")
 eq(mode_of(v.b("c4")), 0o640, "take remote c4: backing mode 0640")
 eq(mode_of(v.v("c4")), 0o640, "take remote c4: through the mountpoint")
-# local (and merged) of a name both sides created: resolve.c would replay the
-# create into the server's file again, so the view refuses it (not yet supported).
+# local of a name both sides created: the local file replaces the server's,
+# and the object made offline becomes that server file.
 r = fx.run("take", "local", "cc")
-check(r.returncode == 1 and "not supported" in r.stderr,
-      f"take local cc (create-create): refused for now ({r.stderr.strip()})")
-st, err, _ = raw(v, f"resolve {fx.conflicts()['cc']['id']} local")
-eq(st, -95, "resolve local of a create-create: -EOPNOTSUPP")
-st, err, _ = raw(v, f"resolve-merged {fx.conflicts()['cc']['id']} "
-                 + base64.b64encode(b"x\n").decode())
-eq(st, -95, "resolve-merged of a create-create: -EOPNOTSUPP")
-r = fx.run("edit", "cc", env={"EDITOR": "false"})
-check(r.returncode == 1 and "not supported" in r.stderr, "edit cc: refused before the editor")
-both(fx, "cc", REMOTE_CC, "refused: the server's cc untouched")
-r = fx.run("take", "remote", "cc")
-eq(r.returncode, 0, "take remote cc (create-create)")
-both(fx, "cc", REMOTE_CC, "take remote cc")
-check(not os.path.exists(v.b("cc.local")), "take remote cc: no copy beside")
+eq(r.returncode, 0, f"take local cc (create-create) {r.stderr.strip()}")
+both(fx, "cc", LOCAL_CC, "take local cc: the local creation replaces the server's")
+check(not os.path.exists(v.b("cc.local")), "take local cc: no copy beside")
 eq(fx.conflicts(), {}, "fixture B: all settled")
 fx.close()
 
