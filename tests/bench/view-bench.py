@@ -186,6 +186,7 @@ def measure_interleaved(roots, size, rounds=5):
     census = {n: folio_census(os.path.join(roots[n], "big")) for n in names}
     for n in names:
         r = {key: sorted(v)[len(v) // 2] for key, v in res[n].items()}
+        r["samples"] = res[n]                 # every round's time, to judge the spread
         if census[n]:
             r["page_cache"] = census[n]
         r["seqread_MBps"] = size / r["seqread"] / 1e6
