@@ -42,6 +42,77 @@ struct loop {
         pthread_cond_t done;
         unsigned running;       /* protected by lock */
         bool init_saved;        /* protected by lock */
+        /* The INIT this worker answers: its unique id and the flags the
+         * kernel offered (see init_reply_patch). */
+        uint64_t init_unique;   /* written before libfuse processes the INIT */
+        uint32_t init_offered;
+};
+
+/* Shared with the FUSE threads, which are not joined: never freed. */
+static struct loop g_loop;
+
+/* Kernel INIT flags libfuse 3.14 cannot negotiate (it has no FUSE_CAP_ for
+ * them) that the view wants, each only when the kernel offers it:
+ *
+ * FUSE_HANDLE_KILLPRIV_V2: the filesystem kills set-id bits and
+ * capabilities on write, truncate and chown, as the view does already (the
+ * backing does it, the caller's fsuid being in force), and the kernel then
+ * marks the superblock SB_NOSEC: after the first write to an inode finds no
+ * security.capability, later writes skip that check.  Without it every
+ * write(2) costs a FUSE_GETXATTR round trip before its FUSE_WRITE. */
+#define VIEW_INIT_FLAGS FUSE_HANDLE_KILLPRIV_V2
+
+static void note_init(const void *mem, size_t len)
+{
+        const struct fuse_in_header *in = mem;
+        const struct fuse_init_in *ii = (const void *)(in + 1);
+
+        /* flags sits in the first 16 bytes of fuse_init_in, which every
+         * protocol minor sends. */
+        if (len < sizeof(*in) + offsetof(struct fuse_init_in, flags) + sizeof(ii->flags))
+                return;
+        __atomic_store_n(&g_loop.init_offered, ii->flags, __ATOMIC_RELAXED);
+        __atomic_store_n(&g_loop.init_unique, in->unique, __ATOMIC_RELEASE);
+}
+
+/* Adds VIEW_INIT_FLAGS to libfuse's INIT reply.  A replayed INIT (takeover)
+ * is patched alike, so the successor's libfuse state matches what the first
+ * worker negotiated (the kernel drops that reply anyway). */
+static void init_reply_patch(struct iovec *iov, int count)
+{
+        struct fuse_out_header *oh;
+        struct fuse_init_out *o;
+        uint64_t unique = __atomic_load_n(&g_loop.init_unique, __ATOMIC_ACQUIRE);
+
+        if (!unique || count < 2 || iov[0].iov_len != sizeof(*oh))
+                return;
+        oh = iov[0].iov_base;
+        if (oh->unique != unique || oh->error != 0 ||
+            iov[1].iov_len < offsetof(struct fuse_init_out, flags) + sizeof(o->flags))
+                return;
+        __atomic_store_n(&g_loop.init_unique, 0, __ATOMIC_RELAXED);
+        o = iov[1].iov_base;
+        o->flags |= g_loop.init_offered & VIEW_INIT_FLAGS;
+        if (g_loop.init_offered & VIEW_INIT_FLAGS & FUSE_HANDLE_KILLPRIV_V2)
+                log_debug("FUSE_HANDLE_KILLPRIV_V2 negotiated");
+}
+
+static ssize_t io_writev(int fd, struct iovec *iov, int count, void *ud)
+{
+        (void)ud;
+        init_reply_patch(iov, count);
+        return writev(fd, iov, count);
+}
+
+static ssize_t io_read(int fd, void *buf, size_t len, void *ud)
+{
+        (void)ud;
+        return read(fd, buf, len);
+}
+
+static const struct fuse_custom_io view_io = {
+        .writev = io_writev,
+        .read = io_read,
 };
 
 /* Larger than libfuse 3.14's receive size (256 pages + one header page). */
@@ -80,6 +151,7 @@ static void *worker_thread(void *arg)
                         const struct fuse_in_header *in = buf.mem;
 
                         if (in->opcode == FUSE_INIT) {
+                                note_init(buf.mem, (size_t)res);
                                 pthread_mutex_lock(&l->lock);
                                 if (!l->init_saved && state_save_init(l->v, buf.mem, (size_t)res) == 0)
                                         l->init_saved = true;
@@ -117,6 +189,7 @@ static int replay_init(struct view *v, struct fuse_session *se)
         }
         in = mem;
         in->unique = REPLAYED_INIT_UNIQUE;
+        note_init(mem, len);
         buf.mem = mem;
         buf.size = len;
         fuse_session_process_buf(se, &buf);
@@ -150,24 +223,22 @@ int view_worker_run(struct view *v, int fuse_fd)
 {
         char *argv[] = { (char *)"fcache-view", NULL };
         struct fuse_args args = FUSE_ARGS_INIT(1, argv);
-        /* Shared with the FUSE threads, which are not joined: never freed. */
-        static struct loop l;
-        char mnt[64];
         pthread_t *tids, hoard;
         sigset_t set, old;
         int r = 0;
 
-        l.v = v;
-        pthread_mutex_init(&l.lock, NULL);
-        pthread_cond_init(&l.done, NULL);
+        g_loop.v = v;
+        pthread_mutex_init(&g_loop.lock, NULL);
+        pthread_cond_init(&g_loop.done, NULL);
         v->se = fuse_session_new(&args, &view_ops, sizeof(view_ops), v);
         if (!v->se) {
                 log_error("Failed to create the FUSE session");
                 return -ENOMEM;
         }
-        l.se = v->se;
-        snprintf(mnt, sizeof(mnt), "/dev/fd/%d", fuse_fd);
-        if (fuse_session_mount(v->se, mnt) != 0) {
+        g_loop.se = v->se;
+        /* The inherited descriptor, through our own read/writev so that the
+         * INIT reply can carry flags libfuse 3.14 does not know. */
+        if (fuse_session_custom_io(v->se, &view_io, fuse_fd) != 0) {
                 log_error("Failed to use /dev/fuse descriptor %d", fuse_fd);
                 return -EIO;
         }
@@ -175,7 +246,7 @@ int view_worker_run(struct view *v, int fuse_fd)
                 r = replay_init(v, v->se);
                 if (r < 0)
                         return r;
-                l.init_saved = true;
+                g_loop.init_saved = true;
         }
         r = control_start(v);
         if (r < 0)
@@ -191,12 +262,12 @@ int view_worker_run(struct view *v, int fuse_fd)
         if (!tids)
                 return -ENOMEM;
         for (unsigned i = 0; i < v->cfg->threads; i++) {
-                if (pthread_create(&tids[i], NULL, worker_thread, &l) != 0) {
+                if (pthread_create(&tids[i], NULL, worker_thread, &g_loop) != 0) {
                         log_error("Failed to start FUSE thread %u", i);
                         break;
                 }
                 pthread_detach(tids[i]);
-                l.running++;
+                g_loop.running++;
         }
         if (pthread_create(&hoard, NULL, hoard_thread, v) == 0)
                 pthread_detach(hoard);
@@ -212,8 +283,8 @@ int view_worker_run(struct view *v, int fuse_fd)
         signal(SIGINT, on_signal);
         signal(SIGHUP, on_signal);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
-        pthread_mutex_lock(&l.lock);
-        while (l.running && !stop_signal) {
+        pthread_mutex_lock(&g_loop.lock);
+        while (g_loop.running && !stop_signal) {
                 struct timespec ts;
 
                 clock_gettime(CLOCK_REALTIME, &ts);
@@ -222,9 +293,9 @@ int view_worker_run(struct view *v, int fuse_fd)
                         ts.tv_sec++;
                         ts.tv_nsec -= 1000000000;
                 }
-                pthread_cond_timedwait(&l.done, &l.lock, &ts);
+                pthread_cond_timedwait(&g_loop.done, &g_loop.lock, &ts);
         }
-        pthread_mutex_unlock(&l.lock);
+        pthread_mutex_unlock(&g_loop.lock);
         if (stop_signal)
                 log_info("Stopping on signal %d", (int)stop_signal);
         else
