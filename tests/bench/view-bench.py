@@ -187,6 +187,7 @@ def measure_interleaved(roots, size, rounds=5):
     for n in names:
         r = {key: sorted(v)[len(v) // 2] for key, v in res[n].items()}
         r["samples"] = res[n]                 # every round's time, to judge the spread
+        r["best"] = {key: min(v) for key, v in res[n].items()}
         if census[n]:
             r["page_cache"] = census[n]
         r["seqread_MBps"] = size / r["seqread"] / 1e6
@@ -294,6 +295,17 @@ def main():
         ratios[name] = {k: raw[k] / r[k] for k in ("seqread", "randread", "stat", "create")}
         x = ratios[name]
         print(f"  {name:8s} {x['seqread']:8.3f} {x['randread']:9.3f} {x['stat']:8.3f} {x['create']:8.3f}")
+    # On a shared machine another process's drop_caches or the host's
+    # reclaim can empty a page cache in the middle of a round: the medians
+    # above then mix warm and cold reads.  The best round of each side is
+    # the warm figure such a round could not reach.
+    best = {n: r["best"] for n, r in results.items() if "best" in r}
+    if "raw" in best:
+        print(f"\nratio to raw, best round of each (raw and view only)")
+        for name, b in best.items():
+            x = {k: best["raw"][k] / b[k] for k in ("seqread", "randread", "stat", "create")}
+            ratios[name + "_best"] = x
+            print(f"  {name:8s} {x['seqread']:8.3f} {x['randread']:9.3f} {x['stat']:8.3f} {x['create']:8.3f}")
     out = os.environ.get("FCACHE_BENCH_JSON")
     if out:
         with open(out, "w") as f:
