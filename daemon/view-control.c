@@ -356,6 +356,7 @@ static int execute(struct view *v, const char *cmdline, const char *path, struct
                         view_state_out(v, o->s);
                 break;
         case VERB_RECONNECT:
+                __atomic_store_n(&v->auto_reconnect, false, __ATOMIC_RELEASE);
                 r = view_reconnect(v, o->s, err);
                 if (r >= 0)
                         kv(o, "state=%s", view_state_name(v));

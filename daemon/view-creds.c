@@ -56,28 +56,41 @@ static int caller_groups(pid_t pid, gid_t *list, int max)
         return n;
 }
 
-int creds_enter(fuse_req_t req, struct creds *c)
+void creds_capture(fuse_req_t req, struct caller_id *id)
 {
         const struct fuse_ctx *ctx = fuse_req_ctx(req);
-        gid_t groups[MAX_GROUPS];
-        int n;
+        int n = 0;
 
+        id->uid = ctx->uid;
+        id->gid = ctx->gid;
+        if (ctx->uid || ctx->gid)
+                n = caller_groups(ctx->pid, id->groups, CALLER_GROUPS_MAX);
+        id->ngroups = n < 0 ? 0 : n;    /* the caller is gone: primary group only */
+}
+
+int creds_enter_id(const struct caller_id *id, struct creds *c)
+{
         c->switched = false;
-        if (ctx->uid == 0 && ctx->gid == 0)
+        if (id->uid == 0 && id->gid == 0)
                 return 0;
-        n = caller_groups(ctx->pid, groups, MAX_GROUPS);
-        if (n < 0)
-                n = 0;          /* the caller is gone: primary group only */
-        if (syscall(SYS_setgroups, (size_t)n, groups) < 0)
+        if (syscall(SYS_setgroups, (size_t)id->ngroups, id->groups) < 0)
                 return -errno;
-        setfsgid(ctx->gid);
-        setfsuid(ctx->uid);
+        setfsgid(id->gid);
+        setfsuid(id->uid);
         c->switched = true;
-        if ((uid_t)setfsuid((uid_t)-1) != ctx->uid || (gid_t)setfsgid((gid_t)-1) != ctx->gid) {
+        if ((uid_t)setfsuid((uid_t)-1) != id->uid || (gid_t)setfsgid((gid_t)-1) != id->gid) {
                 creds_leave(c);
                 return -EPERM;
         }
         return 0;
+}
+
+int creds_enter(fuse_req_t req, struct creds *c)
+{
+        struct caller_id id;
+
+        creds_capture(req, &id);
+        return creds_enter_id(&id, c);
 }
 
 void creds_leave(struct creds *c)

@@ -208,10 +208,10 @@ static int resolve(struct view *v, struct vnode *n, struct file_handle *fh, uint
         pfd = vnode_get(v, parent, &p);
         if (pfd < 0)
                 return pfd;
-        fd = openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        fd = backing_openat(v, pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         vnode_put(v, p);
         if (fd < 0)
-                return errno == ENOENT ? -ESTALE : -errno;
+                return fd == -ENOENT ? -ESTALE : fd;
         if (!created_offline(v, n) && check_ino(v, fd, n->ino) < 0) {
                 close(fd);
                 return -ESTALE;
@@ -310,10 +310,11 @@ void vnode_put(struct view *v, struct vnode *n)
 
 int vnode_fill_stat(struct view *v, int fd, struct stat *st)
 {
+        if (!view_offline(v))
+                return backing_fstatat(v, fd, NULL, st);        /* bounded */
         if (fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
                 return -errno;
-        if (view_offline(v))
-                offline_translate_stat(v, fd, st);
+        offline_translate_stat(v, fd, st);
         return 0;
 }
 
@@ -366,9 +367,9 @@ int vnode_lookup(struct view *v, fuse_ino_t parent, int pfd, const char *name,
         uint64_t key;
         int fd, r;
 
-        fd = openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        fd = backing_openat(v, pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
-                return -errno;
+                return fd;
         r = vnode_fill_stat(v, fd, &st);
         if (r == 0 && !view_offline(v))
                 r = view_conflict_errno(v, st.st_ino); /* listed by readdir, not usable */
@@ -456,6 +457,27 @@ void vnode_forget(struct view *v, fuse_ino_t id, uint64_t nlookup)
                 }
         }
         pthread_mutex_unlock(&v->itab_lock);
+}
+
+bool vnode_child_is(struct view *v, fuse_ino_t parent, const char *name, uint64_t ino)
+{
+        GHashTableIter it;
+        gpointer key, val;
+        bool found = false;
+
+        pthread_mutex_lock(&v->itab_lock);
+        g_hash_table_iter_init(&it, v->nodes);
+        while (g_hash_table_iter_next(&it, &key, &val)) {
+                struct vnode *n = val;
+
+                if (n->id != FUSE_ROOT_ID && n->parent == parent && n->ino == ino && n->name &&
+                    !strcmp(n->name, name)) {
+                        found = true;
+                        break;
+                }
+        }
+        pthread_mutex_unlock(&v->itab_lock);
+        return found;
 }
 
 void vnode_moved(struct view *v, fuse_ino_t newparent, int npfd, const char *newname)

@@ -457,26 +457,111 @@ static void invalidate_nodes(struct view *v, GArray *ids)
                 g_array_free(ids, TRUE);
 }
 
-int view_disconnect(struct view *v, GString *err)
+/*
+ * Takes mode_lock exclusively for a switch.  @forced (the backing stopped
+ * answering): a change stuck in a backing call holds it shared and may never
+ * let go, so after a short wait the switch goes ahead without it; that change,
+ * if it ever completes, reached the server, and reintegration compares with
+ * what the server has.  Returns whether the lock is held.
+ */
+static bool switch_lock(struct view *v, bool forced)
+{
+        struct timespec until;
+
+        if (!forced) {
+                pthread_rwlock_wrlock(&v->mode_lock);
+                return true;
+        }
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 200 * 1000000;
+        if (until.tv_nsec >= 1000000000) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000;
+        }
+        if (pthread_rwlock_timedwrlock(&v->mode_lock, &until) == 0)
+                return true;
+        log_warn("A change is stuck in a backing call: switching offline without waiting for it");
+        return false;
+}
+
+static int disconnect(struct view *v, bool forced, GString *err)
 {
         GArray *ids = NULL;
+        bool locked = switch_lock(v, forced);
         int r = 0;
 
-        pthread_rwlock_wrlock(&v->mode_lock);
         if (v->state != VIEW_ONLINE) {
-                pthread_rwlock_unlock(&v->mode_lock);
+                if (locked)
+                        pthread_rwlock_unlock(&v->mode_lock);
                 return 0;
         }
         r = save_state(v, VIEW_OFFLINE);
         if (r == 0) {
                 ids = switch_served(v, VIEW_OFFLINE);
                 log_info("Volume is offline: serving the local mirror of its pins");
-        } else {
+        } else if (err) {
                 g_string_printf(err, "cannot record the offline state: %s", strerror(-r));
         }
-        pthread_rwlock_unlock(&v->mode_lock);
+        if (locked)
+                pthread_rwlock_unlock(&v->mode_lock);
         invalidate_nodes(v, ids);
         return r;
+}
+
+int view_disconnect(struct view *v, GString *err)
+{
+        __atomic_store_n(&v->auto_reconnect, false, __ATOMIC_RELEASE); /* manual: it holds */
+        return disconnect(v, false, err);
+}
+
+/* After a timeout: probe the backing, reconnect when it answers again. */
+static void *timeout_thread(void *arg)
+{
+        struct view *v = arg;
+
+        if (disconnect(v, true, NULL) < 0)
+                log_error("Failed to switch offline after a backing timeout");
+        while (__atomic_load_n(&v->auto_reconnect, __ATOMIC_ACQUIRE) && view_offline(v)) {
+                struct timespec ts = { 2, 0 };
+                GString *out, *err;
+
+                nanosleep(&ts, NULL);
+                if (!__atomic_load_n(&v->auto_reconnect, __ATOMIC_ACQUIRE) ||
+                    backing_probe(v) < 0)
+                        continue;
+                out = g_string_new(NULL);
+                err = g_string_new(NULL);
+                log_info("The backing answers again: reconnecting");
+                if (view_reconnect(v, out, err) < 0)
+                        log_warn("Reconnecting after a backing timeout failed: %s", err->str);
+                g_string_free(out, TRUE);
+                g_string_free(err, TRUE);
+        }
+        __atomic_store_n(&v->timeout_thread, false, __ATOMIC_RELEASE);
+        return NULL;
+}
+
+void view_backing_timed_out(struct view *v)
+{
+        pthread_t t;
+
+        if (view_offline(v) || __atomic_exchange_n(&v->timeout_thread, true, __ATOMIC_ACQ_REL))
+                return;
+        log_warn("The backing did not answer within BackingTimeout (%" PRIu64 " ms): going"
+                 " offline", v->cfg->backing_timeout_ms);
+        __atomic_store_n(&v->auto_reconnect, true, __ATOMIC_RELEASE);
+        if (pthread_create(&t, NULL, timeout_thread, v) != 0) {
+                __atomic_store_n(&v->timeout_thread, false, __ATOMIC_RELEASE);
+                return;
+        }
+        pthread_detach(t);
+}
+
+bool view_wait_offline(struct view *v)
+{
+        for (int i = 0; i < 300 && !view_offline(v); i++)
+                usleep(10000);
+        return view_offline(v);
 }
 
 int view_reconnect(struct view *v, GString *out, GString *err)

@@ -43,6 +43,8 @@ struct vfile {
         bool dir;               /* immutable */
         pthread_mutex_t lock;
         int fd;                 /* protected by lock: backing descriptor, -1 until reopened */
+        GArray *retired;        /* descriptors of the tree served before a switch (int),
+                                 * closed at release: a request may still use one */
         struct sobj *obj;       /* protected by lock: the store object, or NULL */
         /* Under the view's mode_lock (shared): */
         uint64_t lid;           /* offline: the object's log id, 0 until it changes */
@@ -119,7 +121,7 @@ void vfile_set_fh_floor(struct view *v, uint64_t fh)
 static int log_content(struct view *v, struct vfile *f);
 
 /* The served tree switched: each open file gets its object there (the old
- * descriptor is replaced in place, so a request using it is not disturbed). */
+ * descriptor stays open until release, so a request using it is not disturbed). */
 void vfile_switch_all(struct view *v)
 {
         GHashTableIter it;
@@ -130,7 +132,7 @@ void vfile_switch_all(struct view *v)
         while (g_hash_table_iter_next(&it, &key, &val)) {
                 struct vfile *f = val;
                 struct vnode *n;
-                int pfd, nfd;
+                int pfd, nfd, old;
 
                 if (f->fd < 0)
                         continue;       /* reopened where it is served at first use */
@@ -150,8 +152,13 @@ void vfile_switch_all(struct view *v)
                 }
                 if (!f->dir)
                         lseek(nfd, lseek(f->fd, 0, SEEK_CUR), SEEK_SET);
-                dup3(nfd, f->fd, O_CLOEXEC);
-                close(nfd);
+                /* Not dup3() over it: closing a network file's descriptor
+                 * flushes, and the server may be gone. */
+                old = f->fd;
+                if (!f->retired)
+                        f->retired = g_array_new(FALSE, FALSE, sizeof(int));
+                g_array_append_val(f->retired, old);
+                __atomic_store_n(&f->fd, nfd, __ATOMIC_RELEASE);
                 f->lid = 0;
                 f->written = false;
         }
@@ -182,7 +189,11 @@ static void vfile_remove(struct view *v, struct vfile *f)
         pthread_mutex_unlock(&v->ftab_lock);
         state_log_close(v, f->fh);
         if (f->fd >= 0)
-                close(f->fd);
+                backing_close(v, f->fd);
+        for (guint i = 0; f->retired && i < f->retired->len; i++)
+                backing_close(v, g_array_index(f->retired, int, i));
+        if (f->retired)
+                g_array_free(f->retired, TRUE);
         store_obj_put(v->store, f->obj);
         pthread_mutex_destroy(&f->lock);
         free(f);
@@ -245,7 +256,7 @@ static void attach_store(struct view *v, struct vfile *f, bool *keep_cache)
 
         *keep_cache = false;
         /* Offline the mirror is the copy; the store is keyed by backing identities. */
-        if (view_offline(v) || fstat(f->fd, &st) < 0 || !S_ISREG(st.st_mode))
+        if (view_offline(v) || backing_fstatat(v, f->fd, NULL, &st) < 0 || !S_ISREG(st.st_mode))
                 return;
         if (reading && !vnode_cacheable(v, f->id))
                 reading = false;
@@ -377,13 +388,15 @@ static void op_init(void *ud, struct fuse_conn_info *conn)
                  conn->proto_minor);
 }
 
-static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+static int lookup_once(struct view *v, fuse_ino_t parent, const char *name,
+                       struct fuse_entry_param *e)
 {
-        struct view *v = V(req);
-        struct fuse_entry_param e;
-        WITH_NODE(v, parent, p, pfd, req);
-        int r = vnode_lookup(v, parent, pfd, name, &e);
+        struct vnode *p;
+        int pfd = vnode_get(v, parent, &p), r;
 
+        if (pfd < 0)
+                return pfd;
+        r = vnode_lookup(v, parent, pfd, name, e);
         if (r == -ENOENT && view_offline(v) && !offline_dir_complete(pfd)) {
                 /* It may well exist on the server: never a cached "no". */
                 log_info("Offline lookup of '%s' in a directory not mirrored completely:"
@@ -391,6 +404,18 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
                 r = -EHOSTDOWN;
         }
         vnode_put(v, p);
+        return r;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+        struct view *v = V(req);
+        struct fuse_entry_param e;
+        int r = lookup_once(v, parent, name, &e);
+
+        /* The server did not answer in time: the volume went offline, ask the mirror. */
+        if (r == -ETIMEDOUT && view_wait_offline(v))
+                r = lookup_once(v, parent, name, &e);
         if (r == -ENOENT) {
                 memset(&e, 0, sizeof(e));
                 e.entry_timeout = v->lease_s;   /* negative entry, within the lease */
@@ -413,15 +438,27 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
         fuse_reply_none(req);
 }
 
+static int getattr_once(struct view *v, fuse_ino_t ino, struct stat *st)
+{
+        struct vnode *n;
+        int fd = vnode_get(v, ino, &n), r;
+
+        if (fd < 0)
+                return fd;
+        r = vnode_fill_stat(v, fd, st);
+        vnode_put(v, n);
+        return r;
+}
+
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
         struct view *v = V(req);
         struct sobj *o;
         struct stat st;
-        WITH_NODE(v, ino, n, fd, req);
-        int r = vnode_fill_stat(v, fd, &st);
+        int r = getattr_once(v, ino, &st);
 
-        vnode_put(v, n);
+        if (r == -ETIMEDOUT && view_wait_offline(v))
+                r = getattr_once(v, ino, &st);
         /* The kernel drops its pages when these attributes show a change; an
          * open file's store copy must not then serve the old bytes again. */
         if (r == 0 && S_ISREG(st.st_mode) && !view_offline(v) &&
@@ -775,6 +812,27 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
         op_unlink_common(req, parent, name, AT_REMOVEDIR);
 }
 
+/*
+ * A rename that finds its source gone may be one the previous worker did
+ * but did not answer (the kernel resends it after a takeover): done if the
+ * node the kernel knows by the old name is now at the new one.  Answering
+ * ENOENT would leave the kernel's dentries (a cached "no" for the new name)
+ * contradicting the backing.
+ */
+static bool rename_was_done(struct view *v, fuse_ino_t parent, int pfd, const char *name,
+                            fuse_ino_t newparent, int npfd, const char *newname)
+{
+        struct stat st, gone;
+
+        if (!v->takeover || fstatat(pfd, name, &gone, AT_SYMLINK_NOFOLLOW) == 0 ||
+            fstatat(npfd, newname, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return false;
+        /* The predecessor died before (old name) or after (new name) it
+         * re-pointed the node: either way the node is the target now. */
+        return vnode_child_is(v, parent, name, st.st_ino) ||
+               vnode_child_is(v, newparent, newname, st.st_ino);
+}
+
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
                       const char *newname, unsigned int flags)
 {
@@ -820,6 +878,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
                 r = renameat2(pfd, name, npfd, newname, flags) < 0 ? -errno : 0;
                 creds_leave(&c);
         }
+        if (r == -ENOENT && !offline && rename_was_done(v, parent, pfd, name, newparent, npfd, newname))
+                r = 0;  /* resent after a takeover: the predecessor did it */
         if (r >= 0 && save)
                 r = offline_note_atomic_save(v, plid, name, lid, other, npfd, newname, &dest_base);
         else if (r >= 0 && offline)
@@ -858,13 +918,16 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         uint64_t lid = 0;
         int r, bfd;
 
-        view_change_begin(v);
+again:
+        if (writing)
+                view_change_begin(v);
         offline = view_offline(v);
         struct vnode *n;
         int fd = vnode_get(v, ino, &n);
 
         if (fd < 0) {
-                view_change_end(v);
+                if (writing)
+                        view_change_end(v);
                 fuse_reply_err(req, -fd);
                 return;
         }
@@ -875,29 +938,45 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
                 r = creds_enter(req, &c);
         if (r < 0) {
                 vnode_put(v, n);
-                view_change_end(v);
+                if (writing)
+                        view_change_end(v);
                 fuse_reply_err(req, -r);
                 return;
         }
-        bfd = backing_reopen(fd, open_flags(fi));
-        creds_leave(&c);
+        /* Reading, a helper thread opens it as the caller (bounded). */
+        if (writing) {
+                bfd = backing_reopen(fd, open_flags(fi));
+        } else {
+                struct caller_id id;
+
+                creds_leave(&c);
+                creds_capture(req, &id);
+                bfd = backing_reopen_bounded(v, fd, open_flags(fi), &id);
+        }
+        if (writing)
+                creds_leave(&c);
         vnode_put(v, n);
+        if (bfd == -ETIMEDOUT && !writing && view_wait_offline(v))
+                goto again;
         if (bfd < 0) {
-                view_change_end(v);
+                if (writing)
+                        view_change_end(v);
                 fuse_reply_err(req, -bfd);
                 return;
         }
         f = vfile_add(v, 0, ino, bfd, open_flags(fi), false);
         if (!f) {
                 close(bfd);
-                view_change_end(v);
+                if (writing)
+                        view_change_end(v);
                 fuse_reply_err(req, ENOMEM);
                 return;
         }
         f->lid = lid;
         f->dirty = offline && (fi->flags & O_TRUNC);
         f->written = !offline && (fi->flags & O_TRUNC);
-        view_change_end(v);
+        if (writing)
+                view_change_end(v);
         attach_store(v, f, &keep);
         fi->fh = f->fh;
         fi->keep_cache = keep;
@@ -1000,8 +1079,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                 if (store_obj_stale(f->obj, now_ns(), lease_ns)) {
                         struct stat st;
 
-                        /* An erroring backing keeps the valid copy serving. */
-                        if (fstat(f->fd, &st) == 0)
+                        /* An erroring (or silent) backing keeps the valid copy serving. */
+                        if (backing_fstatat(v, f->fd, NULL, &st) == 0)
                                 store_obj_revalidate(v->store, f->obj, &st, NULL);
                 }
                 n = store_obj_read(v->store, f->obj, f->fd, buf, size, off);
@@ -1083,7 +1162,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
         struct view *v = V(req);
         struct vfile *f;
-        int err, fd;
+        int err;
 
         view_change_begin(v);
         f = vfile_of(v, fi, &err);
@@ -1100,9 +1179,11 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
                 return;
         }
         /* Closing a duplicate makes network backings write back and report
-         * errors at close(), as they would for the application. */
-        fd = dup(f->fd);
-        err = fd < 0 ? errno : close(fd) < 0 ? errno : 0;
+         * errors at close(), as they would for the application (bounded: a
+         * server that is gone makes it EIO, and the volume goes offline). */
+        err = -backing_flush(v, f->fd);
+        if (err == ETIMEDOUT)
+                err = EIO;
         view_change_end(v);
         fuse_reply_err(req, err);
 }

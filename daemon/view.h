@@ -82,6 +82,8 @@ struct view {
         int state;              /* VIEW_ONLINE, VIEW_OFFLINE, VIEW_REINTEGRATING (atomic) */
         int mirror_fd;          /* O_PATH|O_DIRECTORY on CacheDir/mirror */
         unsigned conflicts;     /* records kept as conflicts (atomic; 0: no lookup asks) */
+        bool timeout_thread;    /* atomic: a backing timeout is being handled */
+        bool auto_reconnect;    /* atomic: offline by a timeout, back when the backing answers */
         dev_t mirror_dev;
 
         int control_fd;         /* listening control socket */
@@ -96,6 +98,16 @@ struct creds {
         bool switched;
 };
 int creds_enter(fuse_req_t req, struct creds *c);
+/* The caller's identity, to take on in another thread (view-deadline.c). */
+#define CALLER_GROUPS_MAX 256
+struct caller_id {
+        uid_t uid;
+        gid_t gid;
+        int ngroups;
+        gid_t groups[CALLER_GROUPS_MAX];
+};
+void creds_capture(fuse_req_t req, struct caller_id *id);
+int creds_enter_id(const struct caller_id *id, struct creds *c);
 void creds_leave(struct creds *c);
 
 /* view-inode.c */
@@ -110,6 +122,8 @@ void vnode_put(struct view *v, struct vnode *n);
 int vnode_lookup(struct view *v, fuse_ino_t parent, int pfd, const char *name,
                  struct fuse_entry_param *e);
 void vnode_forget(struct view *v, fuse_ino_t id, uint64_t nlookup);
+/* Is there a node of inode ino known as parent/name?  (A slow scan.) */
+bool vnode_child_is(struct view *v, fuse_ino_t parent, const char *name, uint64_t ino);
 /* After a rename through the view: re-points the moved node at its new name. */
 void vnode_moved(struct view *v, fuse_ino_t newparent, int npfd, const char *newname);
 /* Is a store copy allowed for objects under node id (set cacheable off)? */
@@ -220,6 +234,11 @@ int offline_note_content(struct view *v, uint64_t lid, int fd);
 int offline_note_xattr(struct view *v, uint64_t lid, const char *name, const void *value,
                        size_t size, int flags, bool remove);
 int view_disconnect(struct view *v, GString *err);
+/* A backing call exceeded BackingTimeout: go offline (at once, in the background),
+ * and come back when the backing answers again. */
+void view_backing_timed_out(struct view *v);
+/* After a timeout: waits (briefly) until the volume serves offline; true if it does. */
+bool view_wait_offline(struct view *v);
 int view_reconnect(struct view *v, GString *out, GString *err);
 int view_reintegration_dry_run(struct view *v, GString *out, GString *err);
 void view_state_out(struct view *v, GString *out);
@@ -262,6 +281,21 @@ void mirror_note_change(struct view *v, int pfd, const char *name);
  */
 bool conflicts_execute(struct view *v, const char *cmdline, const char *path, GString *out,
                        GString *err, int *status);
+
+/*
+ * view-deadline.c: backing calls bounded by BackingTimeout (see there):
+ * -ETIMEDOUT past it, and the volume goes offline.  Offline (or with no
+ * BackingTimeout) they are plain calls.  name NULL or "": dirfd itself.
+ */
+int backing_fstatat(struct view *v, int dirfd, const char *name, struct stat *st);
+int backing_openat(struct view *v, int dirfd, const char *name, int flags);
+/* Reopens pathfd as the caller @id (NULL: as root). */
+int backing_reopen_bounded(struct view *v, int pathfd, int flags, const struct caller_id *id);
+/* Flushes (closes a duplicate of) fd, bounded; backing_close closes it on a helper. */
+int backing_flush(struct view *v, int fd);
+void backing_close(struct view *v, int fd);
+/* Probes the backing root on a helper even offline: 0 when it answers in time. */
+int backing_probe(struct view *v);
 
 /* view-session.c */
 int view_worker_run(struct view *v, int fuse_fd);

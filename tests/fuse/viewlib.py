@@ -51,7 +51,7 @@ def check(cond, what):
 
 def short(x):
     r = repr(x)
-    if len(r) > 160:
+    if len(r) > 160 and not os.environ.get("FCACHE_TEST_VERBOSE"):
         import hashlib
         h = hashlib.sha256(r.encode()).hexdigest()[:12]
         r = f"{r[:60]}...({len(r)} chars, sha {h})"

@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * view-deadline.c: backing calls with a bound (BackingTimeout=).
+ *
+ * A call that may block on a server that vanished (a hard NFS mount, a
+ * stopped sshfs) runs on one of a few helper threads while the request's
+ * thread waits at most BackingTimeout.  Past it the request gets
+ * -ETIMEDOUT, the volume is switched offline (view_backing_timed_out()), and
+ * the request is served again from the mirror; the helper stays stuck in the
+ * kernel until the server answers, then drops what it got.  Every argument a
+ * helper uses is its own copy (a dup() of a descriptor, a copy of a name),
+ * since the requester may be gone by then.
+ *
+ * Without BackingTimeout (0) the calls are made directly.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "view.h"
+
+#define HELPERS 8
+
+enum call { CALL_FSTATAT, CALL_OPENAT, CALL_REOPEN, CALL_CLOSE };
+
+struct job {
+        enum call call;
+        int dirfd;              /* owned: a dup() */
+        char *name;             /* owned */
+        int flags;
+        bool as_caller;
+        struct caller_id id;    /* CALL_REOPEN as_caller: whose identity */
+        /* results, under lock */
+        int result;             /* fd or 0, or -errno */
+        struct stat st;
+        bool done, abandoned;
+        unsigned refs;          /* requester + helper */
+        struct job *next;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t queued = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t finished = PTHREAD_COND_INITIALIZER;
+static struct job *head, *tail;         /* protected by lock */
+static unsigned started;                /* protected by lock */
+
+static void job_unref(struct job *j)
+{
+        if (--j->refs)
+                return;
+        if (j->abandoned && (j->call == CALL_OPENAT || j->call == CALL_REOPEN) &&
+            j->result >= 0)
+                close(j->result);       /* nobody will take it */
+        if (j->dirfd >= 0)
+                close(j->dirfd);
+        free(j->name);
+        free(j);
+}
+
+static void run(struct job *j)
+{
+        int r;
+
+        switch (j->call) {
+        case CALL_FSTATAT:
+                r = fstatat(j->dirfd, j->name, &j->st, AT_SYMLINK_NOFOLLOW |
+                            (*j->name ? 0 : AT_EMPTY_PATH));
+                j->result = r < 0 ? -errno : 0;
+                break;
+        case CALL_OPENAT:
+                r = openat(j->dirfd, j->name, j->flags);
+                j->result = r < 0 ? -errno : r;
+                break;
+        case CALL_CLOSE:
+                /* Closing the last descriptor of a network file flushes it. */
+                r = close(j->dirfd);
+                j->dirfd = -1;
+                j->result = r < 0 ? -errno : 0;
+                break;
+        case CALL_REOPEN: {
+                struct creds c = { false };
+
+                r = j->as_caller ? creds_enter_id(&j->id, &c) : 0;
+                j->result = r < 0 ? r : backing_reopen(j->dirfd, j->flags);
+                creds_leave(&c);
+                break;
+        }
+        }
+}
+
+static void *helper(void *arg)
+{
+        for (;;) {
+                struct job *j;
+
+                pthread_mutex_lock(&lock);
+                while (!head)
+                        pthread_cond_wait(&queued, &lock);
+                j = head;
+                head = j->next;
+                if (!head)
+                        tail = NULL;
+                pthread_mutex_unlock(&lock);
+                run(j);         /* may block for as long as the server is gone */
+                pthread_mutex_lock(&lock);
+                j->done = true;
+                pthread_cond_broadcast(&finished);
+                job_unref(j);
+                pthread_mutex_unlock(&lock);
+        }
+        return NULL;
+}
+
+/* lock held: queues j for a helper. */
+static void enqueue(struct job *j)
+{
+        if (started < HELPERS) {
+                pthread_t t;
+
+                if (pthread_create(&t, NULL, helper, NULL) == 0) {
+                        pthread_detach(t);
+                        started++;
+                }
+        }
+        if (tail)
+                tail->next = j;
+        else
+                head = j;
+        tail = j;
+        pthread_cond_signal(&queued);
+}
+
+/* Runs j on a helper, waiting at most the bound; -ETIMEDOUT past it. */
+static int submit(struct view *v, struct job *j, struct stat *st)
+{
+        uint64_t ms = v->cfg->backing_timeout_ms;
+        struct timespec until;
+        int r = 0;
+
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += (time_t)(ms / 1000);
+        until.tv_nsec += (long)(ms % 1000) * 1000000;
+        if (until.tv_nsec >= 1000000000) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000;
+        }
+        pthread_mutex_lock(&lock);
+        j->refs = 2;
+        enqueue(j);
+        while (!j->done && r != ETIMEDOUT)
+                r = pthread_cond_timedwait(&finished, &lock, &until);
+        if (j->done) {
+                r = j->result;
+                if (st)
+                        *st = j->st;
+        } else {
+                j->abandoned = true;
+                r = -ETIMEDOUT;
+        }
+        job_unref(j);
+        pthread_mutex_unlock(&lock);
+        if (r == -ETIMEDOUT)
+                view_backing_timed_out(v);
+        return r;
+}
+
+static struct job *job_new(enum call call, int dirfd, const char *name, int flags)
+{
+        struct job *j = calloc(1, sizeof(*j));
+
+        if (!j)
+                return NULL;
+        j->call = call;
+        j->flags = flags;
+        j->dirfd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+        j->name = strdup(name ? name : "");
+        if (j->dirfd < 0 || !j->name) {
+                if (j->dirfd >= 0)
+                        close(j->dirfd);
+                free(j->name);
+                free(j);
+                return NULL;
+        }
+        return j;
+}
+
+/* Only the backing may hang: the mirror (offline) is local. */
+static bool bounded(struct view *v)
+{
+        return v->cfg->backing_timeout_ms && !view_offline(v);
+}
+
+int backing_fstatat(struct view *v, int dirfd, const char *name, struct stat *st)
+{
+        struct job *j;
+
+        if (!bounded(v)) {
+                if (fstatat(dirfd, name ? name : "", st,
+                            AT_SYMLINK_NOFOLLOW | (name && *name ? 0 : AT_EMPTY_PATH)) < 0)
+                        return -errno;
+                return 0;
+        }
+        j = job_new(CALL_FSTATAT, dirfd, name, 0);
+        return j ? submit(v, j, st) : -ENOMEM;
+}
+
+int backing_openat(struct view *v, int dirfd, const char *name, int flags)
+{
+        struct job *j;
+        int fd;
+
+        if (!bounded(v)) {
+                fd = openat(dirfd, name, flags);
+                return fd < 0 ? -errno : fd;
+        }
+        j = job_new(CALL_OPENAT, dirfd, name, flags);
+        return j ? submit(v, j, NULL) : -ENOMEM;
+}
+
+int backing_reopen_bounded(struct view *v, int pathfd, int flags, const struct caller_id *id)
+{
+        struct creds c = { false };
+        struct job *j;
+        int r;
+
+        if (!bounded(v)) {
+                r = id ? creds_enter_id(id, &c) : 0;
+                if (r == 0)
+                        r = backing_reopen(pathfd, flags);
+                creds_leave(&c);
+                return r;
+        }
+        j = job_new(CALL_REOPEN, pathfd, NULL, flags);
+        if (!j)
+                return -ENOMEM;
+        if (id) {
+                j->as_caller = true;
+                j->id = *id;
+        }
+        return submit(v, j, NULL);
+}
+
+int backing_flush(struct view *v, int fd)
+{
+        struct job *j;
+        int dfd;
+
+        if (!bounded(v)) {
+                dfd = dup(fd);
+                if (dfd < 0)
+                        return -errno;
+                return close(dfd) < 0 ? -errno : 0;
+        }
+        j = job_new(CALL_CLOSE, fd, NULL, 0);
+        return j ? submit(v, j, NULL) : -ENOMEM;
+}
+
+void backing_close(struct view *v, int fd)
+{
+        struct job *j;
+
+        if (!v->cfg->backing_timeout_ms || !(j = calloc(1, sizeof(*j)))) {
+                close(fd);
+                return;
+        }
+        /* Nobody waits: a close of a file of a server that is gone hangs there. */
+        j->call = CALL_CLOSE;
+        j->dirfd = fd;
+        j->refs = 1;
+        pthread_mutex_lock(&lock);
+        enqueue(j);
+        pthread_mutex_unlock(&lock);
+}
+
+int backing_probe(struct view *v)
+{
+        struct job *j = job_new(CALL_FSTATAT, v->root_fd, NULL, 0);
+
+        return j ? submit(v, j, NULL) : -ENOMEM;
+}
