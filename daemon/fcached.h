@@ -107,6 +107,10 @@ int fcd_manager_export(struct fcd_context *ctx, GError **error);
 void fcd_manager_update_properties(struct fcd_context *ctx);
 /* manager-volumes.c: AddVolume, RemoveVolume, ListVolumes */
 void fcd_manager_volumes_connect(struct fcd_context *ctx);
+/* manager-conflicts.c: ListConflicts, GetConflictVersion, ResolveConflict*, ConflictsChanged */
+void fcd_manager_conflicts_connect(struct fcd_context *ctx);
+/* Read volume NAME's conflict count; ConflictsChanged if it changed.  Main loop. */
+void fcd_manager_conflicts_poll(struct fcd_context *ctx, const char *name);
 
 /* bus-result.c: "key=value\n" lines <-> a{sv} */
 GVariant *fcd_result_to_variant(const char *lines);

@@ -6,6 +6,7 @@
  * the path pipeline of manager.c: authorize, then act in the main loop.
  */
 #include <errno.h>
+#include <string.h>
 
 #include "auth.h"
 #include "volumes.h"
@@ -97,6 +98,8 @@ static void on_volume_state(void *userdata, const char *name, const char *state,
 
         fc_manager1_set_volume_states(ctx->manager, fcd_volumes_states(ctx->volumes));
         fc_manager1_emit_volume_state_changed(ctx->manager, name, state, reason);
+        if (!strcmp(state, "online")) /* a reconnect may have kept conflicts */
+                fcd_manager_conflicts_poll(ctx, name);
 }
 
 void fcd_manager_volumes_connect(struct fcd_context *ctx)
@@ -106,4 +109,5 @@ void fcd_manager_volumes_connect(struct fcd_context *ctx)
         g_signal_connect(ctx->manager, "handle-add-volume", G_CALLBACK(on_add_volume), ctx);
         g_signal_connect(ctx->manager, "handle-remove-volume", G_CALLBACK(on_remove_volume), ctx);
         g_signal_connect(ctx->manager, "handle-list-volumes", G_CALLBACK(on_list_volumes), ctx);
+        fcd_manager_conflicts_connect(ctx);
 }

@@ -522,6 +522,44 @@ bool fcd_volume_contains(struct fcd_volumes *vols, const char *canonical)
         return volume_of(vols, canonical, NULL, NULL);
 }
 
+bool fcd_volume_find(struct fcd_volumes *vols, const char *canonical, char **name,
+                     char **mountpoint, char **socket_path)
+{
+        bool found = false;
+
+        if (!vols)
+                return false;
+        g_mutex_lock(&vols->lock);
+        for (guint i = 0; i < vols->list->len && !found; i++) {
+                struct volume *vol = vols->list->pdata[i];
+                size_t ml = strlen(vol->cfg.mountpoint);
+                if (!strncmp(canonical, vol->cfg.mountpoint, ml) &&
+                    (canonical[ml] == '/' || !canonical[ml])) {
+                        *name = g_strdup(vol->cfg.name);
+                        *mountpoint = g_strdup(vol->cfg.mountpoint);
+                        *socket_path = g_strdup(vol->socket_path);
+                        found = true;
+                }
+        }
+        g_mutex_unlock(&vols->lock);
+        return found;
+}
+
+char *fcd_volume_socket(struct fcd_volumes *vols, const char *name)
+{
+        struct volume *vol;
+        char *socket_path = NULL;
+
+        if (!vols)
+                return NULL;
+        g_mutex_lock(&vols->lock);
+        vol = find_locked(vols, name, NULL);
+        if (vol)
+                socket_path = g_strdup(vol->socket_path);
+        g_mutex_unlock(&vols->lock);
+        return socket_path;
+}
+
 struct manual {
         struct fcd_volumes *vols;
         char *name;

@@ -58,6 +58,11 @@ GVariant *fcd_volumes_list(struct fcd_volumes *vols);
 
 /* Does @canonical (a resolved, absolute path) lie in a volume?  Thread-safe. */
 bool fcd_volume_contains(struct fcd_volumes *vols, const char *canonical);
+/* As fcd_volume_contains, and its name, mountpoint and control socket (g_free each). */
+bool fcd_volume_find(struct fcd_volumes *vols, const char *canonical, char **name,
+                     char **mountpoint, char **socket_path);
+/* The control socket of volume @name (g_free), or NULL.  Thread-safe. */
+char *fcd_volume_socket(struct fcd_volumes *vols, const char *name);
 /*
  * If @canonical lies in a volume, returns true and runs @cmd_text on it
  * through the volume's control socket (as fcached itself: the socket is
