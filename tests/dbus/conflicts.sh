@@ -21,6 +21,8 @@ chmod 755 "$T/srv" "$T/srv/proj"
 for f in doc doc2 doc3 doc4 doc5; do printf 'one\ntwo\nthree\n' > "$T/srv/proj/$f"; done
 echo "to be deleted on the server" > "$T/srv/proj/gone"
 chmod 644 "$T/srv/proj/"*
+mkdir -m 700 "$T/srv/proj/private"
+echo "secret base" > "$T/srv/proj/private/secret"
 cat > "$V/lap.conf" <<CONF
 [Volume]
 Backing=$T/srv
@@ -58,6 +60,8 @@ expect "no conflicts before any offline edit" "$out" = "a(tsss) 0"
 check "disconnect" "$FCACHECTL" disconnect "$T/mnt/proj"
 for f in doc doc2 doc3 doc4 doc5; do printf 'one\nLOCAL %s\nthree\n' $f > "$T/mnt/proj/$f"; done
 echo "edited offline" > "$T/mnt/proj/gone"
+echo "secret local" > "$T/mnt/proj/private/secret"
+echo "secret remote" > "$T/srv/proj/private/secret"
 for f in doc doc2 doc3 doc4 doc5; do printf 'one\nREMOTE %s\nthree\n' $f > "$T/srv/proj/$f"; done
 rm "$T/srv/proj/gone"
 check "reconnect" "$FCACHECTL" reconnect "$T/mnt/proj"
@@ -69,15 +73,15 @@ import json, sys
 for id, kind, path, detail in json.load(sys.stdin)["data"][0]:
     print(id, kind, path)' 2>&1)
 echo "$rows" | diag
-expect "ListConflicts lists six conflicts" "$(echo "$rows" | grep -c "$T/mnt/proj/")" = 6
+expect "ListConflicts lists seven conflicts" "$(echo "$rows" | grep -c "$T/mnt/proj/")" = 7
 expect "doc is a content conflict, its path absolute under the mountpoint" \
         "$(echo "$rows" | grep -c "^[0-9]* content $T/mnt/proj/doc\$")" = 1
 gone_kind=$(echo "$rows" | awk -v p="$T/mnt/proj/gone" '$3 == p { print $2 }')
 expect "gone has an edit/delete conflict ($gone_kind)" "$(echo "$gone_kind" | grep -c delete)" = 1
 expect "ListConflicts of one file lists just that file's" \
         "$(list "$T/mnt/proj/doc2" | grep -o "$T/mnt/proj/doc[0-9]*" | sort -u)" = "$T/mnt/proj/doc2"
-wait_monitor "ConflictsChanged ('lap', uint32 6)"
-check "ConflictsChanged ('lap', 6) after the reconnect" grep -qF "ConflictsChanged ('lap', uint32 6)" "$T/monitor.log"
+wait_monitor "ConflictsChanged ('lap', uint32 7)"
+check "ConflictsChanged ('lap', 7) after the reconnect" grep -qF "ConflictsChanged ('lap', uint32 7)" "$T/monitor.log"
 
 # Versions through a sealed memfd.
 local_v=$("${FD[@]}" version "$T/mnt/proj/doc" local 2>"$T/seal")
@@ -117,6 +121,11 @@ for _ in $(seq 50); do
 done
 expect "with the rule the user reads a version of a file it can read" \
         "$(as "$user" "${FD[@]}" version "$T/mnt/proj/doc" remote 2>/dev/null)" = "$(printf 'one\nREMOTE doc\nthree')"
+out=$(as "$user" busctl --system call "$BUS" "$OBJ" org.fcache.Manager1 ListConflicts s "$T/mnt/proj" 2>&1)
+expect "the user's ListConflicts lists the six it can reach" "$(echo "$out" | cut -d' ' -f2)" = 6
+expect "but not the one in a directory it cannot enter" "$(echo "$out" | grep -c private)" = 0
+check_fails "nor may it read a version there: AccessDenied" "AccessDenied|cannot reach" \
+        as "$user" "${FD[@]}" version "$T/mnt/proj/private/secret" local
 check_fails "but may not resolve a file it cannot write: AccessDenied" \
         "AccessDenied|cannot write" as "$user" busctl --system call "$BUS" "$OBJ" \
         org.fcache.Manager1 ResolveConflict ss "$T/mnt/proj/doc" local
@@ -127,7 +136,7 @@ expect "and the server's doc is unchanged" "$(cat "$T/srv/proj/doc")" = "$(print
 check "ResolveConflict local" call ResolveConflict ss "$T/mnt/proj/doc" local
 expect "the backing file holds the local text" "$(cat "$T/srv/proj/doc")" = "$(printf 'one\nLOCAL doc\nthree')"
 expect "the view shows it" "$(cat "$T/mnt/proj/doc")" = "$(printf 'one\nLOCAL doc\nthree')"
-check "ConflictsChanged ('lap', 5) after it" wait_monitor "ConflictsChanged ('lap', uint32 5)"
+check "ConflictsChanged ('lap', 6) after it" wait_monitor "ConflictsChanged ('lap', uint32 6)"
 out=$(call ResolveConflict ss "$T/mnt/proj/doc2" both 2>&1)
 echo "$out" | diag
 kept=$(echo "$out" | grep -o '"kept" s "[^"]*"' | sed 's/.*s "\(.*\)"/\1/')
@@ -151,6 +160,8 @@ check "ResolveConflictMerged with gdbus (its fd 3, as the README shows)" \
 expect "the server has it" "$(cat "$T/srv/proj/doc5")" = "merged with busctl"
 check "ResolveConflict remote of the edit/delete" call ResolveConflict ss "$T/mnt/proj/gone" remote
 expect "the file stays deleted on the server" "$(ls "$T/srv/proj/gone" 2>&1 | grep -c 'No such')" = 1
+check "root resolves the private one (remote)" call ResolveConflict ss "$T/mnt/proj/private/secret" remote
+expect "the server keeps its text" "$(cat "$T/srv/proj/private/secret")" = "secret remote"
 expect "no conflicts are left" "$(list "$T/mnt")" = "a(tsss) 0"
 check "ConflictsChanged ('lap', 0) at the end" wait_monitor "ConflictsChanged ('lap', uint32 0)"
 check_fails "resolving again: no conflict on the path" "no conflict on this path" \
