@@ -25,6 +25,7 @@ struct volume_link {
         bool busy;              /* a drive is running */
         bool again;             /* the wanted state changed while it ran */
         bool dead;              /* freed while busy: the drive frees it */
+        unsigned gen;           /* atomic: bumped by every change of the wanted state */
         char state[16];         /* what was last reported */
         char reason[32];
 };
@@ -32,6 +33,8 @@ struct volume_link {
 struct drive {
         char *socket_path;
         enum netstate_state want;
+        const unsigned *gen;    /* the link's (alive while the drive runs) */
+        unsigned seen;          /* its value when the drive started */
 };
 
 static void drive_free(gpointer p)
@@ -69,7 +72,10 @@ static void drive_thread(GTask *task, gpointer source, gpointer data, GCancellab
                         break;
                 g_usleep(100000);
         }
-        if (!cur[0])
+        /* A newer wish (a manual disconnect meanwhile) is driven next: not this one. */
+        if (__atomic_load_n(d->gen, __ATOMIC_ACQUIRE) != d->seen)
+                r = 0;
+        else if (!cur[0])
                 r = -ENOTCONN;
         else if (d->want == NETSTATE_OFFLINE && !strcmp(cur, "online"))
                 r = fcd_control_call(d->socket_path, "disconnect", NULL, lines);
@@ -130,6 +136,8 @@ static void drive(struct volume_link *l)
         d = g_new0(struct drive, 1);
         d->socket_path = g_strdup(l->socket_path);
         d->want = netstate_get(l->ns);
+        d->gen = &l->gen;
+        d->seen = __atomic_load_n(&l->gen, __ATOMIC_ACQUIRE);
         l->busy = true;
         task = g_task_new(NULL, NULL, drive_done, l);
         g_task_set_task_data(task, d, drive_free);
@@ -142,6 +150,7 @@ static void on_netstate(void *userdata, enum netstate_state old_state, enum nets
 {
         struct volume_link *l = userdata;
 
+        __atomic_add_fetch(&l->gen, 1, __ATOMIC_ACQ_REL);
         report(l, netstate_state_to_string(new_state), netstate_reason_to_string(reason));
         if (new_state != NETSTATE_ONLINE)
                 drive(l);
