@@ -296,12 +296,30 @@ static int state_count(const char *sock)
         return -1;
 }
 
-/* Reads the merged content: at most MERGED_MAX bytes, waiting on a pipe. */
+/*
+ * Reads the merged content: at most MERGED_MAX bytes.  A regular file (a
+ * memfd too) is read from offset 0 whatever its offset, so that a client need
+ * not rewind what it wrote; a pipe or socket to its end, waiting for it.
+ */
 static GByteArray *read_content(struct conflict_call *c)
 {
         g_autoptr(GByteArray) data = g_byte_array_new();
         guint8 buf[65536];
+        struct stat st;
+        bool regular;
+        off_t off = 0;
 
+        if (fstat(c->content_fd, &st) < 0) {
+                call_fail(c, FCD_ERROR_INVALID_ARGUMENT, "Cannot stat the merged content: %s",
+                          g_strerror(errno));
+                return NULL;
+        }
+        regular = S_ISREG(st.st_mode);
+        if (!regular && !S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode)) {
+                call_fail(c, FCD_ERROR_INVALID_ARGUMENT, "The merged content must come from a "
+                          "regular file, a memfd, a pipe or a socket");
+                return NULL;
+        }
         for (;;) {
                 struct pollfd p = { .fd = c->content_fd, .events = POLLIN };
                 ssize_t n;
@@ -315,7 +333,8 @@ static GByteArray *read_content(struct conflict_call *c)
                                   PIPE_WAIT_MS / 1000);
                         return NULL;
                 }
-                n = read(c->content_fd, buf, sizeof(buf));
+                n = regular ? pread(c->content_fd, buf, sizeof(buf), off)
+                            : read(c->content_fd, buf, sizeof(buf));
                 if (n < 0 && (errno == EINTR || errno == EAGAIN))
                         continue;
                 if (n < 0) {
@@ -331,6 +350,7 @@ static GByteArray *read_content(struct conflict_call *c)
                         return NULL;
                 }
                 g_byte_array_append(data, buf, (guint)n);
+                off += n;
         }
 }
 

@@ -4,7 +4,8 @@
 # which busctl prints poorly.
 #   conflict-fd.py version PATH WHICH   the version's bytes on stdout; "sealed" on stderr
 #   conflict-fd.py merged PATH FILE     ResolveConflictMerged with FILE's bytes (a pipe
-#                                       if FILE is "-": stdin is copied into one)
+#                                       if FILE is "-": stdin is copied into one; a memfd
+#                                       holding TEXT if FILE is "memfd:TEXT")
 import fcntl
 import os
 import sys
@@ -46,6 +47,9 @@ def main():
                     os.close(w)
                 threading.Thread(target=feed).start()
                 fd = r
+            elif sys.argv[3].startswith("memfd:"):
+                fd = os.memfd_create("merged")
+                os.write(fd, sys.argv[3][6:].encode())  # left at its end: fcached reads from 0
             else:
                 fd = os.open(sys.argv[3], os.O_RDONLY)
             fdl = Gio.UnixFDList.new_from_array([fd])

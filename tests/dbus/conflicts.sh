@@ -18,7 +18,7 @@ FD=(/usr/bin/python3 "$SRCDIR/tests/dbus/conflict-fd.py")
 V=$T/volumes.d
 mkdir -p "$V" "$T/srv/proj" "$T/mnt"
 chmod 755 "$T/srv" "$T/srv/proj"
-for f in doc doc2 doc3 doc4 doc5; do printf 'one\ntwo\nthree\n' > "$T/srv/proj/$f"; done
+for f in doc doc2 doc3 doc4 doc5 doc6; do printf 'one\ntwo\nthree\n' > "$T/srv/proj/$f"; done
 echo "to be deleted on the server" > "$T/srv/proj/gone"
 chmod 644 "$T/srv/proj/"*
 mkdir -m 700 "$T/srv/proj/private"
@@ -58,11 +58,11 @@ expect "no conflicts before any offline edit" "$out" = "a(tsss) 0"
 
 # Offline edits that collide with the server's.
 check "disconnect" "$FCACHECTL" disconnect "$T/mnt/proj"
-for f in doc doc2 doc3 doc4 doc5; do printf 'one\nLOCAL %s\nthree\n' $f > "$T/mnt/proj/$f"; done
+for f in doc doc2 doc3 doc4 doc5 doc6; do printf 'one\nLOCAL %s\nthree\n' $f > "$T/mnt/proj/$f"; done
 echo "edited offline" > "$T/mnt/proj/gone"
 echo "secret local" > "$T/mnt/proj/private/secret"
 echo "secret remote" > "$T/srv/proj/private/secret"
-for f in doc doc2 doc3 doc4 doc5; do printf 'one\nREMOTE %s\nthree\n' $f > "$T/srv/proj/$f"; done
+for f in doc doc2 doc3 doc4 doc5 doc6; do printf 'one\nREMOTE %s\nthree\n' $f > "$T/srv/proj/$f"; done
 rm "$T/srv/proj/gone"
 check "reconnect" "$FCACHECTL" reconnect "$T/mnt/proj"
 check "online again" wait_state online
@@ -73,15 +73,15 @@ import json, sys
 for id, kind, path, detail in json.load(sys.stdin)["data"][0]:
     print(id, kind, path)' 2>&1)
 echo "$rows" | diag
-expect "ListConflicts lists seven conflicts" "$(echo "$rows" | grep -c "$T/mnt/proj/")" = 7
+expect "ListConflicts lists eight conflicts" "$(echo "$rows" | grep -c "$T/mnt/proj/")" = 8
 expect "doc is a content conflict, its path absolute under the mountpoint" \
         "$(echo "$rows" | grep -c "^[0-9]* content $T/mnt/proj/doc\$")" = 1
 gone_kind=$(echo "$rows" | awk -v p="$T/mnt/proj/gone" '$3 == p { print $2 }')
 expect "gone has an edit/delete conflict ($gone_kind)" "$(echo "$gone_kind" | grep -c delete)" = 1
 expect "ListConflicts of one file lists just that file's" \
         "$(list "$T/mnt/proj/doc2" | grep -o "$T/mnt/proj/doc[0-9]*" | sort -u)" = "$T/mnt/proj/doc2"
-wait_monitor "ConflictsChanged ('lap', uint32 7)"
-check "ConflictsChanged ('lap', 7) after the reconnect" grep -qF "ConflictsChanged ('lap', uint32 7)" "$T/monitor.log"
+wait_monitor "ConflictsChanged ('lap', uint32 8)"
+check "ConflictsChanged ('lap', 8) after the reconnect" grep -qF "ConflictsChanged ('lap', uint32 8)" "$T/monitor.log"
 
 # Versions through a sealed memfd.
 local_v=$("${FD[@]}" version "$T/mnt/proj/doc" local 2>"$T/seal")
@@ -122,7 +122,7 @@ done
 expect "with the rule the user reads a version of a file it can read" \
         "$(as "$user" "${FD[@]}" version "$T/mnt/proj/doc" remote 2>/dev/null)" = "$(printf 'one\nREMOTE doc\nthree')"
 out=$(as "$user" busctl --system call "$BUS" "$OBJ" org.fcache.Manager1 ListConflicts s "$T/mnt/proj" 2>&1)
-expect "the user's ListConflicts lists the six it can reach" "$(echo "$out" | cut -d' ' -f2)" = 6
+expect "the user's ListConflicts lists the seven it can reach" "$(echo "$out" | cut -d' ' -f2)" = 7
 expect "but not the one in a directory it cannot enter" "$(echo "$out" | grep -c private)" = 0
 check_fails "nor may it read a version there: AccessDenied" "AccessDenied|cannot reach" \
         as "$user" "${FD[@]}" version "$T/mnt/proj/private/secret" local
@@ -136,7 +136,7 @@ expect "and the server's doc is unchanged" "$(cat "$T/srv/proj/doc")" = "$(print
 check "ResolveConflict local" call ResolveConflict ss "$T/mnt/proj/doc" local
 expect "the backing file holds the local text" "$(cat "$T/srv/proj/doc")" = "$(printf 'one\nLOCAL doc\nthree')"
 expect "the view shows it" "$(cat "$T/mnt/proj/doc")" = "$(printf 'one\nLOCAL doc\nthree')"
-check "ConflictsChanged ('lap', 6) after it" wait_monitor "ConflictsChanged ('lap', uint32 6)"
+check "ConflictsChanged ('lap', 7) after it" wait_monitor "ConflictsChanged ('lap', uint32 7)"
 out=$(call ResolveConflict ss "$T/mnt/proj/doc2" both 2>&1)
 echo "$out" | diag
 kept=$(echo "$out" | grep -o '"kept" s "[^"]*"' | sed 's/.*s "\(.*\)"/\1/')
@@ -158,6 +158,10 @@ echo "merged with busctl" > "$T/plan.merged"
 check "ResolveConflictMerged with gdbus (its fd 3, as the README shows)" \
         eval "gdbus call --system --dest $BUS --object-path $OBJ --method org.fcache.Manager1.ResolveConflictMerged $T/mnt/proj/doc5 'handle 3' 3<$T/plan.merged"
 expect "the server has it" "$(cat "$T/srv/proj/doc5")" = "merged with busctl"
+check_fails "merged content from a directory fd is refused" "regular file, a memfd, a pipe" \
+        "${FD[@]}" merged "$T/mnt/proj/doc6" "$T/mnt/proj"
+check "ResolveConflictMerged from a memfd left at its end" "${FD[@]}" merged "$T/mnt/proj/doc6" "memfd:from a memfd"
+expect "the server has all of the memfd" "$(cat "$T/srv/proj/doc6")" = "from a memfd"
 check "ResolveConflict remote of the edit/delete" call ResolveConflict ss "$T/mnt/proj/gone" remote
 expect "the file stays deleted on the server" "$(ls "$T/srv/proj/gone" 2>&1 | grep -c 'No such')" = 1
 check "root resolves the private one (remote)" call ResolveConflict ss "$T/mnt/proj/private/secret" remote
