@@ -52,10 +52,9 @@ wait_name org.freedesktop.NetworkManager || { diag < "$T/nm.log"; exit 1; }
 gdbus monitor --system --dest "$BUS" > "$T/monitor.log" 2>&1 & PIDS+=($!)
 start_fcached --volumes-dir="$V" --view="$FCACHE_VIEW" || exit 1
 check "the volume is mounted by fcached" wait_mounted "$T/mnt" "$T/cache"
-# fcached's volume link drives the view from its start, polling every 100 ms
-# until the view answers, with the state it wanted then (online): a manual
-# disconnect landing in that window is undone by its "reconnect" (and the
-# first offline edits reach the server directly). Let that first drive end.
+# The view must be serving before the manual disconnect. (Before fead50b the
+# volume link's first drive, still waiting for the view, could undo a
+# disconnect landing meanwhile; the short wait also keeps this test off that.)
 check "the view answers query state" wait_state online
 sleep 0.5
 check "pin recursive on the volume" "$FCACHECTL" pin recursive "$T/mnt/proj"
