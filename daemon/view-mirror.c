@@ -111,21 +111,15 @@ bool mirror_xattr_hidden(const char *name)
 static void base_from_stat(struct mirror_base *b, const struct stat *st, uint32_t flags)
 {
         memset(b, 0, sizeof(*b));
-        b->ino = st->st_ino;
-        b->size = (uint64_t)st->st_size;
-        b->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-        b->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
-        b->mode = st->st_mode;
-        b->uid = st->st_uid;
-        b->gid = st->st_gid;
-        b->nlink = (uint32_t)st->st_nlink;
+        oplog_version_from_stat(&b->ver, st);
         b->flags = flags;
 }
 
 static bool same_identity(const struct mirror_base *a, const struct mirror_base *b)
 {
-        return a->ino == b->ino && a->size == b->size && a->mtime_ns == b->mtime_ns &&
-               a->ctime_ns == b->ctime_ns && a->mode == b->mode;
+        return a->ver.ino == b->ver.ino && a->ver.size == b->ver.size &&
+               a->ver.mtime_ns == b->ver.mtime_ns && a->ver.ctime_ns == b->ver.ctime_ns &&
+               a->ver.mode == b->ver.mode;
 }
 
 /* rm -rf of dfd/name. */
@@ -373,7 +367,8 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
                 return set_base(mdfd, name, &want);
         }
         if (based && same_identity(&have, &want)) {
-                if (have.uid != want.uid || have.gid != want.gid || have.nlink != want.nlink) {
+                if (have.ver.uid != want.ver.uid || have.ver.gid != want.ver.gid ||
+                    have.ver.nlink != want.ver.nlink) {
                         set_owner_mode_times(mdfd, name, &bst);
                         return set_base(mdfd, name, &want);
                 }

@@ -150,7 +150,7 @@ void offline_translate_stat(struct view *v, int fd, struct stat *st)
         uint64_t lid;
 
         if (mirror_get_base(fd, NULL, &b) == 0)
-                st->st_ino = b.ino;
+                st->st_ino = b.ver.ino;
         else if (mirror_get_lid(fd, NULL, &lid) == 0)
                 st->st_ino = OFFLINE_INO_BASE + lid;
         st->st_dev = v->backing_dev;
@@ -194,19 +194,11 @@ static int child_lid(struct view *v, int dfd, const char *name, uint64_t plid, u
 
         if (mirror_get_base(dfd, name, &b) < 0)
                 return mirror_get_lid(dfd, name, lid) == 0 ? 0 : -ENOENT;
-        if (oplog_find_ino(v->oplog, b.ino, lid) == 0)
+        if (oplog_find_ino(v->oplog, b.ver.ino, lid) == 0)
                 return 0;
         /* First change of this object while offline: register its base. */
-        memset(&ver, 0, sizeof(ver));
-        ver.ino = b.ino;
-        ver.size = b.size;
-        ver.mtime_ns = b.mtime_ns;
-        ver.ctime_ns = b.ctime_ns;
-        ver.mode = b.mode;
-        ver.uid = b.uid;
-        ver.gid = b.gid;
-        ver.nlink = b.nlink;
-        if (S_ISREG(b.mode)) {
+        ver = b.ver;
+        if (S_ISREG(ver.mode)) {
                 int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 
                 if (fd < 0)
@@ -376,7 +368,7 @@ int offline_note_atomic_save(struct view *v, uint64_t plid, const char *name, ui
         r = oplog_record_unlink(v->oplog, plid, name, lid);
         if (r == 0)
                 r = oplog_record_content(v->oplog, dest_lid, fd);
-        if (r == 0 && fstat(fd, &st) == 0 && (st.st_mode & 07777) != (dest_base->mode & 07777)) {
+        if (r == 0 && fstat(fd, &st) == 0 && (st.st_mode & 07777) != (dest_base->ver.mode & 07777)) {
                 struct oplog_setattr sa = { .mask = OPLOG_SET_MODE, .mode = st.st_mode & 07777 };
 
                 r = oplog_record_setattr(v->oplog, dest_lid, &sa);

@@ -250,11 +250,8 @@ int view_conflict_errno(struct view *v, uint64_t ino);
 /* view-mirror.c: the local mirror of the pinned subtrees (see there). */
 #define MIRROR_COMPLETE 1u      /* a directory every entry of which is mirrored */
 struct mirror_base {
-        uint64_t ino, size;
-        int64_t mtime_ns, ctime_ns;
-        uint32_t mode, uid, gid, nlink;
+        struct oplog_version ver;       /* the backing identity; content "" */
         uint32_t flags;
-        uint32_t pad;
 };
 int mirror_open(struct view *v);
 /* dfd/name, or dfd itself when name is NULL or "". */
