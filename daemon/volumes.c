@@ -492,9 +492,10 @@ GVariant *fcd_volumes_list(struct fcd_volumes *vols)
         return g_variant_builder_end(&b);
 }
 
-/* The volume @canonical lies in; copies of its name and socket path. */
+/* The volume @canonical lies in; copies of its name, mountpoint and socket
+ * path (each may be NULL). */
 static bool volume_of(struct fcd_volumes *vols, const char *canonical, char **name,
-                      char **socket_path)
+                      char **mountpoint, char **socket_path)
 {
         bool found = false;
 
@@ -508,6 +509,8 @@ static bool volume_of(struct fcd_volumes *vols, const char *canonical, char **na
                     (canonical[ml] == '/' || !canonical[ml])) {
                         if (name)
                                 *name = g_strdup(vol->cfg.name);
+                        if (mountpoint)
+                                *mountpoint = g_strdup(vol->cfg.mountpoint);
                         if (socket_path)
                                 *socket_path = g_strdup(vol->socket_path);
                         found = true;
@@ -519,30 +522,13 @@ static bool volume_of(struct fcd_volumes *vols, const char *canonical, char **na
 
 bool fcd_volume_contains(struct fcd_volumes *vols, const char *canonical)
 {
-        return volume_of(vols, canonical, NULL, NULL);
+        return volume_of(vols, canonical, NULL, NULL, NULL);
 }
 
 bool fcd_volume_find(struct fcd_volumes *vols, const char *canonical, char **name,
                      char **mountpoint, char **socket_path)
 {
-        bool found = false;
-
-        if (!vols)
-                return false;
-        g_mutex_lock(&vols->lock);
-        for (guint i = 0; i < vols->list->len && !found; i++) {
-                struct volume *vol = vols->list->pdata[i];
-                size_t ml = strlen(vol->cfg.mountpoint);
-                if (!strncmp(canonical, vol->cfg.mountpoint, ml) &&
-                    (canonical[ml] == '/' || !canonical[ml])) {
-                        *name = g_strdup(vol->cfg.name);
-                        *mountpoint = g_strdup(vol->cfg.mountpoint);
-                        *socket_path = g_strdup(vol->socket_path);
-                        found = true;
-                }
-        }
-        g_mutex_unlock(&vols->lock);
-        return found;
+        return volume_of(vols, canonical, name, mountpoint, socket_path);
 }
 
 char *fcd_volume_socket(struct fcd_volumes *vols, const char *name)
@@ -610,7 +596,7 @@ bool fcd_volume_forward(struct fcd_volumes *vols, const char *canonical, const c
         g_autofree char *socket_path = NULL, *name = NULL;
         const char *error = NULL;
 
-        if (!volume_of(vols, canonical, &name, &socket_path))
+        if (!volume_of(vols, canonical, &name, NULL, &socket_path))
                 return false;
         if (!strcmp(cmd_text, "disconnect") || !strcmp(cmd_text, "reconnect")) {
                 struct manual *m = g_new0(struct manual, 1);
