@@ -8,9 +8,8 @@
 # both), ResolveConflictMerged (a file and a pipe), polkit and the caller's own
 # access, bad words, and ConflictsChanged on the bus.
 source "$(dirname "$0")/lib.sh"
-[ -x "${FCACHE_VIEW:-}" ] || skip_all "FCACHE_VIEW is not set to the fcache-view binary"
+source "$(dirname "$0")/volume-lib.sh"
 [ -x "${FCACHECTL:-}" ] || skip_all "FCACHECTL is not set to the fcachectl binary"
-[ -e /dev/fuse ] || skip_all "no /dev/fuse"
 /usr/bin/python3 -c 'import dbusmock' 2>/dev/null || skip_all "python3-dbusmock is not installed"
 /usr/bin/python3 -c 'from gi.repository import Gio' 2>/dev/null || skip_all "python3-gi is not installed"
 FD=(/usr/bin/python3 "$SRCDIR/tests/dbus/conflict-fd.py")
@@ -32,16 +31,6 @@ CacheSize=64M
 Reserve=8M
 CONF
 
-stop_views() {
-        local p
-        for p in $(pgrep -f "^$FCACHE_VIEW --config $T/"); do kill "$p" 2>/dev/null; done
-        for _ in $(seq 50); do [ -z "$(pgrep -f "^$FCACHE_VIEW --config $T/")" ] && break; sleep 0.1; done
-        umount -l "$T/mnt" 2>/dev/null || true
-}
-trap 'stop_views; cleanup' EXIT
-wait_mounted() { for _ in $(seq 200); do mountpoint -q "$1" && [ -S "$2/control.sock" ] && return 0; sleep 0.05; done; return 1; }
-vol_state() { "$FCACHECTL" query state "$T/mnt/proj" 2>/dev/null | sed -n 's/^state[=: ]*//p' | head -1; }
-wait_state() { for _ in $(seq 100); do [ "$(vol_state)" = "$1" ] && return 0; sleep 0.1; done; return 1; }
 # wait_monitor PATTERN: the monitor log shows PATTERN (signals arrive asynchronously).
 wait_monitor() { for _ in $(seq 50); do grep -qF -- "$1" "$T/monitor.log" && return 0; sleep 0.1; done; return 1; }
 list() { busctl --system call "$BUS" "$OBJ" org.fcache.Manager1 ListConflicts s "$1"; }

@@ -7,9 +7,8 @@
 # on the bus, fcachectl shows the state; a manual disconnect is sticky across
 # NetworkManager changes until a manual reconnect.
 source "$(dirname "$0")/lib.sh"
-[ -x "${FCACHE_VIEW:-}" ] || skip_all "FCACHE_VIEW is not set to the fcache-view binary"
+source "$(dirname "$0")/volume-lib.sh"
 [ -x "${FCACHECTL:-}" ] || skip_all "FCACHECTL is not set to the fcachectl binary"
-[ -e /dev/fuse ] || skip_all "no /dev/fuse"
 /usr/bin/python3 -c 'import dbusmock' 2>/dev/null || skip_all "python3-dbusmock is not installed"
 
 V=$T/volumes.d
@@ -26,21 +25,11 @@ CacheSize=64M
 Reserve=8M
 CONF
 
-stop_views() {
-        local p
-        for p in $(pgrep -f "^$FCACHE_VIEW --config $T/"); do kill "$p" 2>/dev/null; done
-        for _ in $(seq 50); do [ -z "$(pgrep -f "^$FCACHE_VIEW --config $T/")" ] && break; sleep 0.1; done
-        umount -l "$T/mnt" 2>/dev/null || true
-}
-trap 'stop_views; cleanup' EXIT
-wait_mounted() { for _ in $(seq 200); do mountpoint -q "$1" && [ -S "$2/control.sock" ] && return 0; sleep 0.05; done; return 1; }
 nm_state() {
         gdbus call --system --dest org.freedesktop.NetworkManager --object-path /org/freedesktop/NetworkManager \
                 --method org.freedesktop.DBus.Mock.SetGlobalConnectionState "$1" >/dev/null
 }
 # The volume's state as fcachectl reports it.
-vol_state() { "$FCACHECTL" query state "$T/mnt/proj" 2>/dev/null | sed -n 's/^state[=: ]*//p' | head -1; }
-wait_state() { for _ in $(seq 100); do [ "$(vol_state)" = "$1" ] && return 0; sleep 0.1; done; return 1; }
 
 start_bus || exit 1
 /usr/bin/python3 -m dbusmock --system --template networkmanager >"$T/nm.log" 2>&1 & PIDS+=($!)

@@ -6,8 +6,7 @@
 # by its view as the caller; AddVolume/RemoveVolume are admin acts; an fcached
 # killed with -9 and started again adopts the mounted view: a reader sees no error.
 source "$(dirname "$0")/lib.sh"
-[ -x "${FCACHE_VIEW:-}" ] || skip_all "FCACHE_VIEW is not set to the fcache-view binary"
-[ -e /dev/fuse ] || skip_all "no /dev/fuse"
+source "$(dirname "$0")/volume-lib.sh"
 
 V=$T/volumes.d
 mkdir -p "$V" "$T/srv/proj/sub" "$T/mnt" "$T/srv2" "$T/mnt2"
@@ -26,14 +25,6 @@ CONF
 printf 'Backing=%s\nMountpoint=%s\nCacheDir=%s\nCacheSize=lots\n' "$T/srv2" "$T/mnt2" "$T/cache2" > "$V/bad.conf"
 
 views() { pgrep -f "fcache-view --config $T/" || true; }
-stop_views() {
-        local p
-        for p in $(pgrep -f "^$FCACHE_VIEW --config $T/"); do kill "$p" 2>/dev/null; done
-        for _ in $(seq 50); do [ -z "$(pgrep -f "^$FCACHE_VIEW --config $T/")" ] && break; sleep 0.1; done
-        umount -l "$T/mnt" "$T/mnt2" "$T/mnt3" 2>/dev/null || true
-}
-trap 'stop_views; cleanup' EXIT
-wait_mounted() { for _ in $(seq 200); do mountpoint -q "$1" && [ -S "$2/control.sock" ] && return 0; sleep 0.05; done; return 1; }
 
 start_bus || exit 1
 start_fcached --volumes-dir="$V" --view="$FCACHE_VIEW" || exit 1
