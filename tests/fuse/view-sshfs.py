@@ -46,6 +46,15 @@ def start_sshd(top):
     return p, keydir
 
 
+def mount_sshfs(server_dir, mnt, keydir, options):
+    """sshfs of server_dir over the loopback sshd at mnt (-o allow_other and OPTIONS);
+    the completed process, for its return code and stderr."""
+    return subprocess.run(["sshfs", f"root@127.0.0.1:{server_dir}", mnt, "-p", str(PORT),
+                           "-o", f"IdentityFile={keydir}/id,StrictHostKeyChecking=no,"
+                           f"UserKnownHostsFile=/dev/null,allow_other,{options}"],
+                          capture_output=True, text=True, timeout=30)
+
+
 def main():
     require_root_fuse()
     vol = Volume("sshfs", lease="2s")
@@ -53,11 +62,8 @@ def main():
     os.makedirs(server_dir)
     sshd, keydir = start_sshd(vol.top)
     sshfs_mnt = vol.backing
-    r = subprocess.run(["sshfs", f"root@127.0.0.1:{server_dir}", sshfs_mnt, "-p", str(PORT),
-                        "-o", f"IdentityFile={keydir}/id,StrictHostKeyChecking=no,"
-                        f"UserKnownHostsFile=/dev/null,allow_other,reconnect,"
-                        "ServerAliveInterval=1,ServerAliveCountMax=2,cache=no"],
-                       capture_output=True, text=True, timeout=30)
+    r = mount_sshfs(server_dir, sshfs_mnt, keydir,
+                    "reconnect,ServerAliveInterval=1,ServerAliveCountMax=2,cache=no")
     if r.returncode != 0:
         sshd.kill()
         skip("sshfs mount failed: " + r.stderr.strip())

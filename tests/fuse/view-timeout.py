@@ -42,11 +42,7 @@ def main():
     write_file(os.path.join(server_dir, "outside"), b"not pinned\n")
     sshd, keydir = view_sshfs.start_sshd(vol.top)
     sshfs_mnt = vol.backing
-    r = subprocess.run(["sshfs", f"root@127.0.0.1:{server_dir}", sshfs_mnt, "-p",
-                        str(view_sshfs.PORT), "-o",
-                        f"IdentityFile={keydir}/id,StrictHostKeyChecking=no,"
-                        "UserKnownHostsFile=/dev/null,allow_other,cache=no"],
-                       capture_output=True, text=True, timeout=30)
+    r = view_sshfs.mount_sshfs(server_dir, sshfs_mnt, keydir, "cache=no")
     if r.returncode != 0:
         sshd.kill()
         skip("sshfs mount failed: " + r.stderr.strip())
