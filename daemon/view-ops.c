@@ -334,6 +334,20 @@ static void reply_entry_or_err(fuse_req_t req, int r, const struct fuse_entry_pa
                 return;                                  \
         }
 
+/* As WITH_NODE, for an operation that may change something: the state cannot
+ * switch (view_change_begin()) until its view_change_end(); offline says which
+ * tree the node is in. */
+#define WITH_NODE_CHANGING(v, id, n, fd, req, offline)   \
+        view_change_begin(v);                            \
+        bool offline = view_offline(v);                  \
+        struct vnode *n;                                 \
+        int fd = vnode_get(v, id, &n);                   \
+        if (fd < 0) {                                    \
+                view_change_end(v);                      \
+                fuse_reply_err(req, -fd);                \
+                return;                                  \
+        }
+
 /* Drops the store copy of the object name in pfd if this was its last link. */
 static void drop_if_last(struct view *v, const struct stat *st)
 {
@@ -526,19 +540,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
         struct stat st;
         char path[64];
         uint64_t lid = 0;
-        bool offline;
         int r = 0, err, ffd = -1;
 
-        view_change_begin(v);
-        offline = view_offline(v);
-        struct vnode *n;
-        int fd = vnode_get(v, ino, &n);
-
-        if (fd < 0) {
-                view_change_end(v);
-                fuse_reply_err(req, -fd);
-                return;
-        }
+        WITH_NODE_CHANGING(v, ino, n, fd, req, offline);
         if (offline && (r = lid_before_change(v, fd, &lid)) < 0)
                 goto out;
         if (fi) {
@@ -671,19 +675,9 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         struct view *v = V(req);
         struct fuse_entry_param e;
         struct creds c;
-        bool offline;
         int r;
 
-        view_change_begin(v);
-        offline = view_offline(v);
-        struct vnode *p;
-        int pfd = vnode_get(v, parent, &p);
-
-        if (pfd < 0) {
-                view_change_end(v);
-                fuse_reply_err(req, -pfd);
-                return;
-        }
+        WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
         r = creds_enter(req, &c);
         if (r >= 0) {
                 if (kind == MK_DIR)
@@ -768,19 +762,10 @@ static void op_unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name
         uint64_t plid = 0, lid = 0;
         struct stat st;
         struct creds c;
-        bool had, offline;
+        bool had;
         int r = 0;
 
-        view_change_begin(v);
-        offline = view_offline(v);
-        struct vnode *p;
-        int pfd = vnode_get(v, parent, &p);
-
-        if (pfd < 0) {
-                view_change_end(v);
-                fuse_reply_err(req, -pfd);
-                return;
-        }
+        WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
         had = fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
         if (offline && had && (offline_lid(v, pfd, NULL, &plid) < 0 ||
                                offline_lid(v, pfd, name, &lid) < 0))
@@ -994,20 +979,11 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         struct vfile *f;
         struct creds c;
         struct stat before;
-        bool offline, existed;
+        bool existed;
         uint64_t lid = 0;
         int r, bfd = -1;
 
-        view_change_begin(v);
-        offline = view_offline(v);
-        struct vnode *p;
-        int pfd = vnode_get(v, parent, &p);
-
-        if (pfd < 0) {
-                view_change_end(v);
-                fuse_reply_err(req, -pfd);
-                return;
-        }
+        WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
         existed = fstatat(pfd, name, &before, AT_SYMLINK_NOFOLLOW) == 0;
         r = offline && existed ? offline_lid(v, pfd, name, &lid) : 0;
         if (r >= 0)
@@ -1358,19 +1334,9 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
         struct creds c;
         char path[64];
         uint64_t lid = 0;
-        bool offline;
         int r;
 
-        view_change_begin(v);
-        offline = view_offline(v);
-        struct vnode *n;
-        int fd = vnode_get(v, ino, &n);
-
-        if (fd < 0) {
-                view_change_end(v);
-                fuse_reply_err(req, -fd);
-                return;
-        }
+        WITH_NODE_CHANGING(v, ino, n, fd, req, offline);
         proc_path(path, sizeof(path), fd);
         r = offline && mirror_xattr_hidden(name) ? -EPERM : 0;
         if (r >= 0 && offline)
@@ -1488,19 +1454,9 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
         struct creds c;
         char path[64];
         uint64_t lid = 0;
-        bool offline;
         int r;
 
-        view_change_begin(v);
-        offline = view_offline(v);
-        struct vnode *n;
-        int fd = vnode_get(v, ino, &n);
-
-        if (fd < 0) {
-                view_change_end(v);
-                fuse_reply_err(req, -fd);
-                return;
-        }
+        WITH_NODE_CHANGING(v, ino, n, fd, req, offline);
         proc_path(path, sizeof(path), fd);
         r = offline && mirror_xattr_hidden(name) ? -ENODATA : 0;
         if (r >= 0 && offline)
