@@ -599,13 +599,12 @@ int mirror_open(struct view *v)
         return 0;
 }
 
-/* The path of backing object dfd[/name] relative to the backing root. */
-static char *backing_rel(struct view *v, int dfd, const char *name)
+char *view_rel_path(int root_fd, int dfd, const char *name)
 {
         char p[64], root[PATH_MAX], buf[PATH_MAX];
         ssize_t n, rl;
 
-        snprintf(p, sizeof(p), "/proc/self/fd/%d", v->root_fd);
+        snprintf(p, sizeof(p), "/proc/self/fd/%d", root_fd);
         rl = readlink(p, root, sizeof(root) - 1);
         snprintf(p, sizeof(p), "/proc/self/fd/%d", dfd);
         n = readlink(p, buf, sizeof(buf) - 1);
@@ -614,7 +613,7 @@ static char *backing_rel(struct view *v, int dfd, const char *name)
         root[rl] = 0;
         buf[n] = 0;
         if (rl == 1)
-                rl = 0; /* the backing is "/" */
+                rl = 0; /* the root is "/" */
         if (strncmp(buf, root, (size_t)rl) || (buf[rl] && buf[rl] != '/'))
                 return NULL;
         if (name && *name)
@@ -625,7 +624,7 @@ static char *backing_rel(struct view *v, int dfd, const char *name)
 void mirror_note_change(struct view *v, int dfd, const char *name)
 {
         struct mirror_base b;
-        char *rel = backing_rel(v, dfd, name), *dir;
+        char *rel = view_rel_path(v->root_fd, dfd, name), *dir;
         int r;
 
         if (!rel || !strcmp(rel, ".")) {

@@ -134,7 +134,6 @@ int view_oplog_open(struct view *v)
         r = mirror_open(v);
         if (r < 0)
                 return r;
-        v->mirror_path = g_build_filename(v->cfg->cache_dir, "mirror", NULL);
         v->state = load_state(v);
         view_conflicts_recount(v);
         if (v->state == VIEW_OFFLINE)
@@ -166,25 +165,6 @@ bool offline_dir_complete(int dfd)
         return mirror_get_lid(dfd, NULL, &lid) == 0;    /* made offline: all here */
 }
 
-/* The path of mirror object dfd[/name] relative to the mirror root. */
-static char *mirror_rel(struct view *v, int dfd, const char *name)
-{
-        char p[64], buf[PATH_MAX];
-        size_t ml = strlen(v->mirror_path);
-        ssize_t n;
-
-        snprintf(p, sizeof(p), "/proc/self/fd/%d", dfd);
-        n = readlink(p, buf, sizeof(buf) - 1);
-        if (n < 0)
-                return NULL;
-        buf[n] = 0;
-        if (strncmp(buf, v->mirror_path, ml) || (buf[ml] && buf[ml] != '/'))
-                return NULL;
-        if (name && *name)
-                return g_build_filename(buf[ml] ? buf + ml + 1 : ".", name, NULL);
-        return g_strdup(buf[ml] ? buf + ml + 1 : ".");
-}
-
 /* offline_lock held: the lid of child @name of directory @dfd (lid @plid). */
 static int child_lid(struct view *v, int dfd, const char *name, uint64_t plid, uint64_t *lid)
 {
@@ -214,7 +194,7 @@ static int child_lid(struct view *v, int dfd, const char *name, uint64_t plid, u
 /* offline_lock held. */
 static int lid_of(struct view *v, int dfd, const char *name, uint64_t *out)
 {
-        char *rel = mirror_rel(v, dfd, name);
+        char *rel = view_rel_path(v->mirror_fd, dfd, name);
         gchar **parts;
         uint64_t lid = OPLOG_ROOT;
         int cur, r = 0;

@@ -77,7 +77,6 @@ struct view {
         /* disconnected operation (view-offline.c, view-mirror.c) */
         pthread_rwlock_t mode_lock;   /* changes shared, state switches exclusive */
         pthread_mutex_t offline_lock; /* serializes the oplog */
-        char *mirror_path;      /* CacheDir/mirror */
         struct oplog *oplog;    /* protected by offline_lock: CacheDir/offline */
         int state;              /* VIEW_ONLINE, VIEW_OFFLINE, VIEW_REINTEGRATING (atomic) */
         int mirror_fd;          /* O_PATH|O_DIRECTORY on CacheDir/mirror */
@@ -267,6 +266,9 @@ int mirror_sync_path(struct view *v, const char *rel, bool recursive);
 /* Every pin again; the caller holds mode_lock and the view is online. */
 int mirror_sync_all(struct view *v);
 int mirror_unpin_path(struct view *v, const char *rel);
+/* The path of object dfd[/name] relative to directory root_fd ("." for the
+ * root itself), found through /proc/self/fd; NULL if it is not under it. */
+char *view_rel_path(int root_fd, int dfd, const char *name);
 /* After a change online (mode_lock held shared) to backing object dfd/name,
  * or dfd itself: keeps the mirror current. */
 void mirror_note_change(struct view *v, int pfd, const char *name);
