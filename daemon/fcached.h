@@ -105,6 +105,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(fcd_request, fcd_request_free)
 /* manager.c */
 int fcd_manager_export(struct fcd_context *ctx, GError **error);
 void fcd_manager_update_properties(struct fcd_context *ctx);
+/* Refuses a call before any work: the error @code with the message (logged at
+ * debug level only: bad input must not flood the journal); returns HANDLED. */
+gboolean fcd_refuse(GDBusMethodInvocation *inv, FcdError code, const char *fmt, ...)
+        G_GNUC_PRINTF(3, 4);
 /* manager-volumes.c: AddVolume, RemoveVolume, ListVolumes */
 void fcd_manager_volumes_connect(struct fcd_context *ctx);
 /* manager-conflicts.c: ListConflicts, GetConflictVersion, ResolveConflict*, ConflictsChanged */

@@ -702,23 +702,6 @@ static void on_caller(GObject *src, GAsyncResult *res, gpointer data)
                                on_authorized, c);
 }
 
-static gboolean refuse(GDBusMethodInvocation *inv, FcdError code, const char *fmt, ...)
-        G_GNUC_PRINTF(3, 4);
-
-static gboolean refuse(GDBusMethodInvocation *inv, FcdError code, const char *fmt, ...)
-{
-        g_autofree char *msg = NULL;
-        va_list ap;
-
-        va_start(ap, fmt);
-        msg = g_strdup_vprintf(fmt, ap);
-        va_end(ap);
-        g_debug("%s from %s refused: %s", g_dbus_method_invocation_get_method_name(inv),
-                g_dbus_method_invocation_get_sender(inv), msg);
-        g_dbus_method_invocation_return_error_literal(inv, FCD_ERROR, code, msg);
-        return G_DBUS_METHOD_INVOCATION_HANDLED;
-}
-
 static gboolean call_start(struct fcd_context *ctx, FcManager1 *m, GDBusMethodInvocation *inv,
                            enum call_kind kind, const char *path, const char *word, int fd)
 {
@@ -728,13 +711,13 @@ static gboolean call_start(struct fcd_context *ctx, FcManager1 *m, GDBusMethodIn
         if (plen == 0 || path[0] != '/') {
                 if (fd >= 0)
                         close(fd);
-                return refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "The path must be absolute, not "
+                return fcd_refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "The path must be absolute, not "
                               "'%.200s'", path);
         }
         if (plen > FCD_PATH_MAX) {
                 if (fd >= 0)
                         close(fd);
-                return refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "The path is longer than %d "
+                return fcd_refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "The path is longer than %d "
                               "bytes", FCD_PATH_MAX);
         }
         if (kind != CALL_LIST) {
@@ -742,7 +725,7 @@ static gboolean call_start(struct fcd_context *ctx, FcManager1 *m, GDBusMethodIn
                 if (!strcmp(base, ".") || !strcmp(base, "..") || !strcmp(base, "/")) {
                         if (fd >= 0)
                                 close(fd);
-                        return refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "The path must name the "
+                        return fcd_refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "The path must name the "
                                       "object in conflict, not end in '%s'", base);
                 }
         }
@@ -772,7 +755,7 @@ static gboolean on_get_conflict_version(FcManager1 *m, GDBusMethodInvocation *in
                                         gpointer ctx)
 {
         if (strcmp(which, "base") && strcmp(which, "local") && strcmp(which, "remote"))
-                return refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "Unknown version '%.64s': base, "
+                return fcd_refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "Unknown version '%.64s': base, "
                               "local or remote", which);
         return call_start(ctx, m, inv, CALL_VERSION, path, which, -1);
 }
@@ -781,7 +764,7 @@ static gboolean on_resolve_conflict(FcManager1 *m, GDBusMethodInvocation *inv, c
                                     const char *how, gpointer ctx)
 {
         if (strcmp(how, "local") && strcmp(how, "remote") && strcmp(how, "both"))
-                return refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "Unknown choice '%.64s': local, "
+                return fcd_refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "Unknown choice '%.64s': local, "
                               "remote or both (a merged file: ResolveConflictMerged)", how);
         return call_start(ctx, m, inv, CALL_RESOLVE, path, how, -1);
 }
@@ -795,11 +778,11 @@ static gboolean on_resolve_conflict_merged(FcManager1 *m, GDBusMethodInvocation 
         int fd;
 
         if (!fds || idx < 0 || idx >= g_unix_fd_list_get_length(fds))
-                return refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "The content handle %d names no "
+                return fcd_refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "The content handle %d names no "
                               "file descriptor sent with the call", idx);
         fd = g_unix_fd_list_get(fds, idx, &error);
         if (fd < 0)
-                return refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "Cannot take the content file "
+                return fcd_refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "Cannot take the content file "
                               "descriptor: %s", error->message);
         return call_start(ctx, m, inv, CALL_MERGED, path, NULL, fd);
 }

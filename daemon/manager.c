@@ -154,10 +154,7 @@ static void on_caller(GObject *src, GAsyncResult *res, gpointer data)
 /* A marker meaning "run as an operation"; replaced by the real one once authorized. */
 static struct fcd_operation pending_operation;
 
-static gboolean fail(GDBusMethodInvocation *inv, FcdError code, const char *fmt, ...)
-        G_GNUC_PRINTF(3, 4);
-
-static gboolean fail(GDBusMethodInvocation *inv, FcdError code, const char *fmt, ...)
+gboolean fcd_refuse(GDBusMethodInvocation *inv, FcdError code, const char *fmt, ...)
 {
         g_autofree char *msg = NULL;
         va_list ap;
@@ -185,17 +182,17 @@ static gboolean start_request(struct fcd_context *ctx, GDBusMethodInvocation *in
 
         /* parse */
         if (strlen(text) > FCACHECTL_CMD_MAX)
-                return fail(inv, FCD_ERROR_INVALID_COMMAND, "The command is longer than %d "
+                return fcd_refuse(inv, FCD_ERROR_INVALID_COMMAND, "The command is longer than %d "
                             "bytes", FCACHECTL_CMD_MAX);
         if (fc_command_parse(text, &cmd, &e) < 0)
-                return fail(inv, FCD_ERROR_INVALID_COMMAND, "%s", e.text);
+                return fcd_refuse(inv, FCD_ERROR_INVALID_COMMAND, "%s", e.text);
         fc_command_format(&cmd, canon, sizeof(canon));
         /* validate */
         if (plen == 0 || path[0] != '/')
-                return fail(inv, FCD_ERROR_INVALID_ARGUMENT, "The path must be absolute, not "
+                return fcd_refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "The path must be absolute, not "
                             "'%.200s'", path);
         if (plen > FCD_PATH_MAX)
-                return fail(inv, FCD_ERROR_INVALID_ARGUMENT, "The path is longer than %d bytes",
+                return fcd_refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "The path is longer than %d bytes",
                             FCD_PATH_MAX);
         if (options) {
                 GVariantIter it;
@@ -208,7 +205,7 @@ static gboolean start_request(struct fcd_context *ctx, GDBusMethodInvocation *in
                                             : !strcmp(key, "no-automount") ? AT_NO_AUTOMOUNT : 0;
                         if (!flag || !g_variant_is_of_type(value, G_VARIANT_TYPE_BOOLEAN)) {
                                 g_variant_unref(value);
-                                return fail(inv, FCD_ERROR_INVALID_ARGUMENT, "Unknown option "
+                                return fcd_refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "Unknown option "
                                             "'%.64s' (known: no-follow, no-automount; both "
                                             "booleans)", key);
                         }
@@ -262,7 +259,7 @@ static gboolean on_query(FcManager1 *m, GDBusMethodInvocation *inv, const char *
         g_autofree char *cmd = NULL;
 
         if (!one_word(what))
-                return fail(inv, FCD_ERROR_INVALID_ARGUMENT, "'what' must be one word: cached, "
+                return fcd_refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "'what' must be one word: cached, "
                             "dirty, pinned, cache, state, conflicts or reintegration");
         cmd = g_strdup_printf("query %s%s", what, recursive ? " recursive" : "");
         return start_request(ctx, inv, path, cmd, NULL, false);
@@ -274,7 +271,7 @@ static gboolean on_flush(FcManager1 *m, GDBusMethodInvocation *inv, const char *
         g_autofree char *cmd = NULL;
 
         if (*scope && !one_word(scope))
-                return fail(inv, FCD_ERROR_INVALID_ARGUMENT, "'scope' must be \"\", volume, all "
+                return fcd_refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "'scope' must be \"\", volume, all "
                             "or callbacks");
         cmd = g_strdup_printf("flush%s%s", *scope ? " " : "", scope);
         return start_request(ctx, inv, path, cmd, NULL, false);
@@ -293,7 +290,7 @@ static gboolean on_pin(FcManager1 *m, GDBusMethodInvocation *inv, const char *pa
         g_autofree char *cmd = NULL;
 
         if (priority > FC_PRIORITY_MAX)
-                return fail(inv, FCD_ERROR_INVALID_ARGUMENT, "priority %u is out of range (%d to "
+                return fcd_refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "priority %u is out of range (%d to "
                             "%d)", priority, FC_PRIORITY_MIN, FC_PRIORITY_MAX);
         cmd = g_strdup_printf("pin%s priority %u%s", recursive ? " recursive" : "", priority,
                               dry_run ? " dry-run" : "");
@@ -336,7 +333,7 @@ static gboolean on_set_cache(FcManager1 *m, GDBusMethodInvocation *inv, const ch
         g_autofree char *cmd = NULL;
 
         if (!one_word(name))
-                return fail(inv, FCD_ERROR_INVALID_ARGUMENT, "The cache name must be one word "
+                return fcd_refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "The cache name must be one word "
                             "of letters, digits and '-'");
         cmd = g_strdup_printf("set cache %s", name);
         return start_request(ctx, inv, path, cmd, NULL, false);
