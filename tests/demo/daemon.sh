@@ -4,7 +4,7 @@
 # demo starts a private one with fcache's bus policy, polkitd with fcache's polkit
 # actions (in a private mount namespace), and fcached on it; all three are stopped
 # at the end.
-fcached=$top/build/daemon/fcached
+fcached=$top/build/daemon/fcached/fcached
 bus_dir=$demo/bus
 mkdir -p "$bus_dir/services" "$bus_dir/polkit/actions" "$bus_dir/polkit/rules.d"
 chmod 755 "$demo" "$bus_dir"
