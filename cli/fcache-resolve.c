@@ -33,10 +33,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ctlmsg.h"
 #include "volume-config.h"
 
 #define EXIT_USAGE 2
-/* The control socket bounds a request line to 8192 bytes. */
+/* Merged content goes in chunks: each request stays below this size. */
 #define MAX_REQUEST 8192
 
 static const char *prog = "fcache-resolve";
@@ -292,14 +293,12 @@ static char *find_socket(const char *path)
 /* The control socket                                                       */
 /* ------------------------------------------------------------------------ */
 
-static int ctl_fd = -1;
-static FILE *ctl_in;
 static char *ctl_path;
 
 struct answer {
         int status;
         char *error;
-        GPtrArray *lines;       /* "key=value" strings after status= and error= */
+        GPtrArray *lines;       /* "key=value" strings (a value may hold a newline) */
 };
 
 static void answer_clear(struct answer *a)
@@ -324,73 +323,74 @@ static const char *answer_get(const struct answer *a, const char *key)
         return NULL;
 }
 
-static int ctl_connect(void)
+static int ctl_reachable(void)
 {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int fd = ctl_connect(ctl_path);
 
-        if (strlen(ctl_path) >= sizeof(sa.sun_path))
-                return fail("control socket path %s is too long", ctl_path);
-        strcpy(sa.sun_path, ctl_path);
-        ctl_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (ctl_fd < 0)
-                return fail("socket: %s", strerror(errno));
-        if (connect(ctl_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-                int e = errno;
-
+        if (fd < 0)
                 return fail("cannot reach the volume's control socket %s: %s%s", ctl_path,
-                            strerror(e), e == ENOENT || e == ECONNREFUSED ?
+                            strerror(-fd), fd == -ENOENT || fd == -ECONNREFUSED ?
                             " (is the volume's fcache-view running?)" :
-                            e == EACCES ? " (it is root's: run as root)" : "");
-        }
-        ctl_in = fdopen(dup(ctl_fd), "r");
-        if (!ctl_in)
-                return fail("fdopen: %s", strerror(errno));
+                            fd == -EACCES ? " (it is root's: run as root)" : "");
+        close(fd);
         return 0;
 }
 
-/* Sends one request and reads its answer; 0, or 1 (reported) if the socket failed. */
-static int ctl_call(const char *cmd, const char *path, struct answer *a)
+/*
+ * Sends one request (on @target_fd, an O_PATH descriptor in the volume, or
+ * -1 for its root) and reads its answer; 0, or 1 (reported) if the
+ * exchange failed.
+ */
+static int ctl_request(const char *cmd, int target_fd, struct answer *a)
 {
-        GString *req = g_string_new(cmd);
-        char *line = NULL;
-        size_t cap = 0, off = 0;
-        ssize_t n;
-        bool first = true;
+        struct ctl_call c = { .command = cmd, .target_fd = target_fd };
+        struct ctl_answer ca;
+        int r = ctl_call(ctl_path, &c, &ca);
 
         memset(a, 0, sizeof(*a));
         a->lines = g_ptr_array_new_with_free_func(g_free);
-        if (path)
-                g_string_append_printf(req, "\t%s", path);
-        g_string_append_c(req, '\n');
-        while (off < req->len) {
-                n = write(ctl_fd, req->str + off, req->len - off);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0) {
-                        g_string_free(req, TRUE);
-                        return fail("writing to %s: %s", ctl_path, strerror(errno));
-                }
-                off += (size_t)n;
+        if (!ca.answered) {
+                ctl_answer_clear(&ca);
+                return fail("no answer on the volume's control socket %s: %s", ctl_path,
+                            strerror(-r));
         }
-        g_string_free(req, TRUE);
-        while ((n = getline(&line, &cap, ctl_in)) > 0) {
-                if (line[n - 1] == '\n')
-                        line[--n] = 0;
-                if (!n)
-                        break;
-                if (first && !strncmp(line, "status=", 7))
-                        a->status = atoi(line + 7);
-                else if (!a->error && !strncmp(line, "error=", 6))
-                        a->error = g_strdup(line + 6);
-                else
-                        g_ptr_array_add(a->lines, g_strdup(line));
-                first = false;
-        }
-        free(line);
-        if (n < 0 && first)
-                return fail("the volume closed its control socket %s without answering",
-                            ctl_path);
+        a->status = ca.status;
+        a->error = g_strdup(ca.error);
+        for (size_t i = 0; i < ca.n; i++)
+                g_ptr_array_add(a->lines, g_strconcat(ca.keys[i], "=", ca.values[i], NULL));
+        ctl_answer_clear(&ca);
         return 0;
+}
+
+static int ctl_call_root(const char *cmd, struct answer *a)
+{
+        return ctl_request(cmd, -1, a);
+}
+
+/* @path (NULL: the root), as the person gave it or under the volume's mountpoint. */
+static int ctl_call_on(const char *cmd, const char *path, struct answer *a)
+{
+        struct answer st;
+        const char *mp;
+        int fd, r;
+
+        if (!path)
+                return ctl_request(cmd, -1, a);
+        fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && path[0] != '/' && ctl_call_root("query state", &st) == 0) {
+                mp = answer_get(&st, "mountpoint");
+                if (mp) {
+                        g_autofree char *full = g_build_filename(mp, path, NULL);
+
+                        fd = open(full, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+                }
+                answer_clear(&st);
+        }
+        if (fd < 0)
+                return fail("cannot open %s: %s", path, strerror(errno));
+        r = ctl_request(cmd, fd, a);
+        close(fd);
+        return r;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -422,7 +422,7 @@ static int list_conflicts(const char *path, GArray **out)
 {
         struct answer a;
         GArray *rows;
-        int r = ctl_call("query conflicts", path, &a);
+        int r = ctl_call_on("query conflicts", path, &a);
 
         if (r)
                 return r;
@@ -500,7 +500,7 @@ static int find_conflict(const char *path, struct conflict *out)
         int r, found = -1, count = 0;
         GString *ids = g_string_new(NULL);
 
-        r = ctl_call("query state", NULL, &st);
+        r = ctl_call_root("query state", &st);
         if (r)
                 return r;
         rel = volume_rel(path, answer_get(&st, "mountpoint"));
@@ -555,7 +555,7 @@ static int get_version(unsigned long long id, const char *which, char **data, si
         gsize n = 0;
 
         snprintf(cmd, sizeof(cmd), "conflict-version %llu %s", id, which);
-        if (ctl_call(cmd, NULL, &a))
+        if (ctl_call_root(cmd, &a))
                 return -1;
         if (a.status == -ENOENT) {
                 answer_clear(&a);
@@ -874,7 +874,7 @@ static int cmd_take(const char *how, const char *path)
         if (r)
                 return r;
         snprintf(cmd, sizeof(cmd), "resolve %llu %s", c.id, how);
-        r = ctl_call(cmd, NULL, &a);
+        r = ctl_call_root(cmd, &a);
         if (!r)
                 r = report_resolve(&c, how, &a);
         conflict_clear(&c);
@@ -920,7 +920,7 @@ static int stage_content(unsigned long long id, const char *token, const char *d
                 char *b64 = g_base64_encode((const guchar *)data + off, n);
                 char *cmd = g_strdup_printf("merged-chunk %llu %s %zu %s", id, token, off, b64);
                 struct answer a;
-                int r = ctl_call(cmd, NULL, &a);
+                int r = ctl_call_root(cmd, &a);
 
                 g_free(cmd);
                 g_free(b64);
@@ -1012,12 +1012,12 @@ static int cmd_edit(const char *path)
                         goto out;
                 }
                 snprintf(cmd, sizeof(cmd), "resolve-merged %llu @%s", c.id, token);
-                r = ctl_call(cmd, NULL, &a);
+                r = ctl_call_root(cmd, &a);
         } else {
                 GString *cmd = g_string_new(NULL);
 
                 g_string_printf(cmd, "resolve-merged %llu %s", c.id, b64);
-                r = ctl_call(cmd->str, NULL, &a);
+                r = ctl_call_root(cmd->str, &a);
                 g_string_free(cmd, TRUE);
         }
         if (!r) {
@@ -1130,7 +1130,7 @@ int main(int argc, char **argv)
         ctl_path = find_socket(path);
         if (!ctl_path)
                 return EXIT_FAILURE;
-        r = ctl_connect();
+        r = ctl_reachable();
         if (r)
                 goto out;
         if (!strcmp(cmd, "list"))
@@ -1144,10 +1144,6 @@ int main(int argc, char **argv)
         else
                 r = cmd_edit(path);
 out:
-        if (ctl_in)
-                fclose(ctl_in);
-        if (ctl_fd >= 0)
-                close(ctl_fd);
         g_free(ctl_path);
         return r ? EXIT_FAILURE : 0;
 }

@@ -4,9 +4,9 @@
  * person (fcache-resolve(1)) or fcached settles the conflicts that
  * reintegration kept (resolve.h):
  *
- *   query conflicts [TAB PATH]    conflicts=N, then per conflict under PATH
- *                                 conflict=ID KIND PATH and
- *                                 conflict_detail=ID DETAIL
+ *   query conflicts               conflicts=N, then per conflict under the
+ *                                 request's target conflict=ID KIND PATH
+ *                                 and conflict_detail=ID DETAIL
  *   conflict-version ID WHICH     WHICH base|local|remote: size=N,
  *                                 content_base64=...
  *   resolve ID local|remote|both  resolved=ID path= kept= replayed= dropped=
@@ -87,9 +87,6 @@ static int collect_one(void *ud, const struct oplog_conflict *c)
         row.kind = g_strdup(c->kind ? c->kind : "unknown");
         row.path = g_strdup(path);
         row.detail = g_strdup(c->detail ? c->detail : "");
-        /* One line each: a newline in a name or detail would end the answer. */
-        g_strdelimit(row.path, "\n", '?');
-        g_strdelimit(row.detail, "\n", ' ');
         g_array_append_val(cl->rows, row);
         return 0;
 }
@@ -108,36 +105,6 @@ static int collect(struct view *v, const char *under, uint64_t only_id, GArray *
                 return r;
         }
         *out = cl.rows;
-        return 0;
-}
-
-/* PATH of a request relative to the volume root, "" for the root. */
-static int request_rel(struct view *v, const char *path, char **out, GString *err)
-{
-        size_t ml = strlen(v->cfg->mountpoint);
-        char *r;
-        size_t n;
-
-        if (path[0] == '/') {
-                if (strncmp(path, v->cfg->mountpoint, ml) || (path[ml] && path[ml] != '/')) {
-                        g_string_printf(err, "'%s' is not under the volume's mountpoint %s",
-                                        path, v->cfg->mountpoint);
-                        return -EXDEV;
-                }
-                path += ml;
-        }
-        while (*path == '/')
-                path++;
-        while (path[0] == '.' && (path[1] == '/' || path[1] == 0)) {
-                path++;
-                while (*path == '/')
-                        path++;
-        }
-        r = g_strdup(path);
-        n = strlen(r);
-        while (n && r[n - 1] == '/')
-                r[--n] = 0;
-        *out = r;
         return 0;
 }
 
@@ -192,46 +159,40 @@ static int conflict_lookup(struct view *v, uint64_t id, char **path, GString *er
         return conflict_lookup_row(v, id, path, NULL, NULL, err);
 }
 
-static int do_query(struct view *v, char **words, const char *path, GString *out, GString *err)
+static int do_query(struct view *v, char **words, const char *under, struct ctl_out *out,
+                    GString *err)
 {
         GArray *rows;
-        char *under;
         int r;
 
         if (words[2]) {
                 g_string_printf(err, "'query conflicts' takes no word after it (got '%s'); "
-                                "give a path after a TAB", words[2]);
+                                "its target is the request's", words[2]);
                 return -EINVAL;
         }
-        r = request_rel(v, path, &under, err);
-        if (r < 0)
-                return r;
         pthread_mutex_lock(&v->offline_lock);
         r = collect(v, under, 0, &rows);
         pthread_mutex_unlock(&v->offline_lock);
-        g_free(under);
         if (r < 0) {
                 g_string_printf(err, "cannot read the conflicts: %s", strerror(-r));
                 return r;
         }
-        g_string_append_printf(out, "conflicts=%u\n", rows->len);
+        out_kv(out, "conflicts=%u", rows->len);
         for (guint i = 0; i < rows->len; i++) {
                 struct conflict_row *c = &g_array_index(rows, struct conflict_row, i);
 
-                g_string_append_printf(out, "conflict=%" PRIu64 " %s %s\n", c->id, c->kind,
-                                       c->path);
+                out_kv(out, "conflict=%" PRIu64 " %s %s", c->id, c->kind, c->path);
         }
         for (guint i = 0; i < rows->len; i++) {
                 struct conflict_row *c = &g_array_index(rows, struct conflict_row, i);
 
-                g_string_append_printf(out, "conflict_detail=%" PRIu64 " %s\n", c->id,
-                                       c->detail);
+                out_kv(out, "conflict_detail=%" PRIu64 " %s", c->id, c->detail);
         }
         g_array_free(rows, TRUE);
         return 0;
 }
 
-static int do_version(struct view *v, char **words, GString *out, GString *err)
+static int do_version(struct view *v, char **words, struct ctl_out *out, GString *err)
 {
         uint64_t id;
         struct stat st;
@@ -293,7 +254,8 @@ static int do_version(struct view *v, char **words, GString *out, GString *err)
                 return r;
         }
         b64 = g_base64_encode((const guchar *)data, off);
-        g_string_append_printf(out, "size=%zu\ncontent_base64=%s\n", off, b64);
+        out_kv(out, "size=%zu", off);
+        out_kv(out, "content_base64=%s", b64);
         g_free(b64);
         g_free(data);
         return 0;
@@ -402,7 +364,7 @@ static const char *skip_slash(const char *p)
 }
 
 static int do_resolve(struct view *v, uint64_t id, enum resolve_how how, int merged_fd,
-                      GString *out, GString *err)
+                      struct ctl_out *out, GString *err)
 {
         struct reintegrate_options opts = REINTEGRATE_OPTIONS_INIT;
         struct resolve_outcome *res = g_new0(struct resolve_outcome, 1);
@@ -474,20 +436,20 @@ static int do_resolve(struct view *v, uint64_t id, enum resolve_how how, int mer
                 if (strcmp(now, before.path))
                         invalidate(v, now, 0);
                 invalidate(v, kept, 0);
-                g_string_append_printf(out, "resolved=%" PRIu64 "\n", id);
-                g_string_append_printf(out, "how=%s\n", resolve_how_to_string(how));
-                g_string_append_printf(out, "path=%s\n", now);
-                g_string_append_printf(out, "kept=%s\n", kept);
-                g_string_append_printf(out, "replayed=%" PRIu64 "\n", res->replayed);
-                g_string_append_printf(out, "dropped=%" PRIu64 "\n", res->dropped);
-                g_string_append_printf(out, "refreshed=%u\n", refreshed->len);
+                out_kv(out, "resolved=%" PRIu64 "", id);
+                out_kv(out, "how=%s", resolve_how_to_string(how));
+                out_kv(out, "path=%s", now);
+                out_kv(out, "kept=%s", kept);
+                out_kv(out, "replayed=%" PRIu64 "", res->replayed);
+                out_kv(out, "dropped=%" PRIu64 "", res->dropped);
+                out_kv(out, "refreshed=%u", refreshed->len);
                 for (guint i = 0; again && i < again->len; i++) {
                         struct conflict_row *c = &g_array_index(again, struct conflict_row, i);
 
                         /* (resolve_conflict removed conflict @id: an id may be reused) */
                         if (!strcmp(c->path, before.path))
-                                g_string_append_printf(out, "conflict_again=%" PRIu64 " %s %s\n",
-                                                       c->id, c->kind, c->path);
+                                out_kv(out, "conflict_again=%" PRIu64 " %s %s", c->id,
+                                       c->kind, c->path);
                 }
                 log_info("Conflict %" PRIu64 " (%s) settled: %s", id, before.path,
                          resolve_how_to_string(how));
@@ -501,7 +463,7 @@ static int do_resolve(struct view *v, uint64_t id, enum resolve_how how, int mer
         return r;
 }
 
-static int do_resolve_words(struct view *v, char **words, GString *out, GString *err)
+static int do_resolve_words(struct view *v, char **words, struct ctl_out *out, GString *err)
 {
         enum resolve_how how;
         uint64_t id;
@@ -602,7 +564,7 @@ static int write_all_fd(int fd, const void *data, size_t len, off_t at)
         return 0;
 }
 
-static int do_merged_chunk(char **words, GString *out, GString *err)
+static int do_merged_chunk(char **words, struct ctl_out *out, GString *err)
 {
         struct stage *st;
         uint64_t id, offset;
@@ -682,7 +644,7 @@ static int do_merged_chunk(char **words, GString *out, GString *err)
         if (r >= 0) {
                 st->size = offset + len;
                 st->used_ns = now_ns();
-                g_string_append_printf(out, "staged=%" PRIu64 "\n", st->size);
+                out_kv(out, "staged=%" PRIu64 "", st->size);
         }
         pthread_mutex_unlock(&stages_lock);
         g_free(key);
@@ -710,7 +672,7 @@ static int stage_take(uint64_t id, const char *token, GString *err)
         return fd;
 }
 
-static int do_resolve_merged(struct view *v, char **words, GString *out, GString *err)
+static int do_resolve_merged(struct view *v, char **words, struct ctl_out *out, GString *err)
 {
         const char *b64;
         guchar *data;
@@ -773,8 +735,8 @@ static int do_resolve_merged(struct view *v, char **words, GString *out, GString
         return r;
 }
 
-bool conflicts_execute(struct view *v, const char *cmdline, const char *path, GString *out,
-                       GString *err, int *status)
+bool conflicts_execute(struct view *v, const char *cmdline, const char *under,
+                       struct ctl_out *out, GString *err, int *status)
 {
         char **words;
         int r;
@@ -805,7 +767,7 @@ bool conflicts_execute(struct view *v, const char *cmdline, const char *path, GS
                 g_string_assign(err, "this volume has no offline log (CacheDir/offline)");
                 r = -ENODEV;
         } else if (!strcmp(words[0], "query") && words[1] && !strcmp(words[1], "conflicts")) {
-                r = do_query(v, words, path, out, err);
+                r = do_query(v, words, under, out, err);
         } else if (!strcmp(words[0], "conflict-version")) {
                 r = do_version(v, words, out, err);
         } else if (!strcmp(words[0], "resolve")) {

@@ -2,20 +2,24 @@
 /*
  * view-control.c: the private control socket of a volume,
  * CacheDir/control.sock (mode 0600, CacheDir 0700: root only), used by
- * fcached and by the tests (fcache-view-ctl).
+ * fcached, fcache-resolve and fcache-view-ctl.
  *
- * Protocol, one request per line, any number per connection:
- *     COMMAND [TAB PATH] LF
- * COMMAND is in the project's command grammar (view-command.h); PATH is
- * relative to the volume root or absolute under its mountpoint (default:
- * the root).  The answer is key=value lines ending with an empty line; the
- * first is "status=0" or "status=-ERRNO", followed on failure by
- * "error=MESSAGE".
+ * Protocol: framed messages (proto/ctlmsg.h), one request per connection.
+ * A request carries a COMMAND in the project's command grammar
+ * (view-command.h) and, with it, the descriptor of its target: an O_PATH
+ * descriptor of an object of this view's mount, which the client resolved
+ * with the right to (fcached: as the calling user).  The view maps it to
+ * its node through the FUSE file handle (which holds the nodeid) and acts on
+ * that node and no other: no path string is ever walked here on a client's
+ * behalf.  Without a descriptor the target is the volume root.  A NAME
+ * beside the descriptor names one entry of that directory (a conflict on an
+ * object that may be gone).  The answer is a status, an error message on
+ * failure, and key=value results.
  *
- * Jobs: "job COMMAND [TAB PATH]" runs COMMAND as job N: the answer starts at
- * once with "job=N", a pin then sends "progress=FILES_DONE FILES_TOTAL
- * BYTES_FETCHED" lines as it goes (at most ten a second), and the answer
- * block follows.  "cancel N" (on another connection) stops job N: a pin then
+ * Jobs: a request with CTLA_RUN_AS_JOB runs as job N: CTLMSG_JOB with its
+ * id comes at once, a pin then sends CTLMSG_PROGRESS (files done, total,
+ * bytes fetched; at most ten a second), and the answer follows.  A request
+ * with CTLA_CANCEL N (on another connection) stops job N: a pin then
  * answers status=-ECANCELED and unpins what it had pinned.
  */
 #include <errno.h>
@@ -24,13 +28,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "view-command.h"
 #include "view.h"
 
-#define MAX_LINE 8192
 #define PROGRESS_INTERVAL_NS 100000000ull
 
 /* A running job: the pin's own state, and where its progress goes. */
@@ -49,24 +53,25 @@ static void job_progress(struct pin_job *pj, const struct pin_result *res)
 {
         struct ctl_job *job = (struct ctl_job *)pj;
         uint64_t now = now_ns();
-        char line[96];
-        int n;
+        struct ctlmsg m;
 
         /* The last file is always reported, so the final count is exact. */
         if (now - job->last_progress_ns < PROGRESS_INTERVAL_NS && res->files < pj->files_total)
                 return;
         job->last_progress_ns = now;
-        n = snprintf(line, sizeof(line), "progress=%" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
-                     res->files, pj->files_total, res->fetched);
-        if (write(job->cfd, line, (size_t)n) < 0)
+        ctlmsg_init(&m, CTLMSG_PROGRESS);
+        ctlmsg_put_u64(&m, CTLA_DONE, res->files);
+        ctlmsg_put_u64(&m, CTLA_TOTAL, pj->files_total);
+        ctlmsg_put_u64(&m, CTLA_BYTES, res->fetched);
+        if (ctlmsg_send(job->cfd, &m, -1) < 0)
                 pj->cancel = 1; /* nobody listens any more */
+        ctlmsg_free(&m);
 }
 
 static struct ctl_job *job_start(int cfd)
 {
         struct ctl_job *job = g_new0(struct ctl_job, 1);
-        char line[48];
-        int n;
+        struct ctlmsg m;
 
         job->cfd = cfd;
         job->pin.progress = job_progress;
@@ -77,9 +82,11 @@ static struct ctl_job *job_start(int cfd)
         job->id = next_job_id++;
         g_hash_table_insert(jobs, &job->id, job);
         pthread_mutex_unlock(&jobs_lock);
-        n = snprintf(line, sizeof(line), "job=%" PRIu64 "\n", job->id);
-        if (write(cfd, line, (size_t)n) < 0)
+        ctlmsg_init(&m, CTLMSG_JOB);
+        ctlmsg_put_u64(&m, CTLA_JOB_ID, job->id);
+        if (ctlmsg_send(cfd, &m, -1) < 0)
                 job->pin.cancel = 1;
+        ctlmsg_free(&m);
         return job;
 }
 
@@ -92,59 +99,51 @@ static void job_end(struct ctl_job *job)
         g_free(job);
 }
 
-/* "cancel N" */
-static int job_cancel(const char *arg, GString *err)
+static int job_cancel(uint64_t id, GString *err)
 {
         struct ctl_job *job = NULL;
-        char *end;
-        uint64_t id = g_ascii_strtoull(arg, &end, 10);
 
         pthread_mutex_lock(&jobs_lock);
-        if (jobs && *arg && !*end)
+        if (jobs)
                 job = g_hash_table_lookup(jobs, &id);
         if (job)
                 job->pin.cancel = 1;
         pthread_mutex_unlock(&jobs_lock);
         if (!job) {
-                g_string_printf(err, "no job '%s' is running", arg);
+                g_string_printf(err, "no job %" PRIu64 " is running", id);
                 return -ENOENT;
         }
         return 0;
 }
 
-struct out {
-        GString *s;
-};
-
-__attribute__((format(printf, 2, 3)))
-static void kv(struct out *o, const char *fmt, ...)
+void out_kv(struct ctl_out *o, const char *fmt, ...)
 {
         va_list ap;
+        char *text, *eq;
 
         va_start(ap, fmt);
-        g_string_append_vprintf(o->s, fmt, ap);
+        text = g_strdup_vprintf(fmt, ap);
         va_end(ap);
-        g_string_append_c(o->s, '\n');
+        eq = strchr(text, '=');
+        if (eq && eq != text) {
+                *eq = 0;
+                ctlmsg_put_kv(&o->msg, text, eq + 1);
+        }
+        g_free(text);
 }
 
-static char *rel_path(struct view *v, const char *path)
+void out_lines(struct ctl_out *o, const char *text)
 {
-        size_t ml = strlen(v->cfg->mountpoint);
-        char *r;
-        size_t n;
+        char **lines = g_strsplit(text, "\n", -1);
 
-        if (path[0] == '/' && !strncmp(path, v->cfg->mountpoint, ml))
-                path += ml;
-        while (*path == '/')
-                path++;
-        r = g_strdup(*path ? path : ".");
-        n = strlen(r);
-        while (n > 1 && r[n - 1] == '/')
-                r[--n] = 0;
-        return r;
+        for (char **l = lines; *l; l++)
+                if (**l)
+                        out_kv(o, "%s", *l);
+        g_strfreev(lines);
 }
 
-static int do_query_cached(struct view *v, int fd, struct out *o)
+
+static int do_query_cached(struct view *v, int fd, struct ctl_out *o)
 {
         struct sobj_info info;
         struct stat st;
@@ -154,83 +153,106 @@ static int do_query_cached(struct view *v, int fd, struct out *o)
         if (fstat(fd, &st) < 0)
                 return -errno;
         id = vnode_id_of_ino(v, st.st_ino);
-        kv(o, "ino=%" PRIu64, (uint64_t)st.st_ino);
-        kv(o, "cacheable=%s", (id ? vnode_cacheable(v, id) : !store_is_nocache(v->store, st.st_ino))
+        out_kv(o, "ino=%" PRIu64, (uint64_t)st.st_ino);
+        out_kv(o, "cacheable=%s", (id ? vnode_cacheable(v, id) : !store_is_nocache(v->store, st.st_ino))
            ? "on" : "off");
         if (!S_ISREG(st.st_mode)) {
-                kv(o, "type=%s", S_ISDIR(st.st_mode) ? "directory" : "other");
+                out_kv(o, "type=%s", S_ISDIR(st.st_mode) ? "directory" : "other");
                 return 0;
         }
-        kv(o, "type=file");
-        kv(o, "size=%" PRIu64, (uint64_t)st.st_size);
+        out_kv(o, "type=file");
+        out_kv(o, "size=%" PRIu64, (uint64_t)st.st_size);
         r = store_info_ino(v->store, st.st_ino, &info);
         if (r == -ENOENT) {
-                kv(o, "cached=no");
-                kv(o, "cached_bytes=0");
-                kv(o, "pinned=no");
+                out_kv(o, "cached=no");
+                out_kv(o, "cached_bytes=0");
+                out_kv(o, "pinned=no");
                 return 0;
         }
         if (r < 0)
                 return r;
-        kv(o, "cached=%s", !info.bytes ? "no" : info.complete ? "complete" : "partial");
-        kv(o, "cached_bytes=%" PRIu64, info.bytes);
-        kv(o, "blocks=%" PRIu32, info.blocks_present);
-        kv(o, "blocks_total=%" PRIu32, info.blocks_total);
-        kv(o, "block_size=%u", STORE_BLOCK);
-        kv(o, "valid=%s", info.size == (uint64_t)st.st_size &&
+        out_kv(o, "cached=%s", !info.bytes ? "no" : info.complete ? "complete" : "partial");
+        out_kv(o, "cached_bytes=%" PRIu64, info.bytes);
+        out_kv(o, "blocks=%" PRIu32, info.blocks_present);
+        out_kv(o, "blocks_total=%" PRIu32, info.blocks_total);
+        out_kv(o, "block_size=%u", STORE_BLOCK);
+        out_kv(o, "valid=%s", info.size == (uint64_t)st.st_size &&
            now_ns() - info.validated_ns <= (uint64_t)(v->lease_s * 1e9) ? "yes" : "stale");
-        kv(o, "validated_ms_ago=%" PRIu64, (now_ns() - info.validated_ns) / 1000000);
-        kv(o, "pinned=%s", info.pin >= 0 ? "yes" : "no");
+        out_kv(o, "validated_ms_ago=%" PRIu64, (now_ns() - info.validated_ns) / 1000000);
+        out_kv(o, "pinned=%s", info.pin >= 0 ? "yes" : "no");
         if (info.pin >= 0)
-                kv(o, "priority=%d", info.pin);
+                out_kv(o, "priority=%d", info.pin);
         return 0;
 }
 
-static void stats_out(struct view *v, struct out *o)
+static void stats_out(struct view *v, struct ctl_out *o)
 {
         struct store_stats st;
 
         store_get_stats(v->store, &st);
-        kv(o, "size=%" PRIu64, st.cache_size);
-        kv(o, "reserve=%" PRIu64, st.reserve);
-        kv(o, "capacity=%" PRIu64, st.capacity);
-        kv(o, "used=%" PRIu64, st.used);
-        kv(o, "pinned=%" PRIu64, st.pinned);
-        kv(o, "free=%" PRIu64, st.free);
-        kv(o, "brun=%" PRIu64, st.brun);
-        kv(o, "bcull=%" PRIu64, st.bcull);
-        kv(o, "bstop=%" PRIu64, st.bstop);
-        kv(o, "objects=%" PRIu64, st.objects);
-        kv(o, "files_limit=%" PRIu64, st.files_limit);
+        out_kv(o, "size=%" PRIu64, st.cache_size);
+        out_kv(o, "reserve=%" PRIu64, st.reserve);
+        out_kv(o, "capacity=%" PRIu64, st.capacity);
+        out_kv(o, "used=%" PRIu64, st.used);
+        out_kv(o, "pinned=%" PRIu64, st.pinned);
+        out_kv(o, "free=%" PRIu64, st.free);
+        out_kv(o, "brun=%" PRIu64, st.brun);
+        out_kv(o, "bcull=%" PRIu64, st.bcull);
+        out_kv(o, "bstop=%" PRIu64, st.bstop);
+        out_kv(o, "objects=%" PRIu64, st.objects);
+        out_kv(o, "files_limit=%" PRIu64, st.files_limit);
         if (st.files_limit) {
-                kv(o, "files_free=%" PRIu64, st.files_free);
-                kv(o, "frun=%" PRIu64, st.frun);
-                kv(o, "fcull=%" PRIu64, st.fcull);
-                kv(o, "fstop=%" PRIu64, st.fstop);
+                out_kv(o, "files_free=%" PRIu64, st.files_free);
+                out_kv(o, "frun=%" PRIu64, st.frun);
+                out_kv(o, "fcull=%" PRIu64, st.fcull);
+                out_kv(o, "fstop=%" PRIu64, st.fstop);
         }
-        kv(o, "culled=%" PRIu64, st.culled);
-        kv(o, "corrupt_blocks=%" PRIu64, st.corrupt);
-        kv(o, "block_size=%u", STORE_BLOCK);
+        out_kv(o, "culled=%" PRIu64, st.culled);
+        out_kv(o, "corrupt_blocks=%" PRIu64, st.corrupt);
+        out_kv(o, "block_size=%u", STORE_BLOCK);
 }
 
 static int list_pin(void *ud, const char *path, int prio)
 {
-        struct out *o = ud;
+        struct ctl_out *o = ud;
 
-        kv(o, "pin=%d %s", prio, path);
+        out_kv(o, "pin=%d %s", prio, path);
         return 0;
 }
 
-static void pin_out(struct out *o, const struct pin_result *res)
+static void pin_out(struct ctl_out *o, const struct pin_result *res)
 {
-        kv(o, "files=%" PRIu64, res->files);
-        kv(o, "bytes=%" PRIu64, res->total_bytes);
-        kv(o, "fetched=%" PRIu64, res->fetched);
-        kv(o, "failed=%" PRIu64, res->failed);
+        out_kv(o, "files=%" PRIu64, res->files);
+        out_kv(o, "bytes=%" PRIu64, res->total_bytes);
+        out_kv(o, "fetched=%" PRIu64, res->fetched);
+        out_kv(o, "failed=%" PRIu64, res->failed);
 }
 
-static int execute(struct view *v, const char *cmdline, const char *path, struct out *o,
-                   GString *err, struct pin_job *job)
+static void view_state_lines(struct view *v, struct ctl_out *o)
+{
+        GString *text = g_string_new(NULL);
+
+        view_state_out(v, text);
+        out_lines(o, text->str);
+        g_string_free(text, TRUE);
+}
+
+static int view_reconnect_lines(struct view *v, struct ctl_out *o, GString *err)
+{
+        GString *text = g_string_new(NULL);
+        int r = view_reconnect(v, text, err);
+
+        out_lines(o, text->str);
+        g_string_free(text, TRUE);
+        return r;
+}
+
+/*
+ * Runs @cmdline on the request's target: @tfd, an O_PATH descriptor of the
+ * object in what the view serves, and @rel, its path from the volume root.
+ */
+static int execute(struct view *v, const char *cmdline, int tfd, const char *rel,
+                   struct ctl_out *o, GString *err, struct pin_job *job)
 {
         struct view_command c;
         struct pin_result res;
@@ -238,7 +260,6 @@ static int execute(struct view *v, const char *cmdline, const char *path, struct
         char msg[256];
         uint64_t avail = 0;
         int r, fd = -1;
-        char *rel = NULL;
 
         r = view_command_parse(cmdline, &c, msg, sizeof(msg));
         if (r < 0) {
@@ -256,13 +277,7 @@ static int execute(struct view *v, const char *cmdline, const char *path, struct
                 }
                 if (c.verb == VERB_FLUSH_VOLUME)
                         break;
-                fd = view_open_path(v, path, O_PATH | O_NOFOLLOW);
-                if (fd < 0) {
-                        g_string_printf(err, "cannot open '%s' in the volume: %s", path,
-                                        strerror(-fd));
-                        return fd;
-                }
-                rel = rel_path(v, path);
+                fd = tfd;
                 break;
         default:
                 break;
@@ -278,40 +293,40 @@ static int execute(struct view *v, const char *cmdline, const char *path, struct
                 r = store_pin_foreach(v->store, list_pin, o);
                 break;
         case VERB_QUERY_STATE:
-                view_state_out(v, o->s);
-                kv(o, "pid=%d", (int)getpid());
-                kv(o, "takeover=%s", v->takeover ? "yes" : "no");
-                kv(o, "backing=%s", v->cfg->backing);
-                kv(o, "mountpoint=%s", v->cfg->mountpoint);
-                kv(o, "file_handles=%s", v->handles ? "yes" : "no");
+                view_state_lines(v, o);
+                out_kv(o, "pid=%d", (int)getpid());
+                out_kv(o, "takeover=%s", v->takeover ? "yes" : "no");
+                out_kv(o, "backing=%s", v->cfg->backing);
+                out_kv(o, "mountpoint=%s", v->cfg->mountpoint);
+                out_kv(o, "file_handles=%s", v->handles ? "yes" : "no");
                 pthread_mutex_lock(&v->itab_lock);
-                kv(o, "nodes=%u", g_hash_table_size(v->nodes));
-                kv(o, "node_fds=%u", v->open_fds);
+                out_kv(o, "nodes=%u", g_hash_table_size(v->nodes));
+                out_kv(o, "node_fds=%u", v->open_fds);
                 pthread_mutex_unlock(&v->itab_lock);
                 break;
         case VERB_FLUSH:
                 r = flush_subtree(v, fd, true, &res);
-                kv(o, "flushed=%" PRIu64, res.fetched);
-                kv(o, "kept_pinned=%" PRIu64, res.needed);
+                out_kv(o, "flushed=%" PRIu64, res.fetched);
+                out_kv(o, "kept_pinned=%" PRIu64, res.needed);
                 break;
         case VERB_FLUSH_VOLUME:
                 r = store_drop_all(v->store, false);
                 if (r >= 0) {
-                        kv(o, "flushed=%d", r);
+                        out_kv(o, "flushed=%d", r);
                         r = 0;
                 }
                 break;
         case VERB_PIN:
                 r = pin_subtree(v, fd, c.recursive, c.priority, c.dry_run, &res, &avail, job);
-                kv(o, "needed=%" PRIu64, c.dry_run || r == -ENOSPC ? res.needed : res.total_bytes);
-                kv(o, "available=%" PRIu64, avail);
+                out_kv(o, "needed=%" PRIu64, c.dry_run || r == -ENOSPC ? res.needed : res.total_bytes);
+                out_kv(o, "available=%" PRIu64, avail);
                 if (r == -ENOSPC) {
                         g_string_printf(err, "pin needs %" PRIu64 " bytes but only %" PRIu64
                                         " are available (CacheSize minus Reserve minus pinned)",
                                         res.needed, avail);
                         break;
                 }
-                kv(o, "fits=yes");
+                out_kv(o, "fits=yes");
                 pin_out(o, &res);
                 if (r >= 0 && !c.dry_run)
                         r = store_pin_add(v->store, rel, c.priority);
@@ -319,12 +334,12 @@ static int execute(struct view *v, const char *cmdline, const char *path, struct
                 if (r >= 0 && !c.dry_run) {
                         int m = mirror_sync_path(v, rel, c.recursive);
 
-                        kv(o, "mirrored=%s", m == 0 ? "yes" : "no");
+                        out_kv(o, "mirrored=%s", m == 0 ? "yes" : "no");
                         if (m < 0)
                                 log_warn("Pinned '%s' is not completely mirrored for offline"
                                          " use: %s (the hoard walk retries)", rel, strerror(-m));
                 }
-                kv(o, "dry_run=%s", c.dry_run ? "yes" : "no");
+                out_kv(o, "dry_run=%s", c.dry_run ? "yes" : "no");
                 break;
         case VERB_UNPIN:
                 r = unpin_subtree(v, fd, c.recursive, &res);
@@ -333,8 +348,8 @@ static int execute(struct view *v, const char *cmdline, const char *path, struct
 
                         mirror_unpin_path(v, rel);
 
-                        kv(o, "unpinned=%" PRIu64, res.files);
-                        kv(o, "pins_removed=%d", n < 0 ? 0 : n);
+                        out_kv(o, "unpinned=%" PRIu64, res.files);
+                        out_kv(o, "pins_removed=%d", n < 0 ? 0 : n);
                 }
                 break;
         case VERB_SET_CACHEABLE: {
@@ -347,22 +362,22 @@ static int execute(struct view *v, const char *cmdline, const char *path, struct
                 r = store_set_nocache(v->store, sb.st_ino, !c.on);
                 if (r >= 0 && !c.on)
                         r = flush_subtree(v, fd, true, &res);
-                kv(o, "cacheable=%s", c.on ? "on" : "off");
+                out_kv(o, "cacheable=%s", c.on ? "on" : "off");
                 break;
         }
         case VERB_DISCONNECT:
                 r = view_disconnect(v, err);
                 if (r >= 0)
-                        view_state_out(v, o->s);
+                        view_state_lines(v, o);
                 break;
         case VERB_RECONNECT:
                 __atomic_store_n(&v->auto_reconnect, false, __ATOMIC_RELEASE);
-                r = view_reconnect(v, o->s, err);
+                r = view_reconnect_lines(v, o, err);
                 if (r >= 0)
-                        kv(o, "state=%s", view_state_name(v));
+                        out_kv(o, "state=%s", view_state_name(v));
                 break;
         case VERB_QUERY_REINTEGRATION:
-                r = view_reintegration_dry_run(v, o->s, err);
+                r = view_reintegration_dry_run(v, o, err);
                 break;
         case VERB_SET_CACHE_SIZE:
         case VERB_SET_RESERVE:
@@ -378,70 +393,191 @@ static int execute(struct view *v, const char *cmdline, const char *path, struct
                         stats_out(v, o);
                 break;
         }
-        if (fd >= 0)
-                close(fd);
-        g_free(rel);
         if (r < 0 && !err->len)
                 g_string_assign(err, strerror(-r));
         return r < 0 ? r : 0;
+}
+
+#ifndef AT_HANDLE_FID
+#define AT_HANDLE_FID 0x200     /* Linux 6.5: a handle to identify, not to open */
+#endif
+
+/*
+ * The node of descriptor @cfd, received from a client: it must be an object
+ * of this view's mount, and its FUSE file handle names the node (nodeid,
+ * then generation).  Returns an O_PATH descriptor of the node's object in
+ * what the view serves, or -errno.
+ */
+static int target_node(struct view *v, int cfd, GString *err)
+{
+        union {
+                struct file_handle fh;
+                char buf[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+        } h = { .fh.handle_bytes = MAX_HANDLE_SZ };
+        uint32_t words[2];
+        struct vnode *n;
+        struct stat st;
+        uint64_t id;
+        dev_t dev;
+        int mnt, r;
+
+        if (fstat(cfd, &st) < 0)
+                return -errno;
+        r = view_mount_find(v->cfg->mountpoint, &dev);
+        if (r < 0) {
+                g_string_printf(err, "cannot find this view's mount %s: %s",
+                                v->cfg->mountpoint, strerror(-r));
+                return r;
+        }
+        if (st.st_dev != dev) {
+                g_string_printf(err, "the request's target is not in this volume (%s)",
+                                v->cfg->mountpoint);
+                return -EXDEV;
+        }
+        if (name_to_handle_at(cfd, "", &h.fh, &mnt, AT_EMPTY_PATH) < 0 &&
+            (errno != EOPNOTSUPP ||
+             name_to_handle_at(cfd, "", &h.fh, &mnt, AT_EMPTY_PATH | AT_HANDLE_FID) < 0))
+                return -errno;
+        /* FUSE's handles: FILEID_INO64_GEN (0x81), with the parent (0x82). */
+        if ((h.fh.handle_type != 0x81 && h.fh.handle_type != 0x82) || h.fh.handle_bytes < 12) {
+                g_string_printf(err, "the request's target has a handle of type %d, not FUSE's",
+                                h.fh.handle_type);
+                return -EXDEV;
+        }
+        memcpy(words, h.fh.f_handle, sizeof(words));
+        id = (uint64_t)words[0] << 32 | words[1];
+        r = vnode_get(v, id, &n);
+        if (r < 0) {
+                g_string_printf(err, "the request's target (node %" PRIu64 ") is not known: %s",
+                                id, strerror(-r));
+                return r;
+        }
+        if ((vnode_type(n) ^ st.st_mode) & S_IFMT)
+                r = -ESTALE;
+        else if ((r = fcntl(vnode_fd(n), F_DUPFD_CLOEXEC, 3)) < 0)
+                r = -errno;
+        vnode_put(v, n);
+        if (r == -ESTALE)
+                g_string_printf(err, "the request's target changed type");
+        return r;
+}
+
+/* The root of what is served, as an O_PATH descriptor. */
+static int target_root(struct view *v)
+{
+        struct vnode *n;
+        int r = vnode_get(v, FUSE_ROOT_ID, &n);
+
+        if (r < 0)
+                return r;
+        r = fcntl(vnode_fd(n), F_DUPFD_CLOEXEC, 3);
+        if (r < 0)
+                r = -errno;
+        vnode_put(v, n);
+        return r;
+}
+
+/* The request's target: its descriptor, and its path from the volume root. */
+static int request_target(struct view *v, const struct ctl_request *req, int cfd, int *tfd,
+                          char **rel, GString *err)
+{
+        char *r;
+        int fd;
+
+        fd = req->has_target ? target_node(v, cfd, err) : target_root(v);
+        if (fd < 0)
+                return fd;
+        r = view_rel_path(view_served_root(v), fd, NULL);
+        if (!r) {
+                close(fd);
+                g_string_assign(err, "the request's target is not where the volume serves "
+                                "(it moved at a switch between online and offline; try again)");
+                return -EAGAIN;
+        }
+        if (req->name) {
+                char *full = strcmp(r, ".") ? g_strconcat(r, "/", req->name, NULL)
+                                             : g_strdup(req->name);
+
+                g_free(r);
+                r = full;
+        }
+        *tfd = fd;
+        *rel = r;
+        return 0;
+}
+
+static void serve_request(struct view *v, int cfd)
+{
+        struct ctl_request req = { 0 };
+        struct ctl_out o;
+        GString *err = g_string_new(NULL);
+        char *rel = NULL;
+        const char *under;
+        uint8_t *buf = NULL;
+        size_t len;
+        char why[160];
+        int r, rfd = -1, tfd = -1;
+
+        ctlmsg_init(&o.msg, CTLMSG_ANSWER);
+        r = ctlmsg_recv(cfd, &buf, &len, &rfd);
+        if (r == -ECONNRESET)
+                goto out;
+        if (r == 0)
+                r = ctl_request_decode(buf, len, &req, why, sizeof(why));
+        else
+                snprintf(why, sizeof(why), "malformed request: %s", strerror(-r));
+        if (r < 0) {
+                g_string_assign(err, why);
+        } else if (req.has_target != (rfd >= 0)) {
+                g_string_assign(err, req.has_target ? "the request's target descriptor is missing"
+                                                    : "a descriptor came without a target");
+                r = -EBADMSG;
+        } else if (req.has_cancel) {
+                r = job_cancel(req.cancel, err);
+        } else if ((r = request_target(v, &req, rfd, &tfd, &rel, err)) < 0) {
+                /* err says why */
+        } else if (req.run_as_job) {
+                struct ctl_job *job = job_start(cfd);
+
+                r = execute(v, req.command, tfd, rel, &o, err, &job->pin);
+                job_end(job);
+        } else {
+                under = strcmp(rel, ".") ? rel : "";
+                if (!conflicts_execute(v, req.command, under, &o, err, &r))
+                        r = execute(v, req.command, tfd, rel, &o, err, NULL);
+        }
+        ctlmsg_put_s32(&o.msg, CTLA_STATUS, r < 0 ? r : 0);
+        if (r < 0)
+                ctlmsg_put_str(&o.msg, CTLA_ERROR, err->len ? err->str : strerror(-r));
+        if (ctlmsg_send(cfd, &o.msg, -1) == -EMSGSIZE) {
+                struct ctlmsg small;
+
+                ctlmsg_init(&small, CTLMSG_ANSWER);
+                ctlmsg_put_s32(&small, CTLA_STATUS, -E2BIG);
+                ctlmsg_put_str(&small, CTLA_ERROR, "the answer is larger than a message may be");
+                ctlmsg_send(cfd, &small, -1);
+                ctlmsg_free(&small);
+        }
+out:
+        if (tfd >= 0)
+                close(tfd);
+        if (rfd >= 0)
+                close(rfd);
+        free(buf);
+        g_free(rel);
+        ctl_request_clear(&req);
+        ctlmsg_free(&o.msg);
+        g_string_free(err, TRUE);
 }
 
 static void *conn_thread(void *arg)
 {
         struct view *v = ((void **)arg)[0];
         int cfd = (int)(intptr_t)((void **)arg)[1];
-        FILE *in = fdopen(cfd, "r");
-        char *line = NULL;
-        size_t cap = 0;
-        ssize_t n;
 
         free(arg);
-        if (!in) {
-                close(cfd);
-                return NULL;
-        }
-        while ((n = getline(&line, &cap, in)) > 0) {
-                struct out o = { g_string_new(NULL) };
-                GString *err = g_string_new(NULL);
-                GString *reply = g_string_new(NULL);
-                char *tab, *path = (char *)"";
-                int r;
-
-                if (line[n - 1] == '\n')
-                        line[--n] = 0;
-                tab = strchr(line, '\t');
-                if (tab) {
-                        *tab = 0;
-                        path = tab + 1;
-                }
-                if (n > MAX_LINE) {
-                        g_string_assign(err, "request too long");
-                        r = -E2BIG;
-                } else if (!strncmp(line, "cancel ", 7)) {
-                        r = job_cancel(line + 7, err);
-                } else if (!strncmp(line, "job ", 4)) {
-                        struct ctl_job *job = job_start(cfd);
-
-                        r = execute(v, line + 4, path, &o, err, &job->pin);
-                        job_end(job);
-                } else if (!conflicts_execute(v, line, path, o.s, err, &r)) {
-                        r = execute(v, line, path, &o, err, NULL);
-                }
-                g_string_append_printf(reply, "status=%d\n", r);
-                if (r < 0)
-                        g_string_append_printf(reply, "error=%s\n", err->str);
-                g_string_append(reply, o.s->str);
-                g_string_append_c(reply, '\n');
-                if (write(cfd, reply->str, reply->len) < 0)
-                        n = -1;
-                g_string_free(o.s, TRUE);
-                g_string_free(err, TRUE);
-                g_string_free(reply, TRUE);
-                if (n < 0)
-                        break;
-        }
-        free(line);
-        fclose(in);
+        serve_request(v, cfd);
+        close(cfd);
         return NULL;
 }
 

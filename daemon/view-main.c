@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -67,28 +68,68 @@ static void holder_signal(int sig)
         holder_stop = sig;
 }
 
-/* Is the topmost mount on path an fcache view (fuse.fcache)? */
-static bool fcache_mounted(const char *path)
+/* Field @n (from 0) of a mountinfo line, its \ooo escapes undone; g_free, or NULL. */
+static char *mountinfo_field(const char *line, int n)
+{
+        GString *f = g_string_new(NULL);
+        const char *p = line;
+
+        for (int i = 0; i < n && p; i++) {
+                p = strchr(p, ' ');
+                if (p)
+                        p++;
+        }
+        if (!p) {
+                g_string_free(f, TRUE);
+                return NULL;
+        }
+        for (; *p && *p != ' ' && *p != '\n'; p++) {
+                if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
+                    p[3] >= '0' && p[3] <= '7') {
+                        g_string_append_c(f, (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 +
+                                                    (p[3] - '0')));
+                        p += 3;
+                } else {
+                        g_string_append_c(f, *p);
+                }
+        }
+        return g_string_free(f, FALSE);
+}
+
+int view_mount_find(const char *path, dev_t *dev)
 {
         char *line = NULL;
         size_t cap = 0;
-        bool found = false;
+        int r = -ENOENT;
         FILE *f = fopen("/proc/self/mountinfo", "re");
 
         if (!f)
-                return false;
+                return -errno;
         while (getline(&line, &cap, f) > 0) {
-                char mp[4096], *dash;
+                char *mp = mountinfo_field(line, 4), *dash = strstr(line, " - ");
+                unsigned maj, min;
 
-                if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1)
-                        continue;
-                dash = strstr(line, " - ");
-                if (!strcmp(mp, path))
-                        found = dash && !strncmp(dash + 3, "fuse.fcache ", 12);
+                /* A later line is a mount on top of an earlier one. */
+                if (mp && !strcmp(mp, path)) {
+                        r = -ENOENT;
+                        if (dash && !strncmp(dash + 3, "fuse.fcache ", 12) &&
+                            sscanf(line, "%*s %*s %u:%u", &maj, &min) == 2) {
+                                *dev = makedev(maj, min);
+                                r = 0;
+                        }
+                }
+                g_free(mp);
         }
         free(line);
         fclose(f);
-        return found;
+        return r;
+}
+
+static bool fcache_mounted(const char *path)
+{
+        dev_t dev;
+
+        return view_mount_find(path, &dev) == 0;
 }
 
 static int do_mount(const struct volume_config *cfg, int fd)

@@ -286,8 +286,11 @@ int pin_walk_all(struct view *v)
 
 int view_open_path(struct view *v, const char *path, int flags)
 {
+        /* A pinned path is what is there now: never through a symlink (a user's,
+         * pointing where that user cannot go). */
         struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC),
-                                .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS };
+                                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                           RESOLVE_NO_MAGICLINKS };
         size_t ml = strlen(v->cfg->mountpoint);
         int fd;
 

@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "ctlmsg.h"
 #include "oplog.h"
 #include "store.h"
 #include "volume-config.h"
@@ -170,6 +171,14 @@ void vfile_flush_dirty(struct view *v);
 /* view-control.c */
 int control_start(struct view *v);
 void control_stop(struct view *v);
+/* An answer being built: results in order, each a framed key and value. */
+struct ctl_out {
+        struct ctlmsg msg;
+};
+/* One result, formatted as "key=value" (the key is what comes before the first '='). */
+void out_kv(struct ctl_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The "key=value" lines of a text the view made itself, without names in it. */
+void out_lines(struct ctl_out *o, const char *text);
 
 /* view-pin.c: hoarding walks */
 struct pin_result {
@@ -239,7 +248,7 @@ void view_backing_timed_out(struct view *v);
 /* After a timeout: waits (briefly) until the volume serves offline; true if it does. */
 bool view_wait_offline(struct view *v);
 int view_reconnect(struct view *v, GString *out, GString *err);
-int view_reintegration_dry_run(struct view *v, GString *out, GString *err);
+int view_reintegration_dry_run(struct view *v, struct ctl_out *out, GString *err);
 void view_state_out(struct view *v, GString *out);
 /* Recounts the conflicts (after a reconnect or a resolve). */
 void view_conflicts_recount(struct view *v);
@@ -276,10 +285,11 @@ void mirror_note_change(struct view *v, int pfd, const char *name);
 /*
  * view-conflicts.c: the control socket's conflict requests (query
  * conflicts, conflict-version, resolve).  Returns false when @cmdline is not
- * one of them; else fills @out with "key=value\n" lines or @err, sets *status.
+ * one of them; else fills @out or @err, sets *status.  @under: the
+ * request's target, relative to the volume root ("" for the root).
  */
-bool conflicts_execute(struct view *v, const char *cmdline, const char *path, GString *out,
-                       GString *err, int *status);
+bool conflicts_execute(struct view *v, const char *cmdline, const char *under,
+                       struct ctl_out *out, GString *err, int *status);
 
 /*
  * view-deadline.c: backing calls bounded by BackingTimeout (see there):
@@ -295,6 +305,9 @@ int backing_flush(struct view *v, int fd);
 void backing_close(struct view *v, int fd);
 /* Probes the backing root on a helper even offline: 0 when it answers in time. */
 int backing_probe(struct view *v);
+
+/* view-main.c: the device of the fcache view mounted topmost on @path; -ENOENT if none. */
+int view_mount_find(const char *path, dev_t *dev);
 
 /* view-session.c */
 int view_worker_run(struct view *v, int fuse_fd);

@@ -13,7 +13,8 @@
  *
  * The worker half runs with the caller's identity (caller-access.c): the
  * path is resolved and every file opened as the caller would, and the tree
- * walk's own threads inherit that identity.
+ * walk's own threads inherit that identity.  A volume's view gets the
+ * resolved object itself (its descriptor), never the path to walk again.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -128,15 +129,16 @@ void fcd_dispatch_thread(struct fcd_request *req)
                                       fc_op_name(req->cmd.op));
         }
 out:
-        fc_target_close(&t);
         fcd_identity_leave(&saved);
         if (req->cmd.op == FC_OP_FLUSH_ALL && req->r == 0)
                 req->r = fcd_volumes_flush_all(req->ctx->volumes, &req->res);
+        /* The view acts on the object resolved above, handed over as its descriptor. */
         if (req->volume && req->r == 0)
-                fcd_volume_forward(req->ctx->volumes, req->canonical, req->cmd_text,
+                fcd_volume_forward(req->ctx->volumes, req->canonical, t.fd, req->cmd_text,
                                    req->op ? &req->op->progress : NULL,
                                    req->op ? &req->op->cancel : NULL, &req->res, &req->e,
                                    &req->r);
+        fc_target_close(&t);
 }
 
 static bool kmod_loaded(void)

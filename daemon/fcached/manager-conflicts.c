@@ -9,10 +9,14 @@
  * conflict-version, resolve, resolve-merged, merged-chunk), addressed by the
  * object's path instead of the conflict ID.  Each call goes: validate the
  * words (InvalidArgument), the caller from the bus, polkit, then a worker
- * thread that resolves the path with the caller's identity and checks that
- * the caller may read (list, version) or write (resolve) the object, or its
- * directory when the object is gone (a deleted side, or held by
- * ECONFLICT), and then talks to the view as fcached (the socket is root's).
+ * thread that resolves the path with the caller's identity (the object for
+ * a list, else its directory) and checks that the caller may read (list,
+ * version) or write (resolve) the object, or its directory when the object
+ * is gone (a deleted side, or held by ECONFLICT; in a sticky directory the
+ * caller must also own the directory, as unlink(2) would ask), before
+ * anything is looked up: an object the caller may not use answers the same
+ * whether it has a conflict or not.  The view then gets the resolved
+ * directory itself (its descriptor) and the name, never a path to walk.
  *
  * ConflictsChanged(volume, count) is sent when a volume's count differs
  * from the last one seen: it is read (`query state` conflicts=) after each
@@ -30,6 +34,7 @@
 #include <unistd.h>
 
 #include <gio/gunixfdlist.h>
+#include <linux/openat2.h>
 
 #include "auth.h"
 #include "caller-access.h"
@@ -114,27 +119,58 @@ static void call_fail(struct conflict_call *c, FcdError code, const char *fmt, .
 /* ---- the worker half: the caller's access, then the view ---- */
 
 /*
- * With the caller's identity entered: may it act on @path with @mode?  When
- * the object is gone (or held), its nearest directory up to @top must allow
- * @dir_mode instead.  0 or -errno.
+ * With the caller's identity entered: may it act on @sub (a relative path
+ * under directory @top_fd, "" for top_fd itself) with @mode?  When the
+ * object is gone (or held), its nearest directory must allow @dir_mode
+ * instead; no symlink is followed on the way.  0 or -errno; *gone_dir gets
+ * (when not NULL) a descriptor of that nearest directory when the object
+ * itself was gone, else -1.
  */
-static int caller_may(const char *path, const char *top, int mode, int dir_mode)
+static int caller_may_at(int top_fd, const char *sub, int mode, int dir_mode, int *gone_dir)
 {
-        g_autofree char *cur = g_strdup(path);
+        g_autofree char *cur = g_strdup(sub);
         int m = mode;
 
+        if (gone_dir)
+                *gone_dir = -1;
         for (;;) {
-                char *slash;
-                int err;
+                struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                                        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                                   RESOLVE_NO_MAGICLINKS };
+                g_autofree char *dir = NULL;
+                const char *base;
+                char *slash = strrchr(cur, '/');
+                int dfd, err = 0;
 
-                if (syscall(SYS_faccessat2, AT_FDCWD, cur, m, AT_EACCESS | AT_SYMLINK_NOFOLLOW) == 0)
+                if (!*cur) {
+                        dfd = dup(top_fd);
+                        base = "";
+                } else {
+                        dir = slash ? g_strndup(cur, slash - cur) : g_strdup(".");
+                        base = slash ? slash + 1 : cur;
+                        dfd = (int)syscall(SYS_openat2, top_fd, dir, &how, sizeof(how));
+                }
+                if (dfd < 0) {
+                        err = errno;
+                } else if (syscall(SYS_faccessat2, dfd, base, m, AT_EACCESS | AT_SYMLINK_NOFOLLOW |
+                                   (*base ? 0 : AT_EMPTY_PATH)) < 0) {
+                        err = errno;
+                }
+                if (!err) {
+                        if (gone_dir && m != mode)
+                                *gone_dir = dfd;
+                        else
+                                close(dfd);
                         return 0;
-                err = errno;
-                if (err != ENOENT && err != EUCLEAN && err != ENOTDIR)
+                }
+                if (dfd >= 0)
+                        close(dfd);
+                if ((err != ENOENT && err != EUCLEAN && err != ENOTDIR) || !*cur)
                         return -err;
-                if (!strcmp(cur, top) || !(slash = strrchr(cur, '/')) || slash == cur)
-                        return -err;
-                *slash = '\0';
+                if (slash)
+                        *slash = '\0';
+                else
+                        cur[0] = '\0';
                 m = dir_mode;
         }
 }
@@ -151,44 +187,6 @@ static char *fd_name(int fd)
                 return NULL;
         buf[n] = '\0';
         return g_strdup(buf);
-}
-
-/*
- * The canonical path of c->path, resolved as the caller: the object itself
- * for a list, else its directory (the object may be gone) and the last name.
- * The caller must be able to reach and read what is resolved.
- */
-static char *caller_canonical(struct conflict_call *c)
-{
-        struct fc_target t = FC_TARGET_INIT;
-        struct fc_error e = { 0 };
-        g_autofree char *dir = NULL, *base = NULL, *name = NULL;
-        char *out = NULL;
-
-        if (c->kind == CALL_LIST) {
-                dir = g_strdup(c->path);
-        } else {
-                dir = g_path_get_dirname(c->path);
-                base = g_path_get_basename(c->path);
-        }
-        if (fcd_caller_resolve(dir, 0, &t, &e) < 0) {
-                call_fail(c, fcd_error_from_errno(e.code), "%s", e.text);
-                return NULL;
-        }
-        name = fd_name(t.fd);
-        fc_target_close(&t);
-        if (!name) {
-                call_fail(c, FCD_ERROR_NO_SUCH_PATH, "%s: cannot name the resolved object "
-                          "(deleted, or outside this namespace)", dir);
-                return NULL;
-        }
-        if (!base)
-                out = g_steal_pointer(&name);
-        else if (!strcmp(name, "/"))
-                out = g_strconcat("/", base, NULL);
-        else
-                out = g_strconcat(name, "/", base, NULL);
-        return out;
 }
 
 /* The view's error= line, or NULL. */
@@ -224,15 +222,17 @@ static void row_clear(gpointer p)
         g_free(row->detail);
 }
 
-/* `query conflicts` under @under: the rows, or NULL with the call failed. */
-static GArray *query_conflicts(struct conflict_call *c, const char *sock, const char *under)
+/* `query conflicts` under @target_fd (and its entry @name): the rows, or NULL with the call
+ * failed. */
+static GArray *query_conflicts(struct conflict_call *c, const char *sock, int target_fd,
+                               const char *name)
 {
         g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
         GArray *rows;
-        int r = fcd_control_call(sock, "query conflicts", under, lines);
+        int r = fcd_control_call(sock, "query conflicts", target_fd, name, lines);
 
         if (r < 0) {
-                view_fail(c, under, r, lines);
+                view_fail(c, c->path, r, lines);
                 return NULL;
         }
         rows = g_array_new(FALSE, TRUE, sizeof(struct conflict_row));
@@ -288,7 +288,7 @@ static int state_count(const char *sock)
         g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
         unsigned int n;
 
-        if (!sock || fcd_control_call(sock, "query state", NULL, lines) < 0)
+        if (!sock || fcd_control_call(sock, "query state", -1, NULL, lines) < 0)
                 return -1;
         for (guint i = 0; i < lines->len; i++)
                 if (sscanf(lines->pdata[i], "conflicts=%u", &n) == 1)
@@ -357,41 +357,51 @@ static GByteArray *read_content(struct conflict_call *c)
 /* The view's answer to a resolve, as the reply (a{sv}) with "volume". */
 static GVariant *resolve_result(struct conflict_call *c, GPtrArray *lines)
 {
-        g_autoptr(GString) text = g_string_new(NULL);
+        struct fc_result res;
+        GVariant *v;
 
-        g_string_append_printf(text, "volume=%s\n", c->volume);
+        fc_result_init(&res);
+        fc_result_add_str(&res, "volume", c->volume);
         for (guint i = 0; i < lines->len; i++) {
-                const char *line = lines->pdata[i], *sp;
+                g_autofree char *line = g_strdup(lines->pdata[i]);
+                char *eq = strchr(line, '='), *sp;
 
-                if (!strchr(line, '='))
+                if (!eq)
                         continue;
+                *eq = '\0';
                 /* The view's paths are relative to the volume root; ours absolute. */
-                if ((g_str_has_prefix(line, "path=") || g_str_has_prefix(line, "kept=")) &&
-                    line[5]) {
-                        g_autofree char *abs = absolute(c->mountpoint, line + 5);
-                        g_string_append_printf(text, "%.5s%s\n", line, abs);
-                } else if (g_str_has_prefix(line, "conflict_again=") &&
-                           (sp = strchr(line, ' ')) && (sp = strchr(sp + 1, ' '))) {
+                if ((!strcmp(line, "path") || !strcmp(line, "kept")) && eq[1]) {
+                        g_autofree char *abs = absolute(c->mountpoint, eq + 1);
+                        fc_result_add_str(&res, line, abs);
+                } else if (!strcmp(line, "conflict_again") && (sp = strchr(eq + 1, ' ')) &&
+                           (sp = strchr(sp + 1, ' '))) {
                         g_autofree char *abs = absolute(c->mountpoint, sp + 1);
-                        g_string_append_printf(text, "%.*s%s\n", (int)(sp + 1 - line), line,
-                                               abs);
-                } else {
-                        g_string_append_printf(text, "%s\n", line);
+                        g_autofree char *val = g_strdup_printf("%.*s%s", (int)(sp + 1 - (eq + 1)),
+                                                               eq + 1, abs);
+                        fc_result_add_str(&res, line, val);
+                } else if (strcmp(line, "error")) {
+                        fc_result_add_str(&res, line, eq + 1);
                 }
         }
-        return g_variant_ref_sink(g_variant_new("(@a{sv})", fcd_result_to_variant(text->str)));
+        v = fcd_result_to_variant(res.buf ? res.buf : "");
+        fc_result_free(&res);
+        return g_variant_ref_sink(g_variant_new("(@a{sv})", v));
 }
 
-static void do_list(struct conflict_call *c, const char *canonical, const char *mountpoint,
-                    const char *sock)
+/* The conflicts under the object the caller resolved (@target_fd, named @canonical). */
+static void do_list(struct conflict_call *c, int target_fd, const char *canonical,
+                    const char *mountpoint, const char *sock)
 {
-        g_autoptr(GArray) rows = query_conflicts(c, sock, canonical);
+        g_autoptr(GArray) rows = query_conflicts(c, sock, target_fd, NULL);
+        const char *top_rel = canonical + strlen(mountpoint);
         struct fcd_identity_saved saved;
         GVariantBuilder b;
         int r;
 
         if (!rows)
                 return;
+        while (*top_rel == '/')
+                top_rel++;
         r = fcd_identity_enter(&c->caller, &saved);
         if (r < 0) {
                 call_fail(c, FCD_ERROR_FAILED, "Cannot take on the caller's identity: %s",
@@ -402,9 +412,17 @@ static void do_list(struct conflict_call *c, const char *canonical, const char *
         for (guint i = 0; i < rows->len; i++) {
                 struct conflict_row *row = &g_array_index(rows, struct conflict_row, i);
                 g_autofree char *abs = absolute(mountpoint, row->rel);
+                const char *sub = row->rel;
+                size_t tl = strlen(top_rel);
 
+                /* The view lists what lies under the target; below it, the caller's way. */
+                if (tl && (strncmp(sub, top_rel, tl) || (sub[tl] && sub[tl] != '/')))
+                        continue;
+                sub += tl;
+                while (*sub == '/')
+                        sub++;
                 /* Never tell a caller about an object it could not reach. */
-                if (caller_may(abs, mountpoint, F_OK, X_OK) < 0)
+                if (caller_may_at(target_fd, sub, F_OK, X_OK, NULL) < 0)
                         continue;
                 g_variant_builder_add(&b, "(tsss)", row->id, row->kind, abs,
                                       row->detail ? row->detail : "");
@@ -451,7 +469,7 @@ static void do_version(struct conflict_call *c, guint64 id, const char *sock)
         g_autofree guint8 *data = NULL;
         const char *b64 = NULL;
         gsize len = 0;
-        int r = fcd_control_call(sock, cmd, NULL, lines);
+        int r = fcd_control_call(sock, cmd, -1, NULL, lines);
 
         if (r == -ENOENT) {
                 call_fail(c, FCD_ERROR_NO_SUCH_PATH, "%s: the conflict has no %s content "
@@ -500,7 +518,7 @@ static int send_merged(struct conflict_call *c, guint64 id, const char *sock, GP
                                 "merged-chunk %" G_GUINT64_FORMAT " %s %u %s", id, token, off,
                                 chunk);
 
-                        r = fcd_control_call(sock, line, NULL, ignored);
+                        r = fcd_control_call(sock, line, -1, NULL, ignored);
                         if (r < 0) {
                                 view_fail(c, c->path, r, ignored);
                                 return r;
@@ -508,7 +526,7 @@ static int send_merged(struct conflict_call *c, guint64 id, const char *sock, GP
                 }
                 cmd = g_strdup_printf("resolve-merged %" G_GUINT64_FORMAT " @%s", id, token);
         }
-        return fcd_control_call(sock, cmd, NULL, lines);
+        return fcd_control_call(sock, cmd, -1, NULL, lines);
 }
 
 static void do_resolve(struct conflict_call *c, guint64 id, const char *sock)
@@ -523,7 +541,7 @@ static void do_resolve(struct conflict_call *c, guint64 id, const char *sock)
         } else {
                 g_autofree char *cmd = g_strdup_printf("resolve %" G_GUINT64_FORMAT " %s", id,
                                                        c->word);
-                r = fcd_control_call(sock, cmd, NULL, lines);
+                r = fcd_control_call(sock, cmd, -1, NULL, lines);
         }
         if (r < 0) {
                 view_fail(c, c->path, r, lines);
@@ -533,75 +551,96 @@ static void do_resolve(struct conflict_call *c, guint64 id, const char *sock)
         c->count = state_count(sock);
 }
 
+/*
+ * With the caller's identity entered: may the caller act on @name in
+ * directory @dfd (read for a version, write for a resolve)?  A gone object
+ * needs its directory's permission instead, and in a sticky directory the
+ * caller must own that directory, as unlink(2) asks.  0, or the call failed.
+ */
+static int caller_check(struct conflict_call *c, int dfd, const char *name)
+{
+        bool version = c->kind == CALL_VERSION;
+        int gone_dir = -1, r;
+        struct stat st;
+
+        r = caller_may_at(dfd, name, version ? R_OK : W_OK, version ? R_OK | X_OK : W_OK | X_OK,
+                          &gone_dir);
+        if (r == 0 && gone_dir >= 0 && !version && c->caller.uid != 0 &&
+            fstat(gone_dir, &st) == 0 && (st.st_mode & S_ISVTX) && st.st_uid != c->caller.uid)
+                r = -EPERM;
+        if (gone_dir >= 0)
+                close(gone_dir);
+        if (r == -EACCES || r == -EPERM)
+                call_fail(c, FCD_ERROR_ACCESS_DENIED, "%s: permission denied: the caller cannot "
+                          "%s it", c->path, version ? "read" : "write");
+        else if (r < 0)
+                call_fail(c, fcd_error_from_errno(-r), "%s: cannot check access: %s", c->path,
+                          g_strerror(-r));
+        return r;
+}
+
 static void worker(GTask *task, gpointer src, gpointer data, GCancellable *cancellable)
 {
         struct conflict_call *c = data;
         struct fcd_identity_saved saved;
-        g_autofree char *canonical = NULL, *sock = NULL, *dir = NULL;
-        const char *mountpoint;
+        struct fc_target t = FC_TARGET_INIT;
+        struct fc_error e = { 0 };
+        g_autofree char *canonical = NULL, *sock = NULL, *dir = NULL, *base = NULL;
         g_autofree char *rel = NULL;
         g_autoptr(GArray) rows = NULL;
         struct conflict_row *row = NULL;
         int r;
 
+        /* As the caller: the object (a list) or its directory, and the caller's access,
+         * before anything is asked of the view. */
+        if (c->kind == CALL_LIST) {
+                dir = g_strdup(c->path);
+        } else {
+                dir = g_path_get_dirname(c->path);
+                base = g_path_get_basename(c->path);
+        }
         r = fcd_identity_enter(&c->caller, &saved);
         if (r < 0) {
                 call_fail(c, FCD_ERROR_FAILED, "Cannot take on the caller's identity (uid %u): "
                           "%s", c->caller.uid, g_strerror(-r));
                 goto out;
         }
-        canonical = caller_canonical(c);
+        r = fcd_caller_resolve(dir, 0, &t, &e);
+        if (r < 0)
+                call_fail(c, fcd_error_from_errno(e.code), "%s", e.text);
+        else if (base && (!S_ISDIR(t.stx.stx_mode) || caller_check(c, t.fd, base) < 0))
+                r = c->message ? -1 : (call_fail(c, FCD_ERROR_NO_SUCH_PATH, "%s: not a directory",
+                                                 dir), -1);
         fcd_identity_leave(&saved);
-        if (!canonical)
+        if (r < 0)
                 goto out;
+        canonical = fd_name(t.fd);
+        if (!canonical) {
+                call_fail(c, FCD_ERROR_NO_SUCH_PATH, "%s: cannot name the resolved object "
+                          "(deleted, or outside this namespace)", dir);
+                goto out;
+        }
         if (!fcd_volume_find(c->ctx->volumes, canonical, &c->volume, &c->mountpoint, &sock)) {
                 call_fail(c, FCD_ERROR_NOT_SUPPORTED, "%s: is not in an fcache volume; "
                           "conflicts belong to volumes (disconnected operation)", c->path);
                 goto out;
         }
-        mountpoint = c->mountpoint;
         if (c->kind == CALL_LIST) {
-                do_list(c, canonical, mountpoint, sock);
+                do_list(c, t.fd, canonical, c->mountpoint, sock);
                 goto out;
         }
-        /* The conflict on this very object. */
-        if (!strcmp(canonical, mountpoint)) {
-                call_fail(c, FCD_ERROR_NO_SUCH_PATH, "%s: no conflict on the volume's root",
-                          c->path);
-                goto out;
-        }
-        dir = g_path_get_dirname(canonical);
-        rel = g_strdup(canonical + strlen(mountpoint) + 1);
-        rows = query_conflicts(c, sock, dir);
+        /* The conflict on this very object: the view looks under the resolved directory. */
+        rel = g_strconcat(canonical + strlen(c->mountpoint), "/", base, NULL);
+        rows = query_conflicts(c, sock, t.fd, base);
         if (!rows)
                 goto out;
         for (guint i = 0; i < rows->len && !row; i++) {
                 struct conflict_row *cand = &g_array_index(rows, struct conflict_row, i);
-                if (!strcmp(cand->rel, rel))
+                if (!strcmp(cand->rel, rel + strspn(rel, "/")))
                         row = cand;
         }
         if (!row) {
                 call_fail(c, FCD_ERROR_NO_SUCH_PATH, "%s: no conflict on this path", c->path);
-                goto out;
-        }
-        /* The caller's own access: read for a version, write for a resolve. */
-        r = fcd_identity_enter(&c->caller, &saved);
-        if (r < 0) {
-                call_fail(c, FCD_ERROR_FAILED, "Cannot take on the caller's identity: %s",
-                          g_strerror(-r));
-                goto out;
-        }
-        r = c->kind == CALL_VERSION ? caller_may(canonical, mountpoint, R_OK, R_OK | X_OK)
-                                    : caller_may(canonical, mountpoint, W_OK, W_OK | X_OK);
-        fcd_identity_leave(&saved);
-        if (r < 0) {
-                if (r == -EACCES || r == -EPERM)
-                        call_fail(c, FCD_ERROR_ACCESS_DENIED, "%s: permission denied: the "
-                                  "caller cannot %s it", c->path,
-                                  c->kind == CALL_VERSION ? "read" : "write");
-                else
-                        call_fail(c, fcd_error_from_errno(-r), "%s: cannot check access: %s",
-                                  c->path, g_strerror(-r));
                 goto out;
         }
         if (c->kind == CALL_VERSION)
@@ -609,6 +648,7 @@ static void worker(GTask *task, gpointer src, gpointer data, GCancellable *cance
         else
                 do_resolve(c, row->id, sock);
 out:
+        fc_target_close(&t);
         g_task_return_boolean(task, TRUE);
 }
 

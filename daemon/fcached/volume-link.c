@@ -51,7 +51,7 @@ static void view_state(const char *socket_path, char *out, size_t len)
         g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
 
         out[0] = '\0';
-        if (fcd_control_call(socket_path, "query state", NULL, lines) < 0)
+        if (fcd_control_call(socket_path, "query state", -1, NULL, lines) < 0)
                 return;
         for (guint i = 0; i < lines->len; i++)
                 if (g_str_has_prefix(lines->pdata[i], "state="))
@@ -78,9 +78,9 @@ static void drive_thread(GTask *task, gpointer source, gpointer data, GCancellab
         else if (!cur[0])
                 r = -ENOTCONN;
         else if (d->want == NETSTATE_OFFLINE && !strcmp(cur, "online"))
-                r = fcd_control_call(d->socket_path, "disconnect", NULL, lines);
+                r = fcd_control_call(d->socket_path, "disconnect", -1, NULL, lines);
         else if (d->want != NETSTATE_OFFLINE && strcmp(cur, "online"))
-                r = fcd_control_call(d->socket_path, "reconnect", NULL, lines);
+                r = fcd_control_call(d->socket_path, "reconnect", -1, NULL, lines);
         g_task_return_int(task, r);
 }
 

@@ -21,6 +21,7 @@
 
 #include <glib/gstdio.h>
 
+#include "ctlmsg.h"
 #include "volume-config.h"
 #include "volume-link.h"
 #include "volumes.h"
@@ -65,129 +66,61 @@ static void volume_free(struct volume *vol)
         g_free(vol);
 }
 
-/* Connects to a control socket; -errno if nothing listens there. */
-static int control_connect(const char *socket_path)
-{
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        struct timeval tv = { .tv_sec = FORWARD_TIMEOUT_S };
-        int fd;
+struct job_watch {
+        struct fcd_progress *progress;
+        const volatile int *cancel;
+};
 
-        if (strlen(socket_path) >= sizeof(sa.sun_path))
-                return -ENAMETOOLONG;
-        strcpy(sa.sun_path, socket_path);
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return -errno;
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-                int r = -errno;
-                close(fd);
-                return r;
-        }
-        return fd;
+static void on_job_progress(void *userdata, uint64_t done, uint64_t total, uint64_t bytes)
+{
+        struct job_watch *w = userdata;
+
+        if (w->progress) /* the view's admission walk has counted the files already */
+                fcd_progress_set(w->progress, done, total, bytes, TRUE);
 }
 
-/* Reads more of the answer into @buf; -errno on timeout or a closed socket. */
-static int read_more(int fd, GString *buf)
+static bool job_cancelled(void *userdata)
 {
-        char chunk[4096];
-        ssize_t n = read(fd, chunk, sizeof(chunk));
+        struct job_watch *w = userdata;
 
-        if (n <= 0)
-                return n < 0 && (errno == EAGAIN || errno == EINTR) ? -EAGAIN : -ECONNRESET;
-        g_string_append_len(buf, chunk, n);
-        return 0;
-}
-
-/* The job's lines before the answer: "job=N" and "progress=DONE TOTAL BYTES". */
-static bool job_line(const char *line, guint64 *job_id, struct fcd_progress *progress)
-{
-        guint64 done, total, bytes;
-
-        if (sscanf(line, "job=%" G_GUINT64_FORMAT, job_id) == 1)
-                return true;
-        if (sscanf(line, "progress=%" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT,
-                   &done, &total, &bytes) != 3)
-                return false;
-        if (progress) /* the view's admission walk has counted the files already */
-                fcd_progress_set(progress, done, total, bytes, TRUE);
-        return true;
+        return w->cancel && *w->cancel;
 }
 
 /*
- * One request on the control socket: "COMMAND [TAB PATH] LF"; the answer's
- * lines (without the final empty one) go to *lines.  Returns the answer's
- * status (0 or -errno), or -errno of the exchange itself.  With @cancel, the
- * command runs as a job of the view: its progress goes to @progress, and
- * *cancel set sends "cancel N".
+ * One request on the control socket (proto/ctlmsg.h), on @target_fd (an
+ * O_PATH descriptor in the volume's mount, resolved as the caller; -1 for
+ * the volume root) and, with @name, that directory's entry: the answer's
+ * results go to *lines as "key=value" (the view's error as "error=...").
+ * Returns the answer's status (0 or -errno), or -errno of the exchange
+ * itself.  With @cancel, the command runs as a job of the view: its progress
+ * goes to @progress, and *cancel set cancels it.
  */
-static int control_call_job(const char *socket_path, const char *command, const char *path,
-                            GPtrArray *lines, struct fcd_progress *progress,
+static int control_call_job(const char *socket_path, const char *command, int target_fd,
+                            const char *name, GPtrArray *lines, struct fcd_progress *progress,
                             const volatile int *cancel)
 {
-        g_autofree char *req = g_strdup_printf("%s%s%s%s\n", cancel ? "job " : "", command,
-                                               path ? "\t" : "", path ? path : "");
-        g_autoptr(GString) buf = g_string_new(NULL);
-        int fd = control_connect(socket_path), status = -EPROTO, r;
-        guint64 job_id = 0, waited_ms = 0;
-        bool in_answer = false, cancel_sent = false;
+        struct job_watch w = { progress, cancel };
+        struct ctl_call c = {
+                .command = command, .target_fd = target_fd, .name = name,
+                .run_as_job = cancel != NULL, .idle_timeout_ms = FORWARD_TIMEOUT_S * 1000,
+                .on_progress = on_job_progress, .cancel_requested = job_cancelled,
+                .userdata = &w,
+        };
+        struct ctl_answer a;
+        int r = ctl_call(socket_path, &c, &a);
 
-        if (fd < 0)
-                return fd;
-        if (write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
-                close(fd);
-                return -EIO;
-        }
-        for (;;) {
-                char *nl;
-                struct pollfd p = { .fd = fd, .events = POLLIN };
-
-                while ((nl = strchr(buf->str, '\n'))) {
-                        g_autofree char *line = g_strndup(buf->str, nl - buf->str);
-
-                        g_string_erase(buf, 0, nl - buf->str + 1);
-                        if (!in_answer && job_line(line, &job_id, progress))
-                                continue;
-                        if (!*line) {
-                                close(fd);
-                                return status;
-                        }
-                        if (!in_answer && sscanf(line, "status=%d", &status) == 1) {
-                                in_answer = true;
-                                continue;
-                        }
-                        in_answer = true;
-                        g_ptr_array_add(lines, g_steal_pointer(&line));
-                }
-                if (cancel && *cancel && job_id && !cancel_sent) {
-                        g_autoptr(GPtrArray) ignored = g_ptr_array_new_with_free_func(g_free);
-                        g_autofree char *c = g_strdup_printf("cancel %" G_GUINT64_FORMAT, job_id);
-
-                        cancel_sent = true;
-                        control_call_job(socket_path, c, NULL, ignored, NULL, NULL);
-                }
-                /* Poll in short steps so that a cancel is seen while the view works. */
-                r = poll(&p, 1, 100);
-                if (r == 0) {
-                        waited_ms += 100;
-                        if (waited_ms >= FORWARD_TIMEOUT_S * 1000ull)
-                                break;
-                        continue;
-                }
-                waited_ms = 0;
-                if (r < 0 && errno == EINTR)
-                        continue;
-                if (r < 0 || (r = read_more(fd, buf)) == -ECONNRESET)
-                        break;
-        }
-        close(fd);
-        return waited_ms ? -ETIMEDOUT : -ECONNRESET;
+        if (a.error)
+                g_ptr_array_add(lines, g_strconcat("error=", a.error, NULL));
+        for (size_t i = 0; i < a.n; i++)
+                g_ptr_array_add(lines, g_strconcat(a.keys[i], "=", a.values[i], NULL));
+        ctl_answer_clear(&a);
+        return r;
 }
 
-int fcd_control_call(const char *socket_path, const char *command, const char *path,
-                     GPtrArray *lines)
+int fcd_control_call(const char *socket_path, const char *command, int target_fd,
+                     const char *name, GPtrArray *lines)
 {
-        return control_call_job(socket_path, command, path, lines, NULL, NULL);
+        return control_call_job(socket_path, command, target_fd, name, lines, NULL, NULL);
 }
 
 /* A view is already serving this volume (an fcached before us started it). */
@@ -196,7 +129,7 @@ static bool volume_adopt(struct volume *vol)
         g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
         g_autofree char *want = g_strdup_printf("mountpoint=%s", vol->cfg.mountpoint);
 
-        if (fcd_control_call(vol->socket_path, "query state", NULL, lines) < 0)
+        if (fcd_control_call(vol->socket_path, "query state", -1, NULL, lines) < 0)
                 return false;
         for (guint i = 0; i < lines->len; i++)
                 if (!strcmp(lines->pdata[i], want))
@@ -457,7 +390,7 @@ int fcd_volumes_remove(struct fcd_volumes *vols, const char *name, struct fc_err
         /* An adopted view is not our child: its holder is the parent of its worker. */
         if (vol->pid)
                 pid = vol->pid;
-        else if (fcd_control_call(vol->socket_path, "query state", NULL, lines) >= 0)
+        else if (fcd_control_call(vol->socket_path, "query state", -1, NULL, lines) >= 0)
                 for (guint i = 0; i < lines->len; i++) {
                         int worker;
                         if (sscanf(lines->pdata[i], "pid=%d", &worker) == 1)
@@ -588,9 +521,10 @@ GVariant *fcd_volumes_states(struct fcd_volumes *vols)
         return g_variant_builder_end(&b);
 }
 
-bool fcd_volume_forward(struct fcd_volumes *vols, const char *canonical, const char *cmd_text,
-                        struct fcd_progress *progress, const volatile int *cancel,
-                        struct fc_result *res, struct fc_error *e, int *r)
+bool fcd_volume_forward(struct fcd_volumes *vols, const char *canonical, int target_fd,
+                        const char *cmd_text, struct fcd_progress *progress,
+                        const volatile int *cancel, struct fc_result *res, struct fc_error *e,
+                        int *r)
 {
         g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
         g_autofree char *socket_path = NULL, *name = NULL;
@@ -607,7 +541,7 @@ bool fcd_volume_forward(struct fcd_volumes *vols, const char *canonical, const c
                 m->disconnect = cmd_text[0] == 'd';
                 g_main_context_invoke_full(NULL, G_PRIORITY_DEFAULT, on_manual, m, g_free);
         }
-        *r = control_call_job(socket_path, cmd_text, canonical, lines, progress, cancel);
+        *r = control_call_job(socket_path, cmd_text, target_fd, NULL, lines, progress, cancel);
         fc_result_add_str(res, "volume", name);
         for (guint i = 0; i < lines->len; i++) {
                 char *line = lines->pdata[i], *eq = strchr(line, '=');
@@ -643,7 +577,7 @@ int fcd_volumes_flush_all(struct fcd_volumes *vols, struct fc_result *res)
         g_mutex_unlock(&vols->lock);
         for (guint i = 0; i < sockets->len; i++) {
                 g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
-                int r = fcd_control_call(sockets->pdata[i], "flush volume", NULL, lines);
+                int r = fcd_control_call(sockets->pdata[i], "flush volume", -1, NULL, lines);
                 guint64 n = 0;
 
                 for (guint k = 0; k < lines->len; k++)

@@ -49,9 +49,14 @@ void fcd_volumes_set_state_hook(struct fcd_volumes *vols, fcd_volume_state_fn fn
 /* name -> state of each volume (a{ss}), floating. */
 GVariant *fcd_volumes_states(struct fcd_volumes *vols);
 
-/* One request on a view's control socket; the answer's lines go into @lines. */
-int fcd_control_call(const char *socket_path, const char *command, const char *path,
-                     GPtrArray *lines);
+/*
+ * One request on a view's control socket, on @target_fd (an O_PATH
+ * descriptor in the volume's mount, resolved as the caller; -1: the volume
+ * root) and, with @name, that directory's entry.  The answer's results go
+ * into @lines as "key=value" (a value may hold any byte but NUL).
+ */
+int fcd_control_call(const char *socket_path, const char *command, int target_fd,
+                     const char *name, GPtrArray *lines);
 
 /* (name, mountpoint, backing) of each volume: ListVolumes' a(sss), floating. */
 GVariant *fcd_volumes_list(struct fcd_volumes *vols);
@@ -64,16 +69,17 @@ bool fcd_volume_find(struct fcd_volumes *vols, const char *canonical, char **nam
 /* The control socket of volume @name (g_free), or NULL.  Thread-safe. */
 char *fcd_volume_socket(struct fcd_volumes *vols, const char *name);
 /*
- * If @canonical lies in a volume, returns true and runs @cmd_text on it
- * through the volume's control socket (as fcached itself: the socket is
- * root's): the answer's lines go into @res, a failure into @e and *r
+ * If @canonical lies in a volume, returns true and runs @cmd_text on
+ * @target_fd, the object the caller resolved there (canonical is its name),
+ * through the volume's control socket: the answer's lines go into @res, a failure into @e and *r
  * (-errno).  With @cancel (an operation) it runs as a job of the view: its
  * progress is written to @progress and *cancel set cancels it.
  * Thread-safe.
  */
-bool fcd_volume_forward(struct fcd_volumes *vols, const char *canonical, const char *cmd_text,
-                        struct fcd_progress *progress, const volatile int *cancel,
-                        struct fc_result *res, struct fc_error *e, int *r);
+bool fcd_volume_forward(struct fcd_volumes *vols, const char *canonical, int target_fd,
+                        const char *cmd_text, struct fcd_progress *progress,
+                        const volatile int *cancel, struct fc_result *res, struct fc_error *e,
+                        int *r);
 
 /*
  * flush all: every volume's store drops its copies (never unsynchronised

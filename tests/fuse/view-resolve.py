@@ -14,6 +14,7 @@ import base64
 import json
 import os
 import pty
+import re
 import shutil
 import socket
 import stat
@@ -22,7 +23,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from viewlib import (VIEW, Volume, check, eq, finish, read_file,  # noqa: E402
+from viewlib import (CTL, VIEW, Volume, check, eq, finish, read_file,  # noqa: E402
                      require_root_fuse, skip)
 
 HERE = os.path.dirname(os.path.abspath(VIEW))
@@ -100,20 +101,15 @@ class Fixture:
 
 
 def raw(vol, req, path=None):
-    """One request on the control socket: (status, error, other lines)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.connect(os.path.join(vol.cache, "control.sock"))
-        s.sendall((req + (f"\t{path}" if path is not None else "") + "\n").encode())
-        buf = b""
-        while not buf.endswith(b"\n\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            buf += chunk
-    lines = buf.decode().splitlines()
-    status = int(lines[0].partition("=")[2])
-    err = lines[1].partition("=")[2] if len(lines) > 1 and lines[1].startswith("error=") else ""
-    return status, err, [x for x in lines[1:] if x and not x.startswith("error=")]
+    """One request through fcache-view-ctl: (status, error, result lines)."""
+    r = subprocess.run([CTL, vol.cache, req] + ([path] if path is not None else []),
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode == 0:
+        return 0, "", r.stdout.splitlines()
+    m = re.search(r"^fcache-view-ctl: (.*) \(status (-?\d+)\)$", r.stderr.strip(), re.S)
+    if not m:
+        return -1, r.stderr.strip(), r.stdout.splitlines()
+    return int(m.group(2)), m.group(1), r.stdout.splitlines()
 
 
 def content(path):
