@@ -3,8 +3,9 @@
  * output.c: rendering results.
  *
  * Tables pick a few columns per command (sizes in binary units); JSON
- * carries every key: decimal-digit values are numbers, the list-valued key
- * "mount" is always an array, everything else a string.
+ * carries every value of every key, with a shape that depends on the key
+ * only (result.h): a key that can repeat is always an array of strings,
+ * a text key always a string, other decimal values numbers.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -278,11 +279,6 @@ static bool is_number(const char *v)
         return true;
 }
 
-static bool is_list_key(const char *key)
-{
-        return !strcmp(key, "mount");
-}
-
 static const char *errno_name(int err)
 {
         const char *name = strerrorname_np(err);
@@ -319,7 +315,7 @@ void fc_print_json(FILE *f, const char *command, const struct fc_outcome *o, siz
                         first = false;
                         json_str(f, key);
                         fputc(':', f);
-                        if (is_list_key(key)) {
+                        if (fc_result_key_repeats(key)) {
                                 fputc('[', f);
                                 bool lf = true;
                                 for (size_t m = k; m < o[i].count; m++) {
@@ -330,7 +326,8 @@ void fc_print_json(FILE *f, const char *command, const struct fc_outcome *o, siz
                                         json_str(f, o[i].pairs[m].value);
                                 }
                                 fputc(']', f);
-                        } else if (is_number(o[i].pairs[k].value)) {
+                        } else if (!fc_result_key_is_text(key) &&
+                                   is_number(o[i].pairs[k].value)) {
                                 fputs(o[i].pairs[k].value, f);
                         } else {
                                 json_str(f, o[i].pairs[k].value);
