@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
 #include "output.h"
 #include "result.h"
 
@@ -132,7 +133,12 @@ static void cell(char *buf, size_t len, const struct column *col, const struct f
                 return;
         }
         switch (col->kind) {
-        case COL_STR:
+        case COL_STR: {
+                char *e = fc_escape(v, FC_ESCAPE_DISPLAY);
+                snprintf(buf, len, "%s", e ? e : "?");
+                free(e);
+                break;
+        }
         case COL_NUM:
                 snprintf(buf, len, "%s", v);
                 break;
@@ -159,8 +165,11 @@ static void print_list(FILE *f, const struct fc_outcome *o, size_t n)
         for (size_t i = 0; i < n; i++) {
                 size_t width = 0;
 
-                if (n > 1)
-                        fprintf(f, "%s%s:\n", i ? "\n" : "", o[i].path);
+                if (n > 1) {
+                        fputs(i ? "\n" : "", f);
+                        fc_fputs_display(o[i].path, f);
+                        fputs(":\n", f);
+                }
                 if (o[i].err)
                         continue;
                 for (size_t k = 0; k < o[i].count; k++)
@@ -175,7 +184,10 @@ static void print_list(FILE *f, const struct fc_outcome *o, size_t n)
                                 fc_format_bytes(human, sizeof(human), strtoull(v, NULL, 10));
                                 fprintf(f, "%-*s  %s (%s)\n", (int)width, key, v, human);
                         } else {
-                                fprintf(f, "%-*s  %s\n", (int)width, key, v);
+                                /* Values carry names (pins, first_error): one line each. */
+                                fprintf(f, "%-*s  ", (int)width, key);
+                                fc_fputs_display(v, f);
+                                fputc('\n', f);
                         }
                 }
         }
@@ -223,7 +235,8 @@ void fc_print_table(FILE *f, const struct fc_command *c, const struct fc_outcome
                 for (size_t j = 0; j < ncol; j++)
                         fprintf(f, cols[j].kind == COL_STR ? "%-*s  " : "%*s  ", (int)width[j],
                                 cells[i][j]);
-                fprintf(f, "%s\n", o[i].path);
+                fc_fputs_display(o[i].path, f);
+                fputc('\n', f);
         }
         free(cells);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
 #include "result.h"
 
 void fc_result_init(struct fc_result *r)
@@ -52,24 +53,17 @@ static void put(struct fc_result *r, const char *s, size_t n)
 
 void fc_result_add_str(struct fc_result *r, const char *key, const char *value)
 {
+        char *e = fc_escape(value, FC_ESCAPE_VALUE);
+
+        if (!e) {
+                r->oom = 1;
+                return;
+        }
         put(r, key, strlen(key));
         put(r, "=", 1);
-        for (const unsigned char *p = (const unsigned char *)value; *p; p++) {
-                char esc[5];
-
-                if (*p == '\\')
-                        put(r, "\\\\", 2);
-                else if (*p == '\n')
-                        put(r, "\\n", 2);
-                else if (*p == '\t')
-                        put(r, "\\t", 2);
-                else if (*p < 0x20 || *p == 0x7f) {
-                        snprintf(esc, sizeof(esc), "\\x%02x", *p);
-                        put(r, esc, 4);
-                } else
-                        put(r, (const char *)p, 1);
-        }
+        put(r, e, strlen(e));
         put(r, "\n", 1);
+        free(e);
 }
 
 void fc_result_add_u64(struct fc_result *r, const char *key, uint64_t value)
