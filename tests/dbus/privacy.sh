@@ -101,6 +101,9 @@ if [ -x "${FCACHECTL:-}" ]; then
         out=$("$FCACHECTL" query cached "$evil" "$P/f1" 2>&1)
         expect "the table has a header and one row per path" "$(printf '%s\n' "$out" | wc -l)" = 3
         expect "and no ESC byte" "$(printf '%s' "$out" | grep -c $'\033')" = 0
+        out=$("$FCACHECTL" query cached "$evil.missing" 2>&1)
+        expect "an error naming the file sends no ESC byte either" "$(printf '%s' "$out" | grep -c $'\033')" = 0
+        expect "and stays on one line" "$(printf '%s\n' "$out" | wc -l)" = 1
 fi
 
 # --- the files fcache writes ---
