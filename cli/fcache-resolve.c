@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "ctlmsg.h"
+#include "escape.h"
 #include "volume-config.h"
 
 #define EXIT_USAGE 2
@@ -718,15 +719,22 @@ static int cmd_list(const char *path)
                 }
                 fputs("]\n", stdout);
         } else if (!rows->len) {
-                printf("no conflicts%s%s\n", path ? " under " : "", path ? path : "");
+                printf("no conflicts%s", path ? " under " : "");
+                fc_fputs_display(path ? path : "", stdout);
+                putchar('\n');
         } else {
                 printf("%-5s %-16s %s\n", "ID", "KIND", "PATH");
                 for (guint i = 0; i < rows->len; i++) {
                         struct conflict *c = &g_array_index(rows, struct conflict, i);
 
-                        printf("%-5llu %-16s %s\n", c->id, c->kind, c->path);
-                        if (c->detail && *c->detail)
-                                printf("%-5s %-16s   %s\n", "", "", c->detail);
+                        printf("%-5llu %-16s ", c->id, c->kind);
+                        fc_fputs_display(c->path, stdout);
+                        putchar('\n');
+                        if (c->detail && *c->detail) {
+                                printf("%-5s %-16s   ", "", "");
+                                fc_fputs_display(c->detail, stdout);
+                                putchar('\n');
+                        }
                 }
         }
         conflicts_free(rows);
@@ -788,10 +796,14 @@ static int cmd_show(const char *path)
                 conflict_clear(&c);
                 return r;
         }
-        printf("%sconflict %llu: %s%s %s\n", color ? C_BOLD : "", c.id, c.kind,
-               color ? C_RESET : "", c.path);
-        if (c.detail && *c.detail)
-                printf("  %s\n", c.detail);
+        printf("%sconflict %llu: %s%s ", color ? C_BOLD : "", c.id, c.kind, color ? C_RESET : "");
+        fc_fputs_display(c.path, stdout);
+        putchar('\n');
+        if (c.detail && *c.detail) {
+                fputs("  ", stdout);
+                fc_fputs_display(c.detail, stdout);
+                putchar('\n');
+        }
         for (int i = 0; i < 3; i++) {
                 if (v.have[i])
                         printf("  %-6s %zu bytes%s\n", which_names[i], v.n[i],
@@ -844,13 +856,18 @@ static int report_resolve(const struct conflict *c, const char *how, struct answ
         now = answer_get(a, "path");
         replayed = answer_get(a, "replayed");
         dropped = answer_get(a, "dropped");
-        printf("%s: settled (%s)", c->path, how);
-        if (now && !*now)
+        fc_fputs_display(c->path, stdout);
+        printf(": settled (%s)", how);
+        if (now && !*now) {
                 printf("; it no longer exists on the server");
-        else if (now && strcmp(now, c->path))
-                printf("; it is now %s", now);
-        if (kept && *kept)
-                printf("; the local version is kept as %s", kept);
+        } else if (now && strcmp(now, c->path)) {
+                printf("; it is now ");
+                fc_fputs_display(now, stdout);
+        }
+        if (kept && *kept) {
+                printf("; the local version is kept as ");
+                fc_fputs_display(kept, stdout);
+        }
         printf("; held changes replayed %s, dropped %s\n", replayed ? replayed : "0",
                dropped ? dropped : "0");
         for (guint i = 0; i < a->lines->len; i++) {
@@ -978,9 +995,17 @@ static int cmd_edit(const char *path)
                 r = fail("cannot create a temporary file %s: %s", tmpl, strerror(errno));
                 goto out;
         }
-        if (!g_file_set_contents(tmpl, text, (gssize)len, NULL)) {
-                r = fail("cannot write %s", tmpl);
-                goto out;
+        /* Into the descriptor mkstemps made (0600): the versions are the owner's to read. */
+        for (size_t off = 0; off < len;) {
+                ssize_t n = write(fd, text + off, len - off);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0) {
+                        r = fail("cannot write %s: %s", tmpl, strerror(n < 0 ? errno : EIO));
+                        goto out;
+                }
+                off += (size_t)n;
         }
         ed = getenv("VISUAL") && *getenv("VISUAL") ? getenv("VISUAL") :
              getenv("EDITOR") && *getenv("EDITOR") ? getenv("EDITOR") : "vi";

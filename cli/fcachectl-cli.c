@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "command.h"
+#include "escape.h"
 #include "fcachectl.h"
 #include "output.h"
 
@@ -199,7 +200,10 @@ int main(int argc, char **argv)
                 if (r < 0) {
                         outs[i].err = errno;
                         outs[i].message = strdup(fcachectl_error());
-                        fprintf(stderr, "fcachectl: %s\n", fcachectl_error());
+                        /* The message names the path: escaped, as on standard output. */
+                        fputs("fcachectl: ", stderr);
+                        fc_fputs_display(fcachectl_error(), stderr);
+                        fputc('\n', stderr);
                         failed = 1;
                         continue;
                 }
@@ -211,9 +215,12 @@ int main(int argc, char **argv)
                 const char *errors = fc_outcome_get(&outs[i], "errors");
                 if (errors && strcmp(errors, "0")) {
                         const char *first = fc_outcome_get(&outs[i], "first_error");
-                        fprintf(stderr, "fcachectl: %s: %s files or directories could not be "
-                                "handled; the first: %s\n", paths[i], errors,
-                                first ? first : "?");
+                        fputs("fcachectl: ", stderr);
+                        fc_fputs_display(paths[i], stderr);
+                        fprintf(stderr, ": %s files or directories could not be handled; "
+                                "the first: ", errors);
+                        fc_fputs_display(first ? first : "?", stderr);
+                        fputc('\n', stderr);
                         failed = 1;
                 }
         }

@@ -3,13 +3,15 @@
  * output.c: rendering results.
  *
  * Tables pick a few columns per command (sizes in binary units); JSON
- * carries every key: decimal-digit values are numbers, the list-valued key
- * "mount" is always an array, everything else a string.
+ * carries every value of every key, with a shape that depends on the key
+ * only (result.h): a key that can repeat is always an array of strings,
+ * a text key always a string, other decimal values numbers.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
 #include "output.h"
 #include "result.h"
 
@@ -131,7 +133,12 @@ static void cell(char *buf, size_t len, const struct column *col, const struct f
                 return;
         }
         switch (col->kind) {
-        case COL_STR:
+        case COL_STR: {
+                char *e = fc_escape(v, FC_ESCAPE_DISPLAY);
+                snprintf(buf, len, "%s", e ? e : "?");
+                free(e);
+                break;
+        }
         case COL_NUM:
                 snprintf(buf, len, "%s", v);
                 break;
@@ -158,8 +165,11 @@ static void print_list(FILE *f, const struct fc_outcome *o, size_t n)
         for (size_t i = 0; i < n; i++) {
                 size_t width = 0;
 
-                if (n > 1)
-                        fprintf(f, "%s%s:\n", i ? "\n" : "", o[i].path);
+                if (n > 1) {
+                        fputs(i ? "\n" : "", f);
+                        fc_fputs_display(o[i].path, f);
+                        fputs(":\n", f);
+                }
                 if (o[i].err)
                         continue;
                 for (size_t k = 0; k < o[i].count; k++)
@@ -174,7 +184,10 @@ static void print_list(FILE *f, const struct fc_outcome *o, size_t n)
                                 fc_format_bytes(human, sizeof(human), strtoull(v, NULL, 10));
                                 fprintf(f, "%-*s  %s (%s)\n", (int)width, key, v, human);
                         } else {
-                                fprintf(f, "%-*s  %s\n", (int)width, key, v);
+                                /* Values carry names (pins, first_error): one line each. */
+                                fprintf(f, "%-*s  ", (int)width, key);
+                                fc_fputs_display(v, f);
+                                fputc('\n', f);
                         }
                 }
         }
@@ -222,7 +235,8 @@ void fc_print_table(FILE *f, const struct fc_command *c, const struct fc_outcome
                 for (size_t j = 0; j < ncol; j++)
                         fprintf(f, cols[j].kind == COL_STR ? "%-*s  " : "%*s  ", (int)width[j],
                                 cells[i][j]);
-                fprintf(f, "%s\n", o[i].path);
+                fc_fputs_display(o[i].path, f);
+                fputc('\n', f);
         }
         free(cells);
 }
@@ -278,11 +292,6 @@ static bool is_number(const char *v)
         return true;
 }
 
-static bool is_list_key(const char *key)
-{
-        return !strcmp(key, "mount");
-}
-
 static const char *errno_name(int err)
 {
         const char *name = strerrorname_np(err);
@@ -319,7 +328,7 @@ void fc_print_json(FILE *f, const char *command, const struct fc_outcome *o, siz
                         first = false;
                         json_str(f, key);
                         fputc(':', f);
-                        if (is_list_key(key)) {
+                        if (fc_result_key_repeats(key)) {
                                 fputc('[', f);
                                 bool lf = true;
                                 for (size_t m = k; m < o[i].count; m++) {
@@ -330,7 +339,8 @@ void fc_print_json(FILE *f, const char *command, const struct fc_outcome *o, siz
                                         json_str(f, o[i].pairs[m].value);
                                 }
                                 fputc(']', f);
-                        } else if (is_number(o[i].pairs[k].value)) {
+                        } else if (!fc_result_key_is_text(key) &&
+                                   is_number(o[i].pairs[k].value)) {
                                 fputs(o[i].pairs[k].value, f);
                         } else {
                                 json_str(f, o[i].pairs[k].value);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
 #include "result.h"
 
 void fc_result_init(struct fc_result *r)
@@ -52,24 +53,17 @@ static void put(struct fc_result *r, const char *s, size_t n)
 
 void fc_result_add_str(struct fc_result *r, const char *key, const char *value)
 {
+        char *e = fc_escape(value, FC_ESCAPE_VALUE);
+
+        if (!e) {
+                r->oom = 1;
+                return;
+        }
         put(r, key, strlen(key));
         put(r, "=", 1);
-        for (const unsigned char *p = (const unsigned char *)value; *p; p++) {
-                char esc[5];
-
-                if (*p == '\\')
-                        put(r, "\\\\", 2);
-                else if (*p == '\n')
-                        put(r, "\\n", 2);
-                else if (*p == '\t')
-                        put(r, "\\t", 2);
-                else if (*p < 0x20 || *p == 0x7f) {
-                        snprintf(esc, sizeof(esc), "\\x%02x", *p);
-                        put(r, esc, 4);
-                } else
-                        put(r, (const char *)p, 1);
-        }
+        put(r, e, strlen(e));
         put(r, "\n", 1);
+        free(e);
 }
 
 void fc_result_add_u64(struct fc_result *r, const char *key, uint64_t value)
@@ -144,4 +138,50 @@ size_t fc_result_unescape(char *v)
         }
         *w = '\0';
         return (size_t)(w - v);
+}
+
+/*
+ * The keys that may occur more than once in one result. A reader must not
+ * guess from the count: one pin is still a list of pins, so these are
+ * always arrays (D-Bus "as", JSON arrays), even with a single value.
+ */
+static const char *const repeated_keys[] = {
+        "conflict",        /* query conflicts: ID KIND PATH per conflict */
+        "conflict_again",  /* resolve: conflicts the resolution left */
+        "conflict_detail", /* query conflicts: ID DETAIL per conflict */
+        "mount",           /* flush all: each network mount */
+        "pin",             /* query pinned: each pin at or below the path */
+        "record",          /* query reintegration: each log record */
+        NULL,
+};
+
+/*
+ * Keys whose values are words, names or paths: always strings, even when a
+ * value happens to be made of digits (a file named "42", a cache named "7").
+ */
+static const char *const text_keys[] = {
+        "attributes", "backend", "backing", "cache", "cacheable", "cached",
+        "callbacks_released", "dry_run", "file_handles", "files_counted", "first_error",
+        "fits", "fs_network", "fs_type", "fscache", "fscache_cookie", "kept", "kmod",
+        "measured", "method", "mirrored", "mount_point", "mountpoint", "name", "path",
+        "pin_mode", "pinned", "reason", "recursive", "state", "takeover", "type", "valid",
+        "volume", NULL,
+};
+
+static bool in_list(const char *const *list, const char *key)
+{
+        for (; *list; list++)
+                if (!strcmp(*list, key))
+                        return true;
+        return false;
+}
+
+bool fc_result_key_repeats(const char *key)
+{
+        return in_list(repeated_keys, key);
+}
+
+bool fc_result_key_is_text(const char *key)
+{
+        return in_list(text_keys, key) || fc_result_key_repeats(key);
 }

@@ -8,6 +8,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,3 +34,11 @@ int fc_result_copy_out(const struct fc_result *r, char *out, size_t *len);
 
 /* Undo the value escaping in place; returns the unescaped length. */
 size_t fc_result_unescape(char *value);
+
+/*
+ * A key's type never depends on its values: a key that can occur more than
+ * once is always a list of strings; a text key (names, paths, words) is
+ * always a string; any other key is a number when its value is decimal.
+ */
+bool fc_result_key_repeats(const char *key);
+bool fc_result_key_is_text(const char *key);

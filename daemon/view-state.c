@@ -240,7 +240,13 @@ int state_save_init(struct view *v, const void *buf, size_t len)
 {
         GError *err = NULL;
 
-        if (!g_file_set_contents(v->init_path, buf, (gssize)len, &err)) {
+        /*
+         * 0600 whatever the umask (the view runs with umask 0, which would make
+         * g_file_set_contents's 0666 world-writable): a forged FUSE_INIT would be
+         * replayed on the next takeover.
+         */
+        if (!g_file_set_contents_full(v->init_path, buf, (gssize)len,
+                                      G_FILE_SET_CONTENTS_CONSISTENT, 0600, &err)) {
                 log_error("Failed to save FUSE_INIT to %s: %s", v->init_path, err->message);
                 g_error_free(err);
                 return -EIO;

@@ -2,9 +2,11 @@
 /*
  * bus-result.c: how results and errors look on the bus.
  *
- * A result is libfcachectl's "key=value" lines, turned into a{sv}: decimal
- * integers as uint64, other values as strings, repeated keys as arrays of
- * strings. Errors are org.fcache.Manager1.Error.* names, one per FcdError.
+ * A result is libfcachectl's "key=value" lines, turned into a{sv}. A key's
+ * type is decided by the key, never by how many values it has or what they
+ * look like (result.h): a key that can repeat is always "as", even with one
+ * value; a text key is always "s"; other keys are uint64 when decimal.
+ * Errors are org.fcache.Manager1.Error.* names, one per FcdError.
  */
 #include <errno.h>
 #include <string.h>
@@ -114,10 +116,10 @@ GVariant *fcd_result_to_variant(const char *lines)
                 GPtrArray *vals = g_hash_table_lookup(keys, key);
                 GVariant *v;
 
-                if (vals->len > 1) {
+                if (fc_result_key_repeats(key)) {
                         g_ptr_array_add(vals, NULL);
                         v = g_variant_new_strv((const char *const *)vals->pdata, -1);
-                } else if (is_decimal(vals->pdata[0])) {
+                } else if (!fc_result_key_is_text(key) && is_decimal(vals->pdata[0])) {
                         v = g_variant_new_uint64(g_ascii_strtoull(vals->pdata[0], NULL, 10));
                 } else {
                         v = g_variant_new_string(vals->pdata[0]);

@@ -121,7 +121,7 @@ static void on_authorized(GObject *src, GAsyncResult *res, gpointer data)
         if (as_operation) {
                 /* The operation object exists only once the act is authorized. */
                 req->op = fcd_operation_new(req->ctx, req->path, req->cmd_text, req->caller.uid,
-                                            &error);
+                                            req->sender, &error);
                 if (!req->op) {
                         reply_error(req, error);
                         fcd_request_free(req);

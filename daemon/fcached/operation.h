@@ -14,8 +14,10 @@ struct fcd_operation {
         struct fcd_context *ctx;
         guint64 id;
         char *object_path;
-        FcOperation1 *skel;
-        uid_t owner_uid;             /* who may cancel it (and root) */
+        FcOperation1 *skel;          /* the property values; never exported */
+        guint registration;          /* the object on the bus */
+        uid_t owner_uid;             /* who may read and cancel it (and root) */
+        char *owner_sender;          /* the unique bus name its signals go to */
         struct fcd_progress progress;
         volatile int cancel;         /* set by Cancel, read by the worker */
         guint timer, linger;
@@ -25,7 +27,8 @@ struct fcd_operation {
 
 /* NULL with FCD_ERROR_BUSY when too many are running. */
 struct fcd_operation *fcd_operation_new(struct fcd_context *ctx, const char *path,
-                                        const char *command, uid_t owner_uid, GError **error);
+                                        const char *command, uid_t owner_uid,
+                                        const char *owner_sender, GError **error);
 /* Exactly once: result (floating or not) on success, else error. */
 void fcd_operation_finish(struct fcd_operation *op, GVariant *result, const GError *error);
 /* The destroy function of the context's operation table. */

@@ -513,8 +513,12 @@ static void pins_save(struct fcd_pins *p)
                 g_key_file_set_int64(kf, group, "created", pin->created);
         }
         data = g_key_file_to_data(kf, &len, NULL);
-        /* g_file_set_contents writes a temporary file, fsyncs it and renames it over. */
-        if (!g_file_set_contents(p->file, data, (gssize)len, &error))
+        /*
+         * Written to a temporary file, fsynced and renamed over. 0600: the pins
+         * name every user's pinned paths, which only root should list.
+         */
+        if (!g_file_set_contents_full(p->file, data, (gssize)len, G_FILE_SET_CONTENTS_CONSISTENT,
+                                      0600, &error))
                 g_warning("Failed to save the pins to %s: %s; they will not survive a restart",
                           p->file, error->message);
 }
@@ -1052,7 +1056,8 @@ struct fcd_pins *fcd_pins_new(struct fcd_context *ctx, const char *state_dir,
 {
         struct fcd_pins *p;
 
-        if (g_mkdir_with_parents(state_dir, 0755) < 0) {
+        /* Private to root, as units/tmpfiles.d/fcache.conf makes it. */
+        if (g_mkdir_with_parents(state_dir, 0700) < 0) {
                 g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno),
                             "Cannot create the state directory %s: %s", state_dir,
                             g_strerror(errno));
