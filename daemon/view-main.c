@@ -291,6 +291,7 @@ static int holder_run(struct volume_config *cfg, int argc, char **argv)
 
 static int worker_setup(struct view *v, struct volume_config *cfg, bool takeover)
 {
+        GString *why;
         struct file_handle *fh;
         struct stat st;
         int mount_id, r, fd;
@@ -336,6 +337,10 @@ static int worker_setup(struct view *v, struct volume_config *cfg, bool takeover
         r = view_oplog_open(v);
         if (r < 0)
                 return r;
+        why = g_string_new(NULL);
+        if (backing_identity_check(v, v->root_fd, why) < 0 && v->state == VIEW_ONLINE)
+                view_start_offline(v, why->str);
+        g_string_free(why, TRUE);
         r = vnode_table_init(v);
         if (r < 0)
                 return r;

@@ -480,6 +480,13 @@ static int disconnect(struct view *v, bool forced, GString *err)
         return r;
 }
 
+void view_start_offline(struct view *v, const char *why)
+{
+        log_error("%s: the volume starts offline, serving its local copy", why);
+        v->state = VIEW_OFFLINE;
+        save_state(v, VIEW_OFFLINE);
+}
+
 int view_disconnect(struct view *v, GString *err)
 {
         __atomic_store_n(&v->auto_reconnect, false, __ATOMIC_RELEASE); /* manual: it holds */
@@ -549,6 +556,13 @@ int view_reconnect(struct view *v, GString *out, GString *err)
                 pthread_rwlock_unlock(&v->mode_lock);
                 g_string_append(out, "records=0\napplied=0\nmerged=0\nconflicts=0\n");
                 return 0;
+        }
+        /* Never replay against what is not the volume's server (an unmounted share). */
+        r = backing_reopen_root(v, err);
+        if (r < 0) {
+                pthread_rwlock_unlock(&v->mode_lock);
+                log_warn("Not reconnecting: %s", err->str);
+                return r;
         }
         __atomic_store_n(&v->state, VIEW_REINTEGRATING, __ATOMIC_RELEASE);
         vfile_flush_dirty(v);

@@ -242,6 +242,8 @@ int offline_note_content(struct view *v, uint64_t lid, int fd);
 int offline_note_xattr(struct view *v, uint64_t lid, const char *name, const void *value,
                        size_t size, int flags, bool remove);
 int view_disconnect(struct view *v, GString *err);
+/* Before serving: the volume starts offline (the backing is not its server). */
+void view_start_offline(struct view *v, const char *why);
 /* A backing call exceeded BackingTimeout: go offline (at once, in the background),
  * and come back when the backing answers again. */
 void view_backing_timed_out(struct view *v);
@@ -305,6 +307,16 @@ int backing_flush(struct view *v, int fd);
 void backing_close(struct view *v, int fd);
 /* Probes the backing root on a helper even offline: 0 when it answers in time. */
 int backing_probe(struct view *v);
+
+/*
+ * view-identity.c: the backing is the filesystem and directory the volume
+ * was made on (recorded at first sight in CacheDir/backing.id).
+ * backing_identity_check: 0, or -EXDEV with @why.  backing_reopen_root:
+ * opens Backing= again (a share mounted again), checks it, and serves it
+ * from now on; the caller holds mode_lock exclusively.
+ */
+int backing_identity_check(struct view *v, int fd, GString *why);
+int backing_reopen_root(struct view *v, GString *why);
 
 /* view-main.c: the device of the fcache view mounted topmost on @path; -ENOENT if none. */
 int view_mount_find(const char *path, dev_t *dev);

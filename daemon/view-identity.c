@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * view-identity.c: is Backing= still the filesystem and directory the volume
+ * was made on?
+ *
+ * An unmounted share leaves its mountpoint, an empty local directory, where
+ * the server was.  Taken for the server, it is one on which everything was
+ * deleted: reintegration would find every object gone and the mirror would
+ * follow it.  So the first time a volume sees its backing, it records what
+ * the backing is (CacheDir/backing.id: the filesystem type, the filesystem
+ * id and the root directory's inode number, none of which changes when the
+ * same export is mounted again), and from then on a backing that differs is
+ * refused with the reason: the worker starts offline on its local copy, and
+ * a reconnect fails and leaves the volume offline until the right
+ * filesystem is back.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "view.h"
+
+struct backing_identity {
+        uint64_t fstype;
+        uint64_t fsid;
+        uint64_t root_ino;
+};
+
+static int identity_of(int fd, struct backing_identity *id)
+{
+        struct statfs sf;
+        struct stat st;
+        uint64_t fsid;
+
+        if (fstatfs(fd, &sf) < 0 || fstat(fd, &st) < 0)
+                return -errno;
+        memcpy(&fsid, &sf.f_fsid, sizeof(fsid));
+        id->fstype = (uint64_t)sf.f_type;
+        id->fsid = fsid;
+        id->root_ino = st.st_ino;
+        return 0;
+}
+
+static char *identity_path(struct view *v)
+{
+        return g_build_filename(v->cfg->cache_dir, "backing.id", NULL);
+}
+
+static int identity_load(struct view *v, struct backing_identity *id)
+{
+        char *path = identity_path(v), *text = NULL;
+        int r = -ENOENT;
+
+        if (g_file_get_contents(path, &text, NULL, NULL))
+                r = sscanf(text, "fstype=%" SCNx64 "\nfsid=%" SCNx64 "\nroot_ino=%" SCNu64,
+                           &id->fstype, &id->fsid, &id->root_ino) == 3 ? 0 : -EBADMSG;
+        g_free(text);
+        g_free(path);
+        return r;
+}
+
+static int identity_save(struct view *v, const struct backing_identity *id)
+{
+        char *path = identity_path(v);
+        char *text = g_strdup_printf("fstype=%" PRIx64 "\nfsid=%" PRIx64 "\nroot_ino=%" PRIu64 "\n",
+                                     id->fstype, id->fsid, id->root_ino);
+        GError *error = NULL;
+        int r = 0;
+
+        if (!g_file_set_contents_full(path, text, -1, G_FILE_SET_CONTENTS_CONSISTENT |
+                                      G_FILE_SET_CONTENTS_DURABLE, 0600, &error)) {
+                log_warn("Cannot record the backing's identity in %s: %s", path, error->message);
+                g_error_free(error);
+                r = -EIO;
+        }
+        g_free(text);
+        g_free(path);
+        return r;
+}
+
+int backing_identity_check(struct view *v, int fd, GString *why)
+{
+        struct backing_identity want, have;
+        int r = identity_of(fd, &have);
+
+        if (r < 0) {
+                g_string_printf(why, "cannot identify Backing %s: %s", v->cfg->backing,
+                                strerror(-r));
+                return r;
+        }
+        r = identity_load(v, &want);
+        if (r == -ENOENT) {
+                identity_save(v, &have);        /* first sight: this is the volume's */
+                return 0;
+        }
+        if (r < 0) {
+                /* Unreadable: say so, and take this one as the volume's from now on. */
+                log_warn("The recorded backing identity is unreadable; recording it again");
+                identity_save(v, &have);
+                return 0;
+        }
+        if (want.fstype != have.fstype)
+                g_string_printf(why, "Backing %s is not the filesystem the volume was made on "
+                                "(type %" PRIx64 ", was %" PRIx64 "): is the share mounted?",
+                                v->cfg->backing, have.fstype, want.fstype);
+        else if (want.fsid != have.fsid)
+                g_string_printf(why, "Backing %s is on another filesystem than the volume was "
+                                "made on (filesystem id %" PRIx64 ", was %" PRIx64 "): is the "
+                                "right share mounted?", v->cfg->backing, have.fsid, want.fsid);
+        else if (want.root_ino != have.root_ino)
+                g_string_printf(why, "Backing %s is another directory than the volume was made "
+                                "on (inode %" PRIu64 ", was %" PRIu64 ")", v->cfg->backing,
+                                have.root_ino, want.root_ino);
+        else
+                return 0;
+        return -EXDEV;
+}
+
+int backing_reopen_root(struct view *v, GString *why)
+{
+        struct stat now, cur;
+        int fd, mfd, r;
+
+        fd = backing_openat(v, AT_FDCWD, v->cfg->backing, O_PATH | O_DIRECTORY);
+        if (fd < 0) {
+                g_string_printf(why, "cannot open Backing %s: %s", v->cfg->backing,
+                                strerror(-fd));
+                return fd;
+        }
+        r = backing_identity_check(v, fd, why);
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
+        if (fstat(fd, &now) < 0 || fstat(v->root_fd, &cur) < 0) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        if (now.st_dev == cur.st_dev && now.st_ino == cur.st_ino) {
+                close(fd);
+                return 0;
+        }
+        mfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (mfd < 0) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        /*
+         * The share was mounted again.  The old descriptors are left open:
+         * a helper thread may still be stuck in a call on the old mount.
+         */
+        log_info("Backing %s was mounted again: serving the new mount", v->cfg->backing);
+        v->root_fd = fd;
+        v->mount_fd = mfd;
+        v->backing_dev = now.st_dev;
+        return 0;
+}
