@@ -798,6 +798,7 @@ static int run_flush_all(struct fc_request *req, struct kconn *c)
         struct kreply r;
         struct nlattr *nest;
         int fds[64], nfd = 0, err;
+        uint64_t skipped = 0;
 
         err = fc_mount_table_read(&mt);
         if (err < 0)
@@ -807,10 +808,17 @@ static int run_flush_all(struct fc_request *req, struct kconn *c)
         nest = kmsg_put(&m, FCACHE_A_MOUNTS | NLA_F_NESTED, NULL, 0);
         for (size_t i = 0; i < mt.count && nfd < 64; i++) {
                 const struct fc_mount *mnt = &mt.mounts[i];
+                char why[160];
                 int fd;
 
                 if (!fc_fs_type_is_network(mnt->fs_type))
                         continue;
+                /* The module would wait on a dead mount's writeback: leave it alone. */
+                if (fc_mount_answers(mnt->mount_point, FC_MOUNT_ANSWER_MS, why, sizeof(why)) < 0) {
+                        fc_result_add_fmt(req->result, "skipped", "%s: %s", mnt->mount_point, why);
+                        skipped++;
+                        continue;
+                }
                 fd = open(mnt->mount_point, O_PATH | O_CLOEXEC | O_DIRECTORY);
                 if (fd < 0)
                         continue;
@@ -818,6 +826,7 @@ static int run_flush_all(struct fc_request *req, struct kconn *c)
                 kmsg_put_u32(&m, FCACHE_A_FD, (uint32_t)fd);
         }
         fc_mount_table_free(&mt);
+        fc_result_add_u64(req->result, "mounts_skipped", skipped);
         nest->nla_len = (uint16_t)(m.raw + m.nh.nlmsg_len - (char *)nest);
         if (!nfd) {
                 fc_result_add_u64(req->result, "mounts", 0);

@@ -356,7 +356,7 @@ static int run_flush_all(struct fc_request *req)
 {
         struct fc_mount_table mt;
         struct tally sum = { 0 };
-        uint64_t mounts = 0, failed = 0, errors = 0;
+        uint64_t mounts = 0, failed = 0, errors = 0, skipped = 0;
         int r;
 
         r = fc_mount_table_read(&mt);
@@ -369,8 +369,16 @@ static int run_flush_all(struct fc_request *req)
                 struct fc_error e = { 0 };
                 struct fc_request sub = *req;
 
+                char why[160];
+
                 if (!fc_fs_type_is_network(m->fs_type))
                         continue;
+                /* One dead mount must not hang the whole command. */
+                if (fc_mount_answers(m->mount_point, FC_MOUNT_ANSWER_MS, why, sizeof(why)) < 0) {
+                        fc_result_add_fmt(req->result, "skipped", "%s: %s", m->mount_point, why);
+                        skipped++;
+                        continue;
+                }
                 sub.error = &e;
                 fc_result_add_str(req->result, "mount", m->mount_point);
                 if (flush_mount(&sub, m, &sum, &st) < 0) {
@@ -388,6 +396,7 @@ static int run_flush_all(struct fc_request *req)
         fc_mount_table_free(&mt);
         fc_result_add_u64(req->result, "mounts", mounts);
         fc_result_add_u64(req->result, "mounts_failed", failed);
+        fc_result_add_u64(req->result, "mounts_skipped", skipped);
         add_change(req->result, &sum);
         fc_result_add_u64(req->result, "errors", errors);
         return 0;

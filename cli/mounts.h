@@ -28,3 +28,12 @@ bool fc_fs_type_is_network(const char *fs_type);
 struct fc_target;
 /* Is @t on an fcache volume (a fuse.fcache mount, served by fcached)? */
 bool fc_target_on_fcache_volume(const struct fc_target *t);
+
+/*
+ * Does the filesystem mounted at @mount_point answer within @timeout_ms
+ * (a statfs on a helper thread)?  A dead hard NFS mount or a stopped FUSE
+ * server does not; the helper is then left behind, blocked where it is.
+ * 0, or -ETIMEDOUT / -errno with @why (a sentence) filled.
+ */
+#define FC_MOUNT_ANSWER_MS 5000
+int fc_mount_answers(const char *mount_point, int timeout_ms, char *why, size_t why_len);

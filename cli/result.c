@@ -149,9 +149,11 @@ static const char *const repeated_keys[] = {
         "conflict",        /* query conflicts: ID KIND PATH per conflict */
         "conflict_again",  /* resolve: conflicts the resolution left */
         "conflict_detail", /* query conflicts: ID DETAIL per conflict */
+        "flushed_volume",  /* flush all: each fcache volume whose store was flushed */
         "mount",           /* flush all: each network mount */
         "pin",             /* query pinned: each pin at or below the path */
         "record",          /* query reintegration: each log record */
+        "skipped",         /* flush all: MOUNTPOINT: why, for each mount left alone */
         NULL,
 };
 

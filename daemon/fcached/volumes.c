@@ -589,7 +589,7 @@ int fcd_volumes_flush_all(struct fcd_volumes *vols, struct fc_result *res)
                         continue;
                 }
                 flushed += n;
-                fc_result_add_str(res, "volume", names->pdata[i]);
+                fc_result_add_str(res, "flushed_volume", names->pdata[i]);
         }
         fc_result_add_u64(res, "volume_objects_flushed", flushed);
         if (failed)

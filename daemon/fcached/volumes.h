@@ -83,7 +83,7 @@ bool fcd_volume_forward(struct fcd_volumes *vols, const char *canonical, int tar
 
 /*
  * flush all: every volume's store drops its copies (never unsynchronised
- * data, never pins): "volume" (each name), "volume_objects_flushed" and
+ * data, never pins): "flushed_volume" (each name), "volume_objects_flushed" and
  * "volumes_failed" go into @res.
  */
 int fcd_volumes_flush_all(struct fcd_volumes *vols, struct fc_result *res);

@@ -82,7 +82,7 @@ expect "... and its files pinned" "$(control "$T/mnt/many/s1500" "query cached" 
 # flush all reaches every volume's store, and keeps pins
 control "$T/mnt/proj" "unpin recursive" >/dev/null
 res=$(control / "flush all")
-expect "flush all names the volume" "$(echo "$res" | jget volume)" = good
+expect "flush all names the volume" "$(echo "$res" | jget flushed_volume)" = good
 expect "... and drops its unpinned store copies" "$(echo "$res" | jget volume_objects_flushed)" -ge 5
 expect "... so an unpinned file is no longer in the store" "$(control "$T/mnt/proj/f3" "query cached" | jget cached)" = no
 expect "... while a pinned one stays" "$(control "$T/mnt/many/s7" "query cached" | jget cached)" = complete
