@@ -394,6 +394,14 @@ static void op_init(void *ud, struct fuse_conn_info *conn)
                 conn->want |= FUSE_CAP_HANDLE_KILLPRIV;
         if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
                 conn->want |= FUSE_CAP_EXPORT_SUPPORT;
+        /* The kernel leaves the umask to us (create_mode()): it must not
+         * apply when the parent has a default ACL.  With POSIX_ACL it also
+         * checks ACL entries (not only the mode bits) and refreshes the
+         * attributes after an ACL change, which changes the mode. */
+        if (conn->capable & FUSE_CAP_DONT_MASK)
+                conn->want |= FUSE_CAP_DONT_MASK;
+        if (conn->capable & FUSE_CAP_POSIX_ACL)
+                conn->want |= FUSE_CAP_POSIX_ACL;
         conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE |
                         FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
         conn->time_gran = 1;
@@ -667,6 +675,22 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
         }
 }
 
+/*
+ * The mode a new object of parent pfd gets.  A default ACL on the parent
+ * replaces the umask (POSIX.1e), and the backing applies it itself, the
+ * daemon's own umask being 0; otherwise the caller's umask, which the
+ * kernel hands over instead of applying it (FUSE_CAP_DONT_MASK).
+ */
+static mode_t create_mode(fuse_req_t req, int pfd, mode_t mode)
+{
+        char path[64];
+
+        proc_path(path, sizeof(path), pfd);
+        if (getxattr(path, "system.posix_acl_default", NULL, 0) > 0)
+                return mode;
+        return mode & ~fuse_req_ctx(req)->umask;
+}
+
 enum mk { MK_NOD, MK_DIR, MK_LINK };
 
 static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -678,6 +702,8 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         int r;
 
         WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
+        if (kind != MK_LINK)
+                mode = create_mode(req, pfd, mode);
         r = creds_enter(req, &c);
         if (r >= 0) {
                 if (kind == MK_DIR)
@@ -886,11 +912,14 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
         fuse_reply_err(req, -r);
 }
 
+/* The kernel's __FMODE_EXEC: the open is execve()'s (or uselib's). */
+#define OPEN_FOR_EXEC 040
+
 /* O_APPEND stays with the kernel, which sends each write with its offset:
  * a write resent after a takeover then lands at the same place, not twice. */
 static int open_flags(struct fuse_file_info *fi)
 {
-        return fi->flags & ~(O_DIRECT | O_NOFOLLOW | O_APPEND);
+        return fi->flags & ~(O_DIRECT | O_NOFOLLOW | O_APPEND | OPEN_FOR_EXEC);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -937,6 +966,12 @@ again:
                 creds_leave(&c);
                 creds_capture(req, &id);
                 bfd = backing_reopen_bounded(v, fd, open_flags(fi), &id);
+                /* execve() needs execute permission only, which the kernel
+                 * has checked (default_permissions); the backing would ask
+                 * for read permission too.  What execve() reads through this
+                 * open stays in the kernel. */
+                if (bfd == -EACCES && (fi->flags & OPEN_FOR_EXEC))
+                        bfd = backing_reopen_bounded(v, fd, open_flags(fi), NULL);
         }
         if (writing)
                 creds_leave(&c);
@@ -985,6 +1020,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 
         WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
         existed = fstatat(pfd, name, &before, AT_SYMLINK_NOFOLLOW) == 0;
+        mode = create_mode(req, pfd, mode);
         r = offline && existed ? offline_lid(v, pfd, name, &lid) : 0;
         if (r >= 0)
                 r = creds_enter(req, &c);
@@ -1344,8 +1380,10 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
         if (r >= 0)
                 r = creds_enter(req, &c);
         if (r >= 0) {
-                r = (S_ISLNK(vnode_type(n)) ? -1 : setxattr(path, name, value, size, flags));
-                r = r < 0 ? (S_ISLNK(vnode_type(n)) ? -EPERM : -errno) : 0;
+                /* /proc/self/fd/N of a symlink's O_PATH descriptor names the
+                 * symlink itself: trusted.* works there, user.* is the
+                 * backing's own EPERM. */
+                r = setxattr(path, name, value, size, flags) < 0 ? -errno : 0;
                 creds_leave(&c);
         }
         if (r >= 0 && offline)
@@ -1363,7 +1401,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
         WITH_NODE(v, ino, n, fd, req);
 
         proc_path(path, sizeof(path), fd);
-        if (S_ISLNK(vnode_type(n)) || (view_offline(v) && mirror_xattr_hidden(name))) {
+        if (view_offline(v) && mirror_xattr_hidden(name)) {
                 r = -ENODATA;
         } else if (size) {
                 buf = malloc(size);
@@ -1423,9 +1461,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
         WITH_NODE(v, ino, n, fd, req);
 
         proc_path(path, sizeof(path), fd);
-        if (S_ISLNK(vnode_type(n))) {
-                r = 0;
-        } else if (size) {
+        if (size) {
                 buf = malloc(size);
                 r = !buf ? -ENOMEM : listxattr(path, buf, size);
                 if (r < 0 && buf)
@@ -1464,8 +1500,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
         if (r >= 0)
                 r = creds_enter(req, &c);
         if (r >= 0) {
-                r = S_ISLNK(vnode_type(n)) ? -EPERM :
-                    removexattr(path, name) < 0 ? -errno : 0;
+                r = removexattr(path, name) < 0 ? -errno : 0;
                 creds_leave(&c);
         }
         if (r >= 0 && offline)

