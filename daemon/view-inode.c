@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -358,18 +359,39 @@ GArray *vnode_switch_all(struct view *v)
         return ids;
 }
 
+static int enter_node(struct view *v, fuse_ino_t parent, int fd, const char *name,
+                      struct fuse_entry_param *e);
+
 int vnode_lookup(struct view *v, fuse_ino_t parent, int pfd, const char *name,
                  struct fuse_entry_param *e)
+{
+        int fd = backing_openat(v, pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+
+        return fd < 0 ? fd : enter_node(v, parent, fd, name, e);
+}
+
+int vnode_enter_unnamed(struct view *v, fuse_ino_t parent, int fd, struct fuse_entry_param *e)
+{
+        char p[64];
+        int pathfd;
+
+        snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+        pathfd = open(p, O_PATH | O_CLOEXEC);
+        if (pathfd < 0)
+                return -errno;
+        return enter_node(v, parent, pathfd, "", e);
+}
+
+/* Takes O_PATH descriptor fd of parent/name into the table (fd is consumed). */
+static int enter_node(struct view *v, fuse_ino_t parent, int fd, const char *name,
+                      struct fuse_entry_param *e)
 {
         struct file_handle *fh;
         struct vnode *n;
         struct stat st;
         uint64_t key;
-        int fd, r;
+        int r;
 
-        fd = backing_openat(v, pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return fd;
         r = vnode_fill_stat(v, fd, &st);
         if (r == 0 && !view_offline(v))
                 r = view_conflict_errno(v, st.st_ino); /* listed by readdir, not usable */

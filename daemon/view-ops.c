@@ -1006,6 +1006,58 @@ again:
                 vfile_remove(v, f);     /* the open was interrupted */
 }
 
+/*
+ * O_TMPFILE: an unnamed file in parent, made with O_TMPFILE on the backing
+ * (never O_EXCL there: whether it may be linked is the kernel's to enforce
+ * on the view's inode).  A later linkat() reaches op_link with its node,
+ * whose descriptor is the backing inode.  Offline there is no log record
+ * for an object without a name: EOPNOTSUPP (per call; the kernel tries again).
+ */
+static void op_tmpfile(fuse_req_t req, fuse_ino_t parent, mode_t mode, struct fuse_file_info *fi)
+{
+        struct view *v = V(req);
+        struct fuse_entry_param e;
+        struct vfile *f;
+        struct creds c;
+        int r, bfd = -1, flags;
+
+        WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
+        mode = create_mode(req, pfd, mode);
+        flags = (open_flags(fi) & ~(O_TMPFILE | O_CREAT | O_EXCL | O_TRUNC)) | O_TMPFILE;
+        r = offline ? -EOPNOTSUPP : creds_enter(req, &c);
+        if (r >= 0) {
+                bfd = openat(pfd, ".", flags | O_CLOEXEC, mode);
+                r = bfd < 0 ? -errno : 0;
+                creds_leave(&c);
+        }
+        if (r >= 0)
+                r = vnode_enter_unnamed(v, parent, bfd, &e);
+        vnode_put(v, p);
+        if (r < 0) {
+                if (bfd >= 0)
+                        close(bfd);
+                view_change_end(v);
+                fuse_reply_err(req, -r);
+                return;
+        }
+        f = vfile_add(v, 0, e.ino, bfd, flags & ~O_TMPFILE, false);
+        if (!f) {
+                close(bfd);
+                vnode_forget(v, e.ino, 1);
+                view_change_end(v);
+                fuse_reply_err(req, ENOMEM);
+                return;
+        }
+        view_change_end(v);
+        fi->fh = f->fh;
+        if (fi->flags & O_DIRECT)
+                fi->direct_io = 1;
+        if (fuse_reply_create(req, &e, fi) < 0) {
+                vfile_remove(v, f);
+                vnode_forget(v, e.ino, 1);
+        }
+}
+
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
                       struct fuse_file_info *fi)
 {
@@ -1018,6 +1070,12 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         uint64_t lid = 0;
         int r, bfd = -1;
 
+        /* FUSE_TMPFILE, handed over as a create (view-session.c): the kernel
+         * names the unnamed dentry "/", which no create can carry. */
+        if (!strcmp(name, "/")) {
+                op_tmpfile(req, parent, mode, fi);
+                return;
+        }
         WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
         existed = fstatat(pfd, name, &before, AT_SYMLINK_NOFOLLOW) == 0;
         mode = create_mode(req, pfd, mode);

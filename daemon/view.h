@@ -120,6 +120,8 @@ void vnode_put(struct view *v, struct vnode *n);
 /* Looks name up under parent (descriptor pfd of node parent), fills e. */
 int vnode_lookup(struct view *v, fuse_ino_t parent, int pfd, const char *name,
                  struct fuse_entry_param *e);
+/* As vnode_lookup, for an object without a name (O_TMPFILE) open as fd in parent. */
+int vnode_enter_unnamed(struct view *v, fuse_ino_t parent, int fd, struct fuse_entry_param *e);
 void vnode_forget(struct view *v, fuse_ino_t id, uint64_t nlookup);
 /* Is there a node of inode ino known as parent/name?  (A slow scan.) */
 bool vnode_child_is(struct view *v, fuse_ino_t parent, const char *name, uint64_t ino);

@@ -10,6 +10,7 @@ backing: attributes changed behind the kernel's cache (set-id bits killed by a
 write, a mode changed by an ACL), O_DIRECT with shared mmap and the page
 cache, atime, open_by_handle_at after the kernel dropped the inode.
 """
+import ctypes
 import os
 import shutil
 import stat
@@ -111,6 +112,49 @@ def sc_symlink_xattr(d):
     return o
 
 
+libc = ctypes.CDLL(None, use_errno=True)
+AT_FDCWD = -100
+AT_SYMLINK_FOLLOW = 0x400
+
+
+def link_fd(fd, dst):
+    """linkat(2) of an open file through /proc/self/fd (os.link() may call link())."""
+    if libc.linkat(AT_FDCWD, f"/proc/self/fd/{fd}".encode(), AT_FDCWD, dst.encode(),
+                   AT_SYMLINK_FOLLOW) < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), dst)
+
+
+def sc_tmpfile(d, u1):
+    o = []
+    fd = os.open(d, os.O_TMPFILE | os.O_RDWR, 0o666)
+    os.write(fd, b"tmp data")
+    o.append(sorted(os.listdir(d)))
+    st = os.fstat(fd)
+    o.append((stat.filemode(st.st_mode), st.st_nlink, st.st_size, os.pread(fd, 3, 4)))
+    link_fd(fd, os.path.join(d, "linked"))
+    o.append((read_file(os.path.join(d, "linked")), os.stat(os.path.join(d, "linked")).st_nlink))
+    os.write(fd, b"+more")
+    os.close(fd)
+    o.append(read_file(os.path.join(d, "linked")))
+    fd = os.open(d, os.O_TMPFILE | os.O_WRONLY | os.O_EXCL, 0o600)
+    o.append(errname(lambda: link_fd(fd, os.path.join(d, "x"))))
+    os.close(fd)
+    o.append(errname(lambda: os.open(d, os.O_TMPFILE | os.O_RDONLY, 0o600)))
+    os.chmod(d, 0o777)
+
+    def user_tmpfile():
+        fd = os.open(d, os.O_TMPFILE | os.O_WRONLY, 0o644)
+        link_fd(fd, os.path.join(d, "u1"))
+        os.close(fd)
+        return "ok"
+    o.append(as_user(u1, user_tmpfile))
+    s = os.stat(os.path.join(d, "u1"))
+    o.append((stat.filemode(s.st_mode), s.st_uid == u1.pw_uid, s.st_gid == u1.pw_gid))
+    o.append(sorted(os.listdir(d)))
+    return o
+
+
 def main():
     require_root_fuse()
     if not shutil.which("setfacl"):
@@ -122,7 +166,7 @@ def main():
     ref_top = os.path.join(vol.top, "ref")
     os.mkdir(ref_top)
     scenarios = [("acl", lambda d: sc_acl(d, u1)), ("exec", lambda d: sc_exec(d, u1)),
-                 ("symlink-xattr", sc_symlink_xattr)]
+                 ("symlink-xattr", sc_symlink_xattr), ("tmpfile", lambda d: sc_tmpfile(d, u1))]
     for name, fn in scenarios:
         rd, vd = os.path.join(ref_top, name), vol.v(name)
         for x in (rd, vd):
