@@ -378,6 +378,46 @@ static int log_content(struct view *v, struct vfile *f)
         return r;
 }
 
+/*
+ * A write, fallocate or ACL change on the backing may change the mode behind
+ * the kernel's cached attributes (set-id bits killed, the ACL mask as group
+ * bits), which it goes on trusting for permission checks and for execve()'s
+ * set-id until they expire: make it ask again.
+ */
+static void mode_changed_check(struct view *v, fuse_ino_t ino, int fd, mode_t before)
+{
+        struct stat now;
+
+        if (fstat(fd, &now) == 0 && now.st_mode != before)
+                fuse_lowlevel_notify_inval_inode(v->se, ino, -1, 0);
+}
+
+/* The caller's fsuid and fsgid for a change to an open file (a write or
+ * fallocate), so that the backing kills set-id bits as it would for the
+ * caller; not for the kernel's own writeback.  Returns the mode before when
+ * it has set-id bits to lose (0 when the switch was not needed). */
+static mode_t as_writer(fuse_req_t req, struct fuse_file_info *fi, int fd)
+{
+        const struct fuse_ctx *ctx = fuse_req_ctx(req);
+        struct stat st;
+
+        if (ctx->uid == 0 || fi->writepage)
+                return 0;
+        setfsgid(ctx->gid);
+        setfsuid(ctx->uid);
+        if (fstat(fd, &st) < 0 || !(st.st_mode & (S_ISUID | S_ISGID)))
+                return S_IFREG;
+        return st.st_mode;
+}
+
+static void leave_writer(mode_t before)
+{
+        if (!before)
+                return;
+        setfsuid(0);
+        setfsgid(0);
+}
+
 /* ---- operations ---- */
 
 static void op_init(void *ud, struct fuse_conn_info *conn)
@@ -1173,6 +1213,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
         struct vfile *f;
         struct stat st;
         bool offline;
+        mode_t before;
         ssize_t n;
         int err;
 
@@ -1189,22 +1230,12 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
                 fuse_reply_err(req, EIO);
                 return;
         }
-        /* fsuid of the writer, so that the backing clears set-id bits as it would. */
-        {
-                const struct fuse_ctx *ctx = fuse_req_ctx(req);
-                bool sw = ctx->uid != 0 && !fi->writepage;
-
-                if (sw) {
-                        setfsgid(ctx->gid);
-                        setfsuid(ctx->uid);
-                }
-                n = pwrite(f->fd, buf, size, off);
-                err = errno;
-                if (sw) {
-                        setfsuid(0);
-                        setfsgid(0);
-                }
-        }
+        before = as_writer(req, fi, f->fd);
+        n = pwrite(f->fd, buf, size, off);
+        err = errno;
+        leave_writer(before);
+        if (n >= 0 && (before & (S_ISUID | S_ISGID)))
+                mode_changed_check(v, ino, f->fd, before);
         if (n < 0) {
                 view_change_end(v);
                 fuse_reply_err(req, err);
@@ -1444,6 +1475,8 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
                 r = setxattr(path, name, value, size, flags) < 0 ? -errno : 0;
                 creds_leave(&c);
         }
+        if (r >= 0 && !strcmp(name, "system.posix_acl_access"))
+                fuse_lowlevel_notify_inval_inode(v->se, ino, -1, 0);      /* the mode too */
         if (r >= 0 && offline)
                 r = offline_note_xattr(v, lid, name, value, size, flags, false);
         vnode_put(v, n);
@@ -1561,6 +1594,8 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
                 r = removexattr(path, name) < 0 ? -errno : 0;
                 creds_leave(&c);
         }
+        if (r >= 0 && !strcmp(name, "system.posix_acl_access"))
+                fuse_lowlevel_notify_inval_inode(v->se, ino, -1, 0);      /* the mode too */
         if (r >= 0 && offline)
                 r = offline_note_xattr(v, lid, name, NULL, 0, 0, true);
         vnode_put(v, n);
@@ -1574,6 +1609,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
         struct view *v = V(req);
         struct vfile *f;
         struct stat st;
+        mode_t before;
         int err;
 
         view_change_begin(v);
@@ -1588,7 +1624,11 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
                 fuse_reply_err(req, EIO);
                 return;
         }
+        before = as_writer(req, fi, f->fd);
         err = fallocate(f->fd, mode, offset, length) < 0 ? errno : 0;
+        leave_writer(before);
+        if (!err && (before & (S_ISUID | S_ISGID)))
+                mode_changed_check(v, ino, f->fd, before);
         if (!err && view_offline(v)) {
                 f->dirty = true;
         } else if (!err && fstat(f->fd, &st) == 0) {

@@ -125,6 +125,18 @@ def link_fd(fd, dst):
         raise OSError(e, os.strerror(e), dst)
 
 
+STATX_MODE = 0x2
+
+
+def statx_mode(p):
+    """statx(2) asking for the mode only: the kernel's cached mode, unless it knows it is stale."""
+    buf = ctypes.create_string_buffer(256)
+    if libc.statx(AT_FDCWD, p.encode(), 0, STATX_MODE, buf) < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), p)
+    return stat.filemode(int.from_bytes(buf.raw[28:30], "little"))
+
+
 def sc_tmpfile(d, u1):
     o = []
     fd = os.open(d, os.O_TMPFILE | os.O_RDWR, 0o666)
@@ -155,18 +167,76 @@ def sc_tmpfile(d, u1):
     return o
 
 
+def sc_setid_kill(d, u1, u2):
+    """Set-id bits a change by another user kills, and modes an ACL changes, are seen at once."""
+    o = []
+    os.chmod(d, 0o777)
+    ops = {
+        "write": lambda p: os.close(os.open(p, os.O_WRONLY)) or write_at(p, b"w", 1),
+        "direct": lambda p: write_at(p, b"w", 1, os.O_DIRECT),
+        "truncate": lambda p: os.truncate(p, 3),
+        "fallocate": lambda p: falloc(p),
+    }
+    for name, fn in ops.items():
+        p = os.path.join(d, name)
+        as_user(u1, lambda: write_file(p, b"#!/bin/sh\n" * 100))
+        as_user(u1, lambda: os.chmod(p, 0o6777))
+        o.append((name, mode_of(p)))
+        fd = os.open(p, os.O_RDONLY)       # an open file keeps the inode cached
+        o.append((name, as_user(u2, lambda: fn(p) or "ok")))
+        o.append((name, statx_mode(p), mode_of(p), stat.filemode(os.fstat(fd).st_mode),
+                  os.access(p, os.X_OK)))
+        os.close(fd)
+    p = os.path.join(d, "acl")
+    write_file(p, b"x")
+    os.chmod(p, 0o644)
+    fd = os.open(p, os.O_RDONLY)
+    o.append(mode_of(p))
+    setfacl("-m", f"u:{u1.pw_name}:rwx", p)
+    o.append((statx_mode(p), mode_of(p), stat.filemode(os.fstat(fd).st_mode)))
+    os.setxattr(p, "system.posix_acl_access", os.getxattr(p, "system.posix_acl_access"))
+    setfacl("-m", "m::r", p)
+    o.append((statx_mode(p), mode_of(p), stat.filemode(os.fstat(fd).st_mode)))
+    os.close(fd)
+    return o
+
+
+def write_at(p, data, off, extra=0):
+    fd = os.open(p, os.O_WRONLY | extra)
+    try:
+        if extra & os.O_DIRECT:
+            import mmap
+            buf = mmap.mmap(-1, 4096)
+            buf.write(data * 4096)
+            os.pwritev(fd, [buf], 0)
+        else:
+            os.pwrite(fd, data, off)
+    finally:
+        os.close(fd)
+
+
+def falloc(p):
+    fd = os.open(p, os.O_WRONLY)
+    try:
+        os.posix_fallocate(fd, 0, 65536)
+    finally:
+        os.close(fd)
+
+
 def main():
     require_root_fuse()
     if not shutil.which("setfacl"):
         skip("setfacl is not installed (Debian package acl)")
     shared = ensure_group("fcache-tshared")
     u1 = ensure_user("fcache-tu1", [shared.gr_name])
+    u2 = ensure_user("fcache-tu2")
     os.umask(0o022)
     vol = Volume("posix2").start()
     ref_top = os.path.join(vol.top, "ref")
     os.mkdir(ref_top)
     scenarios = [("acl", lambda d: sc_acl(d, u1)), ("exec", lambda d: sc_exec(d, u1)),
-                 ("symlink-xattr", sc_symlink_xattr), ("tmpfile", lambda d: sc_tmpfile(d, u1))]
+                 ("symlink-xattr", sc_symlink_xattr), ("tmpfile", lambda d: sc_tmpfile(d, u1)),
+                 ("setid-kill", lambda d: sc_setid_kill(d, u1, u2))]
     for name, fn in scenarios:
         rd, vd = os.path.join(ref_top, name), vol.v(name)
         for x in (rd, vd):
