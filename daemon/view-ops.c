@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,8 @@ struct vfile {
         uint64_t lid;           /* offline: the object's log id, 0 until it changes */
         bool dirty;             /* offline: written since its content was last logged */
         bool written;           /* online: written, so the mirror takes it at release */
+        bool touch_atime;       /* atomic: the first read from the store reads a byte
+                                 * of the backing, whose rules then update its atime */
 };
 
 static struct view *V(fuse_req_t req)
@@ -78,6 +81,102 @@ int backing_reopen(int pathfd, int flags)
 static void proc_path(char *buf, size_t len, int fd)
 {
         snprintf(buf, len, "/proc/self/fd/%d", fd);
+}
+
+/*
+ * atime: the view reports the backing's, which only the applications' reads
+ * change.  The daemon's own reads (pin and hoard walks, refills, mirror
+ * copies) use O_NOATIME; an application's reads that reach the backing
+ * update it by the backing's rules, unless the view is mounted noatime (or
+ * nodiratime, for directories): then the backing descriptor gets O_NOATIME.
+ * Reads served from the kernel's page cache never reach the daemon
+ * (strictatime cannot be kept); the first read of an open file served from
+ * the store reads one byte of the backing when relatime would update the
+ * atime (not after the last change, or older than a day), so the backing's
+ * rules apply as if it had served the read.
+ */
+static bool mount_has_option(const char *opts, const char *opt)
+{
+        size_t l = strlen(opt);
+
+        for (const char *p = opts; (p = strstr(p, opt)); p += l)
+                if ((p == opts || p[-1] == ',') && (p[l] == ',' || !p[l] || p[l] == ' '))
+                        return true;
+        return false;
+}
+
+/* The mount options of the view's mountpoint (per mount, so a remount or a
+ * bind remount changes them at any time): read again when the mount table
+ * changed, which a poll of /proc/self/mountinfo reports (POLLPRI). */
+static void view_atime_flags(struct view *v, bool *noatime, bool *nodiratime)
+{
+        static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+        static int watch_fd = -1;
+        static bool no_a, no_d;
+        struct pollfd pfd;
+        bool reread;
+
+        pthread_mutex_lock(&lock);
+        if (watch_fd < 0) {
+                watch_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+                reread = true;
+        } else {
+                pfd = (struct pollfd){ .fd = watch_fd, .events = POLLPRI };
+                reread = poll(&pfd, 1, 0) > 0;
+        }
+        if (reread) {
+                FILE *mi = fopen("/proc/self/mountinfo", "re");
+                char *line = NULL;
+                size_t cap = 0;
+
+                no_a = no_d = false;
+                while (mi && getline(&line, &cap, mi) > 0) {
+                        char mnt[PATH_MAX], opts[1024], *o = mnt;
+
+                        if (sscanf(line, "%*s %*s %*s %*s %4095s %1023s", mnt, opts) != 2)
+                                continue;
+                        /* mountinfo escapes space, tab, newline and backslash in octal */
+                        for (char *i = mnt; *i; o++) {
+                                if (i[0] == '\\' && i[1] >= '0' && i[1] <= '3' && i[2] && i[3]) {
+                                        *o = (char)((i[1] - '0') * 64 + (i[2] - '0') * 8 + (i[3] - '0'));
+                                        i += 4;
+                                } else {
+                                        *o = *i++;
+                                }
+                        }
+                        *o = 0;
+                        if (strcmp(mnt, v->cfg->mountpoint))
+                                continue;
+                        /* the last mount on the mountpoint is the one seen */
+                        no_a = mount_has_option(opts, "noatime");
+                        no_d = no_a || mount_has_option(opts, "nodiratime");
+                }
+                free(line);
+                if (mi)
+                        fclose(mi);
+        }
+        *noatime = no_a;
+        *nodiratime = no_d;
+        pthread_mutex_unlock(&lock);
+}
+
+static bool timespec_le(const struct timespec *a, const struct timespec *b)
+{
+        return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec <= b->tv_nsec);
+}
+
+/* Applies the view's noatime/nodiratime to a backing descriptor opened for
+ * an application (as root: O_NOATIME needs ownership or CAP_FOWNER). */
+static void apply_atime_policy(struct view *v, int fd, bool dir)
+{
+        bool noatime, nodiratime;
+        int fl;
+
+        view_atime_flags(v, &noatime, &nodiratime);
+        if (!(dir ? nodiratime : noatime) || (fl = fcntl(fd, F_GETFL)) < 0 || (fl & O_NOATIME))
+                return;
+        if (fcntl(fd, F_SETFL, fl | O_NOATIME) < 0)
+                log_debug("O_NOATIME refused by the backing: %m, ignoring");
 }
 
 /* ---- open files ---- */
@@ -232,7 +331,10 @@ static void refill_pinned(struct view *v, struct sobj *o, int fd)
                 return;
         r->v = v;
         r->o = o;
-        r->fd = dup(fd);
+        /* The daemon's own read: the file's atime stays the applications'. */
+        r->fd = backing_reopen(fd, O_RDONLY | O_NOATIME);
+        if (r->fd < 0)
+                r->fd = dup(fd);
         if (r->fd < 0) {
                 free(r);
                 return;
@@ -268,6 +370,15 @@ static void attach_store(struct view *v, struct vfile *f, bool *keep_cache)
                 return;
         }
         *keep_cache = unchanged;
+        if (reading) {
+                bool noatime, nodiratime;
+
+                view_atime_flags(v, &noatime, &nodiratime);
+                f->touch_atime = !noatime &&
+                        (timespec_le(&st.st_atim, &st.st_mtim) ||
+                         timespec_le(&st.st_atim, &st.st_ctim) ||
+                         st.st_atim.tv_sec + 24 * 3600 <= time(NULL));
+        }
         if (!unchanged && reading && store_obj_pin(f->obj) >= 0)
                 refill_pinned(v, f->obj, f->fd);
 }
@@ -1024,6 +1135,7 @@ again:
                 fuse_reply_err(req, -bfd);
                 return;
         }
+        apply_atime_policy(v, bfd, false);
         f = vfile_add(v, 0, ino, bfd, open_flags(fi), false);
         if (!f) {
                 close(bfd);
@@ -1194,6 +1306,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                                 store_obj_revalidate(v->store, f->obj, &st, NULL);
                 }
                 n = store_obj_read(v->store, f->obj, f->fd, buf, size, off);
+                if (n >= 0 && __atomic_exchange_n(&f->touch_atime, false, __ATOMIC_RELAXED)) {
+                        char c;
+
+                        if (pread(f->fd, &c, 1, 0) < 0)
+                                log_debug("Failed to read a byte for the atime: %m, ignoring");
+                }
         } else {
                 n = pread(f->fd, buf, size, off);
                 if (n < 0)
@@ -1346,6 +1464,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
                 fuse_reply_err(req, -dfd);
                 return;
         }
+        apply_atime_policy(v, dfd, true);
         f = vfile_add(v, 0, ino, dfd, O_RDONLY | O_DIRECTORY, true);
         if (!f) {
                 close(dfd);

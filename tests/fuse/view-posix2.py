@@ -19,7 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from viewlib import (Volume, as_user, check, ensure_group, ensure_user, eq, errname, finish,  # noqa: E402
-                     read_file, require_root_fuse, skip, write_file)
+                     read_direct, read_file, require_root_fuse, skip, write_file)
 
 
 def mode_of(p):
@@ -223,6 +223,40 @@ def falloc(p):
         os.close(fd)
 
 
+def check_atime(vol):
+    """The daemon's own reads leave atime alone; the view's noatime and nodiratime hold."""
+    old = 946684800 * 10**9                     # 2000-01-01, older than any mtime here
+    os.mkdir(vol.b("atime"))
+    for n in ("pinned", "read"):
+        write_file(vol.b("atime", n), b"atime" * 1000)
+        os.utime(vol.b("atime", n), ns=(old, os.stat(vol.b("atime", n)).st_mtime_ns))
+    os.mkdir(vol.b("atime", "dir"))
+    os.utime(vol.b("atime", "dir"), ns=(old, os.stat(vol.b("atime", "dir")).st_mtime_ns))
+
+    def atime(*p):
+        return os.stat(vol.b("atime", *p)).st_atime_ns
+
+    vol.ctl("pin", "atime/pinned")
+    eq(atime("pinned"), old, "a pin reads the backing without changing its atime")
+    subprocess.run(["mount", "-o", "remount,bind,noatime", vol.mnt], check=True)
+    read_direct(vol.v("atime", "read"))
+    os.listdir(vol.v("atime", "dir"))
+    eq((atime("read"), atime("dir")), (old, old),
+       "view mounted noatime: a read and a listing leave the backing's atime alone")
+    subprocess.run(["mount", "-o", "remount,bind,strictatime", vol.mnt], check=True)
+    read_direct(vol.v("atime", "read"))
+    os.listdir(vol.v("atime", "dir"))
+    eq((atime("read") > old, atime("dir") > old), (True, True),
+          "view mounted with atime updates again (a bind remount cannot go back from noatime to relatime): a read and a listing update an atime older than the mtime, by the backing's rules")
+    eq(os.stat(vol.v("atime", "read")).st_atime_ns, atime("read"), "the view reports that atime")
+    before = atime("read")
+    with open(vol.v("atime", "read"), "r+b") as f:   # the store copy is patched
+        f.write(b"new")
+    eq(vol.ctl("query cached", "atime/read").get("cached"), "complete", "the file is in the store")
+    read_direct(vol.v("atime", "read"))
+    check(atime("read") > before, "a read served from the store after a change updates the atime")
+
+
 def main():
     require_root_fuse()
     if not shutil.which("setfacl"):
@@ -256,6 +290,7 @@ def main():
         else:
             eq(got, want, f"{name}: same through the view as on the backing")
 
+    check_atime(vol)
     vol.stop()
     check(not os.path.ismount(vol.mnt), "view unmounted at stop")
     finish()
