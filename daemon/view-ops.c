@@ -10,11 +10,14 @@
  * run as root, the kernel having checked permissions (default_permissions).
  *
  * O_DIRECT policy: the view never passes O_DIRECT to the backing (unaligned
- * direct I/O would fail there).  An open with O_DIRECT gets FOPEN_DIRECT_IO:
- * the kernel's page cache is bypassed for that open file, every read and
- * write reaches this process, writes go straight through to the backing and
- * reads come from the store only when the copy is valid, exactly as for any
- * other open; alignment is not required.
+ * direct I/O would fail there), and does not answer FOPEN_DIRECT_IO either:
+ * the kernel's own O_DIRECT path for FUSE bypasses its page cache for that
+ * descriptor (every read and write reaches this process, no alignment
+ * required) while keeping the cache coherent for buffered readers (it
+ * invalidates what a direct write covers) and allowing a shared mmap, which
+ * FOPEN_DIRECT_IO refuses (ENODEV).  Writes go straight through to the
+ * backing and reads come from the store only when the copy is valid, exactly
+ * as for any other open.
  *
  * Locks: POSIX record locks and flock() are left to the kernel (the view's
  * own lock table, shared by every local process); they are not forwarded to
@@ -1152,8 +1155,6 @@ again:
         attach_store(v, f, &keep);
         fi->fh = f->fh;
         fi->keep_cache = keep;
-        if (fi->flags & O_DIRECT)
-                fi->direct_io = 1;
         if (fuse_reply_open(req, fi) < 0)
                 vfile_remove(v, f);     /* the open was interrupted */
 }
@@ -1202,8 +1203,6 @@ static void op_tmpfile(fuse_req_t req, fuse_ino_t parent, mode_t mode, struct fu
         }
         view_change_end(v);
         fi->fh = f->fh;
-        if (fi->flags & O_DIRECT)
-                fi->direct_io = 1;
         if (fuse_reply_create(req, &e, fi) < 0) {
                 vfile_remove(v, f);
                 vnode_forget(v, e.ino, 1);
@@ -1268,8 +1267,6 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         f->written = !offline;
         view_change_end(v);
         fi->fh = f->fh;
-        if (fi->flags & O_DIRECT)
-                fi->direct_io = 1;
         if (fuse_reply_create(req, &e, fi) < 0) {
                 vfile_remove(v, f);
                 vnode_forget(v, e.ino, 1);

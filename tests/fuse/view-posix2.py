@@ -257,6 +257,36 @@ def check_atime(vol):
     check(atime("read") > before, "a read served from the store after a change updates the atime")
 
 
+def sc_direct(d):
+    """O_DIRECT (aligned, as the backing needs; view-posix checks unaligned): a shared
+    mapping of the file, and buffered readers see direct writes at once."""
+    import mmap
+    o = []
+    p = os.path.join(d, "f")
+    write_file(p, b"a" * 8192)
+    buffered = os.open(p, os.O_RDONLY)
+    o.append(os.pread(buffered, 4, 4096))        # now in the page cache
+    fd = os.open(p, os.O_RDWR | os.O_DIRECT)
+    buf = mmap.mmap(-1, 4096)
+    buf.write(b"d" * 4096)
+    o.append(os.pwritev(fd, [buf], 4096))
+    o.append(os.pread(buffered, 4, 4096))
+    o.append(read_file(p)[4094:4098])
+    rbuf = mmap.mmap(-1, 4096)
+    o.append((os.preadv(fd, [rbuf], 4096), rbuf[:4]))
+    m = mmap.mmap(fd, 8192)                      # MAP_SHARED of an O_DIRECT file
+    m[4096:4098] = b"MM"
+    m.flush()
+    o.append(m[0:2])
+    m.close()
+    o.append(os.pread(buffered, 4, 4096))
+    o.append((os.preadv(fd, [rbuf], 4096), rbuf[:4]))
+    os.close(fd)
+    os.close(buffered)
+    o.append(read_file(p)[4094:4100])
+    return o
+
+
 def main():
     require_root_fuse()
     if not shutil.which("setfacl"):
@@ -270,7 +300,7 @@ def main():
     os.mkdir(ref_top)
     scenarios = [("acl", lambda d: sc_acl(d, u1)), ("exec", lambda d: sc_exec(d, u1)),
                  ("symlink-xattr", sc_symlink_xattr), ("tmpfile", lambda d: sc_tmpfile(d, u1)),
-                 ("setid-kill", lambda d: sc_setid_kill(d, u1, u2))]
+                 ("setid-kill", lambda d: sc_setid_kill(d, u1, u2)), ("direct", sc_direct)]
     for name, fn in scenarios:
         rd, vd = os.path.join(ref_top, name), vol.v(name)
         for x in (rd, vd):
