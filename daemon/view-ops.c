@@ -587,7 +587,16 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
         struct view *v = V(req);
         struct fuse_entry_param e;
-        int r = lookup_once(v, parent, name, &e);
+        int r;
+
+        /* Only the kernel's export operations look up "." and ".." (path
+         * walks resolve them itself): finding a node by its nodeid. */
+        if (!strcmp(name, ".") || !strcmp(name, "..")) {
+                r = vnode_lookup_dot(v, parent, name[1] == '.', &e);
+                reply_entry_or_err(req, r == -ENOENT ? -ESTALE : r, &e);
+                return;
+        }
+        r = lookup_once(v, parent, name, &e);
 
         /* The server did not answer in time: the volume went offline, ask the mirror. */
         if (r == -ETIMEDOUT && view_wait_offline(v))

@@ -14,6 +14,7 @@ import ctypes
 import os
 import shutil
 import stat
+import struct
 import subprocess
 import sys
 
@@ -287,6 +288,53 @@ def sc_direct(d):
     return o
 
 
+def name_to_handle(p):
+    buf = ctypes.create_string_buffer(8 + 128)
+    struct.pack_into("Ii", buf, 0, 128, 0)
+    mount_id = ctypes.c_int()
+    if libc.name_to_handle_at(AT_FDCWD, p.encode(), buf, ctypes.byref(mount_id), 0) < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), p)
+    return buf
+
+
+def open_by_handle(mount_fd, h, flags):
+    fd = libc.open_by_handle_at(mount_fd, h, flags)
+    if fd < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return fd
+
+
+def check_handles(vol):
+    """open_by_handle_at finds a linked file (and a directory) after the kernel dropped its inode."""
+    os.makedirs(vol.v("h", "dir", "sub"))
+    write_file(vol.v("h", "dir", "sub", "f"), b"by handle")
+    write_file(vol.v("h", "gone"), b"x")
+    hf, hd, hg = (name_to_handle(vol.v("h", *p)) for p in (("dir", "sub", "f"), ("dir", "sub"), ("gone",)))
+    os.unlink(vol.v("h", "gone"))
+    mount_fd = os.open(vol.mnt, os.O_RDONLY | os.O_DIRECTORY)
+    for rnd in range(2):
+        # Drops every unused dentry and inode, the view's among them (the
+        # kernel then sends FORGET): the handles must still lead to them.
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("2")
+        fd = errname(lambda: open_by_handle(mount_fd, hf, os.O_RDONLY))
+        eq(errname(lambda: os.pread(fd, 100, 0)) if isinstance(fd, int) else fd, b"by handle",
+           f"round {rnd}: a file opened by handle after its inode was dropped")
+        if isinstance(fd, int):
+            os.close(fd)
+        fd = errname(lambda: open_by_handle(mount_fd, hd, os.O_RDONLY | os.O_DIRECTORY))
+        eq(sorted(os.listdir(fd)) if isinstance(fd, int) else fd, ["f"],
+           f"round {rnd}: a directory opened by handle after its inode was dropped")
+        if isinstance(fd, int):
+            os.close(fd)
+        eq(errname(lambda: open_by_handle(mount_fd, hg, os.O_RDONLY)), "EESTALE",
+           f"round {rnd}: an unlinked file's handle is stale")
+    os.close(mount_fd)
+    eq(read_file(vol.v("h", "dir", "sub", "f")), b"by handle", "the path still works")
+
+
 def main():
     require_root_fuse()
     if not shutil.which("setfacl"):
@@ -321,6 +369,7 @@ def main():
             eq(got, want, f"{name}: same through the view as on the backing")
 
     check_atime(vol)
+    check_handles(vol)
     vol.stop()
     check(not os.path.ismount(vol.mnt), "view unmounted at stop")
     finish()
