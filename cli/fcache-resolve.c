@@ -35,6 +35,7 @@
 
 #include "ctlmsg.h"
 #include "escape.h"
+#include "fcachectl.h"
 #include "volume-config.h"
 
 #define EXIT_USAGE 2
@@ -342,9 +343,9 @@ static int ctl_reachable(void)
  * -1 for its root) and reads its answer; 0, or 1 (reported) if the
  * exchange failed.
  */
-static int ctl_request(const char *cmd, int target_fd, struct answer *a)
+static int ctl_request(const char *cmd, int target_fd, const char *name, struct answer *a)
 {
-        struct ctl_call c = { .command = cmd, .target_fd = target_fd };
+        struct ctl_call c = { .command = cmd, .target_fd = target_fd, .name = name };
         struct ctl_answer ca;
         int r = ctl_call(ctl_path, &c, &ca);
 
@@ -365,31 +366,57 @@ static int ctl_request(const char *cmd, int target_fd, struct answer *a)
 
 static int ctl_call_root(const char *cmd, struct answer *a)
 {
-        return ctl_request(cmd, -1, a);
+        return ctl_request(cmd, -1, NULL, a);
+}
+
+/* Opens @path; an object held by a conflict (FCACHE_ECONFLICT) or gone is
+ * named by its directory and its name (*name, g_free). */
+static int open_target(const char *path, char **name)
+{
+        g_autofree char *dir = NULL;
+        int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC), e;
+
+        *name = NULL;
+        if (fd >= 0 || (errno != FCACHE_ECONFLICT && errno != ENOENT))
+                return fd;
+        e = errno;
+        *name = g_path_get_basename(path);
+        dir = g_path_get_dirname(path);
+        if (!strcmp(*name, "/") || !strcmp(*name, ".") || !strcmp(*name, "..") ||
+            (fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+                g_clear_pointer(name, g_free);
+                errno = e;
+                return -1;
+        }
+        return fd;
 }
 
 /* @path (NULL: the root), as the person gave it or under the volume's mountpoint. */
 static int ctl_call_on(const char *cmd, const char *path, struct answer *a)
 {
+        g_autofree char *name = NULL;
         struct answer st;
         const char *mp;
         int fd, r;
 
         if (!path)
-                return ctl_request(cmd, -1, a);
-        fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0 && path[0] != '/' && ctl_call_root("query state", &st) == 0) {
+                return ctl_request(cmd, -1, NULL, a);
+        /* A relative path is under the volume's root first, as the view lists them. */
+        fd = -1;
+        if (path[0] != '/' && ctl_call_root("query state", &st) == 0) {
                 mp = answer_get(&st, "mountpoint");
                 if (mp) {
                         g_autofree char *full = g_build_filename(mp, path, NULL);
 
-                        fd = open(full, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+                        fd = open_target(full, &name);
                 }
                 answer_clear(&st);
         }
         if (fd < 0)
+                fd = open_target(path, &name);
+        if (fd < 0)
                 return fail("cannot open %s: %s", path, strerror(errno));
-        r = ctl_request(cmd, fd, a);
+        r = ctl_request(cmd, fd, name, a);
         close(fd);
         return r;
 }

@@ -12,9 +12,14 @@
  * without one is re-resolved through its file handle (open_by_handle_at) or,
  * where the backing has no handles (sshfs), through its parent and name,
  * checking that the inode number is still the same.
+ *
+ * The backing handles of freed nodes are kept a while (a bounded FIFO), so
+ * that the kernel can find a node again by nodeid alone (its file handles
+ * for open_by_handle_at and NFS export) after it forgot it.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,6 +27,7 @@
 #include "view.h"
 
 #define ALT_ID_BASE (1ULL << 62)
+#define FORGOTTEN_MAX 65536
 
 struct vnode {
         uint64_t id;            /* nodeid, immutable */
@@ -97,11 +103,56 @@ static void node_free(struct vnode *n)
         free(n);
 }
 
+struct forgotten {
+        uint64_t ino;
+        struct file_handle *fh;
+};
+
+static void forgotten_free(void *p)
+{
+        struct forgotten *g = p;
+
+        free(g->fh);
+        free(g);
+}
+
+/* itab_lock held: keeps the backing handle of a node being freed, so that
+ * the kernel can still find it by nodeid (vnode_lookup_dot); takes n->fh. */
+static void remember_forgotten(struct view *v, struct vnode *n)
+{
+        struct forgotten *g;
+        uint64_t *key;
+
+        if (!n->fh || !v->forgotten)
+                return;
+        g = malloc(sizeof(*g));
+        key = malloc(sizeof(*key));
+        if (!g || !key) {
+                free(g);
+                free(key);
+                return;
+        }
+        g->ino = n->ino;
+        g->fh = n->fh;
+        n->fh = NULL;
+        *key = n->id;
+        g_hash_table_replace(v->forgotten, key, g);
+        g_queue_push_tail(v->forgotten_order, g_memdup2(key, sizeof(*key)));
+        while (g_queue_get_length(v->forgotten_order) > FORGOTTEN_MAX) {
+                uint64_t *old = g_queue_pop_head(v->forgotten_order);
+
+                /* (a newer entry of the same nodeid goes early: harmless) */
+                g_hash_table_remove(v->forgotten, old);
+                g_free(old);
+        }
+}
+
 /* itab_lock held; removes a node nobody needs any more. */
 static void maybe_free(struct view *v, struct vnode *n)
 {
         if (n->nlookup || n->users || n->immortal)
                 return;
+        remember_forgotten(v, n);
         lru_del(v, n);
         if (n->fd >= 0)
                 v->open_fds--;
@@ -121,6 +172,8 @@ int vnode_table_init(struct view *v)
         pthread_mutex_init(&v->itab_lock, NULL);
         v->nodes = g_hash_table_new(g_int64_hash, g_int64_equal);
         v->by_ino = g_hash_table_new(g_int64_hash, g_int64_equal);
+        v->forgotten = g_hash_table_new_full(g_int64_hash, g_int64_equal, free, forgotten_free);
+        v->forgotten_order = g_queue_new();
         if (!v->max_fds)
                 v->max_fds = 4096;
         v->next_alt_id = ALT_ID_BASE;
@@ -358,18 +411,123 @@ GArray *vnode_switch_all(struct view *v)
         return ids;
 }
 
+static int enter_node(struct view *v, fuse_ino_t parent, int fd, const char *name,
+                      struct fuse_entry_param *e);
+
 int vnode_lookup(struct view *v, fuse_ino_t parent, int pfd, const char *name,
                  struct fuse_entry_param *e)
+{
+        int fd = backing_openat(v, pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+
+        return fd < 0 ? fd : enter_node(v, parent, fd, name, e);
+}
+
+int vnode_enter_unnamed(struct view *v, fuse_ino_t parent, int fd, struct fuse_entry_param *e)
+{
+        char p[64];
+        int pathfd;
+
+        snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+        pathfd = open(p, O_PATH | O_CLOEXEC);
+        if (pathfd < 0)
+                return -errno;
+        return enter_node(v, parent, pathfd, NULL, e);
+}
+
+static uint64_t root_ino(struct view *v)
+{
+        uint64_t key = FUSE_ROOT_ID, ino;
+        struct vnode *root;
+
+        pthread_mutex_lock(&v->itab_lock);
+        root = g_hash_table_lookup(v->nodes, &key);
+        ino = root ? root->ino : 0;
+        pthread_mutex_unlock(&v->itab_lock);
+        return ino;
+}
+
+int vnode_lookup_dot(struct view *v, fuse_ino_t id, bool dotdot, struct fuse_entry_param *e)
+{
+        struct forgotten *g;
+        struct file_handle *fh = NULL;
+        struct vnode *n;
+        uint64_t key = id, ino = 0;
+        struct stat st;
+        int fd, r;
+
+        fd = vnode_get(v, id, &n);
+        if (fd >= 0) {
+                if (dotdot && id != FUSE_ROOT_ID) {
+                        int pfd = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+                        vnode_put(v, n);
+                        if (pfd < 0)
+                                return -errno;
+                        if (fstat(pfd, &st) == 0 && st.st_ino == root_ino(v)) {
+                                close(pfd);
+                                return vnode_lookup_dot(v, FUSE_ROOT_ID, false, e);
+                        }
+                        /* its own parent and name are not known here: kept if known */
+                        return enter_node(v, 0, pfd, NULL, e);
+                }
+                r = vnode_fill_stat(v, fd, &st);
+                if (r == 0) {
+                        pthread_mutex_lock(&v->itab_lock);
+                        n->nlookup++;
+                        pthread_mutex_unlock(&v->itab_lock);
+                        memset(e, 0, sizeof(*e));
+                        e->ino = id;
+                        e->attr = st;
+                        e->attr_timeout = v->lease_s;
+                        e->entry_timeout = v->lease_s;
+                }
+                vnode_put(v, n);
+                return r;
+        }
+        if (fd != -ESTALE || view_offline(v))
+                return fd;
+        pthread_mutex_lock(&v->itab_lock);
+        g = g_hash_table_lookup(v->forgotten, &key);
+        if (g) {
+                fh = malloc(sizeof(*fh) + g->fh->handle_bytes);
+                if (fh)
+                        memcpy(fh, g->fh, sizeof(*fh) + g->fh->handle_bytes);
+                ino = g->ino;
+        }
+        pthread_mutex_unlock(&v->itab_lock);
+        if (!fh)
+                return -ESTALE;
+        fd = open_by_handle_at(v->mount_fd, fh, O_PATH | O_CLOEXEC);
+        free(fh);
+        if (fd < 0)
+                return -ESTALE;         /* gone from the backing */
+        if (fstat(fd, &st) < 0 || st.st_ino != ino) {
+                close(fd);
+                return -ESTALE;
+        }
+        r = enter_node(v, 0, fd, NULL, e);
+        if (r == 0 && e->ino != id) {
+                /* its inode number is another node's now: not the same nodeid */
+                vnode_forget(v, e->ino, 1);
+                return -ESTALE;
+        }
+        if (r == 0 && dotdot) {
+                r = vnode_lookup_dot(v, id, true, e);
+                vnode_forget(v, id, 1);         /* only its parent was asked for */
+        }
+        return r;
+}
+
+/* Takes O_PATH descriptor fd of parent/name into the table (fd is consumed). */
+static int enter_node(struct view *v, fuse_ino_t parent, int fd, const char *name,
+                      struct fuse_entry_param *e)
 {
         struct file_handle *fh;
         struct vnode *n;
         struct stat st;
         uint64_t key;
-        int fd, r;
+        int r;
 
-        fd = backing_openat(v, pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return fd;
         r = vnode_fill_stat(v, fd, &st);
         if (r == 0 && !view_offline(v))
                 r = view_conflict_errno(v, st.st_ino); /* listed by readdir, not usable */
@@ -387,7 +545,7 @@ int vnode_lookup(struct view *v, fuse_ino_t parent, int pfd, const char *name,
         if (n) {
                 free(fh);
                 n->nlookup++;
-                if (n->id != FUSE_ROOT_ID && (n->parent != parent || !n->name ||
+                if (name && n->id != FUSE_ROOT_ID && (n->parent != parent || !n->name ||
                                               strcmp(n->name, name))) {
                         char *nm = strdup(name);
 
@@ -408,7 +566,7 @@ int vnode_lookup(struct view *v, fuse_ino_t parent, int pfd, const char *name,
                 }
         } else {
                 n = calloc(1, sizeof(*n));
-                if (!n || !(n->name = strdup(name))) {
+                if (!n || !(n->name = strdup(name ? name : ""))) {
                         pthread_mutex_unlock(&v->itab_lock);
                         free(n);
                         free(fh);

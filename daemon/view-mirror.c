@@ -238,7 +238,8 @@ static int copy_file(struct view *v, int bdfd, int mdfd, const char *name,
         int bfd, tfd, r = 0;
         off_t off = 0;
 
-        bfd = openat(bdfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        /* O_NOATIME: the copy is the daemon's read, not an application's. */
+        bfd = openat(bdfd, name, O_RDONLY | O_NOFOLLOW | O_NOATIME | O_CLOEXEC);
         if (bfd < 0)
                 return -errno;
         tmp_name(tmp, sizeof(tmp));

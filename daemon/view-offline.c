@@ -674,9 +674,13 @@ int view_conflict_errno(struct view *v, uint64_t ino)
         if (!__atomic_load_n(&v->conflicts, __ATOMIC_ACQUIRE))
                 return 0;
         pthread_mutex_lock(&v->offline_lock);
+        /* Where the server deleted the object, its inode number may have been
+         * reused by another object since: that one is not held. */
         if (oplog_find_ino(v->oplog, ino, &lid) == 0 &&
             oplog_object_conflict(v->oplog, lid, kind) == 1 &&
-            fcache_conflict_kind_from_string(&k, kind) == 0 && fcache_conflict_kind_is_structural(k))
+            fcache_conflict_kind_from_string(&k, kind) == 0 &&
+            fcache_conflict_kind_is_structural(k) && k != FCACHE_CONFLICT_EDIT_DELETE &&
+            k != FCACHE_CONFLICT_RENAME_DELETE && k != FCACHE_CONFLICT_CHILDREN_DELETE)
                 r = -FCACHE_ECONFLICT;
         pthread_mutex_unlock(&v->offline_lock);
         return r;

@@ -10,11 +10,14 @@
  * run as root, the kernel having checked permissions (default_permissions).
  *
  * O_DIRECT policy: the view never passes O_DIRECT to the backing (unaligned
- * direct I/O would fail there).  An open with O_DIRECT gets FOPEN_DIRECT_IO:
- * the kernel's page cache is bypassed for that open file, every read and
- * write reaches this process, writes go straight through to the backing and
- * reads come from the store only when the copy is valid, exactly as for any
- * other open; alignment is not required.
+ * direct I/O would fail there), and does not answer FOPEN_DIRECT_IO either:
+ * the kernel's own O_DIRECT path for FUSE bypasses its page cache for that
+ * descriptor (every read and write reaches this process, no alignment
+ * required) while keeping the cache coherent for buffered readers (it
+ * invalidates what a direct write covers) and allowing a shared mmap, which
+ * FOPEN_DIRECT_IO refuses (ENODEV).  Writes go straight through to the
+ * backing and reads come from the store only when the copy is valid, exactly
+ * as for any other open.
  *
  * Locks: POSIX record locks and flock() are left to the kernel (the view's
  * own lock table, shared by every local process); they are not forwarded to
@@ -24,6 +27,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +54,8 @@ struct vfile {
         uint64_t lid;           /* offline: the object's log id, 0 until it changes */
         bool dirty;             /* offline: written since its content was last logged */
         bool written;           /* online: written, so the mirror takes it at release */
+        bool touch_atime;       /* atomic: the first read from the store reads a byte
+                                 * of the backing, whose rules then update its atime */
 };
 
 static struct view *V(fuse_req_t req)
@@ -78,6 +84,102 @@ int backing_reopen(int pathfd, int flags)
 static void proc_path(char *buf, size_t len, int fd)
 {
         snprintf(buf, len, "/proc/self/fd/%d", fd);
+}
+
+/*
+ * atime: the view reports the backing's, which only the applications' reads
+ * change.  The daemon's own reads (pin and hoard walks, refills, mirror
+ * copies) use O_NOATIME; an application's reads that reach the backing
+ * update it by the backing's rules, unless the view is mounted noatime (or
+ * nodiratime, for directories): then the backing descriptor gets O_NOATIME.
+ * Reads served from the kernel's page cache never reach the daemon
+ * (strictatime cannot be kept); the first read of an open file served from
+ * the store reads one byte of the backing when relatime would update the
+ * atime (not after the last change, or older than a day), so the backing's
+ * rules apply as if it had served the read.
+ */
+static bool mount_has_option(const char *opts, const char *opt)
+{
+        size_t l = strlen(opt);
+
+        for (const char *p = opts; (p = strstr(p, opt)); p += l)
+                if ((p == opts || p[-1] == ',') && (p[l] == ',' || !p[l] || p[l] == ' '))
+                        return true;
+        return false;
+}
+
+/* The mount options of the view's mountpoint (per mount, so a remount or a
+ * bind remount changes them at any time): read again when the mount table
+ * changed, which a poll of /proc/self/mountinfo reports (POLLPRI). */
+static void view_atime_flags(struct view *v, bool *noatime, bool *nodiratime)
+{
+        static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+        static int watch_fd = -1;
+        static bool no_a, no_d;
+        struct pollfd pfd;
+        bool reread;
+
+        pthread_mutex_lock(&lock);
+        if (watch_fd < 0) {
+                watch_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+                reread = true;
+        } else {
+                pfd = (struct pollfd){ .fd = watch_fd, .events = POLLPRI };
+                reread = poll(&pfd, 1, 0) > 0;
+        }
+        if (reread) {
+                FILE *mi = fopen("/proc/self/mountinfo", "re");
+                char *line = NULL;
+                size_t cap = 0;
+
+                no_a = no_d = false;
+                while (mi && getline(&line, &cap, mi) > 0) {
+                        char mnt[PATH_MAX], opts[1024], *o = mnt;
+
+                        if (sscanf(line, "%*s %*s %*s %*s %4095s %1023s", mnt, opts) != 2)
+                                continue;
+                        /* mountinfo escapes space, tab, newline and backslash in octal */
+                        for (char *i = mnt; *i; o++) {
+                                if (i[0] == '\\' && i[1] >= '0' && i[1] <= '3' && i[2] && i[3]) {
+                                        *o = (char)((i[1] - '0') * 64 + (i[2] - '0') * 8 + (i[3] - '0'));
+                                        i += 4;
+                                } else {
+                                        *o = *i++;
+                                }
+                        }
+                        *o = 0;
+                        if (strcmp(mnt, v->cfg->mountpoint))
+                                continue;
+                        /* the last mount on the mountpoint is the one seen */
+                        no_a = mount_has_option(opts, "noatime");
+                        no_d = no_a || mount_has_option(opts, "nodiratime");
+                }
+                free(line);
+                if (mi)
+                        fclose(mi);
+        }
+        *noatime = no_a;
+        *nodiratime = no_d;
+        pthread_mutex_unlock(&lock);
+}
+
+static bool timespec_le(const struct timespec *a, const struct timespec *b)
+{
+        return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec <= b->tv_nsec);
+}
+
+/* Applies the view's noatime/nodiratime to a backing descriptor opened for
+ * an application (as root: O_NOATIME needs ownership or CAP_FOWNER). */
+static void apply_atime_policy(struct view *v, int fd, bool dir)
+{
+        bool noatime, nodiratime;
+        int fl;
+
+        view_atime_flags(v, &noatime, &nodiratime);
+        if (!(dir ? nodiratime : noatime) || (fl = fcntl(fd, F_GETFL)) < 0 || (fl & O_NOATIME))
+                return;
+        if (fcntl(fd, F_SETFL, fl | O_NOATIME) < 0)
+                log_debug("O_NOATIME refused by the backing: %m, ignoring");
 }
 
 /* ---- open files ---- */
@@ -232,7 +334,10 @@ static void refill_pinned(struct view *v, struct sobj *o, int fd)
                 return;
         r->v = v;
         r->o = o;
-        r->fd = dup(fd);
+        /* The daemon's own read: the file's atime stays the applications'. */
+        r->fd = backing_reopen(fd, O_RDONLY | O_NOATIME);
+        if (r->fd < 0)
+                r->fd = dup(fd);
         if (r->fd < 0) {
                 free(r);
                 return;
@@ -268,6 +373,15 @@ static void attach_store(struct view *v, struct vfile *f, bool *keep_cache)
                 return;
         }
         *keep_cache = unchanged;
+        if (reading) {
+                bool noatime, nodiratime;
+
+                view_atime_flags(v, &noatime, &nodiratime);
+                f->touch_atime = !noatime &&
+                        (timespec_le(&st.st_atim, &st.st_mtim) ||
+                         timespec_le(&st.st_atim, &st.st_ctim) ||
+                         st.st_atim.tv_sec + 24 * 3600 <= time(NULL));
+        }
         if (!unchanged && reading && store_obj_pin(f->obj) >= 0)
                 refill_pinned(v, f->obj, f->fd);
 }
@@ -378,6 +492,46 @@ static int log_content(struct view *v, struct vfile *f)
         return r;
 }
 
+/*
+ * A write, fallocate or ACL change on the backing may change the mode behind
+ * the kernel's cached attributes (set-id bits killed, the ACL mask as group
+ * bits), which it goes on trusting for permission checks and for execve()'s
+ * set-id until they expire: make it ask again.
+ */
+static void mode_changed_check(struct view *v, fuse_ino_t ino, int fd, mode_t before)
+{
+        struct stat now;
+
+        if (fstat(fd, &now) == 0 && now.st_mode != before)
+                fuse_lowlevel_notify_inval_inode(v->se, ino, -1, 0);
+}
+
+/* The caller's fsuid and fsgid for a change to an open file (a write or
+ * fallocate), so that the backing kills set-id bits as it would for the
+ * caller; not for the kernel's own writeback.  Returns the mode before when
+ * it has set-id bits to lose (0 when the switch was not needed). */
+static mode_t as_writer(fuse_req_t req, struct fuse_file_info *fi, int fd)
+{
+        const struct fuse_ctx *ctx = fuse_req_ctx(req);
+        struct stat st;
+
+        if (ctx->uid == 0 || fi->writepage)
+                return 0;
+        setfsgid(ctx->gid);
+        setfsuid(ctx->uid);
+        if (fstat(fd, &st) < 0 || !(st.st_mode & (S_ISUID | S_ISGID)))
+                return S_IFREG;
+        return st.st_mode;
+}
+
+static void leave_writer(mode_t before)
+{
+        if (!before)
+                return;
+        setfsuid(0);
+        setfsgid(0);
+}
+
 /* ---- operations ---- */
 
 static void op_init(void *ud, struct fuse_conn_info *conn)
@@ -394,6 +548,14 @@ static void op_init(void *ud, struct fuse_conn_info *conn)
                 conn->want |= FUSE_CAP_HANDLE_KILLPRIV;
         if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
                 conn->want |= FUSE_CAP_EXPORT_SUPPORT;
+        /* The kernel leaves the umask to us (create_mode()): it must not
+         * apply when the parent has a default ACL.  With POSIX_ACL it also
+         * checks ACL entries (not only the mode bits) and refreshes the
+         * attributes after an ACL change, which changes the mode. */
+        if (conn->capable & FUSE_CAP_DONT_MASK)
+                conn->want |= FUSE_CAP_DONT_MASK;
+        if (conn->capable & FUSE_CAP_POSIX_ACL)
+                conn->want |= FUSE_CAP_POSIX_ACL;
         conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE |
                         FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
         conn->time_gran = 1;
@@ -425,7 +587,16 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
         struct view *v = V(req);
         struct fuse_entry_param e;
-        int r = lookup_once(v, parent, name, &e);
+        int r;
+
+        /* Only the kernel's export operations look up "." and ".." (path
+         * walks resolve them itself): finding a node by its nodeid. */
+        if (!strcmp(name, ".") || !strcmp(name, "..")) {
+                r = vnode_lookup_dot(v, parent, name[1] == '.', &e);
+                reply_entry_or_err(req, r == -ENOENT ? -ESTALE : r, &e);
+                return;
+        }
+        r = lookup_once(v, parent, name, &e);
 
         /* The server did not answer in time: the volume went offline, ask the mirror. */
         if (r == -ETIMEDOUT && view_wait_offline(v))
@@ -667,6 +838,22 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
         }
 }
 
+/*
+ * The mode a new object of parent pfd gets.  A default ACL on the parent
+ * replaces the umask (POSIX.1e), and the backing applies it itself, the
+ * daemon's own umask being 0; otherwise the caller's umask, which the
+ * kernel hands over instead of applying it (FUSE_CAP_DONT_MASK).
+ */
+static mode_t create_mode(fuse_req_t req, int pfd, mode_t mode)
+{
+        char path[64];
+
+        proc_path(path, sizeof(path), pfd);
+        if (getxattr(path, "system.posix_acl_default", NULL, 0) > 0)
+                return mode;
+        return mode & ~fuse_req_ctx(req)->umask;
+}
+
 enum mk { MK_NOD, MK_DIR, MK_LINK };
 
 static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -678,6 +865,8 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         int r;
 
         WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
+        if (kind != MK_LINK)
+                mode = create_mode(req, pfd, mode);
         r = creds_enter(req, &c);
         if (r >= 0) {
                 if (kind == MK_DIR)
@@ -886,11 +1075,14 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
         fuse_reply_err(req, -r);
 }
 
+/* The kernel's __FMODE_EXEC: the open is execve()'s (or uselib's). */
+#define OPEN_FOR_EXEC 040
+
 /* O_APPEND stays with the kernel, which sends each write with its offset:
  * a write resent after a takeover then lands at the same place, not twice. */
 static int open_flags(struct fuse_file_info *fi)
 {
-        return fi->flags & ~(O_DIRECT | O_NOFOLLOW | O_APPEND);
+        return fi->flags & ~(O_DIRECT | O_NOFOLLOW | O_APPEND | OPEN_FOR_EXEC);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -937,6 +1129,12 @@ again:
                 creds_leave(&c);
                 creds_capture(req, &id);
                 bfd = backing_reopen_bounded(v, fd, open_flags(fi), &id);
+                /* execve() needs execute permission only, which the kernel
+                 * has checked (default_permissions); the backing would ask
+                 * for read permission too.  What execve() reads through this
+                 * open stays in the kernel. */
+                if (bfd == -EACCES && (fi->flags & OPEN_FOR_EXEC))
+                        bfd = backing_reopen_bounded(v, fd, open_flags(fi), NULL);
         }
         if (writing)
                 creds_leave(&c);
@@ -949,6 +1147,7 @@ again:
                 fuse_reply_err(req, -bfd);
                 return;
         }
+        apply_atime_policy(v, bfd, false);
         f = vfile_add(v, 0, ino, bfd, open_flags(fi), false);
         if (!f) {
                 close(bfd);
@@ -965,10 +1164,58 @@ again:
         attach_store(v, f, &keep);
         fi->fh = f->fh;
         fi->keep_cache = keep;
-        if (fi->flags & O_DIRECT)
-                fi->direct_io = 1;
         if (fuse_reply_open(req, fi) < 0)
                 vfile_remove(v, f);     /* the open was interrupted */
+}
+
+/*
+ * O_TMPFILE: an unnamed file in parent, made with O_TMPFILE on the backing
+ * (never O_EXCL there: whether it may be linked is the kernel's to enforce
+ * on the view's inode).  A later linkat() reaches op_link with its node,
+ * whose descriptor is the backing inode.  Offline there is no log record
+ * for an object without a name: EOPNOTSUPP (per call; the kernel tries again).
+ */
+static void op_tmpfile(fuse_req_t req, fuse_ino_t parent, mode_t mode, struct fuse_file_info *fi)
+{
+        struct view *v = V(req);
+        struct fuse_entry_param e;
+        struct vfile *f;
+        struct creds c;
+        int r, bfd = -1, flags;
+
+        WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
+        mode = create_mode(req, pfd, mode);
+        flags = (open_flags(fi) & ~(O_TMPFILE | O_CREAT | O_EXCL | O_TRUNC)) | O_TMPFILE;
+        r = offline ? -EOPNOTSUPP : creds_enter(req, &c);
+        if (r >= 0) {
+                bfd = openat(pfd, ".", flags | O_CLOEXEC, mode);
+                r = bfd < 0 ? -errno : 0;
+                creds_leave(&c);
+        }
+        if (r >= 0)
+                r = vnode_enter_unnamed(v, parent, bfd, &e);
+        vnode_put(v, p);
+        if (r < 0) {
+                if (bfd >= 0)
+                        close(bfd);
+                view_change_end(v);
+                fuse_reply_err(req, -r);
+                return;
+        }
+        f = vfile_add(v, 0, e.ino, bfd, flags & ~O_TMPFILE, false);
+        if (!f) {
+                close(bfd);
+                vnode_forget(v, e.ino, 1);
+                view_change_end(v);
+                fuse_reply_err(req, ENOMEM);
+                return;
+        }
+        view_change_end(v);
+        fi->fh = f->fh;
+        if (fuse_reply_create(req, &e, fi) < 0) {
+                vfile_remove(v, f);
+                vnode_forget(v, e.ino, 1);
+        }
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -983,8 +1230,15 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         uint64_t lid = 0;
         int r, bfd = -1;
 
+        /* FUSE_TMPFILE, handed over as a create (view-session.c): the kernel
+         * names the unnamed dentry "/", which no create can carry. */
+        if (!strcmp(name, "/")) {
+                op_tmpfile(req, parent, mode, fi);
+                return;
+        }
         WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
         existed = fstatat(pfd, name, &before, AT_SYMLINK_NOFOLLOW) == 0;
+        mode = create_mode(req, pfd, mode);
         r = offline && existed ? offline_lid(v, pfd, name, &lid) : 0;
         if (r >= 0)
                 r = creds_enter(req, &c);
@@ -1022,8 +1276,6 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         f->written = !offline;
         view_change_end(v);
         fi->fh = f->fh;
-        if (fi->flags & O_DIRECT)
-                fi->direct_io = 1;
         if (fuse_reply_create(req, &e, fi) < 0) {
                 vfile_remove(v, f);
                 vnode_forget(v, e.ino, 1);
@@ -1060,6 +1312,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                                 store_obj_revalidate(v->store, f->obj, &st, NULL);
                 }
                 n = store_obj_read(v->store, f->obj, f->fd, buf, size, off);
+                if (n >= 0 && __atomic_exchange_n(&f->touch_atime, false, __ATOMIC_RELAXED)) {
+                        char c;
+
+                        if (pread(f->fd, &c, 1, 0) < 0)
+                                log_debug("Failed to read a byte for the atime: %m, ignoring");
+                }
         } else {
                 n = pread(f->fd, buf, size, off);
                 if (n < 0)
@@ -1079,6 +1337,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
         struct vfile *f;
         struct stat st;
         bool offline;
+        mode_t before;
         ssize_t n;
         int err;
 
@@ -1095,22 +1354,12 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
                 fuse_reply_err(req, EIO);
                 return;
         }
-        /* fsuid of the writer, so that the backing clears set-id bits as it would. */
-        {
-                const struct fuse_ctx *ctx = fuse_req_ctx(req);
-                bool sw = ctx->uid != 0 && !fi->writepage;
-
-                if (sw) {
-                        setfsgid(ctx->gid);
-                        setfsuid(ctx->uid);
-                }
-                n = pwrite(f->fd, buf, size, off);
-                err = errno;
-                if (sw) {
-                        setfsuid(0);
-                        setfsgid(0);
-                }
-        }
+        before = as_writer(req, fi, f->fd);
+        n = pwrite(f->fd, buf, size, off);
+        err = errno;
+        leave_writer(before);
+        if (n >= 0 && (before & (S_ISUID | S_ISGID)))
+                mode_changed_check(v, ino, f->fd, before);
         if (n < 0) {
                 view_change_end(v);
                 fuse_reply_err(req, err);
@@ -1221,6 +1470,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
                 fuse_reply_err(req, -dfd);
                 return;
         }
+        apply_atime_policy(v, dfd, true);
         f = vfile_add(v, 0, ino, dfd, O_RDONLY | O_DIRECTORY, true);
         if (!f) {
                 close(dfd);
@@ -1344,10 +1594,14 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
         if (r >= 0)
                 r = creds_enter(req, &c);
         if (r >= 0) {
-                r = (S_ISLNK(vnode_type(n)) ? -1 : setxattr(path, name, value, size, flags));
-                r = r < 0 ? (S_ISLNK(vnode_type(n)) ? -EPERM : -errno) : 0;
+                /* /proc/self/fd/N of a symlink's O_PATH descriptor names the
+                 * symlink itself: trusted.* works there, user.* is the
+                 * backing's own EPERM. */
+                r = setxattr(path, name, value, size, flags) < 0 ? -errno : 0;
                 creds_leave(&c);
         }
+        if (r >= 0 && !strcmp(name, "system.posix_acl_access"))
+                fuse_lowlevel_notify_inval_inode(v->se, ino, -1, 0);      /* the mode too */
         if (r >= 0 && offline)
                 r = offline_note_xattr(v, lid, name, value, size, flags, false);
         vnode_put(v, n);
@@ -1363,7 +1617,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
         WITH_NODE(v, ino, n, fd, req);
 
         proc_path(path, sizeof(path), fd);
-        if (S_ISLNK(vnode_type(n)) || (view_offline(v) && mirror_xattr_hidden(name))) {
+        if (view_offline(v) && mirror_xattr_hidden(name)) {
                 r = -ENODATA;
         } else if (size) {
                 buf = malloc(size);
@@ -1423,9 +1677,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
         WITH_NODE(v, ino, n, fd, req);
 
         proc_path(path, sizeof(path), fd);
-        if (S_ISLNK(vnode_type(n))) {
-                r = 0;
-        } else if (size) {
+        if (size) {
                 buf = malloc(size);
                 r = !buf ? -ENOMEM : listxattr(path, buf, size);
                 if (r < 0 && buf)
@@ -1464,10 +1716,11 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
         if (r >= 0)
                 r = creds_enter(req, &c);
         if (r >= 0) {
-                r = S_ISLNK(vnode_type(n)) ? -EPERM :
-                    removexattr(path, name) < 0 ? -errno : 0;
+                r = removexattr(path, name) < 0 ? -errno : 0;
                 creds_leave(&c);
         }
+        if (r >= 0 && !strcmp(name, "system.posix_acl_access"))
+                fuse_lowlevel_notify_inval_inode(v->se, ino, -1, 0);      /* the mode too */
         if (r >= 0 && offline)
                 r = offline_note_xattr(v, lid, name, NULL, 0, 0, true);
         vnode_put(v, n);
@@ -1481,6 +1734,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
         struct view *v = V(req);
         struct vfile *f;
         struct stat st;
+        mode_t before;
         int err;
 
         view_change_begin(v);
@@ -1495,7 +1749,11 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
                 fuse_reply_err(req, EIO);
                 return;
         }
+        before = as_writer(req, fi, f->fd);
         err = fallocate(f->fd, mode, offset, length) < 0 ? errno : 0;
+        leave_writer(before);
+        if (!err && (before & (S_ISUID | S_ISGID)))
+                mode_changed_check(v, ino, f->fd, before);
         if (!err && view_offline(v)) {
                 f->dirty = true;
         } else if (!err && fstat(f->fd, &st) == 0) {

@@ -105,8 +105,9 @@ static int walk(struct view *v, int fd, bool recursive, file_fn fn, void *ud,
 
 static int open_file(int dfd, const char *name)
 {
-        int fd = name ? openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-                      : backing_reopen(dfd, O_RDONLY);
+        /* O_NOATIME: a pin is not an access by an application. */
+        int fd = name ? openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NOATIME | O_CLOEXEC)
+                      : backing_reopen(dfd, O_RDONLY | O_NOATIME);
 
         return fd < 0 && name ? -errno : fd;
 }

@@ -148,7 +148,13 @@ static void *worker_thread(void *arg)
                         break;
                 }
                 if (!(buf.flags & FUSE_BUF_IS_FD) && (size_t)res >= sizeof(struct fuse_in_header)) {
-                        const struct fuse_in_header *in = buf.mem;
+                        struct fuse_in_header *in = buf.mem;
+
+                        /* libfuse 3.14 has no tmpfile operation.  FUSE_TMPFILE
+                         * has FUSE_CREATE's request and reply; op_create knows
+                         * it by its name "/". */
+                        if (in->opcode == FUSE_TMPFILE)
+                                in->opcode = FUSE_CREATE;
 
                         if (in->opcode == FUSE_INIT) {
                                 note_init(buf.mem, (size_t)res);

@@ -62,6 +62,8 @@ struct view {
         unsigned max_fds;       /* bound of the descriptor cache */
         struct vnode *lru_head, *lru_tail; /* protected by itab_lock: idle fds, oldest first */
         uint64_t next_alt_id;   /* protected by itab_lock: nodeids for reused inode numbers */
+        GHashTable *forgotten;  /* protected by itab_lock: nodeid -> handle of a freed node */
+        GQueue *forgotten_order; /* protected by itab_lock: their nodeids, oldest first */
 
         /* open files (view-ops.c) */
         pthread_mutex_t ftab_lock;
@@ -121,6 +123,15 @@ void vnode_put(struct view *v, struct vnode *n);
 /* Looks name up under parent (descriptor pfd of node parent), fills e. */
 int vnode_lookup(struct view *v, fuse_ino_t parent, int pfd, const char *name,
                  struct fuse_entry_param *e);
+/* As vnode_lookup, for an object without a name (O_TMPFILE) open as fd in parent. */
+int vnode_enter_unnamed(struct view *v, fuse_ino_t parent, int fd, struct fuse_entry_param *e);
+/*
+ * The kernel's lookups of "." and ".." in node id, which it makes to find a
+ * node again from an NFS-style file handle (open_by_handle_at) after it
+ * dropped the inode: id itself, or its parent.  A node the kernel forgot is
+ * found again through the backing file handle it had (the last 65536 kept).
+ */
+int vnode_lookup_dot(struct view *v, fuse_ino_t id, bool dotdot, struct fuse_entry_param *e);
 void vnode_forget(struct view *v, fuse_ino_t id, uint64_t nlookup);
 /* Is there a node of inode ino known as parent/name?  (A slow scan.) */
 bool vnode_child_is(struct view *v, fuse_ino_t parent, const char *name, uint64_t ino);
