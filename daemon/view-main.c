@@ -475,6 +475,7 @@ int main(int argc, char **argv)
                 r = 3;
                 goto out;
         }
+        view_probe_resume(&v);
         r = view_worker_run(&v, worker_fd);
         if (no_holder && r == 1) {
                 umount2(cfg.mountpoint, MNT_DETACH);

@@ -67,7 +67,11 @@ static char *state_path(struct view *v)
 static int save_state(struct view *v, int state)
 {
         char *path = state_path(v), *tmp = g_strconcat(path, ".tmp", NULL);
-        const char *text = state == VIEW_ONLINE ? "online\n" : "offline\n";
+        /* "auto": offline because the backing stopped answering (or was not the
+         * volume's); a successor keeps probing for its return. */
+        const char *text = state == VIEW_ONLINE ? "online\n" :
+                           __atomic_load_n(&v->auto_reconnect, __ATOMIC_ACQUIRE) ?
+                           "offline auto\n" : "offline\n";
         int fd, r = 0;
 
         fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -88,8 +92,11 @@ static int load_state(struct view *v)
         char *path = state_path(v), *text = NULL;
         int state = VIEW_ONLINE;
 
-        if (g_file_get_contents(path, &text, NULL, NULL) && g_str_has_prefix(text, "offline"))
+        if (g_file_get_contents(path, &text, NULL, NULL) && g_str_has_prefix(text, "offline")) {
                 state = VIEW_OFFLINE;
+                if (g_str_has_prefix(text, "offline auto"))
+                        __atomic_store_n(&v->auto_reconnect, true, __ATOMIC_RELEASE);
+        }
         g_free(text);
         g_free(path);
         return state;
@@ -484,6 +491,7 @@ void view_start_offline(struct view *v, const char *why)
 {
         log_error("%s: the volume starts offline, serving its local copy", why);
         v->state = VIEW_OFFLINE;
+        __atomic_store_n(&v->auto_reconnect, true, __ATOMIC_RELEASE);
         save_state(v, VIEW_OFFLINE);
 }
 
@@ -505,8 +513,9 @@ static void *timeout_thread(void *arg)
                 GString *out, *err;
 
                 nanosleep(&ts, NULL);
+                /* A worker that started offline probes before its session serves. */
                 if (!__atomic_load_n(&v->auto_reconnect, __ATOMIC_ACQUIRE) ||
-                    backing_probe(v) < 0)
+                    !__atomic_load_n(&v->se, __ATOMIC_ACQUIRE) || backing_probe(v) < 0)
                         continue;
                 out = g_string_new(NULL);
                 err = g_string_new(NULL);
@@ -529,6 +538,21 @@ void view_backing_timed_out(struct view *v)
         log_warn("The backing did not answer within BackingTimeout (%" PRIu64 " ms): going"
                  " offline", v->cfg->backing_timeout_ms);
         __atomic_store_n(&v->auto_reconnect, true, __ATOMIC_RELEASE);
+        if (pthread_create(&t, NULL, timeout_thread, v) != 0) {
+                __atomic_store_n(&v->timeout_thread, false, __ATOMIC_RELEASE);
+                return;
+        }
+        pthread_detach(t);
+}
+
+void view_probe_resume(struct view *v)
+{
+        pthread_t t;
+
+        if (!view_offline(v) || !__atomic_load_n(&v->auto_reconnect, __ATOMIC_ACQUIRE) ||
+            __atomic_exchange_n(&v->timeout_thread, true, __ATOMIC_ACQ_REL))
+                return;
+        log_info("The volume went offline by itself: probing the backing for its return");
         if (pthread_create(&t, NULL, timeout_thread, v) != 0) {
                 __atomic_store_n(&v->timeout_thread, false, __ATOMIC_RELEASE);
                 return;

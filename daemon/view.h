@@ -258,6 +258,8 @@ void view_start_offline(struct view *v, const char *why);
 /* A backing call exceeded BackingTimeout: go offline (at once, in the background),
  * and come back when the backing answers again. */
 void view_backing_timed_out(struct view *v);
+/* A worker that starts offline by itself (not by hand) probes for the backing's return. */
+void view_probe_resume(struct view *v);
 /* After a timeout: waits (briefly) until the volume serves offline; true if it does. */
 bool view_wait_offline(struct view *v);
 int view_reconnect(struct view *v, GString *out, GString *err);
