@@ -944,7 +944,9 @@ static int put_content(struct ctx *c, const struct rec *r, int pfd, const char *
                 return -errno;
         e = src_fd >= 0 ? copy_fd(fd, src_fd) : write_all(fd, buf, size);
         if (e >= 0) {
-                (void)fchown(fd, old->st_uid, old->st_gid);
+                if (fchown(fd, old->st_uid, old->st_gid) < 0) {
+                        /* Best effort: a server that squashes root keeps its own owner. */
+                }
                 if (fchmod(fd, old->st_mode & 07777) < 0)
                         e = -errno;
         }

@@ -155,9 +155,11 @@ static void set_owner_mode_times(int mdfd, const char *name, const struct stat *
 {
         struct timespec tv[2] = { bst->st_atim, bst->st_mtim };
 
-        fchownat(mdfd, name, bst->st_uid, bst->st_gid, AT_SYMLINK_NOFOLLOW);
-        if (!S_ISLNK(bst->st_mode))
-                fchmodat(mdfd, name, bst->st_mode & 07777, 0);
+        /* A view that does not run as root cannot give files away: EPERM is expected. */
+        if (fchownat(mdfd, name, bst->st_uid, bst->st_gid, AT_SYMLINK_NOFOLLOW) < 0 && errno != EPERM)
+                log_warn("Failed to set the owner of mirrored '%s': %m, ignoring", name);
+        if (!S_ISLNK(bst->st_mode) && fchmodat(mdfd, name, bst->st_mode & 07777, 0) < 0)
+                log_warn("Failed to set the mode of mirrored '%s': %m, ignoring", name);
         utimensat(mdfd, name, tv, AT_SYMLINK_NOFOLLOW);
 }
 

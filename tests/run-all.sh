@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # run-all.sh: set up (packages, build with AddressSanitizer + UBSan) and run every test
-# suite, the fuzzers included; ends with "N passed, N failed[, N skipped]".
+# suite, the fuzzers included; build once with Debian's hardening flags and build the
+# Debian packages; ends with "N passed, N failed[, N skipped]".
 # Run as root on Debian 12: the integration tests mount filesystems.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,6 +15,25 @@ status=0
 tests/setup.sh build-sanitize -Db_sanitize=address,undefined || { echo "0 passed, 1 failed"; exit 1; }
 meson test -C build-sanitize --print-errorlogs --num-processes 2 || status=1
 
+# Debian's hardening flags (hardening=+all: fortify, so an unused result of fchown is an
+# error under the project's -Werror): build only. The module is not user space: left out.
+steps_passed=0 steps_failed=0
+if (eval "$(DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --export=sh)" &&
+    tests/setup.sh build-hardened -Dkmod=disabled); then
+        steps_passed=$((steps_passed + 1))
+else
+        echo "run-all: the build with dpkg-buildflags (hardening=+all) failed"
+        steps_failed=$((steps_failed + 1)); status=1
+fi
+
+# The Debian packages: built in a copy of the tree, lintian, and where their files land.
+if tests/packaging/build-deb.sh; then
+        steps_passed=$((steps_passed + 1))
+else
+        echo "run-all: tests/packaging/build-deb.sh failed"
+        steps_failed=$((steps_failed + 1)); status=1
+fi
+
 # The unit suites once more under valgrind, on a build without sanitizers.
 tests/setup.sh build-valgrind || { echo "0 passed, 1 failed"; exit 1; }
 meson test -C build-valgrind --setup valgrind --suite unit --print-errorlogs || status=1
@@ -22,10 +42,11 @@ meson test -C build-valgrind --setup valgrind --suite unit --print-errorlogs || 
 CC=clang tests/setup.sh build-fuzz -Dfuzz=true || { echo "0 passed, 1 failed"; exit 1; }
 meson test -C build-fuzz --suite fuzz --print-errorlogs || status=1
 
-/usr/bin/python3 - build-sanitize/meson-logs/testlog.json build-valgrind/meson-logs/testlog-valgrind.json \
+STEPS_PASSED=$steps_passed STEPS_FAILED=$steps_failed /usr/bin/python3 - build-sanitize/meson-logs/testlog.json build-valgrind/meson-logs/testlog-valgrind.json \
         build-fuzz/meson-logs/testlog.json <<'PY'
-import json, sys
-passed = failed = skipped = 0
+import json, os, sys
+# The build steps that are not meson tests (the hardened build, the packages) count too.
+passed, failed, skipped = int(os.environ["STEPS_PASSED"]), int(os.environ["STEPS_FAILED"]), 0
 for log in sys.argv[1:]:
     for line in open(log):
         result = json.loads(line)["result"]
