@@ -284,6 +284,8 @@ static int execute(struct view *v, const char *cmdline, const char *path, struct
                 kv(o, "backing=%s", v->cfg->backing);
                 kv(o, "mountpoint=%s", v->cfg->mountpoint);
                 kv(o, "file_handles=%s", v->handles ? "yes" : "no");
+                kv(o, "passthrough=%s", passthrough_on() ? "yes" : "no");
+                kv(o, "read_requests=%" PRIu64, passthrough_read_requests());
                 pthread_mutex_lock(&v->itab_lock);
                 kv(o, "nodes=%u", g_hash_table_size(v->nodes));
                 kv(o, "node_fds=%u", v->open_fds);

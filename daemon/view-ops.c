@@ -50,6 +50,8 @@ struct vfile {
         uint64_t lid;           /* offline: the object's log id, 0 until it changes */
         bool dirty;             /* offline: written since its content was last logged */
         bool written;           /* online: written, so the mirror takes it at release */
+        bool pt_counted;        /* immutable: counted in view-passthrough.c's node modes */
+        bool passthrough;       /* immutable: the kernel reads and writes it without us */
 };
 
 static struct view *V(fuse_req_t req)
@@ -188,6 +190,8 @@ static void vfile_remove(struct view *v, struct vfile *f)
         g_hash_table_remove(v->files, &f->fh);
         pthread_mutex_unlock(&v->ftab_lock);
         state_log_close(v, f->fh);
+        if (f->pt_counted)
+                passthrough_release(f->id);
         if (f->fd >= 0)
                 backing_close(v, f->fd);
         for (guint i = 0; f->retired && i < f->retired->len; i++)
@@ -899,9 +903,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         bool writing = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
         struct vfile *f;
         struct creds c;
-        bool keep = false, offline;
+        bool keep = false, offline, regular;
         uint64_t lid = 0;
-        int r, bfd;
+        int r, bfd, bid;
 
 again:
         if (writing)
@@ -940,6 +944,7 @@ again:
         }
         if (writing)
                 creds_leave(&c);
+        regular = S_ISREG(vnode_type(n));
         vnode_put(v, n);
         if (bfd == -ETIMEDOUT && !writing && view_wait_offline(v))
                 goto again;
@@ -960,14 +965,37 @@ again:
         f->lid = lid;
         f->dirty = offline && (fi->flags & O_TRUNC);
         f->written = !offline && (fi->flags & O_TRUNC);
+        bid = passthrough_open(v, ino, bfd, fi->flags, regular, offline);
+        if (bid < 0) {
+                vfile_remove(v, f);
+                if (writing)
+                        view_change_end(v);
+                fuse_reply_err(req, -bid);
+                return;
+        }
+        f->pt_counted = regular && passthrough_on();
+        f->passthrough = bid > 0;
+        /* A writer joining passthrough readers writes without us: its
+         * writes are taken as done, for the mirror or the log. */
+        if (f->passthrough && writing) {
+                f->dirty = offline;
+                f->written = !offline;
+        }
         if (writing)
                 view_change_end(v);
-        attach_store(v, f, &keep);
+        if (!f->passthrough)
+                attach_store(v, f, &keep);
         fi->fh = f->fh;
         fi->keep_cache = keep;
         if (fi->flags & O_DIRECT)
                 fi->direct_io = 1;
-        if (fuse_reply_open(req, fi) < 0)
+        /* A reader's close has nothing to write back or log. */
+        if (!writing)
+                fi->noflush = 1;
+        passthrough_reply_begin(bid);
+        r = fuse_reply_open(req, fi);
+        passthrough_reply_end();
+        if (r < 0)
                 vfile_remove(v, f);     /* the open was interrupted */
 }
 
@@ -1020,11 +1048,28 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         f->lid = lid;
         f->dirty = offline && existed && (fi->flags & O_TRUNC);
         f->written = !offline;
+        /* A created file joins its node's open files (passthrough readers
+         * when it existed and they have it open). */
+        r = passthrough_open(v, e.ino, bfd, fi->flags, S_ISREG(e.attr.st_mode), offline);
+        if (r < 0) {
+                vfile_remove(v, f);
+                vnode_forget(v, e.ino, 1);
+                view_change_end(v);
+                fuse_reply_err(req, -r);
+                return;
+        }
+        f->pt_counted = S_ISREG(e.attr.st_mode) && passthrough_on();
+        f->passthrough = r > 0;
+        if (f->passthrough)
+                f->dirty = offline;
         view_change_end(v);
         fi->fh = f->fh;
         if (fi->flags & O_DIRECT)
                 fi->direct_io = 1;
-        if (fuse_reply_create(req, &e, fi) < 0) {
+        passthrough_reply_begin(r);
+        r = fuse_reply_create(req, &e, fi);
+        passthrough_reply_end();
+        if (r < 0) {
                 vfile_remove(v, f);
                 vnode_forget(v, e.ino, 1);
         }
@@ -1039,6 +1084,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         char *buf;
         int err;
 
+        passthrough_count_read();
         f = vfile_of(v, fi, &err);
         if (!f) {
                 fuse_reply_err(req, err);

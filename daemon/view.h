@@ -10,6 +10,7 @@
  *   view-state.c    the takeover log (nodes and open files) and the saved INIT
  *   view-creds.c    per-thread caller credentials
  *   view-control.c  the control socket (query/flush/pin/set)
+ *   view-passthrough.c  FUSE passthrough of open files to local files
  *   view-command.c  the command grammar subset the control socket speaks
  *   store*.c        the persistent store
  *
@@ -298,6 +299,25 @@ int backing_probe(struct view *v);
 
 /* view-session.c */
 int view_worker_run(struct view *v, int fuse_fd);
+
+/* view-passthrough.c (see there) */
+struct iovec;
+void passthrough_setup(struct view *v, int fuse_fd);
+bool passthrough_on(void);
+/* INIT reply (fuse_init_out of len bytes): adds FUSE_PASSTHROUGH if offered. */
+void passthrough_patch_init(void *init_out, size_t len, uint64_t offered);
+/* Every reply written: the OPEN/CREATE reply between begin and end on this
+ * thread passes through backing_id (> 0). */
+void passthrough_patch_reply(struct iovec *iov, int count);
+void passthrough_reply_begin(int backing_id);
+void passthrough_reply_end(void);
+/* An open of node id as descriptor fd: the backing id to pass through
+ * (> 0), 0 to serve it, or -errno; each open counted until
+ * passthrough_release(id), unless it returned -errno. */
+int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regular, bool offline);
+void passthrough_release(uint64_t id);
+void passthrough_count_read(void);
+uint64_t passthrough_read_requests(void);
 
 /* helpers shared by the ops and the control socket */
 uint64_t now_ns(void);

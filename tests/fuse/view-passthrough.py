@@ -1,0 +1,136 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""FUSE passthrough of read-only opens (daemon/view-passthrough.c): reads and
+mmap of a file served by the kernel from the local file, with no FUSE_READ
+(the view's read_requests counter in "query state" does not move); the mode
+of a node's open files kept consistent (a writer while readers pass through,
+a reader while a writer is open: no EIO); offline, the mirror's file; and
+FCACHE_VIEW_PASSTHROUGH=0 serving every read as before.
+"""
+import mmap
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from viewlib import (Volume, check, eq, finish, rand_bytes, read_file,  # noqa: E402
+                     require_root_fuse, skip, write_file)
+
+
+def reads(vol):
+    return int(vol.state()["read_requests"])
+
+
+def drop_caches():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def main():
+    require_root_fuse()
+    vol = Volume("pt").start()
+    if vol.state().get("passthrough") != "yes":
+        skip("the kernel does not offer FUSE passthrough (Linux 6.9+, CONFIG_FUSE_PASSTHROUGH)")
+    data = rand_bytes(4 << 20, 1)
+    write_file(vol.b("f"), data)
+
+    # --- a read-only open passes through: no READ reaches the view, cold or warm
+    drop_caches()
+    r0 = reads(vol)
+    eq(read_file(vol.v("f")), data, "read of a file through the view (cold)")
+    eq(read_file(vol.v("f")), data, "read again (warm)")
+    eq(reads(vol) - r0, 0, "no FUSE_READ reached the view: the kernel read the backing file")
+
+    # --- mmap of a passed-through file
+    with open(vol.v("f"), "rb") as fh:
+        m = mmap.mmap(fh.fileno(), 0, prot=mmap.PROT_READ)
+        eq(m[:4096], data[:4096], "mmap of a passed-through file: first page")
+        eq(m[len(data) - 100:], data[-100:], "mmap: last bytes")
+        m.close()
+    eq(reads(vol) - r0, 0, "mmap faults did not reach the view either")
+
+    # --- a writer while a reader passes through: no EIO; it passes through too
+    rfd = os.open(vol.v("f"), os.O_RDONLY)
+    eq(os.pread(rfd, 10, 0), data[:10], "reader open")
+    try:
+        wfd = os.open(vol.v("f"), os.O_WRONLY)
+        eq(os.pwrite(wfd, b"WRITTEN", 0), 7, "write through a second open, for writing")
+        os.close(wfd)
+        ok = True
+    except OSError as e:
+        ok = False
+        check(False, f"open for writing while a reader passes through: {e}")
+    if ok:
+        eq(os.pread(rfd, 7, 0), b"WRITTEN", "the reader sees the write")
+        with open(vol.b("f"), "rb") as fh:
+            eq(fh.read(7), b"WRITTEN", "the write reached the backing before close returned")
+    os.close(rfd)
+    data = b"WRITTEN" + data[7:]
+    eq(read_file(vol.v("f")), data, "content after the write, through a new open")
+
+    # --- a reader while a writer is open (normal mode): no EIO, served by the view
+    wfd = os.open(vol.v("f"), os.O_RDWR)
+    os.pwrite(wfd, b"SECOND", 100)
+    data = data[:100] + b"SECOND" + data[106:]
+    try:
+        eq(read_file(vol.v("f")), data, "a reader while a writer is open reads the write")
+    except OSError as e:
+        check(False, f"open for reading while a writer is open: {e}")
+    os.close(wfd)
+    r2 = reads(vol)
+    eq(read_file(vol.v("f")), data, "after the writer closed, a reader again")
+    drop_caches()
+    eq(read_file(vol.v("f")), data, "and cold")
+    eq(reads(vol) - r2, 0, "passes through again once the writer is gone")
+
+    # --- a file written through the view, truncated, appended: content right
+    write_file(vol.v("new"), b"hello world\n")
+    with open(vol.v("new"), "ab") as fh:
+        fh.write(b"more\n")
+    eq(read_file(vol.v("new")), b"hello world\nmore\n", "created and appended through the view")
+    with open(vol.v("new"), "rb") as fh:
+        m = mmap.mmap(fh.fileno(), 0, prot=mmap.PROT_READ)
+        eq(bytes(m), b"hello world\nmore\n", "mmap of a file written through the view")
+        m.close()
+    eq(read_file(vol.b("new")), b"hello world\nmore\n", "and on the backing")
+    os.truncate(vol.v("new"), 5)
+    eq(read_file(vol.v("new")), b"hello", "after truncate through the view")
+
+    # --- offline: the mirror's file passes through
+    os.makedirs(vol.b("p"))
+    pdata = rand_bytes(1 << 20, 2)
+    write_file(vol.b("p", "x"), pdata)
+    vol.ctl("pin recursive", "p")
+    eq(vol.ctl("disconnect")["state"], "offline", "disconnected")
+    drop_caches()
+    r3 = reads(vol)
+    eq(read_file(vol.v("p", "x")), pdata, "offline read of a pinned file")
+    eq(reads(vol) - r3, 0, "offline, the mirror's file passes through")
+    write_file(vol.v("p", "x"), b"offline")
+    eq(read_file(vol.v("p", "x")), b"offline", "offline write then read")
+    q = vol.ctl("reconnect")
+    eq(q["state"], "online", "reconnected")
+    eq(read_file(vol.b("p", "x")), b"offline", "the offline write reached the backing")
+    eq(read_file(vol.v("p", "x")), b"offline", "and reads back online")
+    vol.stop()
+
+    # --- turned off: every read is served by the view, content the same
+    os.environ["FCACHE_VIEW_PASSTHROUGH"] = "0"
+    off = Volume("pt-off").start()
+    del os.environ["FCACHE_VIEW_PASSTHROUGH"]
+    eq(off.state().get("passthrough"), "no", "FCACHE_VIEW_PASSTHROUGH=0: not negotiated")
+    write_file(off.b("f"), data)
+    drop_caches()
+    r0 = reads(off)
+    eq(read_file(off.v("f")), data, "read with passthrough off")
+    check(reads(off) - r0 > 0, "with passthrough off, reads reach the view")
+    with open(off.v("f"), "rb") as fh:
+        m = mmap.mmap(fh.fileno(), 0, prot=mmap.PROT_READ)
+        eq(m[:4096], data[:4096], "mmap with passthrough off")
+        m.close()
+    off.stop()
+    finish()
+
+
+if __name__ == "__main__":
+    main()
