@@ -897,6 +897,18 @@ static int open_flags(struct fuse_file_info *fi)
         return fi->flags & ~(O_DIRECT | O_NOFOLLOW | O_APPEND);
 }
 
+/* The store holds all of the file as the backing has it now: the open was
+ * compared with the backing (close-to-open), and the lease covers the rest. */
+static bool complete_copy(struct vfile *f, bool unchanged)
+{
+        struct sobj_info info;
+
+        if (!f->obj || !unchanged)
+                return false;
+        store_obj_info(f->obj, &info);
+        return info.complete;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
         struct view *v = V(req);
@@ -965,7 +977,9 @@ again:
         f->lid = lid;
         f->dirty = offline && (fi->flags & O_TRUNC);
         f->written = !offline && (fi->flags & O_TRUNC);
-        bid = passthrough_open(v, ino, bfd, fi->flags, regular, offline);
+        if (!writing)
+                attach_store(v, f, &keep);
+        bid = passthrough_open(v, ino, bfd, fi->flags, regular, offline || complete_copy(f, keep));
         if (bid < 0) {
                 vfile_remove(v, f);
                 if (writing)
@@ -981,10 +995,11 @@ again:
                 f->dirty = offline;
                 f->written = !offline;
         }
-        if (writing)
+        if (writing) {
                 view_change_end(v);
-        if (!f->passthrough)
-                attach_store(v, f, &keep);
+                if (!f->passthrough)
+                        attach_store(v, f, &keep);
+        }
         fi->fh = f->fh;
         fi->keep_cache = keep;
         if (fi->flags & O_DIRECT)
@@ -1050,7 +1065,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         f->written = !offline;
         /* A created file joins its node's open files (passthrough readers
          * when it existed and they have it open). */
-        r = passthrough_open(v, e.ino, bfd, fi->flags, S_ISREG(e.attr.st_mode), offline);
+        r = passthrough_open(v, e.ino, bfd, fi->flags, S_ISREG(e.attr.st_mode), false);
         if (r < 0) {
                 vfile_remove(v, f);
                 vnode_forget(v, e.ino, 1);

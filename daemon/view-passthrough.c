@@ -11,11 +11,13 @@
  * gets FOPEN_PASSTHROUGH and the backing id, patched into the message
  * libfuse writes through the session's custom io (view-session.c).
  *
- * Which opens pass through: read-only opens (not O_DIRECT) of regular
- * files, of the backing's file when the backing is a local filesystem (a
- * network backing keeps the store and BackingTimeout between it and the
- * application), and offline of the mirror's file.  The file passed is the
- * one the view opened as the caller.
+ * Which opens pass through: read-only opens (not O_DIRECT) of regular files
+ * that have a complete local copy: online, a file the store holds whole and
+ * found unchanged at this open, of a backing on a local filesystem (its
+ * file is passed: a network backing keeps the store and BackingTimeout
+ * between it and the application); offline, the mirror's file.  The first
+ * read of a file goes through the view and fills the store as before.  The
+ * file passed is the one the view opened as the caller.
  *
  * The kernel fails with EIO an open that is not in the mode of the inode's
  * other open files (all passthrough with one backing, or none).  So the mode
@@ -184,8 +186,10 @@ void passthrough_reply_end(void)
         reply_backing_id = 0;
 }
 
-int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regular, bool offline)
+int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regular,
+                     bool local_copy)
 {
+        bool offline = view_offline(v);
         bool writing = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
         struct view_backing_map map = { .fd = fd };
         struct pt_node *n;
@@ -211,7 +215,7 @@ int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regula
         *key = id;
         n->opens = 1;
         n->offline = offline;
-        if (!writing && !(flags & O_DIRECT) && (offline || pt.backing_local)) {
+        if (!writing && !(flags & O_DIRECT) && local_copy && (offline || pt.backing_local)) {
                 r = ioctl(pt.fuse_fd, VIEW_DEV_IOC_BACKING_OPEN, &map);
                 if (r > 0)
                         n->backing_id = r;
@@ -221,7 +225,6 @@ int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regula
         g_hash_table_insert(pt.nodes, key, n);
         r = n->backing_id;
         pthread_mutex_unlock(&pt.lock);
-        (void)v;
         return r;
 }
 

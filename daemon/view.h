@@ -311,10 +311,12 @@ void passthrough_patch_init(void *init_out, size_t len, uint64_t offered);
 void passthrough_patch_reply(struct iovec *iov, int count);
 void passthrough_reply_begin(int backing_id);
 void passthrough_reply_end(void);
-/* An open of node id as descriptor fd: the backing id to pass through
- * (> 0), 0 to serve it, or -errno; each open counted until
- * passthrough_release(id), unless it returned -errno. */
-int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regular, bool offline);
+/* An open of node id as descriptor fd (local_copy: fd's content is a
+ * complete local copy): the backing id to pass through (> 0), 0 to serve
+ * it, or -errno; each open counted until passthrough_release(id), unless
+ * it returned -errno.  The caller holds view_change_begin() for writers. */
+int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regular,
+                     bool local_copy);
 void passthrough_release(uint64_t id);
 void passthrough_count_read(void);
 uint64_t passthrough_read_requests(void);

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""FUSE passthrough of read-only opens (daemon/view-passthrough.c): reads and
-mmap of a file served by the kernel from the local file, with no FUSE_READ
+"""FUSE passthrough of read-only opens (daemon/view-passthrough.c): once the
+store holds a file whole (its first read), reads and mmap of it are served
+by the kernel from the local file, with no FUSE_READ
 (the view's read_requests counter in "query state" does not move); the mode
 of a node's open files kept consistent (a writer while readers pass through,
 a reader while a writer is open: no EIO); offline, the mirror's file; and
@@ -34,11 +35,16 @@ def main():
     data = rand_bytes(4 << 20, 1)
     write_file(vol.b("f"), data)
 
-    # --- a read-only open passes through: no READ reaches the view, cold or warm
+    # --- the first read fills the store through the view; then a read-only
+    #     open passes through: no READ reaches the view, cold or warm
+    r0 = reads(vol)
+    eq(read_file(vol.v("f")), data, "first read of a file through the view")
+    check(reads(vol) > r0, "the first read reached the view (it fills the store)")
+    eq(vol.ctl("query cached", "f")["cached"], "complete", "the store holds it whole")
     drop_caches()
     r0 = reads(vol)
-    eq(read_file(vol.v("f")), data, "read of a file through the view (cold)")
-    eq(read_file(vol.v("f")), data, "read again (warm)")
+    eq(read_file(vol.v("f")), data, "read again (cold)")
+    eq(read_file(vol.v("f")), data, "and again (warm)")
     eq(reads(vol) - r0, 0, "no FUSE_READ reached the view: the kernel read the backing file")
 
     # --- mmap of a passed-through file
@@ -96,7 +102,7 @@ def main():
     os.truncate(vol.v("new"), 5)
     eq(read_file(vol.v("new")), b"hello", "after truncate through the view")
 
-    # --- offline: the mirror's file passes through
+    # --- offline: the mirror's file passes through (it is a complete copy)
     os.makedirs(vol.b("p"))
     pdata = rand_bytes(1 << 20, 2)
     write_file(vol.b("p", "x"), pdata)
