@@ -76,15 +76,15 @@ static struct {
         GHashTable *nodes;      /* protected by lock: nodeid -> struct pt_node */
         bool wanted;            /* not turned off; the kernel decides */
         bool on;                /* negotiated in INIT (atomic) */
-        bool backing_local;     /* the backing's files may be passed through online */
         int fuse_fd;
+        struct view *v;
         uint64_t read_requests; /* atomic */
 } pt = { .lock = PTHREAD_MUTEX_INITIALIZER, .fuse_fd = -1 };
 
 /* The open reply this thread is about to send, and its backing id. */
 static __thread int reply_backing_id;
 
-static bool fs_is_local(int fd)
+bool view_fs_is_local(int fd)
 {
         struct statfs sf;
 
@@ -113,7 +113,7 @@ void passthrough_setup(struct view *v, int fuse_fd)
 
         pt.wanted = !(e && (!strcmp(e, "0") || !strcmp(e, "no") || !strcmp(e, "off")));
         pt.fuse_fd = fuse_fd;
-        pt.backing_local = fs_is_local(v->root_fd);
+        pt.v = v;
         pt.nodes = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
         if (!pt.wanted)
                 log_info("FUSE passthrough turned off (FCACHE_VIEW_PASSTHROUGH)");
@@ -154,7 +154,7 @@ void passthrough_patch_init(void *init_out, size_t len, uint64_t offered)
         memcpy(o + INIT_OUT_STACK_DEPTH, &depth, sizeof(depth));
         __atomic_store_n(&pt.on, true, __ATOMIC_RELEASE);
         log_info("FUSE passthrough negotiated%s",
-                 pt.backing_local ? "" : " (offline only: the backing is not local)");
+                 pt.v->backing_local ? "" : " (offline only: the backing is not local)");
 }
 
 void passthrough_patch_reply(struct iovec *iov, int count)
@@ -215,7 +215,7 @@ int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regula
         *key = id;
         n->opens = 1;
         n->offline = offline;
-        if (!writing && !(flags & O_DIRECT) && local_copy && (offline || pt.backing_local)) {
+        if (!writing && !(flags & O_DIRECT) && local_copy && (offline || v->backing_local)) {
                 r = ioctl(pt.fuse_fd, VIEW_DEV_IOC_BACKING_OPEN, &map);
                 if (r > 0)
                         n->backing_id = r;

@@ -50,6 +50,7 @@ struct view {
         int root_fd;            /* O_PATH|O_DIRECTORY on Backing, never closed */
         int mount_fd;           /* O_RDONLY on Backing, for open_by_handle_at */
         dev_t backing_dev;
+        bool backing_local;     /* on a local filesystem: no BackingTimeout, passthrough */
         bool handles;           /* the backing supports name_to_handle_at */
         double lease_s;         /* entry/attr timeouts handed to the kernel */
         bool takeover;          /* this worker took over a live connection */
@@ -302,6 +303,8 @@ int view_worker_run(struct view *v, int fuse_fd);
 
 /* view-passthrough.c (see there) */
 struct iovec;
+/* Is fd on a local filesystem (not FUSE or a network filesystem)? */
+bool view_fs_is_local(int fd);
 void passthrough_setup(struct view *v, int fuse_fd);
 bool passthrough_on(void);
 /* INIT reply (fuse_init_out of len bytes): adds FUSE_PASSTHROUGH if offered. */
