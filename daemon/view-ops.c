@@ -106,10 +106,28 @@ static struct vfile *vfile_add(struct view *v, uint64_t fh, uint64_t id, int fd,
         return f;
 }
 
-int vfile_restore(struct view *v, uint64_t fh, uint64_t id, int flags)
+int vfile_restore(struct view *v, uint64_t fh, uint64_t id, int flags, uint32_t pt_mode)
 {
-        return vfile_add(v, fh, id, -1, flags < 0 ? O_RDONLY | O_DIRECTORY : flags, flags < 0)
-               ? 0 : -ENOMEM;
+        struct vfile *f = vfile_add(v, fh, id, -1, flags < 0 ? O_RDONLY | O_DIRECTORY : flags,
+                                    flags < 0);
+
+        if (!f)
+                return -ENOMEM;
+        if (pt_mode & PT_MODE_COUNTED) {
+                passthrough_restore(v, id, pt_mode);
+                f->pt_counted = true;
+                f->passthrough = (pt_mode & ~PT_MODE_COUNTED) != 0;
+                state_log_open_mode(v, f->fh, id, f->flags, pt_mode);
+        }
+        return 0;
+}
+
+/* Logs how an open file counts in its node's passthrough mode, for a successor. */
+static void vfile_log_mode(struct view *v, struct vfile *f, int bid)
+{
+        if (f->pt_counted)
+                state_log_open_mode(v, f->fh, f->id, f->flags,
+                                    PT_MODE_COUNTED | (uint32_t)(bid > 0 ? bid : 0));
 }
 
 void vfile_set_fh_floor(struct view *v, uint64_t fh)
@@ -989,6 +1007,7 @@ again:
         }
         f->pt_counted = regular && passthrough_on();
         f->passthrough = bid > 0;
+        vfile_log_mode(v, f, bid);
         /* A writer joining passthrough readers writes without us: its
          * writes are taken as done, for the mirror or the log. */
         if (f->passthrough && writing) {
@@ -1075,6 +1094,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         }
         f->pt_counted = S_ISREG(e.attr.st_mode) && passthrough_on();
         f->passthrough = r > 0;
+        vfile_log_mode(v, f, r);
         if (f->passthrough)
                 f->dirty = offline;
         view_change_end(v);

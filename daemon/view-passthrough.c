@@ -107,6 +107,33 @@ bool view_fs_is_local(int fd)
         }
 }
 
+static void nodes_init(void)
+{
+        if (!pt.nodes)
+                pt.nodes = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+}
+
+void passthrough_restore(struct view *v, uint64_t id, uint32_t mode)
+{
+        struct pt_node *n;
+
+        pthread_mutex_lock(&pt.lock);
+        nodes_init();
+        n = g_hash_table_lookup(pt.nodes, &id);
+        if (!n) {
+                uint64_t *key = g_new(uint64_t, 1);
+
+                *key = id;
+                n = g_new0(struct pt_node, 1);
+                n->backing_id = (int)(mode & ~PT_MODE_COUNTED);
+                /* Which tree it was opened in is not logged: the one served now. */
+                n->offline = view_offline(v);
+                g_hash_table_insert(pt.nodes, key, n);
+        }
+        n->opens++;
+        pthread_mutex_unlock(&pt.lock);
+}
+
 void passthrough_setup(struct view *v, int fuse_fd)
 {
         const char *e = getenv("FCACHE_VIEW_PASSTHROUGH");
@@ -114,7 +141,9 @@ void passthrough_setup(struct view *v, int fuse_fd)
         pt.wanted = !(e && (!strcmp(e, "0") || !strcmp(e, "no") || !strcmp(e, "off")));
         pt.fuse_fd = fuse_fd;
         pt.v = v;
-        pt.nodes = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+        pthread_mutex_lock(&pt.lock);
+        nodes_init();
+        pthread_mutex_unlock(&pt.lock);
         if (!pt.wanted)
                 log_info("FUSE passthrough turned off (FCACHE_VIEW_PASSTHROUGH)");
 }

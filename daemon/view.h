@@ -156,13 +156,15 @@ void state_log_node(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint
                     const char *name, const void *handle, unsigned hlen, int htype);
 void state_log_drop(struct view *v, uint64_t id);
 void state_log_open(struct view *v, uint64_t fh, uint64_t id, int flags);
+/* The same open again, with its passthrough mode (view-passthrough.c's word). */
+void state_log_open_mode(struct view *v, uint64_t fh, uint64_t id, int flags, uint32_t mode);
 void state_log_close(struct view *v, uint64_t fh);
 int state_save_init(struct view *v, const void *buf, size_t len);
 int state_load_init(struct view *v, void **buf, size_t *len);
 
 /* view-ops.c */
 extern const struct fuse_lowlevel_ops view_ops;
-int vfile_restore(struct view *v, uint64_t fh, uint64_t id, int flags);
+int vfile_restore(struct view *v, uint64_t fh, uint64_t id, int flags, uint32_t pt_mode);
 void vfile_set_fh_floor(struct view *v, uint64_t fh);
 /* After a state switch: open files move to what is now served. */
 void vfile_switch_all(struct view *v);
@@ -321,6 +323,11 @@ void passthrough_reply_end(void);
 int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regular,
                      bool local_copy);
 void passthrough_release(uint64_t id);
+/* The word the takeover log keeps for an open: counted, and its backing id. */
+#define PT_MODE_COUNTED (1u << 31)
+/* A successor counts an open file its predecessor had counted (and keeps
+ * its backing id, still registered on the connection). */
+void passthrough_restore(struct view *v, uint64_t id, uint32_t mode);
 void passthrough_count_read(void);
 uint64_t passthrough_read_requests(void);
 

@@ -89,6 +89,24 @@ def main():
     eq(read_file(vol.v("f")), data, "and cold")
     eq(reads(vol) - r2, 0, "passes through again once the writer is gone")
 
+    # --- a worker killed and taken over: open files keep their node's mode
+    rfd = os.open(vol.v("f"), os.O_RDONLY)
+    old = vol.kill_worker()
+    vol.wait_new_worker(old)
+    eq(os.pread(rfd, 16, 0), data[:16], "a passed-through open file reads across a takeover")
+    try:
+        eq(read_file(vol.v("f")), data, "a new reader of it after the takeover (no EIO)")
+        wfd = os.open(vol.v("f"), os.O_WRONLY)
+        os.pwrite(wfd, b"T", 200)
+        os.close(wfd)
+        data = data[:200] + b"T" + data[201:]
+        eq(os.pread(rfd, 1, 200), b"T", "a writer of it after the takeover (no EIO)")
+    except OSError as e:
+        check(False, f"open after a takeover: {e}")
+    os.close(rfd)
+    eq(reads(vol), 0, "the successor served no READ of it (its counter starts at 0)")
+    eq(read_file(vol.v("f")), data, "content after the takeover")
+
     # --- a file written through the view, truncated, appended: content right
     write_file(vol.v("new"), b"hello world\n")
     with open(vol.v("new"), "ab") as fh:
