@@ -927,6 +927,15 @@ static bool complete_copy(struct vfile *f, bool unchanged)
         return info.complete;
 }
 
+/* FOPEN_NOFLUSH: close(2) need not wait for a FLUSH when it has nothing
+ * to do: a reader's, and online a writer's on a local backing (the flush's
+ * dup+close reports write-back errors of network filesystems; offline it
+ * logs the content). */
+static bool close_is_noop(struct view *v, bool writing, bool offline)
+{
+        return !writing || (!offline && v->backing_local);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
         struct view *v = V(req);
@@ -1023,8 +1032,7 @@ again:
         fi->keep_cache = keep;
         if (fi->flags & O_DIRECT)
                 fi->direct_io = 1;
-        /* A reader's close has nothing to write back or log. */
-        if (!writing)
+        if (close_is_noop(v, writing, offline))
                 fi->noflush = 1;
         passthrough_reply_begin(bid);
         r = fuse_reply_open(req, fi);
@@ -1101,6 +1109,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         fi->fh = f->fh;
         if (fi->flags & O_DIRECT)
                 fi->direct_io = 1;
+        if (close_is_noop(v, true, offline))
+                fi->noflush = 1;
         passthrough_reply_begin(r);
         r = fuse_reply_create(req, &e, fi);
         passthrough_reply_end();

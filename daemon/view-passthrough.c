@@ -17,7 +17,11 @@
  * file is passed: a network backing keeps the store and BackingTimeout
  * between it and the application); offline, the mirror's file.  The first
  * read of a file goes through the view and fills the store as before.  The
- * file passed is the one the view opened as the caller.
+ * file passed is the one the view opened as the caller.  Files smaller than
+ * PT_MIN_SIZE are served as before: warm, the kernel's page cache answers
+ * their reads anyway (keep_cache), while a passthrough read makes the kernel
+ * drop the inode's atime, so the next stat costs a FUSE_GETATTR (tar, which
+ * stats each file it reads, got slower by one round trip per file).
  *
  * The kernel fails with EIO an open that is not in the mode of the inode's
  * other open files (all passthrough with one backing, or none).  So the mode
@@ -64,6 +68,8 @@ struct view_backing_map {
 /* fuse_init_out from 7.36 on: flags2 at 32, max_stack_depth (7.40) at 36. */
 #define INIT_OUT_FLAGS2 32
 #define INIT_OUT_STACK_DEPTH 36
+
+#define PT_MIN_SIZE (128 << 10)
 
 struct pt_node {
         unsigned opens;         /* open files of the node this table counts */
@@ -222,6 +228,7 @@ int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regula
         bool writing = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
         struct view_backing_map map = { .fd = fd };
         struct pt_node *n;
+        struct stat st;
         uint64_t *key;
         int r = 0;
 
@@ -244,7 +251,8 @@ int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regula
         *key = id;
         n->opens = 1;
         n->offline = offline;
-        if (!writing && !(flags & O_DIRECT) && local_copy && (offline || v->backing_local)) {
+        if (!writing && !(flags & O_DIRECT) && local_copy && (offline || v->backing_local) &&
+            fstat(fd, &st) == 0 && st.st_size >= PT_MIN_SIZE) {
                 r = ioctl(pt.fuse_fd, VIEW_DEV_IOC_BACKING_OPEN, &map);
                 if (r > 0)
                         n->backing_id = r;
