@@ -1006,7 +1006,8 @@ again:
         f->written = !offline && (fi->flags & O_TRUNC);
         if (!writing)
                 attach_store(v, f, &keep);
-        bid = passthrough_open(v, ino, bfd, fi->flags, regular, offline || complete_copy(f, keep));
+        bid = passthrough_open(v, ino, bfd, fi->flags, regular, offline || complete_copy(f, keep),
+                               false);
         if (bid < 0) {
                 vfile_remove(v, f);
                 if (writing)
@@ -1090,9 +1091,9 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         f->lid = lid;
         f->dirty = offline && existed && (fi->flags & O_TRUNC);
         f->written = !offline;
-        /* A created file joins its node's open files (passthrough readers
-         * when it existed and they have it open). */
-        r = passthrough_open(v, e.ino, bfd, fi->flags, S_ISREG(e.attr.st_mode), false);
+        /* A created file passes through (see view-passthrough.c), or joins
+         * its node's open files when it existed. */
+        r = passthrough_open(v, e.ino, bfd, fi->flags, S_ISREG(e.attr.st_mode), true, !existed);
         if (r < 0) {
                 vfile_remove(v, f);
                 vnode_forget(v, e.ino, 1);

@@ -11,8 +11,8 @@
  * gets FOPEN_PASSTHROUGH and the backing id, patched into the message
  * libfuse writes through the session's custom io (view-session.c).
  *
- * Which opens pass through: read-only opens (not O_DIRECT) of regular files
- * that have a complete local copy: online, a file the store holds whole and
+ * Which opens pass through: a file created by this open, and read-only
+ * opens (not O_DIRECT) of regular files that have a complete local copy: online, a file the store holds whole and
  * found unchanged at this open, of a backing on a local filesystem (its
  * file is passed: a network backing keeps the store and BackingTimeout
  * between it and the application); offline, the mirror's file.  The first
@@ -22,6 +22,12 @@
  * their reads anyway (keep_cache), while a passthrough read makes the kernel
  * drop the inode's atime, so the next stat costs a FUSE_GETATTR (tar, which
  * stats each file it reads, got slower by one round trip per file).
+ *
+ * A created file is its own complete copy: its writes go to the backing's
+ * (local) file or offline the mirror's directly, without a FUSE_WRITE (and
+ * without the GETXATTR of security.capability the kernel asks before the
+ * first write to an inode); the view marks it written, for the mirror or
+ * the log, as it cannot see the writes.
  *
  * The kernel fails with EIO an open that is not in the mode of the inode's
  * other open files (all passthrough with one backing, or none).  So the mode
@@ -222,7 +228,7 @@ void passthrough_reply_end(void)
 }
 
 int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regular,
-                     bool local_copy)
+                     bool local_copy, bool created)
 {
         bool offline = view_offline(v);
         bool writing = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
@@ -251,8 +257,8 @@ int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regula
         *key = id;
         n->opens = 1;
         n->offline = offline;
-        if (!writing && !(flags & O_DIRECT) && local_copy && (offline || v->backing_local) &&
-            fstat(fd, &st) == 0 && st.st_size >= PT_MIN_SIZE) {
+        if (!(flags & O_DIRECT) && local_copy && (offline || v->backing_local) &&
+            (created || (!writing && fstat(fd, &st) == 0 && st.st_size >= PT_MIN_SIZE))) {
                 r = ioctl(pt.fuse_fd, VIEW_DEV_IOC_BACKING_OPEN, &map);
                 if (r > 0)
                         n->backing_id = r;

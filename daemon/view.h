@@ -317,11 +317,11 @@ void passthrough_patch_reply(struct iovec *iov, int count);
 void passthrough_reply_begin(int backing_id);
 void passthrough_reply_end(void);
 /* An open of node id as descriptor fd (local_copy: fd's content is a
- * complete local copy): the backing id to pass through (> 0), 0 to serve
+ * complete local copy; created: by this open): the backing id to pass through (> 0), 0 to serve
  * it, or -errno; each open counted until passthrough_release(id), unless
  * it returned -errno.  The caller holds view_change_begin() for writers. */
 int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regular,
-                     bool local_copy);
+                     bool local_copy, bool created);
 void passthrough_release(uint64_t id);
 /* The word the takeover log keeps for an open: counted, and its backing id. */
 #define PT_MODE_COUNTED (1u << 31)

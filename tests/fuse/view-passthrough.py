@@ -144,10 +144,14 @@ def main():
     with open(vol.v("p", "x"), "r+b") as fh:
         fh.write(b"offline")
     eq(read_file(vol.v("p", "x")), pdata, "offline write then read")
+    write_file(vol.v("p", "made"), b"made offline\n" * 1000)
+    eq(read_file(vol.v("p", "made")), b"made offline\n" * 1000, "a file created offline")
     q = vol.ctl("reconnect")
     eq(q["state"], "online", "reconnected")
     eq(read_file(vol.b("p", "x")), pdata, "the offline write reached the backing")
     eq(read_file(vol.v("p", "x")), pdata, "and reads back online")
+    eq(read_file(vol.b("p", "made")), b"made offline\n" * 1000,
+       "the file created offline reached the backing")
     vol.stop()
 
     # --- turned off: every read is served by the view, content the same
