@@ -64,6 +64,19 @@ def main():
     eq(read_file(vol.v("small")), b"s" * 4096, "a small file, read again")
     check(reads(vol) > r1, "a small file is not passed through")
 
+    # --- an O_DIRECT open while a reader passes through: passed through too
+    #     (the kernel's rule), aligned direct reads work
+    rfd = os.open(vol.v("f"), os.O_RDONLY)
+    try:
+        dfd = os.open(vol.v("f"), os.O_RDONLY | os.O_DIRECT)
+        buf = mmap.mmap(-1, 4096)
+        eq(os.preadv(dfd, [buf], 4096), 4096, "an aligned O_DIRECT read beside a passthrough reader")
+        eq(bytes(buf), data[4096:8192], "its content")
+        os.close(dfd)
+    except OSError as e:
+        check(False, f"O_DIRECT open beside a passthrough reader: {e}")
+    os.close(rfd)
+
     # --- a writer while a reader passes through: no EIO; it passes through too
     rfd = os.open(vol.v("f"), os.O_RDONLY)
     eq(os.pread(rfd, 10, 0), data[:10], "reader open")
@@ -82,6 +95,22 @@ def main():
     os.close(rfd)
     data = b"WRITTEN" + data[7:]
     eq(read_file(vol.v("f")), data, "content after the write, through a new open")
+
+    # --- a truncating writer (a shell's >) while a reader passes through
+    write_file(vol.b("g"), data)
+    eq(read_file(vol.v("g")), data, "g: first read fills the store")
+    rfd = os.open(vol.v("g"), os.O_RDONLY)
+    eq(os.pread(rfd, 8, 0), data[:8], "g: reader open (passes through)")
+    short_data = rand_bytes(200 << 10, 3)
+    try:
+        write_file(vol.v("g"), short_data)
+        eq(os.stat(vol.v("g")).st_size, len(short_data), "g: size after O_TRUNC and write")
+        eq(os.pread(rfd, 8, 0), short_data[:8], "g: the reader sees the new content")
+        eq(read_file(vol.b("g")), short_data, "g: on the backing")
+    except OSError as e:
+        check(False, f"O_TRUNC open while a reader passes through: {e}")
+    os.close(rfd)
+    eq(read_file(vol.v("g")), short_data, "g: a new open reads the new content")
 
     # --- a reader while a writer is open (normal mode): no EIO, served by the view
     wfd = os.open(vol.v("f"), os.O_RDWR)
