@@ -52,6 +52,8 @@ struct vfile {
         bool written;           /* online: written, so the mirror takes it at release */
         bool pt_counted;        /* immutable: counted in view-passthrough.c's node modes */
         bool passthrough;       /* immutable: the kernel reads and writes it without us */
+        struct timespec pt_logged; /* offline, passed through: mtime when last logged */
+        off_t pt_logged_size;      /* and size */
 };
 
 static struct view *V(fuse_req_t req)
@@ -385,18 +387,32 @@ static int lid_before_change(struct view *v, int fd, uint64_t *lid)
         return r < 0 ? -EIO : 0;
 }
 
-/* Offline: logs the content of an open file written since it was last logged. */
+/* Offline: logs the content of an open file written since it was last logged.
+ * The writes of a file passed through are not seen: it stays dirty, and its
+ * mtime tells whether it changed since it was last logged (a shell's
+ * `cmd > file` flushes at the close of the descriptor it dup2()ed, before
+ * cmd writes anything). */
 static int log_content(struct view *v, struct vfile *f)
 {
+        struct stat st;
+        bool have;
         int r;
 
         if (!f->dirty)
                 return 0;
+        have = f->passthrough && fstat(f->fd, &st) == 0;
+        if (have && st.st_size == f->pt_logged_size && st.st_mtim.tv_sec == f->pt_logged.tv_sec &&
+            st.st_mtim.tv_nsec == f->pt_logged.tv_nsec)
+                return 0;
         if (!f->lid && lid_before_change(v, f->fd, &f->lid) < 0)
                 return -EIO;
         r = offline_note_content(v, f->lid, f->fd);
-        if (r == 0)
+        if (r == 0 && have) {
+                f->pt_logged = st.st_mtim;
+                f->pt_logged_size = st.st_size;
+        } else if (r == 0 && !f->passthrough) {
                 f->dirty = false;
+        }
         return r;
 }
 

@@ -10,6 +10,7 @@ FCACHE_VIEW_PASSTHROUGH=0 serving every read as before.
 """
 import mmap
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -174,6 +175,9 @@ def main():
         fh.write(b"offline")
     eq(read_file(vol.v("p", "x")), pdata, "offline write then read")
     write_file(vol.v("p", "made"), b"made offline\n" * 1000)
+    # a shell's redirection flushes (closes the descriptor it dup2()ed)
+    # before the command writes: the writes after it are logged too
+    subprocess.run(f"seq 1 5 > {vol.v('p', 'seq')}", shell=True, check=True)
     eq(read_file(vol.v("p", "made")), b"made offline\n" * 1000, "a file created offline")
     q = vol.ctl("reconnect")
     eq(q["state"], "online", "reconnected")
@@ -181,6 +185,8 @@ def main():
     eq(read_file(vol.v("p", "x")), pdata, "and reads back online")
     eq(read_file(vol.b("p", "made")), b"made offline\n" * 1000,
        "the file created offline reached the backing")
+    eq(read_file(vol.b("p", "seq")), b"1\n2\n3\n4\n5\n",
+       "a file written offline by a shell's redirection reached the backing")
     vol.stop()
 
     # --- turned off: every read is served by the view, content the same
