@@ -115,21 +115,23 @@ int vfile_restore(struct view *v, uint64_t fh, uint64_t id, int flags, uint32_t 
 
         if (!f)
                 return -ENOMEM;
-        if (pt_mode & PT_MODE_COUNTED) {
-                passthrough_restore(v, id, pt_mode);
+        /* The kernel sends opens of regular files only: each counts in its
+         * node's mode, normal unless logged as passed through. */
+        if (flags >= 0) {
+                passthrough_restore(v, id, pt_mode | PT_MODE_COUNTED);
                 f->pt_counted = true;
                 f->passthrough = (pt_mode & ~PT_MODE_COUNTED) != 0;
-                state_log_open_mode(v, f->fh, id, f->flags, pt_mode);
+                if (f->passthrough)
+                        state_log_open_mode(v, f->fh, id, f->flags, pt_mode);
         }
         return 0;
 }
 
-/* Logs how an open file counts in its node's passthrough mode, for a successor. */
+/* Logs an open file passed through with its backing id, for a successor. */
 static void vfile_log_mode(struct view *v, struct vfile *f, int bid)
 {
-        if (f->pt_counted)
-                state_log_open_mode(v, f->fh, f->id, f->flags,
-                                    PT_MODE_COUNTED | (uint32_t)(bid > 0 ? bid : 0));
+        if (bid > 0)
+                state_log_open_mode(v, f->fh, f->id, f->flags, PT_MODE_COUNTED | (uint32_t)bid);
 }
 
 void vfile_set_fh_floor(struct view *v, uint64_t fh)

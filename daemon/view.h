@@ -323,7 +323,7 @@ void passthrough_reply_end(void);
 int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regular,
                      bool local_copy, bool created);
 void passthrough_release(uint64_t id);
-/* The word the takeover log keeps for an open: counted, and its backing id. */
+/* The word the takeover log keeps for an open passed through: its backing id. */
 #define PT_MODE_COUNTED (1u << 31)
 /* A successor counts an open file its predecessor had counted (and keeps
  * its backing id, still registered on the connection). */

@@ -145,6 +145,14 @@ def main():
     os.close(rfd)
     eq(reads(vol), 0, "the successor served no READ of it (its counter starts at 0)")
     eq(read_file(vol.v("f")), data, "content after the takeover")
+    wfd = os.open(vol.v("f"), os.O_RDWR)    # a normal open, held across a takeover
+    old = vol.kill_worker()
+    vol.wait_new_worker(old)
+    try:
+        eq(read_file(vol.v("f")), data, "a reader while a writer from before the takeover is open")
+    except OSError as e:
+        check(False, f"a reader beside a normal open after a takeover: {e}")
+    os.close(wfd)
 
     # --- a file written through the view, truncated, appended: content right
     write_file(vol.v("new"), b"hello world\n" * 20000)
