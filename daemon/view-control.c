@@ -299,6 +299,8 @@ static int execute(struct view *v, const char *cmdline, int tfd, const char *rel
                 out_kv(o, "backing=%s", v->cfg->backing);
                 out_kv(o, "mountpoint=%s", v->cfg->mountpoint);
                 out_kv(o, "file_handles=%s", v->handles ? "yes" : "no");
+                out_kv(o, "passthrough=%s", passthrough_on() ? "yes" : "no");
+                out_kv(o, "read_requests=%" PRIu64, passthrough_read_requests());
                 pthread_mutex_lock(&v->itab_lock);
                 out_kv(o, "nodes=%u", g_hash_table_size(v->nodes));
                 out_kv(o, "node_fds=%u", v->open_fds);

@@ -189,7 +189,9 @@ static struct job *job_new(enum call call, int dirfd, const char *name, int flag
 /* Only the backing may hang: the mirror (offline) is local. */
 static bool bounded(struct view *v)
 {
-        return v->cfg->backing_timeout_ms && !view_offline(v);
+        /* A local filesystem does not go away as a server does: its calls
+         * are plain ones, without a helper thread's round trip. */
+        return v->cfg->backing_timeout_ms && !v->backing_local && !view_offline(v);
 }
 
 int backing_fstatat(struct view *v, int dirfd, const char *name, struct stat *st)
@@ -261,7 +263,7 @@ void backing_close(struct view *v, int fd)
 {
         struct job *j;
 
-        if (!v->cfg->backing_timeout_ms || !(j = calloc(1, sizeof(*j)))) {
+        if (!v->cfg->backing_timeout_ms || v->backing_local || !(j = calloc(1, sizeof(*j)))) {
                 close(fd);
                 return;
         }

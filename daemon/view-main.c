@@ -331,6 +331,7 @@ static int worker_setup(struct view *v, struct volume_config *cfg, bool takeover
         if (fstat(v->root_fd, &st) < 0)
                 return -errno;
         v->backing_dev = st.st_dev;
+        v->backing_local = view_fs_is_local(v->root_fd);
         fh = malloc(sizeof(*fh) + MAX_HANDLE_SZ);
         if (!fh)
                 return -ENOMEM;

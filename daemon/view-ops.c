@@ -56,6 +56,10 @@ struct vfile {
         bool written;           /* online: written, so the mirror takes it at release */
         bool touch_atime;       /* atomic: the first read from the store reads a byte
                                  * of the backing, whose rules then update its atime */
+        bool pt_counted;        /* immutable: counted in view-passthrough.c's node modes */
+        bool passthrough;       /* immutable: the kernel reads and writes it without us */
+        struct timespec pt_logged; /* offline, passed through: mtime when last logged */
+        off_t pt_logged_size;      /* and size */
 };
 
 static struct view *V(fuse_req_t req)
@@ -206,10 +210,30 @@ static struct vfile *vfile_add(struct view *v, uint64_t fh, uint64_t id, int fd,
         return f;
 }
 
-int vfile_restore(struct view *v, uint64_t fh, uint64_t id, int flags)
+int vfile_restore(struct view *v, uint64_t fh, uint64_t id, int flags, uint32_t pt_mode)
 {
-        return vfile_add(v, fh, id, -1, flags < 0 ? O_RDONLY | O_DIRECTORY : flags, flags < 0)
-               ? 0 : -ENOMEM;
+        struct vfile *f = vfile_add(v, fh, id, -1, flags < 0 ? O_RDONLY | O_DIRECTORY : flags,
+                                    flags < 0);
+
+        if (!f)
+                return -ENOMEM;
+        /* The kernel sends opens of regular files only: each counts in its
+         * node's mode, normal unless logged as passed through. */
+        if (flags >= 0) {
+                passthrough_restore(v, id, pt_mode | PT_MODE_COUNTED);
+                f->pt_counted = true;
+                f->passthrough = (pt_mode & ~PT_MODE_COUNTED) != 0;
+                if (f->passthrough)
+                        state_log_open_mode(v, f->fh, id, f->flags, pt_mode);
+        }
+        return 0;
+}
+
+/* Logs an open file passed through with its backing id, for a successor. */
+static void vfile_log_mode(struct view *v, struct vfile *f, int bid)
+{
+        if (bid > 0)
+                state_log_open_mode(v, f->fh, f->id, f->flags, PT_MODE_COUNTED | (uint32_t)bid);
 }
 
 void vfile_set_fh_floor(struct view *v, uint64_t fh)
@@ -290,6 +314,8 @@ static void vfile_remove(struct view *v, struct vfile *f)
         g_hash_table_remove(v->files, &f->fh);
         pthread_mutex_unlock(&v->ftab_lock);
         state_log_close(v, f->fh);
+        if (f->pt_counted)
+                passthrough_release(f->id);
         if (f->fd >= 0)
                 backing_close(v, f->fd);
         for (guint i = 0; f->retired && i < f->retired->len; i++)
@@ -477,18 +503,32 @@ static int lid_before_change(struct view *v, int fd, uint64_t *lid)
         return r < 0 ? -EIO : 0;
 }
 
-/* Offline: logs the content of an open file written since it was last logged. */
+/* Offline: logs the content of an open file written since it was last logged.
+ * The writes of a file passed through are not seen: it stays dirty, and its
+ * mtime tells whether it changed since it was last logged (a shell's
+ * `cmd > file` flushes at the close of the descriptor it dup2()ed, before
+ * cmd writes anything). */
 static int log_content(struct view *v, struct vfile *f)
 {
+        struct stat st;
+        bool have;
         int r;
 
         if (!f->dirty)
                 return 0;
+        have = f->passthrough && fstat(f->fd, &st) == 0;
+        if (have && st.st_size == f->pt_logged_size && st.st_mtim.tv_sec == f->pt_logged.tv_sec &&
+            st.st_mtim.tv_nsec == f->pt_logged.tv_nsec)
+                return 0;
         if (!f->lid && lid_before_change(v, f->fd, &f->lid) < 0)
                 return -EIO;
         r = offline_note_content(v, f->lid, f->fd);
-        if (r == 0)
+        if (r == 0 && have) {
+                f->pt_logged = st.st_mtim;
+                f->pt_logged_size = st.st_size;
+        } else if (r == 0 && !f->passthrough) {
                 f->dirty = false;
+        }
         return r;
 }
 
@@ -1085,15 +1125,36 @@ static int open_flags(struct fuse_file_info *fi)
         return fi->flags & ~(O_DIRECT | O_NOFOLLOW | O_APPEND | OPEN_FOR_EXEC);
 }
 
+/* The store holds all of the file as the backing has it now: the open was
+ * compared with the backing (close-to-open), and the lease covers the rest. */
+static bool complete_copy(struct vfile *f, bool unchanged)
+{
+        struct sobj_info info;
+
+        if (!f->obj || !unchanged)
+                return false;
+        store_obj_info(f->obj, &info);
+        return info.complete;
+}
+
+/* FOPEN_NOFLUSH: close(2) need not wait for a FLUSH when it has nothing
+ * to do: a reader's, and online a writer's on a local backing (the flush's
+ * dup+close reports write-back errors of network filesystems; offline it
+ * logs the content). */
+static bool close_is_noop(struct view *v, bool writing, bool offline)
+{
+        return !writing || (!offline && v->backing_local);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
         struct view *v = V(req);
         bool writing = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
         struct vfile *f;
         struct creds c;
-        bool keep = false, offline;
+        bool keep = false, offline, regular;
         uint64_t lid = 0;
-        int r, bfd;
+        int r, bfd, bid;
 
 again:
         if (writing)
@@ -1138,6 +1199,7 @@ again:
         }
         if (writing)
                 creds_leave(&c);
+        regular = S_ISREG(vnode_type(n));
         vnode_put(v, n);
         if (bfd == -ETIMEDOUT && !writing && view_wait_offline(v))
                 goto again;
@@ -1159,12 +1221,39 @@ again:
         f->lid = lid;
         f->dirty = offline && (fi->flags & O_TRUNC);
         f->written = !offline && (fi->flags & O_TRUNC);
-        if (writing)
+        if (!writing)
+                attach_store(v, f, &keep);
+        bid = passthrough_open(v, ino, bfd, fi->flags, regular, offline || complete_copy(f, keep),
+                               false);
+        if (bid < 0) {
+                vfile_remove(v, f);
+                if (writing)
+                        view_change_end(v);
+                fuse_reply_err(req, -bid);
+                return;
+        }
+        f->pt_counted = regular && passthrough_on();
+        f->passthrough = bid > 0;
+        vfile_log_mode(v, f, bid);
+        /* A writer joining passthrough readers writes without us: its
+         * writes are taken as done, for the mirror or the log. */
+        if (f->passthrough && writing) {
+                f->dirty = offline;
+                f->written = !offline;
+        }
+        if (writing) {
                 view_change_end(v);
-        attach_store(v, f, &keep);
+                if (!f->passthrough)
+                        attach_store(v, f, &keep);
+        }
         fi->fh = f->fh;
         fi->keep_cache = keep;
-        if (fuse_reply_open(req, fi) < 0)
+        if (close_is_noop(v, writing, offline))
+                fi->noflush = 1;
+        passthrough_reply_begin(bid);
+        r = fuse_reply_open(req, fi);
+        passthrough_reply_end();
+        if (r < 0)
                 vfile_remove(v, f);     /* the open was interrupted */
 }
 
@@ -1274,9 +1363,29 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         f->lid = lid;
         f->dirty = offline && existed && (fi->flags & O_TRUNC);
         f->written = !offline;
+        /* A created file passes through (see view-passthrough.c), or joins
+         * its node's open files when it existed. */
+        r = passthrough_open(v, e.ino, bfd, fi->flags, S_ISREG(e.attr.st_mode), true, !existed);
+        if (r < 0) {
+                vfile_remove(v, f);
+                vnode_forget(v, e.ino, 1);
+                view_change_end(v);
+                fuse_reply_err(req, -r);
+                return;
+        }
+        f->pt_counted = S_ISREG(e.attr.st_mode) && passthrough_on();
+        f->passthrough = r > 0;
+        vfile_log_mode(v, f, r);
+        if (f->passthrough)
+                f->dirty = offline;
         view_change_end(v);
         fi->fh = f->fh;
-        if (fuse_reply_create(req, &e, fi) < 0) {
+        if (close_is_noop(v, true, offline))
+                fi->noflush = 1;
+        passthrough_reply_begin(r);
+        r = fuse_reply_create(req, &e, fi);
+        passthrough_reply_end();
+        if (r < 0) {
                 vfile_remove(v, f);
                 vnode_forget(v, e.ino, 1);
         }
@@ -1291,6 +1400,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         char *buf;
         int err;
 
+        passthrough_count_read();
         f = vfile_of(v, fi, &err);
         if (!f) {
                 fuse_reply_err(req, err);

@@ -46,6 +46,7 @@ struct loop {
          * kernel offered (see init_reply_patch). */
         uint64_t init_unique;   /* written before libfuse processes the INIT */
         uint32_t init_offered;
+        uint32_t init_offered2; /* flags2, when the kernel sent FUSE_INIT_EXT */
 };
 
 /* Shared with the FUSE threads, which are not joined: never freed. */
@@ -72,6 +73,9 @@ static void note_init(const void *mem, size_t len)
         if (len < sizeof(*in) + offsetof(struct fuse_init_in, flags) + sizeof(ii->flags))
                 return;
         __atomic_store_n(&g_loop.init_offered, ii->flags, __ATOMIC_RELAXED);
+        if ((ii->flags & FUSE_INIT_EXT) &&
+            len >= sizeof(*in) + offsetof(struct fuse_init_in, flags2) + sizeof(ii->flags2))
+                __atomic_store_n(&g_loop.init_offered2, ii->flags2, __ATOMIC_RELAXED);
         __atomic_store_n(&g_loop.init_unique, in->unique, __ATOMIC_RELEASE);
 }
 
@@ -95,12 +99,15 @@ static void init_reply_patch(struct iovec *iov, int count)
         o->flags |= g_loop.init_offered & VIEW_INIT_FLAGS;
         if (g_loop.init_offered & VIEW_INIT_FLAGS & FUSE_HANDLE_KILLPRIV_V2)
                 log_debug("FUSE_HANDLE_KILLPRIV_V2 negotiated");
+        passthrough_patch_init(o, iov[1].iov_len,
+                               g_loop.init_offered | (uint64_t)g_loop.init_offered2 << 32);
 }
 
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *ud)
 {
         (void)ud;
         init_reply_patch(iov, count);
+        passthrough_patch_reply(iov, count);
         return writev(fd, iov, count);
 }
 
@@ -242,6 +249,7 @@ int view_worker_run(struct view *v, int fuse_fd)
                 return -ENOMEM;
         }
         g_loop.se = v->se;
+        passthrough_setup(v, fuse_fd);
         /* The inherited descriptor, through our own read/writev so that the
          * INIT reply can carry flags libfuse 3.14 does not know. */
         if (fuse_session_custom_io(v->se, &view_io, fuse_fd) != 0) {

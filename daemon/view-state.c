@@ -114,6 +114,13 @@ void state_log_open(struct view *v, uint64_t fh, uint64_t id, int flags)
         append(v, &r, sizeof(r));
 }
 
+void state_log_open_mode(struct view *v, uint64_t fh, uint64_t id, int flags, uint32_t mode)
+{
+        struct rec_open r = { { sizeof(r), STATE_OPEN }, fh, id, flags, mode };
+
+        append(v, &r, sizeof(r));
+}
+
 static int read_all(const char *path, char **buf, size_t *len)
 {
         GError *err = NULL;
@@ -186,7 +193,7 @@ static void replay(struct view *v, const char *buf, size_t len)
         while (g_hash_table_iter_next(&it, &key, &val)) {
                 const struct rec_open *r = val;
 
-                if (vfile_restore(v, r->fh, r->id, r->flags) == 0)
+                if (vfile_restore(v, r->fh, r->id, r->flags, r->pad) == 0)
                         restored_files++;
         }
         log_info("Took over %u nodes and %u open files from the previous worker",

@@ -10,6 +10,7 @@
  *   view-state.c    the takeover log (nodes and open files) and the saved INIT
  *   view-creds.c    per-thread caller credentials
  *   view-control.c  the control socket (query/flush/pin/set)
+ *   view-passthrough.c  FUSE passthrough of open files to local files
  *   view-command.c  the command grammar subset the control socket speaks
  *   store*.c        the persistent store
  *
@@ -50,6 +51,7 @@ struct view {
         int root_fd;            /* O_PATH|O_DIRECTORY on Backing, never closed */
         int mount_fd;           /* O_RDONLY on Backing, for open_by_handle_at */
         dev_t backing_dev;
+        bool backing_local;     /* on a local filesystem: no BackingTimeout, passthrough */
         bool handles;           /* the backing supports name_to_handle_at */
         double lease_s;         /* entry/attr timeouts handed to the kernel */
         bool takeover;          /* this worker took over a live connection */
@@ -166,13 +168,15 @@ void state_log_node(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint
                     const char *name, const void *handle, unsigned hlen, int htype);
 void state_log_drop(struct view *v, uint64_t id);
 void state_log_open(struct view *v, uint64_t fh, uint64_t id, int flags);
+/* The same open again, with its passthrough mode (view-passthrough.c's word). */
+void state_log_open_mode(struct view *v, uint64_t fh, uint64_t id, int flags, uint32_t mode);
 void state_log_close(struct view *v, uint64_t fh);
 int state_save_init(struct view *v, const void *buf, size_t len);
 int state_load_init(struct view *v, void **buf, size_t *len);
 
 /* view-ops.c */
 extern const struct fuse_lowlevel_ops view_ops;
-int vfile_restore(struct view *v, uint64_t fh, uint64_t id, int flags);
+int vfile_restore(struct view *v, uint64_t fh, uint64_t id, int flags, uint32_t pt_mode);
 void vfile_set_fh_floor(struct view *v, uint64_t fh);
 /* After a state switch: open files move to what is now served. */
 void vfile_switch_all(struct view *v);
@@ -336,6 +340,34 @@ int view_mount_find(const char *path, dev_t *dev);
 
 /* view-session.c */
 int view_worker_run(struct view *v, int fuse_fd);
+
+/* view-passthrough.c (see there) */
+struct iovec;
+/* Is fd on a local filesystem (not FUSE or a network filesystem)? */
+bool view_fs_is_local(int fd);
+void passthrough_setup(struct view *v, int fuse_fd);
+bool passthrough_on(void);
+/* INIT reply (fuse_init_out of len bytes): adds FUSE_PASSTHROUGH if offered. */
+void passthrough_patch_init(void *init_out, size_t len, uint64_t offered);
+/* Every reply written: the OPEN/CREATE reply between begin and end on this
+ * thread passes through backing_id (> 0). */
+void passthrough_patch_reply(struct iovec *iov, int count);
+void passthrough_reply_begin(int backing_id);
+void passthrough_reply_end(void);
+/* An open of node id as descriptor fd (local_copy: fd's content is a
+ * complete local copy; created: by this open): the backing id to pass through (> 0), 0 to serve
+ * it, or -errno; each open counted until passthrough_release(id), unless
+ * it returned -errno.  The caller holds view_change_begin() for writers. */
+int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regular,
+                     bool local_copy, bool created);
+void passthrough_release(uint64_t id);
+/* The word the takeover log keeps for an open passed through: its backing id. */
+#define PT_MODE_COUNTED (1u << 31)
+/* A successor counts an open file its predecessor had counted (and keeps
+ * its backing id, still registered on the connection). */
+void passthrough_restore(struct view *v, uint64_t id, uint32_t mode);
+void passthrough_count_read(void);
+uint64_t passthrough_read_requests(void);
 
 /* helpers shared by the ops and the control socket */
 uint64_t now_ns(void);

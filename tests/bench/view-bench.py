@@ -7,12 +7,15 @@ and sshfs, one run, same data (issue 5):
   randread  20,000 4 KiB random reads of that file, warm (median of 3)
   stat      stat of 20,000 cached files (after a first pass; median of 3)
   create    creation of 5,000 small files (create, write 100 bytes, close)
+  tar       `tar cf - tree | cat` of 2,000 small files (1-16 KiB), warm (median)
 
 Ratios are to raw (higher is better: raw_time / time).  Peers that cannot
 run here (no rclone, no sshd) are reported as missing, not failed.
 Environment: FCACHE_BENCH_DIR (default /var/tmp), FCACHE_BENCH_GIB (default 1),
 FCACHE_BENCH_ROUNDS (interleaved raw/view rounds, default 5),
-FCACHE_BENCH_PEERS (comma-separated, default "rclone,sshfs"; empty for none).
+FCACHE_BENCH_PEERS (comma-separated, default "rclone,sshfs"; empty for none),
+FCACHE_BENCH_VIEW_BEFORE (another fcache-view binary, e.g. of the commit
+before a change: measured as "before" in the same interleaved rounds).
 
 After the raw/view rounds it prints how the kernel holds the big file in its
 page cache on each side (folios and their mean size, from /proc/self/pagemap
@@ -37,6 +40,8 @@ import viewlib  # noqa: E402
 NSTAT = 20000
 NCREATE = 5000
 NRAND = 20000
+NTAR = 2000
+ROWS = ("seqread", "randread", "stat", "create", "tar")
 
 
 def drop_all_caches():
@@ -86,6 +91,12 @@ def create_all(root):
         fd = os.open(os.path.join(root, f"c{i:05d}"), os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
         os.write(fd, data)
         os.close(fd)
+    return time.perf_counter() - t
+
+
+def tar_all(root):
+    t = time.perf_counter()
+    subprocess.run("tar cf - tree | cat > /dev/null", shell=True, cwd=root, check=True)
     return time.perf_counter() - t
 
 
@@ -157,6 +168,8 @@ def measure(name, root, tag, size):
     stat_all(os.path.join(root, "many"))     # first pass: cold, populates caches
     r["stat"] = sorted(stat_all(os.path.join(root, "many")) for _ in range(3))[1]
     r["create"] = create_all(os.path.join(root, f"create-{tag}"))
+    tar_all(root)
+    r["tar"] = sorted(tar_all(root) for _ in range(3))[1]
     print(f"  {name:8s} seqread {r['seqread']:.3f}s ({r['seqread_MBps']:.0f} MB/s)  "
           f"randread {r['randread']:.3f}s  stat {r['stat']:.3f}s  create {r['create']:.3f}s",
           flush=True)
@@ -167,11 +180,12 @@ def measure_interleaved(roots, size, rounds=5):
     """raw and view measured in alternation, round by round, so that the
     load of a shared machine falls on both alike; medians per row."""
     names = list(roots)
-    res = {n: {"seqread": [], "randread": [], "stat": [], "create": []} for n in names}
+    res = {n: {k: [] for k in ROWS} for n in names}
     for n in names:                           # warm up every cache on each path
         seqread(os.path.join(roots[n], "big"))
         randread(os.path.join(roots[n], "big"), size)
         stat_all(os.path.join(roots[n], "many"))
+        tar_all(roots[n])
     subprocess.run(["sync"])
     time.sleep(1)
     for k in range(rounds):
@@ -180,6 +194,7 @@ def measure_interleaved(roots, size, rounds=5):
             res[n]["seqread"].append(dt)
             res[n]["randread"].append(randread(os.path.join(roots[n], "big"), size))
             res[n]["stat"].append(stat_all(os.path.join(roots[n], "many")))
+            res[n]["tar"].append(tar_all(roots[n]))
             if k < 3:
                 res[n]["create"].append(create_all(os.path.join(roots[n], f"create-{n}-{k}")))
     out = {}
@@ -193,7 +208,9 @@ def measure_interleaved(roots, size, rounds=5):
         r["seqread_MBps"] = size / r["seqread"] / 1e6
         print(f"  {n:8s} seqread {r['seqread']:.3f}s ({r['seqread_MBps']:.0f} MB/s)  "
               f"randread {r['randread']:.3f}s  stat {r['stat']:.3f}s  create {r['create']:.3f}s"
-              f"  (medians of {rounds}/{rounds}/{rounds}/{min(rounds, 3)}, interleaved)", flush=True)
+              f"  tar {r['tar']:.3f}s"
+              f"  (medians of {rounds}/{rounds}/{rounds}/{min(rounds, 3)}/{rounds}, interleaved)",
+              flush=True)
         out[n] = r
     for n in names:
         c = census[n]
@@ -223,6 +240,13 @@ def main():
             os.makedirs(d)
         with open(os.path.join(d, f"f{i:05d}"), "wb") as f:
             f.write(b"s" * 64)
+    rnd = random.Random(3)
+    for i in range(NTAR):
+        d = os.path.join(back, "tree", f"d{i // 100:02d}")
+        if i % 100 == 0:
+            os.makedirs(d)
+        with open(os.path.join(d, f"f{i:04d}"), "wb") as f:
+            f.write(rnd.randbytes(rnd.randrange(1024, 16384)))
     drop_all_caches()
     results = {}
     cleanups = []
@@ -230,9 +254,20 @@ def main():
         vol = viewlib.Volume("bench", backing=back, lease="600s", cache_size=f"{int(gib * 2) + 1}G")
         vol.start()
         cleanups.append(vol.stop)
+        roots = {"raw": back, "view": vol.mnt}
+        before = os.environ.get("FCACHE_BENCH_VIEW_BEFORE")
+        if before:
+            bvol = viewlib.Volume("bench-before", backing=back, lease="600s",
+                                  cache_size=f"{int(gib * 2) + 1}G")
+            bvol.args[0] = before
+            bvol.start()
+            cleanups.append(bvol.stop)
+            roots["before"] = bvol.mnt
         rounds = int(os.environ.get("FCACHE_BENCH_ROUNDS", "5"))
-        results.update(measure_interleaved({"raw": back, "view": vol.mnt}, size, rounds))
+        results.update(measure_interleaved(roots, size, rounds))
         vol.stop()
+        if before:
+            bvol.stop()
 
         peers = [p.strip() for p in os.environ.get("FCACHE_BENCH_PEERS", "rclone,sshfs").split(",")
                  if p.strip()]
@@ -289,12 +324,23 @@ def main():
 
     raw = results["raw"]
     print("\nratio to raw (raw time / time; higher is better)")
-    print(f"  {'':8s} {'seqread':>8s} {'randread':>9s} {'stat':>8s} {'create':>8s}")
+    print(f"  {'':8s} {'seqread':>8s} {'randread':>9s} {'stat':>8s} {'create':>8s} {'tar':>8s}")
     ratios = {}
     for name, r in results.items():
-        ratios[name] = {k: raw[k] / r[k] for k in ("seqread", "randread", "stat", "create")}
+        ratios[name] = {k: raw[k] / r[k] for k in ROWS if k in r}
         x = ratios[name]
-        print(f"  {name:8s} {x['seqread']:8.3f} {x['randread']:9.3f} {x['stat']:8.3f} {x['create']:8.3f}")
+        print(f"  {name:8s} " + " ".join(f"{x[k]:{8 if k != 'randread' else 9}.3f}"
+                                         if k in x else f"{'-':>8s}" for k in ROWS))
+    # Spread: each round's ratio to the raw run of the same round.
+    for name, r in results.items():
+        if name == "raw" or "samples" not in r:
+            continue
+        parts = []
+        for k in ROWS:
+            rs = [a / b for a, b in zip(raw["samples"][k], r["samples"][k])]
+            if rs:
+                parts.append(f"{k} {min(rs):.2f}-{max(rs):.2f}")
+        print(f"  {name:8s} per-round ratios: " + ", ".join(parts))
     # On a shared machine another process's drop_caches or the host's
     # reclaim can empty a page cache in the middle of a round: the medians
     # above then mix warm and cold reads.  The best round of each side is
@@ -303,9 +349,10 @@ def main():
     if "raw" in best:
         print(f"\nratio to raw, best round of each (raw and view only)")
         for name, b in best.items():
-            x = {k: best["raw"][k] / b[k] for k in ("seqread", "randread", "stat", "create")}
+            x = {k: best["raw"][k] / b[k] for k in ROWS}
             ratios[name + "_best"] = x
-            print(f"  {name:8s} {x['seqread']:8.3f} {x['randread']:9.3f} {x['stat']:8.3f} {x['create']:8.3f}")
+            print(f"  {name:8s} " + " ".join(f"{x[k]:{8 if k != 'randread' else 9}.3f}"
+                                             for k in ROWS))
     out = os.environ.get("FCACHE_BENCH_JSON")
     if out:
         with open(out, "w") as f:
