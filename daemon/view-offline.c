@@ -418,9 +418,9 @@ static void invalidate_nodes(struct view *v, GArray *ids)
         for (unsigned i = 0; ids && i < ids->len; i++) {
                 struct vnode_entry *e = &g_array_index(ids, struct vnode_entry, i);
 
-                /* A name may now lead elsewhere (reintegration renames and
-                 * replaces, inode numbers are reused): the kernel asks again. */
-                if (e->name)
+                /* Only a name that no longer leads to its node: invalidating
+                 * the others would unhash live directories (a process's cwd). */
+                if (e->name && e->inval_name)
                         fuse_lowlevel_notify_inval_entry(v->se, e->parent, e->name,
                                                          strlen(e->name));
                 fuse_lowlevel_notify_inval_inode(v->se, e->id, 0, 0);

@@ -614,7 +614,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
                 if (ffd >= 0)
                         r = futimens(ffd, tv);
                 else if (S_ISLNK(vnode_type(n)))
-                        r = syscall(SYS_utimensat, fd, NULL, tv, 0);
+                        /* The link itself (a NULL path would need a non-O_PATH fd). */
+                        r = utimensat(fd, "", tv, AT_EMPTY_PATH);
                 else
                         r = utimensat(AT_FDCWD, path, tv, 0);
                 if (r < 0) {

@@ -134,11 +134,13 @@ int vnode_restore(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint64
                   const char *name, const void *handle, unsigned hlen, int htype);
 void vnode_set_alt_floor(struct view *v, uint64_t id);
 int vnode_fill_stat(struct view *v, int fd, struct stat *st);
-/* After a state switch: nodes re-resolve in what is now served.  Returns
- * every node as the kernel knows it (struct vnode_entry), to invalidate. */
+/* After a state switch: each node is bound to its counterpart in what is now
+ * served.  Returns every node as the kernel knows it (struct vnode_entry):
+ * attributes to refresh, and the names that no longer lead to their node. */
 struct vnode_entry {
         uint64_t id, parent;
         char *name;     /* NULL for the root */
+        bool inval_name;
 };
 GArray *vnode_switch_all(struct view *v);
 
