@@ -702,6 +702,23 @@ void vnode_moved(struct view *v, fuse_ino_t newparent, int npfd, const char *new
         free(nm);
 }
 
+int vnode_parent_of(struct view *v, fuse_ino_t id, uint64_t *parent, char **name)
+{
+        uint64_t key = id;
+        struct vnode *n;
+        int r = -ENOENT;
+
+        pthread_mutex_lock(&v->itab_lock);
+        n = g_hash_table_lookup(v->nodes, &key);
+        if (n && n->id != FUSE_ROOT_ID && n->name && !n->detached) {
+                *name = strdup(n->name);
+                *parent = n->parent;
+                r = *name ? 0 : -ENOMEM;
+        }
+        pthread_mutex_unlock(&v->itab_lock);
+        return r;
+}
+
 bool vnode_cacheable(struct view *v, fuse_ino_t id)
 {
         uint64_t inos[256], key = id;

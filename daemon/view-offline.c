@@ -191,8 +191,44 @@ static int child_lid(struct view *v, int dfd, const char *name, uint64_t plid, u
         return oplog_object(v->oplog, plid, name, &ver, lid);
 }
 
-/* offline_lock held. */
-static int lid_of(struct view *v, int dfd, const char *name, uint64_t *out)
+/* offline_lock held: the lid of an object the log knows already, found by its
+ * own marks (no path needed, whatever its depth or how many names it has). */
+static int known_lid(struct view *v, int dfd, const char *name, uint64_t *lid)
+{
+        struct mirror_base b;
+
+        if (mirror_get_base(dfd, name, &b) == 0)
+                return oplog_find_ino(v->oplog, b.ver.ino, lid) == 0 ? 0 : -ENOENT;
+        return mirror_get_lid(dfd, name, lid) == 0 ? 0 : -ENOENT;
+}
+
+/* The name of the entry of directory dfd that is inode ino. */
+static char *name_in(int dfd, ino_t ino)
+{
+        struct dirent *de;
+        char *found = NULL;
+        int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return NULL;
+        }
+        while (!found && (de = readdir(d))) {
+                struct stat st;
+
+                if (de->d_ino == ino && strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+                    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    st.st_ino == ino)
+                        found = strdup(de->d_name);
+        }
+        closedir(d);
+        return found;
+}
+
+/* offline_lock held: by the path (an object known only by a descriptor). */
+static int lid_by_path(struct view *v, int dfd, const char *name, uint64_t *out)
 {
         char *rel = view_rel_path(v->mirror_fd, dfd, name);
         gchar **parts;
@@ -226,6 +262,51 @@ static int lid_of(struct view *v, int dfd, const char *name, uint64_t *out)
         return r;
 }
 
+/*
+ * offline_lock held: the lid of mirror object dfd/name (dfd itself when name
+ * is NULL), registering it (and the directories above it) at its first
+ * change.  Directories are climbed by descriptors ("..") rather than by a
+ * path, which would fail near PATH_MAX.
+ */
+static int lid_of_depth(struct view *v, int dfd, const char *name, uint64_t *out, int depth)
+{
+        struct stat st, root;
+        uint64_t plid;
+        char *me;
+        int up, r;
+
+        if (known_lid(v, dfd, name, out) == 0)
+                return 0;
+        if (depth > 4096)
+                return -ELOOP;
+        if (name && *name) {
+                r = lid_of_depth(v, dfd, NULL, &plid, depth + 1);
+                return r < 0 ? r : child_lid(v, dfd, name, plid, out);
+        }
+        if (fstatat(dfd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ||
+            fstat(v->mirror_fd, &root) < 0)
+                return -errno;
+        if (st.st_ino == root.st_ino && st.st_dev == root.st_dev) {
+                *out = OPLOG_ROOT;
+                return 0;
+        }
+        if (!S_ISDIR(st.st_mode))
+                return lid_by_path(v, dfd, NULL, out);
+        up = openat(dfd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (up < 0)
+                return -errno;
+        me = name_in(up, st.st_ino);
+        r = me ? lid_of_depth(v, up, me, out, depth + 1) : -ESTALE;
+        free(me);
+        close(up);
+        return r;
+}
+
+static int lid_of(struct view *v, int dfd, const char *name, uint64_t *out)
+{
+        return lid_of_depth(v, dfd, name, out, 0);
+}
+
 int offline_lid(struct view *v, int dfd, const char *name, uint64_t *lid)
 {
         int r;
@@ -239,6 +320,22 @@ int offline_lid(struct view *v, int dfd, const char *name, uint64_t *lid)
 }
 
 /* ---- records ---- */
+
+/*
+ * offline_lock held: after new content of lid (mirror descriptor fd), its
+ * mtime as the change left it, so that replay stamps the time of the change,
+ * not its own.  Recorded after the content, which replay applies first.
+ */
+static int note_mtime(struct view *v, uint64_t lid, int fd)
+{
+        struct oplog_setattr sa = { .mask = OPLOG_SET_MTIME };
+        struct stat st;
+
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        sa.mtime = st.st_mtim;
+        return oplog_record_setattr(v->oplog, lid, &sa);
+}
 
 static int note_result(int r, const char *what)
 {
@@ -348,6 +445,8 @@ int offline_note_atomic_save(struct view *v, uint64_t plid, const char *name, ui
         r = oplog_record_unlink(v->oplog, plid, name, lid);
         if (r == 0)
                 r = oplog_record_content(v->oplog, dest_lid, fd);
+        if (r == 0)
+                r = note_mtime(v, dest_lid, fd);
         if (r == 0 && fstat(fd, &st) == 0 && (st.st_mode & 07777) != (dest_base->ver.mode & 07777)) {
                 struct oplog_setattr sa = { .mask = OPLOG_SET_MODE, .mode = st.st_mode & 07777 };
 
@@ -378,6 +477,8 @@ int offline_note_content(struct view *v, uint64_t lid, int fd)
                 return rfd;
         pthread_mutex_lock(&v->offline_lock);
         r = oplog_record_content(v->oplog, lid, rfd);
+        if (r == 0)
+                r = note_mtime(v, lid, rfd);
         pthread_mutex_unlock(&v->offline_lock);
         close(rfd);
         return note_result(r, "write");

@@ -355,11 +355,32 @@ static void drop_if_last(struct view *v, const struct stat *st)
                 store_drop_ino(v->store, st->st_ino, true);
 }
 
-/* Offline: the log id of node fd (registered with its base before it changes). */
-static int lid_before_change(struct view *v, int fd, uint64_t *lid)
+/*
+ * Offline: the log id of node id, descriptor fd (registered with its base
+ * before it changes).  Named through its parent's descriptor when the node
+ * table knows it there, so that no path is needed (a file has no "..").
+ */
+static int lid_before_change(struct view *v, fuse_ino_t id, int fd, uint64_t *lid)
 {
-        int r = offline_lid(v, fd, NULL, lid);
+        struct stat me, there;
+        struct vnode *p;
+        uint64_t parent;
+        char *name;
+        int pfd, r = -ENOENT;
 
+        if (vnode_parent_of(v, id, &parent, &name) == 0) {
+                pfd = vnode_get(v, parent, &p);
+                if (pfd >= 0) {
+                        if (fstatat(fd, "", &me, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 &&
+                            fstatat(pfd, name, &there, AT_SYMLINK_NOFOLLOW) == 0 &&
+                            me.st_ino == there.st_ino && me.st_dev == there.st_dev)
+                                r = offline_lid(v, pfd, name, lid);
+                        vnode_put(v, p);
+                }
+                free(name);
+        }
+        if (r < 0)
+                r = offline_lid(v, fd, NULL, lid);
         return r < 0 ? -EIO : 0;
 }
 
@@ -370,7 +391,7 @@ static int log_content(struct view *v, struct vfile *f)
 
         if (!f->dirty)
                 return 0;
-        if (!f->lid && lid_before_change(v, f->fd, &f->lid) < 0)
+        if (!f->lid && lid_before_change(v, f->id, f->fd, &f->lid) < 0)
                 return -EIO;
         r = offline_note_content(v, f->lid, f->fd);
         if (r == 0)
@@ -491,6 +512,7 @@ static int log_setattr(struct view *v, uint64_t lid, int fd, int ffd, const stru
                        int valid)
 {
         struct oplog_setattr sa = { 0 };
+        struct stat now;
         int r = 0;
 
         if (valid & FUSE_SET_ATTR_MODE) {
@@ -505,17 +527,17 @@ static int log_setattr(struct view *v, uint64_t lid, int fd, int ffd, const stru
                 sa.mask |= OPLOG_SET_GID;
                 sa.gid = attr->st_gid;
         }
+        /* "Now" is the time of this change, as the mirror took it, not replay's. */
+        if (valid & (FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW) &&
+            fstatat(fd, "", &now, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
         if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW)) {
                 sa.mask |= OPLOG_SET_ATIME;
-                sa.atime = attr->st_atim;
-                if (valid & FUSE_SET_ATTR_ATIME_NOW)
-                        sa.atime.tv_nsec = UTIME_NOW;
+                sa.atime = valid & FUSE_SET_ATTR_ATIME_NOW ? now.st_atim : attr->st_atim;
         }
         if (valid & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
                 sa.mask |= OPLOG_SET_MTIME;
-                sa.mtime = attr->st_mtim;
-                if (valid & FUSE_SET_ATTR_MTIME_NOW)
-                        sa.mtime.tv_nsec = UTIME_NOW;
+                sa.mtime = valid & FUSE_SET_ATTR_MTIME_NOW ? now.st_mtim : attr->st_mtim;
         }
         if (valid & FUSE_SET_ATTR_SIZE) {
                 int cfd = ffd >= 0 ? ffd : backing_reopen(fd, O_RDONLY);
@@ -543,7 +565,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
         int r = 0, err, ffd = -1;
 
         WITH_NODE_CHANGING(v, ino, n, fd, req, offline);
-        if (offline && (r = lid_before_change(v, fd, &lid)) < 0)
+        if (offline && (r = lid_before_change(v, ino, fd, &lid)) < 0)
                 goto out;
         if (fi) {
                 f = vfile_of(v, fi, &err);
@@ -742,7 +764,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
                 fuse_reply_err(req, -npfd);
                 return;
         }
-        r = offline ? lid_before_change(v, fd, &lid) : 0;
+        r = offline ? lid_before_change(v, ino, fd, &lid) : 0;
         if (r >= 0)
                 r = linkat(fd, "", npfd, newname, AT_EMPTY_PATH) < 0 ? -errno : 0;
         if (r >= 0 && offline)
@@ -919,7 +941,7 @@ again:
         }
         /* Offline, a file opened for writing is registered with its base
          * content before anything (O_TRUNC first) changes it. */
-        r = offline && writing && S_ISREG(vnode_type(n)) ? lid_before_change(v, fd, &lid) : 0;
+        r = offline && writing && S_ISREG(vnode_type(n)) ? lid_before_change(v, ino, fd, &lid) : 0;
         if (r >= 0)
                 r = creds_enter(req, &c);
         if (r < 0) {
@@ -1091,7 +1113,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
                 return;
         }
         offline = view_offline(v);
-        if (offline && !f->lid && lid_before_change(v, f->fd, &f->lid) < 0) {
+        if (offline && !f->lid && lid_before_change(v, f->id, f->fd, &f->lid) < 0) {
                 view_change_end(v);
                 fuse_reply_err(req, EIO);
                 return;
@@ -1341,7 +1363,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
         proc_path(path, sizeof(path), fd);
         r = offline && mirror_xattr_hidden(name) ? -EPERM : 0;
         if (r >= 0 && offline)
-                r = lid_before_change(v, fd, &lid);
+                r = lid_before_change(v, ino, fd, &lid);
         if (r >= 0)
                 r = creds_enter(req, &c);
         if (r >= 0) {
@@ -1461,7 +1483,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
         proc_path(path, sizeof(path), fd);
         r = offline && mirror_xattr_hidden(name) ? -ENODATA : 0;
         if (r >= 0 && offline)
-                r = lid_before_change(v, fd, &lid);
+                r = lid_before_change(v, ino, fd, &lid);
         if (r >= 0)
                 r = creds_enter(req, &c);
         if (r >= 0) {
@@ -1491,7 +1513,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
                 fuse_reply_err(req, err);
                 return;
         }
-        if (view_offline(v) && !f->lid && lid_before_change(v, f->fd, &f->lid) < 0) {
+        if (view_offline(v) && !f->lid && lid_before_change(v, f->id, f->fd, &f->lid) < 0) {
                 view_change_end(v);
                 fuse_reply_err(req, EIO);
                 return;

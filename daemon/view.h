@@ -125,6 +125,8 @@ void vnode_forget(struct view *v, fuse_ino_t id, uint64_t nlookup);
 bool vnode_child_is(struct view *v, fuse_ino_t parent, const char *name, uint64_t ino);
 /* After a rename through the view: re-points the moved node at its new name. */
 void vnode_moved(struct view *v, fuse_ino_t newparent, int npfd, const char *newname);
+/* The parent and name the node table knows node id by (name to free). */
+int vnode_parent_of(struct view *v, fuse_ino_t id, uint64_t *parent, char **name);
 /* Is a store copy allowed for objects under node id (set cacheable off)? */
 bool vnode_cacheable(struct view *v, fuse_ino_t id);
 /* The kernel's nodeid of a backing inode, or 0 if the kernel does not know it. */

@@ -125,7 +125,7 @@ def main():
     os.utime(b("tm", "f"), (1000000000, 1000000000))
     write_file(b("ln", "target"), b"t\n")
     os.symlink("target", b("ln", "sym"))
-    deep = deep_dir(b("deep"), 4000)
+    deep = deep_dir(b("deep"), 4400)
     os.close(mkdirs_at(b(), ["deep"] + deep))
     vol.start()
     v = vol.v
