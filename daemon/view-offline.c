@@ -112,6 +112,7 @@ int view_oplog_open(struct view *v)
         pthread_rwlockattr_destroy(&attr);
         v->state = VIEW_ONLINE;
         v->mirror_fd = -1;
+        v->mirror_links_fd = -1;
         /* Reserve is the room kept for offline edits: the log may use it all. */
         opts.max_bytes = v->cfg->reserve;
         dir = g_build_filename(v->cfg->cache_dir, "offline", NULL);
@@ -148,9 +149,11 @@ void offline_translate_stat(struct view *v, int fd, struct stat *st)
         struct mirror_base b;
         uint64_t lid;
 
-        if (mirror_get_base(fd, NULL, &b) == 0)
+        if (mirror_get_base(fd, NULL, &b) == 0) {
+                if (mirror_links_counted(v, st, b.ver.ino))
+                        st->st_nlink--;         /* the index's link is no name */
                 st->st_ino = b.ver.ino;
-        else if (mirror_get_lid(fd, NULL, &lid) == 0)
+        } else if (mirror_get_lid(fd, NULL, &lid) == 0)
                 st->st_ino = OFFLINE_INO_BASE + lid;
         st->st_dev = v->backing_dev;
 }

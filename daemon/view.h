@@ -84,6 +84,7 @@ struct view {
         bool timeout_thread;    /* atomic: a backing timeout is being handled */
         bool auto_reconnect;    /* atomic: offline by a timeout, back when the backing answers */
         dev_t mirror_dev;
+        int mirror_links_fd;    /* CacheDir/mirror.links (view-mirror.c), or -1 */
 
         int control_fd;         /* listening control socket */
         int ready_fd;           /* pipe to the holder: one byte once serving, or -1 */
@@ -262,6 +263,8 @@ int mirror_get_base(int dfd, const char *name, struct mirror_base *b);
 int mirror_get_lid(int dfd, const char *name, uint64_t *lid);
 int mirror_set_lid(int dfd, const char *name, uint64_t lid);
 bool mirror_xattr_hidden(const char *name);
+/* Is one link of a mirror object (stat st, server inode sino) the index's? */
+bool mirror_links_counted(struct view *v, const struct stat *st, uint64_t sino);
 /* dfd/name becomes the mirror of the server object @b describes (no longer a new one). */
 int mirror_take_identity(int dfd, const char *name, const struct mirror_base *b);
 /* Mirrors volume path rel (and its subtree when recursive) from the backing;
