@@ -122,6 +122,16 @@ static bool same_identity(const struct mirror_base *a, const struct mirror_base 
                a->ver.mode == b->ver.mode;
 }
 
+/*
+ * The same content, though a link, unlink or rename elsewhere changed the
+ * object's ctime (and nlink): size and mtime as a write leaves them.
+ */
+static bool same_content(const struct mirror_base *a, const struct mirror_base *b)
+{
+        return a->ver.ino == b->ver.ino && a->ver.size == b->ver.size &&
+               a->ver.mtime_ns == b->ver.mtime_ns && a->ver.mode == b->ver.mode;
+}
+
 /* rm -rf of dfd/name. */
 static int remove_tree(int dfd, const char *name, int depth)
 {
@@ -195,7 +205,7 @@ static int link_partner(struct view *v, int mdfd, const char *name, const struct
         links_key(key, sizeof(key), bst->st_ino);
         base_from_stat(&want, bst, 0);
         if (fstatat(v->mirror_links_fd, key, &lst, AT_SYMLINK_NOFOLLOW) < 0 ||
-            mirror_get_base(v->mirror_links_fd, key, &have) < 0 || !same_identity(&have, &want))
+            mirror_get_base(v->mirror_links_fd, key, &have) < 0 || !same_content(&have, &want))
                 return -ENOENT;
         if (fstatat(mdfd, name, &mst, AT_SYMLINK_NOFOLLOW) == 0 && mst.st_ino == lst.st_ino)
                 return set_base(mdfd, name, &want);     /* already that object */
@@ -407,6 +417,58 @@ static int copy_special(struct view *v, int bdfd, int mdfd, const char *name,
 static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth);
 
 /*
+ * New content of a file with several names whose mirror object they share:
+ * written in place, since a copy renamed over one name would leave the others
+ * on the old object.  Its identity goes first and comes back only once the
+ * bytes are durable, so a crash leaves an object without one (copied again),
+ * never half a file under a valid identity.
+ */
+static int rewrite_shared(struct view *v, int bdfd, int mdfd, const char *name,
+                          const struct stat *bst)
+{
+        struct mirror_base want;
+        char p[PATH_MAX], *buf = malloc(COPY_CHUNK);
+        int bfd = -1, mfd = -1, r = 0;
+        off_t off = 0;
+
+        if (!buf)
+                return -ENOMEM;
+        entry_path(p, sizeof(p), mdfd, name);
+        if (lremovexattr(p, XATTR_BASE) < 0 && errno != ENODATA)
+                r = -errno;
+        if (r == 0 && (bfd = openat(bdfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+                r = -errno;
+        if (r == 0 && (mfd = openat(mdfd, name, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC)) < 0)
+                r = -errno;
+        while (r == 0 && off < bst->st_size) {
+                ssize_t n = pread(bfd, buf, COPY_CHUNK, off);
+
+                if (n < 0)
+                        r = -errno;
+                if (n <= 0)
+                        break;
+                if (pwrite(mfd, buf, (size_t)n, off) != n)
+                        r = -EIO;
+                off += n;
+        }
+        if (r == 0 && fsync(mfd) < 0)
+                r = -errno;
+        if (r == 0) {
+                set_owner_mode_times(mdfd, name, bst);
+                base_from_stat(&want, bst, 0);
+                r = set_base(mdfd, name, &want);
+        }
+        if (r == 0)
+                index_links(v, mdfd, name, bst);
+        if (mfd >= 0)
+                close(mfd);
+        if (bfd >= 0)
+                close(bfd);
+        free(buf);
+        return r;
+}
+
+/*
  * Makes mdfd/name what bdfd/name is.  A directory's children are mirrored
  * too when recursive (it is then marked complete); else only the directory.
  */
@@ -464,6 +526,16 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
         r = link_partner(v, mdfd, name, &bst);
         if (r != -ENOENT)
                 return r;
+        /* A link added or removed elsewhere changed only its count (and ctime):
+         * the same object keeps its content, and is indexed for the new name. */
+        if (based && S_ISREG(bst.st_mode) && have.ver.nlink != want.ver.nlink &&
+            same_content(&have, &want)) {
+                set_owner_mode_times(mdfd, name, &bst);
+                r = set_base(mdfd, name, &want);
+                if (r == 0)
+                        index_links(v, mdfd, name, &bst);
+                return r;
+        }
         if (based && same_identity(&have, &want)) {
                 if (have.ver.uid != want.ver.uid || have.ver.gid != want.ver.gid ||
                     have.ver.nlink != want.ver.nlink) {
@@ -472,6 +544,9 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
                 }
                 return 0;
         }
+        if (S_ISREG(bst.st_mode) && bst.st_nlink > 1 && based && mst.st_nlink > 1 &&
+            have.ver.ino == want.ver.ino)
+                return rewrite_shared(v, bdfd, mdfd, name, &bst);
         if (S_ISREG(bst.st_mode))
                 return copy_file(v, bdfd, mdfd, name, &bst, batch);
         return copy_special(v, bdfd, mdfd, name, &bst);

@@ -652,8 +652,6 @@ out:
                 r = log_setattr(v, lid, fd, ffd, attr, valid);
         if (r >= 0)
                 r = vnode_fill_stat(v, fd, &st);
-        if (r >= 0 && !offline && (valid & ~FUSE_SET_ATTR_SIZE))
-                mirror_note_change(v, fd, NULL);
         if (r >= 0 && !offline && (valid & FUSE_SET_ATTR_SIZE) && S_ISREG(st.st_mode)) {
                 struct sobj *o;
 
@@ -663,6 +661,9 @@ out:
                         store_obj_put(v->store, o);
                 }
         }
+        /* A truncation too: the mirror would serve the old bytes offline. */
+        if (r >= 0 && !offline)
+                mirror_note_change(v, fd, NULL);
         vnode_put(v, n);
         view_change_end(v);
         if (r < 0)
@@ -767,10 +768,13 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
         r = offline ? lid_before_change(v, ino, fd, &lid) : 0;
         if (r >= 0)
                 r = linkat(fd, "", npfd, newname, AT_EMPTY_PATH) < 0 ? -errno : 0;
-        if (r >= 0 && offline)
+        if (r >= 0 && offline) {
                 r = offline_note_link(v, lid, npfd, newname);
-        else if (r >= 0)
+        } else if (r >= 0) {
+                /* The mirror object first, so that the new name becomes its link. */
+                mirror_note_change(v, fd, NULL);
                 mirror_note_change(v, npfd, newname);
+        }
         if (r >= 0)
                 r = vnode_lookup(v, newparent, npfd, newname, &e);
         vnode_put(v, np);
