@@ -205,8 +205,7 @@ static int known_lid(struct view *v, int dfd, const char *name, uint64_t *lid)
         return mirror_get_lid(dfd, name, lid) == 0 ? 0 : -ENOENT;
 }
 
-/* The name of the entry of directory dfd that is inode ino. */
-static char *name_in(int dfd, ino_t ino)
+char *offline_name_in(int dfd, ino_t ino)
 {
         struct dirent *de;
         char *found = NULL;
@@ -278,8 +277,15 @@ static int lid_of_depth(struct view *v, int dfd, const char *name, uint64_t *out
         char *me;
         int up, r;
 
-        if (known_lid(v, dfd, name, out) == 0)
+        if (known_lid(v, dfd, name, out) == 0) {
+                /* A file with several links: the name it is reached by now may
+                 * be the one replay has to follow it by, once the others go. */
+                if (name && *name && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    S_ISREG(st.st_mode) && st.st_nlink > 1 &&
+                    lid_of_depth(v, dfd, NULL, &plid, depth + 1) == 0)
+                        oplog_object_alias(v->oplog, *out, plid, name);
                 return 0;
+        }
         if (depth > 4096)
                 return -ELOOP;
         if (name && *name) {
@@ -298,7 +304,7 @@ static int lid_of_depth(struct view *v, int dfd, const char *name, uint64_t *out
         up = openat(dfd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (up < 0)
                 return -errno;
-        me = name_in(up, st.st_ino);
+        me = offline_name_in(up, st.st_ino);
         r = me ? lid_of_depth(v, up, me, out, depth + 1) : -ESTALE;
         free(me);
         close(up);

@@ -370,13 +370,20 @@ static int lid_before_change(struct view *v, fuse_ino_t id, int fd, uint64_t *li
 
         if (vnode_parent_of(v, id, &parent, &name) == 0) {
                 pfd = vnode_get(v, parent, &p);
-                if (pfd >= 0) {
-                        if (fstatat(fd, "", &me, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 &&
-                            fstatat(pfd, name, &there, AT_SYMLINK_NOFOLLOW) == 0 &&
-                            me.st_ino == there.st_ino && me.st_dev == there.st_dev)
+                if (pfd >= 0 && fstatat(fd, "", &me, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0) {
+                        /* The name the node table has may be gone while the
+                         * object (a hard link) is still there by another. */
+                        if (fstatat(pfd, name, &there, AT_SYMLINK_NOFOLLOW) < 0 ||
+                            me.st_ino != there.st_ino || me.st_dev != there.st_dev) {
+                                free(name);
+                                name = S_ISREG(me.st_mode) && me.st_nlink > 1
+                                       ? offline_name_in(pfd, me.st_ino) : NULL;
+                        }
+                        if (name)
                                 r = offline_lid(v, pfd, name, lid);
-                        vnode_put(v, p);
                 }
+                if (pfd >= 0)
+                        vnode_put(v, p);
                 free(name);
         }
         if (r < 0)

@@ -216,6 +216,8 @@ void offline_translate_stat(struct view *v, int fd, struct stat *st);
 /* Offline: is every entry of mirror directory dfd there (a name it lacks does not exist)? */
 bool offline_dir_complete(int dfd);
 int offline_lid(struct view *v, int dfd, const char *name, uint64_t *lid);
+/* A name of inode ino in mirror directory dfd (to free), or NULL. */
+char *offline_name_in(int dfd, ino_t ino);
 /* After the change was applied to the mirror: log it (undone if that fails). */
 int offline_note_create(struct view *v, int pfd, const char *name, const char *target);
 int offline_note_link(struct view *v, uint64_t lid, int npfd, const char *newname);

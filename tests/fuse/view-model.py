@@ -8,7 +8,8 @@ against an in-memory model of what each name holds: every read is checked
 last reconnect every change is on the backing, hard links as one inode.
 
 FCACHE_MODEL_SEED=N reruns a seed; FCACHE_MODEL_OPS=N changes the length;
-FCACHE_MODEL_TRACE=1 prints each operation.
+FCACHE_MODEL_TRACE=1 prints each operation, FCACHE_MODEL_SWEEP=1 reads every
+file after each.
 """
 import os
 import random
@@ -147,6 +148,8 @@ def main():
             if kind == "dir" and (parent == rel or parent.startswith(rel + "/")):
                 return None
             dst = fresh(parent)
+        if os.environ.get("FCACHE_MODEL_TRACE"):
+            print(f"# rename {rel} -> {dst}", flush=True)
         os.rename(v(rel), v(dst))
         if kind == "dir":
             pre = rel + "/"
@@ -165,6 +168,8 @@ def main():
         if not rel:
             return None
         dst = fresh(any_dir())
+        if os.environ.get("FCACHE_MODEL_TRACE"):
+            print(f"# link {rel} -> {dst}", flush=True)
         os.link(v(rel), v(dst))
         model.files[dst] = model.files[rel]
         return dst
@@ -238,6 +243,9 @@ def main():
             if offline:
                 q = vol.ctl("reconnect")
                 eq(q.get("conflicts"), "0", f"op {i}: reconnect without conflicts")
+                if q.get("conflicts") != "0":
+                    for line in vol.ctl("query conflicts")["_lines"]:
+                        print(f"# {line}")
             else:
                 vol.ctl("disconnect")
             offline = not offline
@@ -255,7 +263,7 @@ def main():
             print(f"# {what} -> {rel}", flush=True)
         if rel:
             verify(rel, what)
-        if i % 25 == 0:
+        if i % 25 == 0 or os.environ.get("FCACHE_MODEL_SWEEP"):
             for n in sorted(model.files):
                 verify(n, f"{what}, sweep")
         if failures_at:
