@@ -35,6 +35,13 @@
 
 #define ALT_ID_BASE (1ULL << 62)
 
+#define MAX_ALIASES 16
+
+struct alias {
+        uint64_t parent;
+        char *name;
+};
+
 struct vnode {
         uint64_t id;            /* nodeid, immutable */
         uint64_t ino;           /* inode number of the object in the tree served,
@@ -49,6 +56,7 @@ struct vnode {
         uint64_t sino;          /* the server's inode number, 0 for an object made
                                  * offline and not yet replayed */
         bool detached;          /* its object was unlinked: fd keeps it for good */
+        GArray *aliases;        /* struct alias: other names (hard links) looked up */
         int fd;                 /* O_PATH, or -1 */
         unsigned users;         /* vnode_get()s not yet put */
         bool stale;             /* fd is of the tree served before a switch */
@@ -103,8 +111,49 @@ static void evict_fds(struct view *v)
         }
 }
 
+static void alias_clear(void *p)
+{
+        free(((struct alias *)p)->name);
+}
+
+/* itab_lock held: n is known as parent/name too (its main name is another). */
+static void alias_add(struct vnode *n, uint64_t parent, const char *name)
+{
+        struct alias a = { parent, NULL };
+
+        if (!n->aliases) {
+                n->aliases = g_array_new(FALSE, FALSE, sizeof(struct alias));
+                g_array_set_clear_func(n->aliases, alias_clear);
+        }
+        for (guint i = 0; i < n->aliases->len; i++) {
+                struct alias *b = &g_array_index(n->aliases, struct alias, i);
+
+                if (b->parent == parent && !strcmp(b->name, name))
+                        return;
+        }
+        if (n->aliases->len >= MAX_ALIASES)
+                g_array_remove_index(n->aliases, 0);
+        a.name = strdup(name);
+        if (a.name)
+                g_array_append_val(n->aliases, a);
+}
+
+static void alias_del(struct vnode *n, uint64_t parent, const char *name)
+{
+        for (guint i = 0; n->aliases && i < n->aliases->len; i++) {
+                struct alias *b = &g_array_index(n->aliases, struct alias, i);
+
+                if (b->parent == parent && !strcmp(b->name, name)) {
+                        g_array_remove_index(n->aliases, i);
+                        return;
+                }
+        }
+}
+
 static void node_free(struct vnode *n)
 {
+        if (n->aliases)
+                g_array_free(n->aliases, TRUE);
         if (n->fd >= 0)
                 close(n->fd);
         free(n->name);
@@ -579,6 +628,10 @@ int vnode_lookup(struct view *v, fuse_ino_t parent, int pfd, const char *name,
                         char *nm = strdup(name);
 
                         if (nm) {
+                                /* Another link of it: both names are its. */
+                                if (n->name && S_ISREG(n->type))
+                                        alias_add(n, n->parent, n->name);
+                                alias_del(n, parent, name);
                                 free(n->name);
                                 n->name = nm;
                                 n->parent = parent;
@@ -692,6 +745,11 @@ void vnode_moved(struct view *v, fuse_ino_t newparent, int npfd, const char *new
         pthread_mutex_lock(&v->itab_lock);
         n = g_hash_table_lookup(v->by_ino, &key);
         if (n && n->id != FUSE_ROOT_ID) {
+                /* The name moved may have been another link of it. */
+                if (n->name && S_ISREG(n->type) &&
+                    (n->parent != newparent || strcmp(n->name, newname)))
+                        alias_add(n, n->parent, n->name);
+                alias_del(n, newparent, newname);
                 free(n->name);
                 n->name = nm;
                 nm = NULL;
@@ -702,7 +760,7 @@ void vnode_moved(struct view *v, fuse_ino_t newparent, int npfd, const char *new
         free(nm);
 }
 
-int vnode_parent_of(struct view *v, fuse_ino_t id, uint64_t *parent, char **name)
+int vnode_parent_of(struct view *v, fuse_ino_t id, unsigned idx, uint64_t *parent, char **name)
 {
         uint64_t key = id;
         struct vnode *n;
@@ -711,12 +769,45 @@ int vnode_parent_of(struct view *v, fuse_ino_t id, uint64_t *parent, char **name
         pthread_mutex_lock(&v->itab_lock);
         n = g_hash_table_lookup(v->nodes, &key);
         if (n && n->id != FUSE_ROOT_ID && n->name && !n->detached) {
-                *name = strdup(n->name);
-                *parent = n->parent;
-                r = *name ? 0 : -ENOMEM;
+                if (idx == 0) {
+                        *name = strdup(n->name);
+                        *parent = n->parent;
+                        r = *name ? 0 : -ENOMEM;
+                } else if (n->aliases && idx - 1 < n->aliases->len) {
+                        struct alias *a = &g_array_index(n->aliases, struct alias, idx - 1);
+
+                        *name = strdup(a->name);
+                        *parent = a->parent;
+                        r = *name ? 0 : -ENOMEM;
+                }
         }
         pthread_mutex_unlock(&v->itab_lock);
         return r;
+}
+
+void vnode_name_gone(struct view *v, uint64_t ino, uint64_t parent, const char *name)
+{
+        struct vnode *n;
+
+        pthread_mutex_lock(&v->itab_lock);
+        n = g_hash_table_lookup(v->by_ino, &ino);
+        if (n && n->id != FUSE_ROOT_ID) {
+                alias_del(n, parent, name);
+                /* Its main name went: another it is known by takes its place. */
+                if (n->parent == parent && n->name && !strcmp(n->name, name) && n->aliases &&
+                    n->aliases->len) {
+                        struct alias *a = &g_array_index(n->aliases, struct alias,
+                                                         n->aliases->len - 1);
+
+                        free(n->name);
+                        n->name = a->name;
+                        n->parent = a->parent;
+                        a->name = NULL;
+                        g_array_remove_index(n->aliases, n->aliases->len - 1);
+                        log_node(v, n);
+                }
+        }
+        pthread_mutex_unlock(&v->itab_lock);
 }
 
 bool vnode_cacheable(struct view *v, fuse_ino_t id)

@@ -356,39 +356,89 @@ static void drop_if_last(struct view *v, const struct stat *st)
 }
 
 /*
+ * A name node id (descriptor fd) has now, as a descriptor of its directory
+ * (to close) and *name (to free): one the node table knows it by that still
+ * leads to it, else (a hard link whose names went) one found in one of those
+ * directories.  -ENOENT if none.
+ */
+static int node_name(struct view *v, fuse_ino_t id, int fd, uint64_t *parent, char **name)
+{
+        struct stat me, there;
+        struct vnode *p;
+        char *nm;
+        int pfd, dfd;
+
+        if (fstatat(fd, "", &me, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        for (int pass = 0; pass < 2; pass++) {
+                for (unsigned idx = 0; vnode_parent_of(v, id, idx, parent, &nm) == 0; idx++) {
+                        pfd = vnode_get(v, *parent, &p);
+                        if (pfd < 0) {
+                                free(nm);
+                                continue;
+                        }
+                        if (pass == 1 && S_ISREG(me.st_mode) && me.st_nlink > 1) {
+                                free(nm);
+                                nm = offline_name_in(pfd, me.st_ino);
+                        }
+                        if (nm && fstatat(pfd, nm, &there, AT_SYMLINK_NOFOLLOW) == 0 &&
+                            me.st_ino == there.st_ino && me.st_dev == there.st_dev) {
+                                dfd = dup(pfd);
+                                vnode_put(v, p);
+                                if (dfd < 0) {
+                                        free(nm);
+                                        return -errno;
+                                }
+                                *name = nm;
+                                return dfd;
+                        }
+                        vnode_put(v, p);
+                        free(nm);
+                }
+        }
+        return -ENOENT;
+}
+
+/*
  * Offline: the log id of node id, descriptor fd (registered with its base
  * before it changes).  Named through its parent's descriptor when the node
  * table knows it there, so that no path is needed (a file has no "..").
  */
 static int lid_before_change(struct view *v, fuse_ino_t id, int fd, uint64_t *lid)
 {
-        struct stat me, there;
-        struct vnode *p;
         uint64_t parent;
         char *name;
         int pfd, r = -ENOENT;
 
-        if (vnode_parent_of(v, id, &parent, &name) == 0) {
-                pfd = vnode_get(v, parent, &p);
-                if (pfd >= 0 && fstatat(fd, "", &me, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0) {
-                        /* The name the node table has may be gone while the
-                         * object (a hard link) is still there by another. */
-                        if (fstatat(pfd, name, &there, AT_SYMLINK_NOFOLLOW) < 0 ||
-                            me.st_ino != there.st_ino || me.st_dev != there.st_dev) {
-                                free(name);
-                                name = S_ISREG(me.st_mode) && me.st_nlink > 1
-                                       ? offline_name_in(pfd, me.st_ino) : NULL;
-                        }
-                        if (name)
-                                r = offline_lid(v, pfd, name, lid);
-                }
-                if (pfd >= 0)
-                        vnode_put(v, p);
+        pfd = node_name(v, id, fd, &parent, &name);
+        if (pfd >= 0) {
+                r = offline_lid(v, pfd, name, lid);
+                close(pfd);
                 free(name);
         }
         if (r < 0)
                 r = offline_lid(v, fd, NULL, lid);
         return r < 0 ? -EIO : 0;
+}
+
+/*
+ * Online, after a change to node id (descriptor fd): keeps the mirror current
+ * through a name of the object in its parent, not through fd's path, which
+ * for a hard link may be a name since removed.
+ */
+static void note_node_change(struct view *v, fuse_ino_t id, int fd)
+{
+        uint64_t parent;
+        char *name;
+        int pfd = node_name(v, id, fd, &parent, &name);
+
+        if (pfd < 0) {
+                mirror_note_change(v, fd, NULL);
+                return;
+        }
+        mirror_note_change(v, pfd, name);
+        close(pfd);
+        free(name);
 }
 
 /* Offline: logs the content of an open file written since it was last logged. */
@@ -670,7 +720,7 @@ out:
         }
         /* A truncation too: the mirror would serve the old bytes offline. */
         if (r >= 0 && !offline)
-                mirror_note_change(v, fd, NULL);
+                note_node_change(v, ino, fd);
         vnode_put(v, n);
         view_change_end(v);
         if (r < 0)
@@ -779,7 +829,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
                 r = offline_note_link(v, lid, npfd, newname);
         } else if (r >= 0) {
                 /* The mirror object first, so that the new name becomes its link. */
-                mirror_note_change(v, fd, NULL);
+                note_node_change(v, ino, fd);
                 mirror_note_change(v, npfd, newname);
         }
         if (r >= 0)
@@ -810,6 +860,8 @@ static void op_unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name
                 r = unlinkat(pfd, name, flags) < 0 ? -errno : 0;
                 creds_leave(&c);
         }
+        if (r >= 0 && had)
+                vnode_name_gone(v, st.st_ino, parent, name);
         if (r >= 0 && offline)
                 r = offline_note_unlink(v, plid, name, lid, flags & AT_REMOVEDIR);
         else if (r >= 0 && had) {
@@ -908,9 +960,16 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
                 mirror_note_change(v, npfd, newname);
         }
         if (r >= 0) {
+                struct stat moved;
+
                 if (had && !offline)
                         drop_if_last(v, &victim);
+                if (had)
+                        vnode_name_gone(v, victim.st_ino, newparent, newname);
                 vnode_moved(v, newparent, npfd, newname);
+                if (!(flags & RENAME_EXCHANGE) &&
+                    fstatat(npfd, newname, &moved, AT_SYMLINK_NOFOLLOW) == 0)
+                        vnode_name_gone(v, moved.st_ino, parent, name);
                 if (flags & RENAME_EXCHANGE)
                         vnode_moved(v, parent, pfd, name);
         }
@@ -1194,6 +1253,12 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         err = -backing_flush(v, f->fd);
         if (err == ETIMEDOUT)
                 err = EIO;
+        /* At close, not at release (which close does not wait for): a
+         * disconnect in between would leave the mirror with the old bytes. */
+        if (!err && f->written && !f->dir) {
+                f->written = false;
+                note_node_change(v, f->id, f->fd);
+        }
         view_change_end(v);
         fuse_reply_err(req, err);
 }
@@ -1213,7 +1278,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
                         log_error("Offline writes to file handle %" PRIu64 " could not be"
                                   " logged at its release", f->fh);
                 else if (!view_offline(v) && f->written)
-                        mirror_note_change(v, f->fd, NULL);
+                        note_node_change(v, f->id, f->fd);
                 view_change_end(v);
         }
         if (f)

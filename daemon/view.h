@@ -126,8 +126,12 @@ void vnode_forget(struct view *v, fuse_ino_t id, uint64_t nlookup);
 bool vnode_child_is(struct view *v, fuse_ino_t parent, const char *name, uint64_t ino);
 /* After a rename through the view: re-points the moved node at its new name. */
 void vnode_moved(struct view *v, fuse_ino_t newparent, int npfd, const char *newname);
-/* The parent and name the node table knows node id by (name to free). */
-int vnode_parent_of(struct view *v, fuse_ino_t id, uint64_t *parent, char **name);
+/* The parent and name the node table knows node id by (name to free): idx 0
+ * its main name, then the other names (hard links) it was looked up by;
+ * -ENOENT past the last.  Names may be stale: check the object there. */
+int vnode_parent_of(struct view *v, fuse_ino_t id, unsigned idx, uint64_t *parent, char **name);
+/* Name parent/name of the object of inode ino (in the tree served) went. */
+void vnode_name_gone(struct view *v, uint64_t ino, uint64_t parent, const char *name);
 /* Is a store copy allowed for objects under node id (set cacheable off)? */
 bool vnode_cacheable(struct view *v, fuse_ino_t id);
 /* The kernel's nodeid of a backing inode, or 0 if the kernel does not know it. */
@@ -216,7 +220,7 @@ void offline_translate_stat(struct view *v, int fd, struct stat *st);
 /* Offline: is every entry of mirror directory dfd there (a name it lacks does not exist)? */
 bool offline_dir_complete(int dfd);
 int offline_lid(struct view *v, int dfd, const char *name, uint64_t *lid);
-/* A name of inode ino in mirror directory dfd (to free), or NULL. */
+/* A name of inode ino in directory dfd (to free), or NULL: a scan. */
 char *offline_name_in(int dfd, ino_t ino);
 /* After the change was applied to the mirror: log it (undone if that fails). */
 int offline_note_create(struct view *v, int pfd, const char *name, const char *target);
