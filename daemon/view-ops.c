@@ -1091,6 +1091,14 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                 r = offline_note_create(v, pfd, name, NULL);
                 if (r >= 0)
                         mirror_get_lid(pfd, name, &lid);
+        } else if (r >= 0 && !existed) {
+                struct stat st;
+
+                /* A new file may reuse the inode number of one removed behind
+                 * the store's back (by replay, or on the server): that copy
+                 * must not be patched by the writes to come and served. */
+                if (fstat(bfd, &st) == 0)
+                        store_drop_ino(v->store, st.st_ino, true);
         }
         if (r >= 0)
                 r = vnode_lookup(v, parent, pfd, name, &e);
