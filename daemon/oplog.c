@@ -1335,12 +1335,16 @@ static int find_chain(struct oplog *log, uint64_t lid, uint64_t parent, const ch
                 v = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
                 sqlite3_finalize(st);
                 if (v == 1) {
+                        /* Nor remove its source's directory: the merged rename,
+                         * replayed after that rmdir, would find it not empty. */
                         e = prep(log, &st, "SELECT count(*) FROM ops WHERE seq>?1 AND state=0 AND"
-                                           " ((parent=?2 AND name=?3) OR (parent2=?2 AND name2=?3))");
+                                           " ((parent=?2 AND name=?3) OR (parent2=?2 AND name2=?3)"
+                                           "  OR (lid=?2 AND kind=?4))");
                         if (e >= 0) {
                                 sqlite3_bind_int64(st, 1, (sqlite3_int64)*seq);
                                 sqlite3_bind_int64(st, 2, (sqlite3_int64)*src_parent);
                                 bind_text(st, 3, *src_name);
+                                sqlite3_bind_int(st, 4, OPLOG_RMDIR);
                                 rc = sqlite3_step(st);
                                 v = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 1;
                                 sqlite3_finalize(st);
