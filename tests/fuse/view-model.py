@@ -47,7 +47,7 @@ class Model:
 def main():
     require_root_fuse()
     seed = int(os.environ.get("FCACHE_MODEL_SEED", random.randrange(1 << 32)))
-    nops = int(os.environ.get("FCACHE_MODEL_OPS", "400"))
+    nops = int(os.environ.get("FCACHE_MODEL_OPS", "500"))
     print(f"# seed {seed} (FCACHE_MODEL_SEED={seed} to rerun), {nops} operations", flush=True)
     rnd = random.Random(seed)
     vol = Volume("model", lease="1s")
