@@ -456,7 +456,9 @@ int offline_note_atomic_save(struct view *v, uint64_t plid, const char *name, ui
                 r = oplog_record_content(v->oplog, dest_lid, fd);
         if (r == 0)
                 r = note_mtime(v, dest_lid, fd);
-        if (r == 0 && fstat(fd, &st) == 0 && (st.st_mode & 07777) != (dest_base->ver.mode & 07777)) {
+        /* Its mode too, whatever the server file's was: a change of the
+         * replaced file's mode pending in the log must not outlive it. */
+        if (r == 0 && fstat(fd, &st) == 0) {
                 struct oplog_setattr sa = { .mask = OPLOG_SET_MODE, .mode = st.st_mode & 07777 };
 
                 r = oplog_record_setattr(v->oplog, dest_lid, &sa);

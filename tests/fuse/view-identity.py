@@ -7,7 +7,8 @@ does not change what an open directory (a process's cwd) is.
 
 - the "write H.lock, rename over H" reproduction (git's refs and logs),
   exactly, online and offline: every file created and renamed into place
-  reads back (O_DIRECT) as what was written, and stat shows it linked;
+  reads back (O_DIRECT) as what was written, and stat shows it linked; the
+  saved file keeps the mode of the save;
 - hard links offline: one object, nlink kept, `ln a b; rm a` then changes
   through b, replayed as one object;
 - paths near PATH_MAX changed offline;
@@ -145,6 +146,7 @@ def main():
     eq(os.readlink(cwd_link), v("rp"), "a process's cwd is still its directory offline")
 
     # ---- offline ----
+    os.chmod(v("rp", "H3"), 0o600)     # replaced below: the saves' mode wins
     content = rename_over_rounds(vol, v("rp"), "offline")
 
     st_a, st_b = os.stat(v("hl", "a")), os.stat(v("hl", "b"))
@@ -199,6 +201,8 @@ def main():
     out, _ = cwd.communicate(b"\n", timeout=30)
     eq(out.decode().split(), [v("rp"), "ok"], "the process still works in its cwd")
 
+    eq(os.stat(b("rp", "H3")).st_mode & 0o777, 0o644, "server: a saved file has the mode of"
+       " its last save, not a chmod of the file it replaced")
     for name, data in sorted(content.items()):
         eq(read_file(b("rp", name)), data, f"server: rp/{name} after reconnect")
         eq(read_direct(v("rp", name)), data, f"view: rp/{name} after reconnect")
