@@ -50,6 +50,10 @@ static const char schema[] =
         " state INTEGER NOT NULL DEFAULT 0, outcome TEXT, intent INTEGER);"
         "CREATE INDEX IF NOT EXISTS ops_lid ON ops(lid);"
         "CREATE INDEX IF NOT EXISTS ops_other ON ops(other) WHERE other IS NOT NULL;"
+        /* Other server names of an object with several links, seen offline. */
+        "CREATE TABLE IF NOT EXISTS aliases("
+        " lid INTEGER NOT NULL, parent INTEGER NOT NULL, name TEXT NOT NULL,"
+        " PRIMARY KEY (lid, parent, name));"
         "CREATE TABLE IF NOT EXISTS conflicts("
         " id INTEGER PRIMARY KEY, seq INTEGER, lid INTEGER, kind TEXT NOT NULL, path TEXT,"
         " base TEXT, local TEXT, remote TEXT, detail TEXT);";
@@ -747,6 +751,22 @@ int oplog_object(struct oplog *log, uint64_t parent, const char *name,
         return 0;
 }
 
+int oplog_object_alias(struct oplog *log, uint64_t lid, uint64_t parent, const char *name)
+{
+        sqlite3_stmt *st = NULL;
+        int e;
+
+        if (!log || !lid || !parent || !valid_name(name))
+                return -EINVAL;
+        e = prep(log, &st, "INSERT OR IGNORE INTO aliases(lid, parent, name) VALUES (?1, ?2, ?3)");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)parent);
+        bind_text(st, 3, name);
+        return step_done(st);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Appending records                                                        */
 /* ------------------------------------------------------------------------ */
@@ -946,6 +966,8 @@ static int cancel_local(struct oplog *log, struct drops *d, uint64_t lid)
         if (e >= 0)
                 e = exec_ids(log, "UPDATE ops SET other=NULL WHERE other=?1 AND state=0", 1,
                              (int64_t)lid);
+        if (e >= 0)
+                e = exec_ids(log, "DELETE FROM aliases WHERE lid=?1", 1, (int64_t)lid);
         if (e >= 0)
                 e = exec_ids(log, "DELETE FROM objects WHERE lid=?1", 1, (int64_t)lid);
         return e < 0 ? e : 1;
@@ -1313,12 +1335,16 @@ static int find_chain(struct oplog *log, uint64_t lid, uint64_t parent, const ch
                 v = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
                 sqlite3_finalize(st);
                 if (v == 1) {
+                        /* Nor remove its source's directory: the merged rename,
+                         * replayed after that rmdir, would find it not empty. */
                         e = prep(log, &st, "SELECT count(*) FROM ops WHERE seq>?1 AND state=0 AND"
-                                           " ((parent=?2 AND name=?3) OR (parent2=?2 AND name2=?3))");
+                                           " ((parent=?2 AND name=?3) OR (parent2=?2 AND name2=?3)"
+                                           "  OR (lid=?2 AND kind=?4))");
                         if (e >= 0) {
                                 sqlite3_bind_int64(st, 1, (sqlite3_int64)*seq);
                                 sqlite3_bind_int64(st, 2, (sqlite3_int64)*src_parent);
                                 bind_text(st, 3, *src_name);
+                                sqlite3_bind_int(st, 4, OPLOG_RMDIR);
                                 rc = sqlite3_step(st);
                                 v = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 1;
                                 sqlite3_finalize(st);
@@ -1682,7 +1708,8 @@ int oplog_names_of(struct oplog *log, uint64_t lid,
                         " UNION SELECT parent2, name2 FROM ops WHERE lid=?1 AND name2 IS NOT NULL"
                         " UNION SELECT parent2, name2 FROM ops WHERE other=?1 AND (flags & 2)"
                         " UNION SELECT srv_parent, srv_name FROM objects WHERE lid=?1"
-                        " AND srv_name IS NOT NULL");
+                        " AND srv_name IS NOT NULL"
+                        " UNION SELECT parent, name FROM aliases WHERE lid=?1");
         if (e < 0)
                 return e;
         sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
@@ -1804,7 +1831,7 @@ int oplog_compact(struct oplog *log, uint64_t *out_removed)
 int oplog_forget_settled(struct oplog *log, uint64_t *out_forgotten)
 {
         uint64_t total = 0;
-        int e;
+        int changes, e;
 
         if (!log)
                 return -EINVAL;
@@ -1817,11 +1844,17 @@ int oplog_forget_settled(struct oplog *log, uint64_t *out_forgotten)
                                   " AND lid NOT IN (SELECT other FROM ops WHERE other IS NOT NULL)"
                                   " AND lid NOT IN (SELECT lid FROM conflicts WHERE lid IS NOT NULL)"
                                   " AND lid NOT IN (SELECT srv_parent FROM objects"
-                                  "                 WHERE srv_parent IS NOT NULL)", 0);
+                                  "                 WHERE srv_parent IS NOT NULL)"
+                                  " AND lid NOT IN (SELECT parent FROM aliases"
+                                  "                 WHERE lid IN (SELECT lid FROM objects))", 0);
                 if (e < 0)
                         return e;
-                total += (uint64_t)sqlite3_changes(log->db);
-        } while (sqlite3_changes(log->db) > 0);
+                changes = sqlite3_changes(log->db);
+                total += (uint64_t)changes;
+                e = exec_ids(log, "DELETE FROM aliases WHERE lid NOT IN (SELECT lid FROM objects)", 0);
+                if (e < 0)
+                        return e;
+        } while (changes > 0);
         if (out_forgotten)
                 *out_forgotten = total;
         return 0;

@@ -127,6 +127,12 @@ int oplog_object(struct oplog *log, uint64_t parent, const char *name,
                  const struct oplog_version *base, uint64_t *out_lid);
 /* The lid of server inode @ino if registered (-ENOENT if not). */
 int oplog_find_ino(struct oplog *log, uint64_t ino, uint64_t *out_lid);
+/*
+ * Object @lid (a file with several links) may also be on the server as
+ * @name under directory lid @parent: replay follows it there when the name
+ * it knows it by goes (it checks the inode number first).
+ */
+int oplog_object_alias(struct oplog *log, uint64_t lid, uint64_t parent, const char *name);
 
 /*
  * Records.  @uid/@gid are the owner the object gets (the caller's fsuid and

@@ -16,6 +16,18 @@
  * The backing handles of freed nodes are kept a while (a bounded FIFO), so
  * that the kernel can find a node again by nodeid alone (its file handles
  * for open_by_handle_at and NFS export) after it forgot it.
+ *
+ * A node is bound to one object of the tree served (the backing online, the
+ * mirror offline) by that object's own inode number and handle there, never
+ * by the inode number stat reports (offline, the server's, which an atomic
+ * save gives to another local object, and the log's ids, which are reused):
+ * otherwise one name could serve another object's bytes.  A switch between
+ * online and offline binds each node to its counterpart in the other tree
+ * (the same server object, or the one created offline, now replayed, at its
+ * name); a node whose object was unlinked keeps it, as an open unlinked file
+ * keeps its bytes; a node with no counterpart serves ESTALE and its name is
+ * invalidated.  So a switch does not change what a node is, and the kernel
+ * keeps its dentries of the objects that stay (a process's cwd).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -29,17 +41,28 @@
 #define ALT_ID_BASE (1ULL << 62)
 #define FORGOTTEN_MAX 65536
 
+#define MAX_ALIASES 16
+
+struct alias {
+        uint64_t parent;
+        char *name;
+};
+
 struct vnode {
         uint64_t id;            /* nodeid, immutable */
-        uint64_t ino;           /* backing inode number; changes only when a node
-                                 * created offline reaches the server (itab_lock) */
+        uint64_t ino;           /* inode number of the object in the tree served,
+                                 * 0 when unbound; changes at a switch (itab_lock) */
         mode_t type;            /* S_IFMT bits, immutable */
         /* the fields below are protected by view.itab_lock */
         uint64_t nlookup;
         bool immortal;          /* root, or restored after a takeover */
         uint64_t parent;
         char *name;
-        struct file_handle *fh; /* NULL when the backing has none */
+        struct file_handle *fh; /* in the tree served; NULL when it has none */
+        uint64_t sino;          /* the server's inode number, 0 for an object made
+                                 * offline and not yet replayed */
+        bool detached;          /* its object was unlinked: fd keeps it for good */
+        GArray *aliases;        /* struct alias: other names (hard links) looked up */
         int fd;                 /* O_PATH, or -1 */
         unsigned users;         /* vnode_get()s not yet put */
         bool stale;             /* fd is of the tree served before a switch */
@@ -69,7 +92,7 @@ static void lru_del(struct view *v, struct vnode *n)
 
 static void lru_add(struct view *v, struct vnode *n)
 {
-        if (n->in_lru || n->fd < 0 || n->id == FUSE_ROOT_ID)
+        if (n->in_lru || n->fd < 0 || n->id == FUSE_ROOT_ID || n->detached)
                 return;
         n->lru_prev = v->lru_tail;
         n->lru_next = NULL;
@@ -94,8 +117,49 @@ static void evict_fds(struct view *v)
         }
 }
 
+static void alias_clear(void *p)
+{
+        free(((struct alias *)p)->name);
+}
+
+/* itab_lock held: n is known as parent/name too (its main name is another). */
+static void alias_add(struct vnode *n, uint64_t parent, const char *name)
+{
+        struct alias a = { parent, NULL };
+
+        if (!n->aliases) {
+                n->aliases = g_array_new(FALSE, FALSE, sizeof(struct alias));
+                g_array_set_clear_func(n->aliases, alias_clear);
+        }
+        for (guint i = 0; i < n->aliases->len; i++) {
+                struct alias *b = &g_array_index(n->aliases, struct alias, i);
+
+                if (b->parent == parent && !strcmp(b->name, name))
+                        return;
+        }
+        if (n->aliases->len >= MAX_ALIASES)
+                g_array_remove_index(n->aliases, 0);
+        a.name = strdup(name);
+        if (a.name)
+                g_array_append_val(n->aliases, a);
+}
+
+static void alias_del(struct vnode *n, uint64_t parent, const char *name)
+{
+        for (guint i = 0; n->aliases && i < n->aliases->len; i++) {
+                struct alias *b = &g_array_index(n->aliases, struct alias, i);
+
+                if (b->parent == parent && !strcmp(b->name, name)) {
+                        g_array_remove_index(n->aliases, i);
+                        return;
+                }
+        }
+}
+
 static void node_free(struct vnode *n)
 {
+        if (n->aliases)
+                g_array_free(n->aliases, TRUE);
         if (n->fd >= 0)
                 close(n->fd);
         free(n->name);
@@ -157,7 +221,7 @@ static void maybe_free(struct view *v, struct vnode *n)
         if (n->fd >= 0)
                 v->open_fds--;
         g_hash_table_remove(v->nodes, &n->id);
-        if (g_hash_table_lookup(v->by_ino, &n->ino) == n)
+        if (n->ino && g_hash_table_lookup(v->by_ino, &n->ino) == n)
                 g_hash_table_remove(v->by_ino, &n->ino);
         node_free(n);
 }
@@ -177,12 +241,13 @@ int vnode_table_init(struct view *v)
         if (!v->max_fds)
                 v->max_fds = 4096;
         v->next_alt_id = ALT_ID_BASE;
-        if (fstat(v->root_fd, &st) < 0) {
+        if (fstat(view_served_root(v), &st) < 0) {
                 free(root);
                 return -errno;
         }
         root->id = FUSE_ROOT_ID;
         root->ino = st.st_ino;
+        root->sino = view_offline(v) ? 0 : st.st_ino;
         root->type = S_IFDIR;
         root->immortal = true;
         root->fd = view_served_root(v);
@@ -192,12 +257,20 @@ int vnode_table_init(struct view *v)
         return 0;
 }
 
+/* The descriptor open_by_handle_at() needs for the tree served, or -1. */
+static int handle_mount_fd(struct view *v)
+{
+        if (view_offline(v))
+                return v->mirror_fd;
+        return v->handles ? v->mount_fd : -1;
+}
+
 static struct file_handle *handle_of(struct view *v, int fd)
 {
         struct file_handle *fh;
         int mount_id;
 
-        if (!v->handles || view_offline(v))
+        if (handle_mount_fd(v) < 0)
                 return NULL;
         fh = malloc(sizeof(*fh) + MAX_HANDLE_SZ);
         if (!fh)
@@ -225,33 +298,37 @@ static void log_node(struct view *v, const struct vnode *n)
                        n->fh ? n->fh->handle_type : 0);
 }
 
+/* The object's own identity in the tree served (not the one stat reports). */
+static int real_stat(struct view *v, int fd, struct stat *st)
+{
+        if (!view_offline(v))
+                return backing_fstatat(v, fd, NULL, st);        /* bounded */
+        return fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}
+
 static int check_ino(struct view *v, int fd, uint64_t ino)
 {
         struct stat st;
-        int r = vnode_fill_stat(v, fd, &st);
+        int r = real_stat(v, fd, &st);
 
         if (r < 0)
                 return r;
         return st.st_ino == ino ? 0 : -ESTALE;
 }
 
-/* A node created offline, now online: it is on the server under its name. */
-static bool created_offline(struct view *v, const struct vnode *n)
-{
-        return !view_offline(v) && n->ino >= OFFLINE_INO_BASE && n->ino < ALT_ID_BASE;
-}
-
 /* Opens an O_PATH descriptor for n without holding itab_lock. */
 static int resolve(struct view *v, struct vnode *n, struct file_handle *fh, uint64_t parent,
-                   const char *name)
+                   const char *name, uint64_t ino)
 {
         struct vnode *p;
-        int fd, pfd;
+        int fd, pfd, mfd = handle_mount_fd(v);
 
-        if (fh && !view_offline(v)) {
-                fd = open_by_handle_at(v->mount_fd, fh, O_PATH | O_CLOEXEC);
+        if (!ino)
+                return -ESTALE;         /* no counterpart in the tree served */
+        if (fh && mfd >= 0) {
+                fd = open_by_handle_at(mfd, fh, O_PATH | O_CLOEXEC);
                 if (fd >= 0) {
-                        if (check_ino(v, fd, n->ino) == 0)
+                        if (check_ino(v, fd, ino) == 0)
                                 return fd;
                         close(fd);
                 }
@@ -265,36 +342,23 @@ static int resolve(struct view *v, struct vnode *n, struct file_handle *fh, uint
         vnode_put(v, p);
         if (fd < 0)
                 return fd == -ENOENT ? -ESTALE : fd;
-        if (!created_offline(v, n) && check_ino(v, fd, n->ino) < 0) {
+        if (check_ino(v, fd, ino) < 0) {
                 close(fd);
                 return -ESTALE;
         }
         return fd;
 }
 
-/* itab_lock held: a node created offline takes its server inode number. */
-static void adopt_ino(struct view *v, struct vnode *n, int fd)
-{
-        struct stat st;
-
-        if (!created_offline(v, n) || fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW))
-                return;
-        if (g_hash_table_lookup(v->by_ino, &n->ino) == n)
-                g_hash_table_remove(v->by_ino, &n->ino);
-        n->ino = st.st_ino;
-        if (!g_hash_table_contains(v->by_ino, &n->ino))
-                g_hash_table_insert(v->by_ino, &n->ino, n);
-        log_node(v, n);
-}
-
 int vnode_get(struct view *v, fuse_ino_t id, struct vnode **out)
 {
         struct file_handle *fh = NULL;
-        uint64_t key = id, parent;
+        uint64_t key = id, parent, ino;
         char *name = NULL;
+        unsigned tries = 0;
         struct vnode *n;
         int fd;
 
+again:
         pthread_mutex_lock(&v->itab_lock);
         n = g_hash_table_lookup(v->nodes, &key);
         if (!n) {
@@ -317,9 +381,10 @@ int vnode_get(struct view *v, fuse_ino_t id, struct vnode **out)
         }
         name = n->name ? strdup(n->name) : NULL;
         parent = n->parent;
+        ino = n->ino;
         pthread_mutex_unlock(&v->itab_lock);
 
-        fd = resolve(v, n, fh, parent, name);
+        fd = resolve(v, n, fh, parent, name, ino);
         free(fh);
         free(name);
 
@@ -330,12 +395,19 @@ int vnode_get(struct view *v, fuse_ino_t id, struct vnode **out)
                 pthread_mutex_unlock(&v->itab_lock);
                 return fd;
         }
-        if (n->fd >= 0) {
-                close(fd);      /* another thread resolved it meanwhile */
+        if (n->fd >= 0 || n->ino != ino) {
+                close(fd);      /* resolved meanwhile, or the state switched */
+                if (n->fd < 0) {
+                        n->users--;
+                        maybe_free(v, n);
+                        pthread_mutex_unlock(&v->itab_lock);
+                        if (++tries < 3)
+                                goto again;
+                        return -ESTALE;
+                }
         } else {
                 n->fd = fd;
                 v->open_fds++;
-                adopt_ino(v, n, fd);
         }
         fd = n->fd;
         evict_fds(v);
@@ -376,37 +448,197 @@ static void free_entry_name(void *p)
         g_free(((struct vnode_entry *)p)->name);
 }
 
+static unsigned depth_of(struct view *v, const struct vnode *n)
+{
+        unsigned d = 0;
+
+        while (n && n->id != FUSE_ROOT_ID && d < 4096) {
+                uint64_t key = n->parent;
+
+                n = g_hash_table_lookup(v->nodes, &key);
+                d++;
+        }
+        return d;
+}
+
+static gint by_depth(gconstpointer a, gconstpointer b, gpointer data)
+{
+        unsigned da = depth_of(data, *(struct vnode *const *)a);
+        unsigned db = depth_of(data, *(struct vnode *const *)b);
+
+        return da < db ? -1 : da > db;
+}
+
+/*
+ * The server identity of node n before the switch to @offline: going
+ * offline, the backing object's own inode number; going online, what its
+ * mirror object says now (an atomic save gave it the replaced file's), 0 for
+ * one made offline.  Sets *gone when the mirror object was unlinked: n keeps
+ * it (local, so it never waits for a server).
+ */
+static uint64_t server_identity(struct view *v, struct vnode *n, bool offline, bool *gone)
+{
+        struct mirror_base b;
+        struct stat st;
+        int fd = n->fd;
+
+        *gone = false;
+        if (!n->ino)
+                return n->sino;         /* had no counterpart: what it was last */
+        if (offline)            /* the server's object: its own inode number */
+                return n->sino = n->ino;
+        if (fd < 0 && n->fh)
+                fd = open_by_handle_at(v->mirror_fd, n->fh, O_PATH | O_CLOEXEC);
+        if (fd < 0)
+                return n->sino;
+        if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == n->ino &&
+            st.st_nlink == 0) {
+                *gone = true;
+                if (fd != n->fd) {
+                        n->fd = fd;
+                        v->open_fds++;
+                }
+                return 0;
+        }
+        n->sino = mirror_get_base(fd, NULL, &b) == 0 ? b.ver.ino : 0;
+        if (fd != n->fd)
+                close(fd);
+        return n->sino;
+}
+
+/* itab_lock held: the counterpart of n (server identity sino) under new-tree
+ * directory pfd, as an O_PATH descriptor with its own inode number, or -1. */
+static int counterpart(struct view *v, struct vnode *n, int pfd, uint64_t sino,
+                       GHashTable *bound, struct stat *st)
+{
+        struct mirror_base b;
+        int fd;
+
+        if (pfd < 0 || !n->name)
+                return -1;
+        fd = view_offline(v) ? openat(pfd, n->name, O_PATH | O_NOFOLLOW | O_CLOEXEC)
+                             : backing_openat(v, pfd, n->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -1;
+        if (real_stat(v, fd, st) < 0 || ((st->st_mode ^ n->type) & S_IFMT) ||
+            g_hash_table_contains(bound, &(uint64_t){ st->st_ino }))
+                goto no;
+        if (view_offline(v)) {
+                /* The mirror object of this server object. */
+                if (mirror_get_base(fd, NULL, &b) < 0 || b.ver.ino != sino)
+                        goto no;
+        } else if (sino && (uint64_t)st->st_ino != sino) {
+                goto no;
+        }
+        /* sino 0: made offline, replayed under its name by now. */
+        return fd;
+no:
+        close(fd);
+        return -1;
+}
+
 GArray *vnode_switch_all(struct view *v)
 {
         GArray *ids = g_array_new(FALSE, FALSE, sizeof(struct vnode_entry));
+        GPtrArray *all = g_ptr_array_new();
+        GHashTable *bound = g_hash_table_new(g_int64_hash, g_int64_equal);
+        GHashTable *dirs = g_hash_table_new(g_int64_hash, g_int64_equal); /* id -> fd + 1 */
+        bool offline = view_offline(v);
         GHashTableIter it;
         gpointer key, val;
+        struct stat st;
 
         pthread_mutex_lock(&v->itab_lock);
         g_hash_table_iter_init(&it, v->nodes);
-        while (g_hash_table_iter_next(&it, &key, &val)) {
-                struct vnode *n = val;
+        while (g_hash_table_iter_next(&it, &key, &val))
+                g_ptr_array_add(all, val);
+        /* Parents before children: a child is found in its parent's counterpart. */
+        g_ptr_array_sort_with_data(all, by_depth, v);
+        for (guint i = 0; i < all->len; i++) {
+                struct vnode *n = g_ptr_array_index(all, i);
+                struct vnode_entry e = { n->id, n->parent, NULL, false };
+                uint64_t pkey = n->parent, sino;
+                struct file_handle *fh;
+                bool gone;
+                int pfd, fd;
 
-                struct vnode_entry e = { n->id, n->parent,
-                                         n->id != FUSE_ROOT_ID ? g_strdup(n->name) : NULL };
-
-                g_array_append_val(ids, e);
                 if (n->id == FUSE_ROOT_ID) {
                         n->fd = view_served_root(v);
+                        if (fstat(n->fd, &st) == 0)
+                                n->ino = st.st_ino;
+                        g_hash_table_insert(bound, &n->ino, n);
+                        g_hash_table_insert(dirs, &n->id, GINT_TO_POINTER(n->fd + 1));
+                        g_array_append_val(ids, e);
                         continue;
                 }
-                if (n->fd < 0)
-                        continue;
-                if (n->users) {
-                        n->stale = true;        /* closed by the last vnode_put */
+                e.name = g_strdup(n->name);
+                if (n->detached) {
+                        g_array_append_val(ids, e);
                         continue;
                 }
-                lru_del(v, n);
-                close(n->fd);
-                n->fd = -1;
-                v->open_fds--;
+                sino = server_identity(v, n, offline, &gone);
+                if (gone) {
+                        /* Unlinked while open or known: it stays that object. */
+                        lru_del(v, n);
+                        n->detached = true;
+                        n->stale = false;
+                        n->ino = 0;
+                        g_array_append_val(ids, e);
+                        continue;
+                }
+                pfd = GPOINTER_TO_INT(g_hash_table_lookup(dirs, &pkey)) - 1;
+                fd = counterpart(v, n, pfd, sino, bound, &st);
+                /* The descriptor of the tree served before goes (at the last put). */
+                if (n->fd >= 0 && n->users) {
+                        n->stale = true;
+                } else if (n->fd >= 0) {
+                        lru_del(v, n);
+                        close(n->fd);
+                        n->fd = -1;
+                        v->open_fds--;
+                }
+                free(n->fh);
+                n->fh = NULL;
+                if (fd < 0) {
+                        n->ino = 0;     /* ESTALE until the next switch finds it again */
+                        e.inval_name = true;
+                        g_array_append_val(ids, e);
+                        log_node(v, n);
+                        continue;
+                }
+                n->ino = st.st_ino;
+                if (!offline)
+                        n->sino = st.st_ino;
+                fh = handle_of(v, fd);
+                n->fh = fh;
+                g_hash_table_insert(bound, &n->ino, n);
+                if (S_ISDIR(st.st_mode))
+                        g_hash_table_insert(dirs, &n->id, GINT_TO_POINTER(fd + 1));
+                if (n->fd < 0 && !n->stale) {
+                        n->fd = S_ISDIR(st.st_mode) ? dup(fd) : fd;
+                        if (n->fd >= 0) {
+                                v->open_fds++;
+                                if (!n->users)
+                                        lru_add(v, n);
+                        }
+                } else if (!S_ISDIR(st.st_mode)) {
+                        close(fd);
+                }
+                if (!S_ISDIR(st.st_mode))
+                        fd = -1;
+                log_node(v, n);
+                g_array_append_val(ids, e);
         }
+        g_hash_table_iter_init(&it, dirs);
+        while (g_hash_table_iter_next(&it, &key, &val))
+                if (*(uint64_t *)key != FUSE_ROOT_ID)
+                        close(GPOINTER_TO_INT(val) - 1);
+        g_hash_table_destroy(dirs);
+        g_hash_table_destroy(v->by_ino);
+        v->by_ino = bound;
+        evict_fds(v);
         pthread_mutex_unlock(&v->itab_lock);
+        g_ptr_array_free(all, TRUE);
         g_array_set_clear_func(ids, free_entry_name);
         return ids;
 }
@@ -526,9 +758,10 @@ static int enter_node(struct view *v, fuse_ino_t parent, int fd, const char *nam
         struct vnode *n;
         struct stat st;
         uint64_t key;
+        bool same_dev;
         int r;
 
-        r = vnode_fill_stat(v, fd, &st);
+        r = real_stat(v, fd, &st);
         if (r == 0 && !view_offline(v))
                 r = view_conflict_errno(v, st.st_ino); /* listed by readdir, not usable */
         if (r < 0) {
@@ -537,9 +770,12 @@ static int enter_node(struct view *v, fuse_ino_t parent, int fd, const char *nam
         }
         fh = handle_of(v, fd);
         key = st.st_ino;
+        same_dev = st.st_dev == (view_offline(v) ? v->mirror_dev : v->backing_dev);
+        if (view_offline(v))
+                offline_translate_stat(v, fd, &st);     /* what the application sees */
 
         pthread_mutex_lock(&v->itab_lock);
-        n = st.st_dev == v->backing_dev ? g_hash_table_lookup(v->by_ino, &key) : NULL;
+        n = same_dev ? g_hash_table_lookup(v->by_ino, &key) : NULL;
         if (n && (!same_handle(n->fh, fh) || (n->type ^ st.st_mode) & S_IFMT))
                 n = NULL;       /* inode number reused by another object */
         if (n) {
@@ -550,6 +786,10 @@ static int enter_node(struct view *v, fuse_ino_t parent, int fd, const char *nam
                         char *nm = strdup(name);
 
                         if (nm) {
+                                /* Another link of it: both names are its. */
+                                if (n->name && S_ISREG(n->type))
+                                        alias_add(n, n->parent, n->name);
+                                alias_del(n, parent, name);
                                 free(n->name);
                                 n->name = nm;
                                 n->parent = parent;
@@ -573,11 +813,12 @@ static int enter_node(struct view *v, fuse_ino_t parent, int fd, const char *nam
                         close(fd);
                         return -ENOMEM;
                 }
-                n->ino = st.st_ino;
+                n->ino = key;
+                n->sino = st.st_ino < OFFLINE_INO_BASE ? st.st_ino : 0;
                 n->type = st.st_mode & S_IFMT;
                 n->id = st.st_ino;
                 if (n->id <= FUSE_ROOT_ID || n->id >= ALT_ID_BASE ||
-                    st.st_dev != v->backing_dev || g_hash_table_contains(v->nodes, &n->id))
+                    !same_dev || g_hash_table_contains(v->nodes, &n->id))
                         n->id = v->next_alt_id++;
                 n->parent = parent;
                 n->fh = fh;
@@ -585,7 +826,7 @@ static int enter_node(struct view *v, fuse_ino_t parent, int fd, const char *nam
                 n->nlookup = 1;
                 v->open_fds++;
                 g_hash_table_insert(v->nodes, &n->id, n);
-                if (st.st_dev == v->backing_dev)
+                if (same_dev)
                         g_hash_table_insert(v->by_ino, &n->ino, n);
                 lru_add(v, n);
                 log_node(v, n);
@@ -647,10 +888,10 @@ void vnode_moved(struct view *v, fuse_ino_t newparent, int npfd, const char *new
 
         int fd = openat(npfd, newname, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 
-        /* The identity the node table knows (offline: the server's inode). */
+        /* The identity the node table knows: the object's own. */
         if (fd < 0)
                 return;
-        if (vnode_fill_stat(v, fd, &st) < 0) {
+        if (real_stat(v, fd, &st) < 0) {
                 close(fd);
                 return;
         }
@@ -662,6 +903,11 @@ void vnode_moved(struct view *v, fuse_ino_t newparent, int npfd, const char *new
         pthread_mutex_lock(&v->itab_lock);
         n = g_hash_table_lookup(v->by_ino, &key);
         if (n && n->id != FUSE_ROOT_ID) {
+                /* The name moved may have been another link of it. */
+                if (n->name && S_ISREG(n->type) &&
+                    (n->parent != newparent || strcmp(n->name, newname)))
+                        alias_add(n, n->parent, n->name);
+                alias_del(n, newparent, newname);
                 free(n->name);
                 n->name = nm;
                 nm = NULL;
@@ -670,6 +916,56 @@ void vnode_moved(struct view *v, fuse_ino_t newparent, int npfd, const char *new
         }
         pthread_mutex_unlock(&v->itab_lock);
         free(nm);
+}
+
+int vnode_parent_of(struct view *v, fuse_ino_t id, unsigned idx, uint64_t *parent, char **name)
+{
+        uint64_t key = id;
+        struct vnode *n;
+        int r = -ENOENT;
+
+        pthread_mutex_lock(&v->itab_lock);
+        n = g_hash_table_lookup(v->nodes, &key);
+        if (n && n->id != FUSE_ROOT_ID && n->name && !n->detached) {
+                if (idx == 0) {
+                        *name = strdup(n->name);
+                        *parent = n->parent;
+                        r = *name ? 0 : -ENOMEM;
+                } else if (n->aliases && idx - 1 < n->aliases->len) {
+                        struct alias *a = &g_array_index(n->aliases, struct alias, idx - 1);
+
+                        *name = strdup(a->name);
+                        *parent = a->parent;
+                        r = *name ? 0 : -ENOMEM;
+                }
+        }
+        pthread_mutex_unlock(&v->itab_lock);
+        return r;
+}
+
+void vnode_name_gone(struct view *v, uint64_t ino, uint64_t parent, const char *name)
+{
+        struct vnode *n;
+
+        pthread_mutex_lock(&v->itab_lock);
+        n = g_hash_table_lookup(v->by_ino, &ino);
+        if (n && n->id != FUSE_ROOT_ID) {
+                alias_del(n, parent, name);
+                /* Its main name went: another it is known by takes its place. */
+                if (n->parent == parent && n->name && !strcmp(n->name, name) && n->aliases &&
+                    n->aliases->len) {
+                        struct alias *a = &g_array_index(n->aliases, struct alias,
+                                                         n->aliases->len - 1);
+
+                        free(n->name);
+                        n->name = a->name;
+                        n->parent = a->parent;
+                        a->name = NULL;
+                        g_array_remove_index(n->aliases, n->aliases->len - 1);
+                        log_node(v, n);
+                }
+        }
+        pthread_mutex_unlock(&v->itab_lock);
 }
 
 bool vnode_cacheable(struct view *v, fuse_ino_t id)
@@ -739,6 +1035,7 @@ int vnode_restore(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint64
         }
         n->id = id;
         n->ino = ino;
+        n->sino = view_offline(v) ? 0 : ino;
         n->type = type & S_IFMT;
         n->parent = parent;
         n->fd = -1;
@@ -750,7 +1047,8 @@ int vnode_restore(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint64
                 return -EEXIST;
         }
         g_hash_table_insert(v->nodes, &n->id, n);
-        g_hash_table_insert(v->by_ino, &n->ino, n);
+        if (ino)
+                g_hash_table_insert(v->by_ino, &n->ino, n);
         if (id >= v->next_alt_id && id >= ALT_ID_BASE)
                 v->next_alt_id = id + 1;
         log_node(v, n);

@@ -122,6 +122,16 @@ static bool same_identity(const struct mirror_base *a, const struct mirror_base 
                a->ver.mode == b->ver.mode;
 }
 
+/*
+ * The same content, though a link, unlink or rename elsewhere changed the
+ * object's ctime (and nlink): size and mtime as a write leaves them.
+ */
+static bool same_content(const struct mirror_base *a, const struct mirror_base *b)
+{
+        return a->ver.ino == b->ver.ino && a->ver.size == b->ver.size &&
+               a->ver.mtime_ns == b->ver.mtime_ns && a->ver.mode == b->ver.mode;
+}
+
 /* rm -rf of dfd/name. */
 static int remove_tree(int dfd, const char *name, int depth)
 {
@@ -163,13 +173,113 @@ static void set_owner_mode_times(int mdfd, const char *name, const struct stat *
         utimensat(mdfd, name, tv, AT_SYMLINK_NOFOLLOW);
 }
 
+static void tmp_name(char *buf, size_t len)
+{
+        static unsigned long counter;
+
+        snprintf(buf, len, ".fcache-mirror.%d.%lu", (int)getpid(),
+                 __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
+}
+
+/*
+ * Hard links: a server file with several names is one mirror object, so that
+ * offline it keeps its nlink and a change through one name shows through the
+ * others.  CacheDir/mirror.links/INO (outside what is served) is one more
+ * link to the mirror object of server inode INO, by which the next name
+ * mirrored finds it; offline stat does not count it.
+ */
+static void links_key(char *buf, size_t len, uint64_t ino)
+{
+        snprintf(buf, len, "%" PRIu64, ino);
+}
+
+/* mdfd/name becomes a link to the mirror object of server file @bst if there is
+ * one of that version: 0 when done, -ENOENT when there is none. */
+static int link_partner(struct view *v, int mdfd, const char *name, const struct stat *bst)
+{
+        struct mirror_base have, want;
+        struct stat lst, mst;
+        char key[32], tmp[64];
+        int r;
+
+        if (!S_ISREG(bst->st_mode) || bst->st_nlink < 2 || v->mirror_links_fd < 0)
+                return -ENOENT;
+        links_key(key, sizeof(key), bst->st_ino);
+        base_from_stat(&want, bst, 0);
+        if (fstatat(v->mirror_links_fd, key, &lst, AT_SYMLINK_NOFOLLOW) < 0 ||
+            mirror_get_base(v->mirror_links_fd, key, &have) < 0 || !same_content(&have, &want))
+                return -ENOENT;
+        if (fstatat(mdfd, name, &mst, AT_SYMLINK_NOFOLLOW) == 0 && mst.st_ino == lst.st_ino)
+                return set_base(mdfd, name, &want);     /* already that object */
+        tmp_name(tmp, sizeof(tmp));
+        if (linkat(v->mirror_links_fd, key, mdfd, tmp, 0) < 0)
+                return -errno;
+        r = renameat(mdfd, tmp, mdfd, name) < 0 ? -errno : set_base(mdfd, name, &want);
+        if (r < 0)
+                unlinkat(mdfd, tmp, 0);
+        return r;
+}
+
+/* After server file @bst was mirrored as mdfd/name: the index of its links. */
+static void index_links(struct view *v, int mdfd, const char *name, const struct stat *bst)
+{
+        char key[32];
+
+        if (!S_ISREG(bst->st_mode) || bst->st_nlink < 2 || v->mirror_links_fd < 0)
+                return;
+        links_key(key, sizeof(key), bst->st_ino);
+        unlinkat(v->mirror_links_fd, key, 0);
+        if (linkat(mdfd, name, v->mirror_links_fd, key, 0) < 0)
+                log_warn("Failed to index the links of '%s' in the mirror: %m", name);
+}
+
+bool mirror_links_counted(struct view *v, const struct stat *st, uint64_t sino)
+{
+        struct stat lst;
+        char key[32];
+
+        if (!S_ISREG(st->st_mode) || st->st_nlink < 2 || v->mirror_links_fd < 0)
+                return false;
+        links_key(key, sizeof(key), sino);
+        return fstatat(v->mirror_links_fd, key, &lst, AT_SYMLINK_NOFOLLOW) == 0 &&
+               lst.st_ino == st->st_ino && lst.st_dev == st->st_dev;
+}
+
+/* Index entries whose object no name in the mirror holds any more. */
+static void prune_links(struct view *v)
+{
+        struct dirent *de;
+        int fd = openat(v->mirror_links_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return;
+        }
+        while ((de = readdir(d))) {
+                struct stat st;
+
+                if (de->d_name[0] != '.' &&
+                    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    st.st_nlink <= 1)
+                        unlinkat(dirfd(d), de->d_name, 0);
+        }
+        closedir(d);
+}
+
 /* Puts a new entry in place of mdfd/name: made as tmp, then renamed. */
-static int install(int mdfd, const char *tmp, const char *name, const struct stat *bst,
-                   uint32_t flags)
+static int install(struct view *v, int mdfd, const char *tmp, const char *name,
+                   const struct stat *bst, uint32_t flags)
 {
         struct mirror_base b;
         int r;
 
+        /* Another name of this file was mirrored meanwhile (same batch). */
+        if (link_partner(v, mdfd, name, bst) == 0) {
+                unlinkat(mdfd, tmp, 0);
+                return 0;
+        }
         base_from_stat(&b, bst, flags);
         set_owner_mode_times(mdfd, tmp, bst);
         r = set_base(mdfd, tmp, &b);
@@ -177,15 +287,9 @@ static int install(int mdfd, const char *tmp, const char *name, const struct sta
                 r = -errno;
         if (r < 0)
                 unlinkat(mdfd, tmp, 0);
+        else
+                index_links(v, mdfd, name, bst);
         return r;
-}
-
-static void tmp_name(char *buf, size_t len)
-{
-        static unsigned long counter;
-
-        snprintf(buf, len, ".fcache-mirror.%d.%lu", (int)getpid(),
-                 __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
 }
 
 /*
@@ -207,7 +311,7 @@ static void batch_item_clear(void *p)
         g_free(((struct batch_item *)p)->name);
 }
 
-static int batch_install(int mdfd, struct batch *b)
+static int batch_install(struct view *v, int mdfd, struct batch *b)
 {
         int r = 0;
 
@@ -217,7 +321,7 @@ static int batch_install(int mdfd, struct batch *b)
                 r = -errno;
         for (guint i = 0; i < b->items->len; i++) {
                 struct batch_item *it = &g_array_index(b->items, struct batch_item, i);
-                int e = r < 0 ? r : install(mdfd, it->tmp, it->name, &it->st, 0);
+                int e = r < 0 ? r : install(v, mdfd, it->tmp, it->name, &it->st, 0);
 
                 if (r < 0)
                         unlinkat(mdfd, it->tmp, 0);
@@ -279,7 +383,7 @@ static int copy_file(struct view *v, int bdfd, int mdfd, const char *name,
         } else if (r == 0) {
                 close(tfd);
                 tfd = -1;
-                r = install(mdfd, tmp, name, bst, 0);
+                r = install(v, mdfd, tmp, name, bst, 0);
         } else {
                 unlinkat(mdfd, tmp, 0);
         }
@@ -293,7 +397,8 @@ out:
         return r;
 }
 
-static int copy_special(int bdfd, int mdfd, const char *name, const struct stat *bst)
+static int copy_special(struct view *v, int bdfd, int mdfd, const char *name,
+                        const struct stat *bst)
 {
         char tmp[64], target[PATH_MAX + 1];
         ssize_t n;
@@ -309,10 +414,62 @@ static int copy_special(int bdfd, int mdfd, const char *name, const struct stat 
         } else if (mknodat(mdfd, tmp, bst->st_mode, bst->st_rdev) < 0) {
                 return -errno;
         }
-        return install(mdfd, tmp, name, bst, 0);
+        return install(v, mdfd, tmp, name, bst, 0);
 }
 
 static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth);
+
+/*
+ * New content of a file with several names whose mirror object they share:
+ * written in place, since a copy renamed over one name would leave the others
+ * on the old object.  Its identity goes first and comes back only once the
+ * bytes are durable, so a crash leaves an object without one (copied again),
+ * never half a file under a valid identity.
+ */
+static int rewrite_shared(struct view *v, int bdfd, int mdfd, const char *name,
+                          const struct stat *bst)
+{
+        struct mirror_base want;
+        char p[PATH_MAX], *buf = malloc(COPY_CHUNK);
+        int bfd = -1, mfd = -1, r = 0;
+        off_t off = 0;
+
+        if (!buf)
+                return -ENOMEM;
+        entry_path(p, sizeof(p), mdfd, name);
+        if (lremovexattr(p, XATTR_BASE) < 0 && errno != ENODATA)
+                r = -errno;
+        if (r == 0 && (bfd = openat(bdfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+                r = -errno;
+        if (r == 0 && (mfd = openat(mdfd, name, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC)) < 0)
+                r = -errno;
+        while (r == 0 && off < bst->st_size) {
+                ssize_t n = pread(bfd, buf, COPY_CHUNK, off);
+
+                if (n < 0)
+                        r = -errno;
+                if (n <= 0)
+                        break;
+                if (pwrite(mfd, buf, (size_t)n, off) != n)
+                        r = -EIO;
+                off += n;
+        }
+        if (r == 0 && fsync(mfd) < 0)
+                r = -errno;
+        if (r == 0) {
+                set_owner_mode_times(mdfd, name, bst);
+                base_from_stat(&want, bst, 0);
+                r = set_base(mdfd, name, &want);
+        }
+        if (r == 0)
+                index_links(v, mdfd, name, bst);
+        if (mfd >= 0)
+                close(mfd);
+        if (bfd >= 0)
+                close(bfd);
+        free(buf);
+        return r;
+}
 
 /*
  * Makes mdfd/name what bdfd/name is.  A directory's children are mirrored
@@ -369,6 +526,19 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
                 base_from_stat(&want, &bst, flags);
                 return set_base(mdfd, name, &want);
         }
+        r = link_partner(v, mdfd, name, &bst);
+        if (r != -ENOENT)
+                return r;
+        /* A link added or removed elsewhere changed only its count (and ctime):
+         * the same object keeps its content, and is indexed for the new name. */
+        if (based && S_ISREG(bst.st_mode) && have.ver.nlink != want.ver.nlink &&
+            same_content(&have, &want)) {
+                set_owner_mode_times(mdfd, name, &bst);
+                r = set_base(mdfd, name, &want);
+                if (r == 0)
+                        index_links(v, mdfd, name, &bst);
+                return r;
+        }
         if (based && same_identity(&have, &want)) {
                 if (have.ver.uid != want.ver.uid || have.ver.gid != want.ver.gid ||
                     have.ver.nlink != want.ver.nlink) {
@@ -377,9 +547,12 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
                 }
                 return 0;
         }
+        if (S_ISREG(bst.st_mode) && bst.st_nlink > 1 && based && mst.st_nlink > 1 &&
+            have.ver.ino == want.ver.ino)
+                return rewrite_shared(v, bdfd, mdfd, name, &bst);
         if (S_ISREG(bst.st_mode))
                 return copy_file(v, bdfd, mdfd, name, &bst, batch);
-        return copy_special(bdfd, mdfd, name, &bst);
+        return copy_special(v, bdfd, mdfd, name, &bst);
 }
 
 static bool is_tmp(const char *name)
@@ -418,7 +591,7 @@ static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth)
         }
         closedir(d);
         {
-                int e = batch_install(mdfd, &batch);
+                int e = batch_install(v, mdfd, &batch);
 
                 if (e < 0)
                         r = e;
@@ -543,7 +716,10 @@ static int resync_pin(void *ud, const char *path, int prio)
 
 int mirror_sync_all(struct view *v)
 {
-        return store_pin_foreach(v->store, resync_pin, v);
+        int r = store_pin_foreach(v->store, resync_pin, v);
+
+        prune_links(v);
+        return r;
 }
 
 int mirror_unpin_path(struct view *v, const char *rel)
@@ -599,6 +775,11 @@ int mirror_open(struct view *v)
         if (v->mirror_fd < 0 || fstat(v->mirror_fd, &st) < 0)
                 return -errno;
         v->mirror_dev = st.st_dev;
+        dir = g_build_filename(v->cfg->cache_dir, "mirror.links", NULL);
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                log_warn("Failed to create %s (hard links are mirrored as copies): %m", dir);
+        v->mirror_links_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        g_free(dir);
         return 0;
 }
 

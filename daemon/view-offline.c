@@ -119,6 +119,7 @@ int view_oplog_open(struct view *v)
         pthread_rwlockattr_destroy(&attr);
         v->state = VIEW_ONLINE;
         v->mirror_fd = -1;
+        v->mirror_links_fd = -1;
         /* Reserve is the room kept for offline edits: the log may use it all. */
         opts.max_bytes = v->cfg->reserve;
         dir = g_build_filename(v->cfg->cache_dir, "offline", NULL);
@@ -155,9 +156,11 @@ void offline_translate_stat(struct view *v, int fd, struct stat *st)
         struct mirror_base b;
         uint64_t lid;
 
-        if (mirror_get_base(fd, NULL, &b) == 0)
+        if (mirror_get_base(fd, NULL, &b) == 0) {
+                if (mirror_links_counted(v, st, b.ver.ino))
+                        st->st_nlink--;         /* the index's link is no name */
                 st->st_ino = b.ver.ino;
-        else if (mirror_get_lid(fd, NULL, &lid) == 0)
+        } else if (mirror_get_lid(fd, NULL, &lid) == 0)
                 st->st_ino = OFFLINE_INO_BASE + lid;
         st->st_dev = v->backing_dev;
 }
@@ -198,8 +201,43 @@ static int child_lid(struct view *v, int dfd, const char *name, uint64_t plid, u
         return oplog_object(v->oplog, plid, name, &ver, lid);
 }
 
-/* offline_lock held. */
-static int lid_of(struct view *v, int dfd, const char *name, uint64_t *out)
+/* offline_lock held: the lid of an object the log knows already, found by its
+ * own marks (no path needed, whatever its depth or how many names it has). */
+static int known_lid(struct view *v, int dfd, const char *name, uint64_t *lid)
+{
+        struct mirror_base b;
+
+        if (mirror_get_base(dfd, name, &b) == 0)
+                return oplog_find_ino(v->oplog, b.ver.ino, lid) == 0 ? 0 : -ENOENT;
+        return mirror_get_lid(dfd, name, lid) == 0 ? 0 : -ENOENT;
+}
+
+char *offline_name_in(int dfd, ino_t ino)
+{
+        struct dirent *de;
+        char *found = NULL;
+        int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return NULL;
+        }
+        while (!found && (de = readdir(d))) {
+                struct stat st;
+
+                if (de->d_ino == ino && strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+                    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    st.st_ino == ino)
+                        found = strdup(de->d_name);
+        }
+        closedir(d);
+        return found;
+}
+
+/* offline_lock held: by the path (an object known only by a descriptor). */
+static int lid_by_path(struct view *v, int dfd, const char *name, uint64_t *out)
 {
         char *rel = view_rel_path(v->mirror_fd, dfd, name);
         gchar **parts;
@@ -233,6 +271,58 @@ static int lid_of(struct view *v, int dfd, const char *name, uint64_t *out)
         return r;
 }
 
+/*
+ * offline_lock held: the lid of mirror object dfd/name (dfd itself when name
+ * is NULL), registering it (and the directories above it) at its first
+ * change.  Directories are climbed by descriptors ("..") rather than by a
+ * path, which would fail near PATH_MAX.
+ */
+static int lid_of_depth(struct view *v, int dfd, const char *name, uint64_t *out, int depth)
+{
+        struct stat st, root;
+        uint64_t plid;
+        char *me;
+        int up, r;
+
+        if (known_lid(v, dfd, name, out) == 0) {
+                /* A file with several links: the name it is reached by now may
+                 * be the one replay has to follow it by, once the others go. */
+                if (name && *name && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    S_ISREG(st.st_mode) && st.st_nlink > 1 &&
+                    lid_of_depth(v, dfd, NULL, &plid, depth + 1) == 0)
+                        oplog_object_alias(v->oplog, *out, plid, name);
+                return 0;
+        }
+        if (depth > 4096)
+                return -ELOOP;
+        if (name && *name) {
+                r = lid_of_depth(v, dfd, NULL, &plid, depth + 1);
+                return r < 0 ? r : child_lid(v, dfd, name, plid, out);
+        }
+        if (fstatat(dfd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ||
+            fstat(v->mirror_fd, &root) < 0)
+                return -errno;
+        if (st.st_ino == root.st_ino && st.st_dev == root.st_dev) {
+                *out = OPLOG_ROOT;
+                return 0;
+        }
+        if (!S_ISDIR(st.st_mode))
+                return lid_by_path(v, dfd, NULL, out);
+        up = openat(dfd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (up < 0)
+                return -errno;
+        me = offline_name_in(up, st.st_ino);
+        r = me ? lid_of_depth(v, up, me, out, depth + 1) : -ESTALE;
+        free(me);
+        close(up);
+        return r;
+}
+
+static int lid_of(struct view *v, int dfd, const char *name, uint64_t *out)
+{
+        return lid_of_depth(v, dfd, name, out, 0);
+}
+
 int offline_lid(struct view *v, int dfd, const char *name, uint64_t *lid)
 {
         int r;
@@ -246,6 +336,22 @@ int offline_lid(struct view *v, int dfd, const char *name, uint64_t *lid)
 }
 
 /* ---- records ---- */
+
+/*
+ * offline_lock held: after new content of lid (mirror descriptor fd), its
+ * mtime as the change left it, so that replay stamps the time of the change,
+ * not its own.  Recorded after the content, which replay applies first.
+ */
+static int note_mtime(struct view *v, uint64_t lid, int fd)
+{
+        struct oplog_setattr sa = { .mask = OPLOG_SET_MTIME };
+        struct stat st;
+
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        sa.mtime = st.st_mtim;
+        return oplog_record_setattr(v->oplog, lid, &sa);
+}
 
 static int note_result(int r, const char *what)
 {
@@ -355,7 +461,11 @@ int offline_note_atomic_save(struct view *v, uint64_t plid, const char *name, ui
         r = oplog_record_unlink(v->oplog, plid, name, lid);
         if (r == 0)
                 r = oplog_record_content(v->oplog, dest_lid, fd);
-        if (r == 0 && fstat(fd, &st) == 0 && (st.st_mode & 07777) != (dest_base->ver.mode & 07777)) {
+        if (r == 0)
+                r = note_mtime(v, dest_lid, fd);
+        /* Its mode too, whatever the server file's was: a change of the
+         * replaced file's mode pending in the log must not outlive it. */
+        if (r == 0 && fstat(fd, &st) == 0) {
                 struct oplog_setattr sa = { .mask = OPLOG_SET_MODE, .mode = st.st_mode & 07777 };
 
                 r = oplog_record_setattr(v->oplog, dest_lid, &sa);
@@ -385,6 +495,8 @@ int offline_note_content(struct view *v, uint64_t lid, int fd)
                 return rfd;
         pthread_mutex_lock(&v->offline_lock);
         r = oplog_record_content(v->oplog, lid, rfd);
+        if (r == 0)
+                r = note_mtime(v, lid, rfd);
         pthread_mutex_unlock(&v->offline_lock);
         close(rfd);
         return note_result(r, "write");
@@ -425,9 +537,9 @@ static void invalidate_nodes(struct view *v, GArray *ids)
         for (unsigned i = 0; ids && i < ids->len; i++) {
                 struct vnode_entry *e = &g_array_index(ids, struct vnode_entry, i);
 
-                /* A name may now lead elsewhere (reintegration renames and
-                 * replaces, inode numbers are reused): the kernel asks again. */
-                if (e->name)
+                /* Only a name that no longer leads to its node: invalidating
+                 * the others would unhash live directories (a process's cwd). */
+                if (e->name && e->inval_name)
                         fuse_lowlevel_notify_inval_entry(v->se, e->parent, e->name,
                                                          strlen(e->name));
                 fuse_lowlevel_notify_inval_inode(v->se, e->id, 0, 0);

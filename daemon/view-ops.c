@@ -495,12 +495,90 @@ static void drop_if_last(struct view *v, const struct stat *st)
                 store_drop_ino(v->store, st->st_ino, true);
 }
 
-/* Offline: the log id of node fd (registered with its base before it changes). */
-static int lid_before_change(struct view *v, int fd, uint64_t *lid)
+/*
+ * A name node id (descriptor fd) has now, as a descriptor of its directory
+ * (to close) and *name (to free): one the node table knows it by that still
+ * leads to it, else (a hard link whose names went) one found in one of those
+ * directories.  -ENOENT if none.
+ */
+static int node_name(struct view *v, fuse_ino_t id, int fd, uint64_t *parent, char **name)
 {
-        int r = offline_lid(v, fd, NULL, lid);
+        struct stat me, there;
+        struct vnode *p;
+        char *nm;
+        int pfd, dfd;
 
+        if (fstatat(fd, "", &me, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        for (int pass = 0; pass < 2; pass++) {
+                for (unsigned idx = 0; vnode_parent_of(v, id, idx, parent, &nm) == 0; idx++) {
+                        pfd = vnode_get(v, *parent, &p);
+                        if (pfd < 0) {
+                                free(nm);
+                                continue;
+                        }
+                        if (pass == 1 && S_ISREG(me.st_mode) && me.st_nlink > 1) {
+                                free(nm);
+                                nm = offline_name_in(pfd, me.st_ino);
+                        }
+                        if (nm && fstatat(pfd, nm, &there, AT_SYMLINK_NOFOLLOW) == 0 &&
+                            me.st_ino == there.st_ino && me.st_dev == there.st_dev) {
+                                dfd = dup(pfd);
+                                vnode_put(v, p);
+                                if (dfd < 0) {
+                                        free(nm);
+                                        return -errno;
+                                }
+                                *name = nm;
+                                return dfd;
+                        }
+                        vnode_put(v, p);
+                        free(nm);
+                }
+        }
+        return -ENOENT;
+}
+
+/*
+ * Offline: the log id of node id, descriptor fd (registered with its base
+ * before it changes).  Named through its parent's descriptor when the node
+ * table knows it there, so that no path is needed (a file has no "..").
+ */
+static int lid_before_change(struct view *v, fuse_ino_t id, int fd, uint64_t *lid)
+{
+        uint64_t parent;
+        char *name;
+        int pfd, r = -ENOENT;
+
+        pfd = node_name(v, id, fd, &parent, &name);
+        if (pfd >= 0) {
+                r = offline_lid(v, pfd, name, lid);
+                close(pfd);
+                free(name);
+        }
+        if (r < 0)
+                r = offline_lid(v, fd, NULL, lid);
         return r < 0 ? -EIO : 0;
+}
+
+/*
+ * Online, after a change to node id (descriptor fd): keeps the mirror current
+ * through a name of the object in its parent, not through fd's path, which
+ * for a hard link may be a name since removed.
+ */
+static void note_node_change(struct view *v, fuse_ino_t id, int fd)
+{
+        uint64_t parent;
+        char *name;
+        int pfd = node_name(v, id, fd, &parent, &name);
+
+        if (pfd < 0) {
+                mirror_note_change(v, fd, NULL);
+                return;
+        }
+        mirror_note_change(v, pfd, name);
+        close(pfd);
+        free(name);
 }
 
 /* Offline: logs the content of an open file written since it was last logged.
@@ -520,7 +598,7 @@ static int log_content(struct view *v, struct vfile *f)
         if (have && st.st_size == f->pt_logged_size && st.st_mtim.tv_sec == f->pt_logged.tv_sec &&
             st.st_mtim.tv_nsec == f->pt_logged.tv_nsec)
                 return 0;
-        if (!f->lid && lid_before_change(v, f->fd, &f->lid) < 0)
+        if (!f->lid && lid_before_change(v, f->id, f->fd, &f->lid) < 0)
                 return -EIO;
         r = offline_note_content(v, f->lid, f->fd);
         if (r == 0 && have) {
@@ -702,6 +780,7 @@ static int log_setattr(struct view *v, uint64_t lid, int fd, int ffd, const stru
                        int valid)
 {
         struct oplog_setattr sa = { 0 };
+        struct stat now;
         int r = 0;
 
         if (valid & FUSE_SET_ATTR_MODE) {
@@ -716,17 +795,17 @@ static int log_setattr(struct view *v, uint64_t lid, int fd, int ffd, const stru
                 sa.mask |= OPLOG_SET_GID;
                 sa.gid = attr->st_gid;
         }
+        /* "Now" is the time of this change, as the mirror took it, not replay's. */
+        if (valid & (FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW) &&
+            fstatat(fd, "", &now, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
         if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW)) {
                 sa.mask |= OPLOG_SET_ATIME;
-                sa.atime = attr->st_atim;
-                if (valid & FUSE_SET_ATTR_ATIME_NOW)
-                        sa.atime.tv_nsec = UTIME_NOW;
+                sa.atime = valid & FUSE_SET_ATTR_ATIME_NOW ? now.st_atim : attr->st_atim;
         }
         if (valid & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
                 sa.mask |= OPLOG_SET_MTIME;
-                sa.mtime = attr->st_mtim;
-                if (valid & FUSE_SET_ATTR_MTIME_NOW)
-                        sa.mtime.tv_nsec = UTIME_NOW;
+                sa.mtime = valid & FUSE_SET_ATTR_MTIME_NOW ? now.st_mtim : attr->st_mtim;
         }
         if (valid & FUSE_SET_ATTR_SIZE) {
                 int cfd = ffd >= 0 ? ffd : backing_reopen(fd, O_RDONLY);
@@ -754,7 +833,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
         int r = 0, err, ffd = -1;
 
         WITH_NODE_CHANGING(v, ino, n, fd, req, offline);
-        if (offline && (r = lid_before_change(v, fd, &lid)) < 0)
+        if (offline && (r = lid_before_change(v, ino, fd, &lid)) < 0)
                 goto out;
         if (fi) {
                 f = vfile_of(v, fi, &err);
@@ -825,7 +904,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
                 if (ffd >= 0)
                         r = futimens(ffd, tv);
                 else if (S_ISLNK(vnode_type(n)))
-                        r = syscall(SYS_utimensat, fd, NULL, tv, 0);
+                        /* The link itself (a NULL path would need a non-O_PATH fd). */
+                        r = utimensat(fd, "", tv, AT_EMPTY_PATH);
                 else
                         r = utimensat(AT_FDCWD, path, tv, 0);
                 if (r < 0) {
@@ -840,8 +920,6 @@ out:
                 r = log_setattr(v, lid, fd, ffd, attr, valid);
         if (r >= 0)
                 r = vnode_fill_stat(v, fd, &st);
-        if (r >= 0 && !offline && (valid & ~FUSE_SET_ATTR_SIZE))
-                mirror_note_change(v, fd, NULL);
         if (r >= 0 && !offline && (valid & FUSE_SET_ATTR_SIZE) && S_ISREG(st.st_mode)) {
                 struct sobj *o;
 
@@ -851,6 +929,9 @@ out:
                         store_obj_put(v->store, o);
                 }
         }
+        /* A truncation too: the mirror would serve the old bytes offline. */
+        if (r >= 0 && !offline)
+                note_node_change(v, ino, fd);
         vnode_put(v, n);
         view_change_end(v);
         if (r < 0)
@@ -970,13 +1051,16 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
                 fuse_reply_err(req, -npfd);
                 return;
         }
-        r = offline ? lid_before_change(v, fd, &lid) : 0;
+        r = offline ? lid_before_change(v, ino, fd, &lid) : 0;
         if (r >= 0)
                 r = linkat(fd, "", npfd, newname, AT_EMPTY_PATH) < 0 ? -errno : 0;
-        if (r >= 0 && offline)
+        if (r >= 0 && offline) {
                 r = offline_note_link(v, lid, npfd, newname);
-        else if (r >= 0)
+        } else if (r >= 0) {
+                /* The mirror object first, so that the new name becomes its link. */
+                note_node_change(v, ino, fd);
                 mirror_note_change(v, npfd, newname);
+        }
         if (r >= 0)
                 r = vnode_lookup(v, newparent, npfd, newname, &e);
         vnode_put(v, np);
@@ -1005,6 +1089,8 @@ static void op_unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name
                 r = unlinkat(pfd, name, flags) < 0 ? -errno : 0;
                 creds_leave(&c);
         }
+        if (r >= 0 && had)
+                vnode_name_gone(v, st.st_ino, parent, name);
         if (r >= 0 && offline)
                 r = offline_note_unlink(v, plid, name, lid, flags & AT_REMOVEDIR);
         else if (r >= 0 && had) {
@@ -1103,9 +1189,16 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
                 mirror_note_change(v, npfd, newname);
         }
         if (r >= 0) {
+                struct stat moved;
+
                 if (had && !offline)
                         drop_if_last(v, &victim);
+                if (had)
+                        vnode_name_gone(v, victim.st_ino, newparent, newname);
                 vnode_moved(v, newparent, npfd, newname);
+                if (!(flags & RENAME_EXCHANGE) &&
+                    fstatat(npfd, newname, &moved, AT_SYMLINK_NOFOLLOW) == 0)
+                        vnode_name_gone(v, moved.st_ino, parent, name);
                 if (flags & RENAME_EXCHANGE)
                         vnode_moved(v, parent, pfd, name);
         }
@@ -1171,7 +1264,7 @@ again:
         }
         /* Offline, a file opened for writing is registered with its base
          * content before anything (O_TRUNC first) changes it. */
-        r = offline && writing && S_ISREG(vnode_type(n)) ? lid_before_change(v, fd, &lid) : 0;
+        r = offline && writing && S_ISREG(vnode_type(n)) ? lid_before_change(v, ino, fd, &lid) : 0;
         if (r >= 0)
                 r = creds_enter(req, &c);
         if (r < 0) {
@@ -1341,6 +1434,14 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                 r = offline_note_create(v, pfd, name, NULL);
                 if (r >= 0)
                         mirror_get_lid(pfd, name, &lid);
+        } else if (r >= 0 && !existed) {
+                struct stat st;
+
+                /* A new file may reuse the inode number of one removed behind
+                 * the store's back (by replay, or on the server): that copy
+                 * must not be patched by the writes to come and served. */
+                if (fstat(bfd, &st) == 0)
+                        store_drop_ino(v->store, st.st_ino, true);
         }
         if (r >= 0)
                 r = vnode_lookup(v, parent, pfd, name, &e);
@@ -1459,7 +1560,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
                 return;
         }
         offline = view_offline(v);
-        if (offline && !f->lid && lid_before_change(v, f->fd, &f->lid) < 0) {
+        if (offline && !f->lid && lid_before_change(v, f->id, f->fd, &f->lid) < 0) {
                 view_change_end(v);
                 fuse_reply_err(req, EIO);
                 return;
@@ -1519,6 +1620,12 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         err = -backing_flush(v, f->fd);
         if (err == ETIMEDOUT)
                 err = EIO;
+        /* At close, not at release (which close does not wait for): a
+         * disconnect in between would leave the mirror with the old bytes. */
+        if (!err && f->written && !f->dir) {
+                f->written = false;
+                note_node_change(v, f->id, f->fd);
+        }
         view_change_end(v);
         fuse_reply_err(req, err);
 }
@@ -1538,7 +1645,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
                         log_error("Offline writes to file handle %" PRIu64 " could not be"
                                   " logged at its release", f->fh);
                 else if (!view_offline(v) && f->written)
-                        mirror_note_change(v, f->fd, NULL);
+                        note_node_change(v, f->id, f->fd);
                 view_change_end(v);
         }
         if (f)
@@ -1700,7 +1807,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
         proc_path(path, sizeof(path), fd);
         r = offline && mirror_xattr_hidden(name) ? -EPERM : 0;
         if (r >= 0 && offline)
-                r = lid_before_change(v, fd, &lid);
+                r = lid_before_change(v, ino, fd, &lid);
         if (r >= 0)
                 r = creds_enter(req, &c);
         if (r >= 0) {
@@ -1822,7 +1929,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
         proc_path(path, sizeof(path), fd);
         r = offline && mirror_xattr_hidden(name) ? -ENODATA : 0;
         if (r >= 0 && offline)
-                r = lid_before_change(v, fd, &lid);
+                r = lid_before_change(v, ino, fd, &lid);
         if (r >= 0)
                 r = creds_enter(req, &c);
         if (r >= 0) {
@@ -1854,7 +1961,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
                 fuse_reply_err(req, err);
                 return;
         }
-        if (view_offline(v) && !f->lid && lid_before_change(v, f->fd, &f->lid) < 0) {
+        if (view_offline(v) && !f->lid && lid_before_change(v, f->id, f->fd, &f->lid) < 0) {
                 view_change_end(v);
                 fuse_reply_err(req, EIO);
                 return;

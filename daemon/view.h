@@ -89,6 +89,7 @@ struct view {
         bool timeout_thread;    /* atomic: a backing timeout is being handled */
         bool auto_reconnect;    /* atomic: offline by a timeout, back when the backing answers */
         dev_t mirror_dev;
+        int mirror_links_fd;    /* CacheDir/mirror.links (view-mirror.c), or -1 */
 
         int control_fd;         /* listening control socket */
         int ready_fd;           /* pipe to the holder: one byte once serving, or -1 */
@@ -139,6 +140,12 @@ void vnode_forget(struct view *v, fuse_ino_t id, uint64_t nlookup);
 bool vnode_child_is(struct view *v, fuse_ino_t parent, const char *name, uint64_t ino);
 /* After a rename through the view: re-points the moved node at its new name. */
 void vnode_moved(struct view *v, fuse_ino_t newparent, int npfd, const char *newname);
+/* The parent and name the node table knows node id by (name to free): idx 0
+ * its main name, then the other names (hard links) it was looked up by;
+ * -ENOENT past the last.  Names may be stale: check the object there. */
+int vnode_parent_of(struct view *v, fuse_ino_t id, unsigned idx, uint64_t *parent, char **name);
+/* Name parent/name of the object of inode ino (in the tree served) went. */
+void vnode_name_gone(struct view *v, uint64_t ino, uint64_t parent, const char *name);
 /* Is a store copy allowed for objects under node id (set cacheable off)? */
 bool vnode_cacheable(struct view *v, fuse_ino_t id);
 /* The kernel's nodeid of a backing inode, or 0 if the kernel does not know it. */
@@ -148,11 +155,13 @@ int vnode_restore(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint64
                   const char *name, const void *handle, unsigned hlen, int htype);
 void vnode_set_alt_floor(struct view *v, uint64_t id);
 int vnode_fill_stat(struct view *v, int fd, struct stat *st);
-/* After a state switch: nodes re-resolve in what is now served.  Returns
- * every node as the kernel knows it (struct vnode_entry), to invalidate. */
+/* After a state switch: each node is bound to its counterpart in what is now
+ * served.  Returns every node as the kernel knows it (struct vnode_entry):
+ * attributes to refresh, and the names that no longer lead to their node. */
 struct vnode_entry {
         uint64_t id, parent;
         char *name;     /* NULL for the root */
+        bool inval_name;
 };
 GArray *vnode_switch_all(struct view *v);
 
@@ -235,6 +244,8 @@ void offline_translate_stat(struct view *v, int fd, struct stat *st);
 /* Offline: is every entry of mirror directory dfd there (a name it lacks does not exist)? */
 bool offline_dir_complete(int dfd);
 int offline_lid(struct view *v, int dfd, const char *name, uint64_t *lid);
+/* A name of inode ino in directory dfd (to free), or NULL: a scan. */
+char *offline_name_in(int dfd, ino_t ino);
 /* After the change was applied to the mirror: log it (undone if that fails). */
 int offline_note_create(struct view *v, int pfd, const char *name, const char *target);
 int offline_note_link(struct view *v, uint64_t lid, int npfd, const char *newname);
@@ -286,6 +297,8 @@ int mirror_get_base(int dfd, const char *name, struct mirror_base *b);
 int mirror_get_lid(int dfd, const char *name, uint64_t *lid);
 int mirror_set_lid(int dfd, const char *name, uint64_t lid);
 bool mirror_xattr_hidden(const char *name);
+/* Is one link of a mirror object (stat st, server inode sino) the index's? */
+bool mirror_links_counted(struct view *v, const struct stat *st, uint64_t sino);
 /* dfd/name becomes the mirror of the server object @b describes (no longer a new one). */
 int mirror_take_identity(int dfd, const char *name, const struct mirror_base *b);
 /* Mirrors volume path rel (and its subtree when recursive) from the backing;

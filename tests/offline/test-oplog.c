@@ -287,6 +287,18 @@ static void test_rename_chain_kept_when_name_reused(struct fixture *f, gconstpoi
         assert_records(f, "rename:a->b create:a rename:b->c");
 }
 
+static void test_rename_chain_kept_when_source_dir_removed(struct fixture *f, gconstpointer data)
+{
+        uint64_t d = server_object(f, OPLOG_ROOT, "d", S_IFDIR | 0755, 750);
+        uint64_t a = server_object(f, d, "a", S_IFREG | 0644, 751);
+
+        g_assert_cmpint(oplog_record_rename(f->log, d, "a", a, OPLOG_ROOT, "b", 0, 0), ==, 0);
+        g_assert_cmpint(oplog_record_rmdir(f->log, OPLOG_ROOT, "d", d), ==, 0);
+        g_assert_cmpint(oplog_record_rename(f->log, OPLOG_ROOT, "b", a, OPLOG_ROOT, "c", 0, 0), ==, 0);
+        /* Merged, the rename would come after the rmdir of its source's directory. */
+        assert_records(f, "rename:a->b rmdir:d rename:b->c");
+}
+
 static void test_exchange_not_collapsed(struct fixture *f, gconstpointer data)
 {
         uint64_t a = server_object(f, OPLOG_ROOT, "a", S_IFREG | 0644, 800);
@@ -363,6 +375,8 @@ int main(int argc, char **argv)
         T("xattr-replaces", test_xattr_replaces);
         T("rename-chain", test_rename_chain);
         T("rename-chain-kept-when-name-reused", test_rename_chain_kept_when_name_reused);
+        T("rename-chain-kept-when-source-dir-removed",
+          test_rename_chain_kept_when_source_dir_removed);
         T("exchange-not-collapsed", test_exchange_not_collapsed);
         T("object-identity", test_object_identity);
         T("max-bytes-enospc", test_max_bytes_enospc);

@@ -1,0 +1,306 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""A seeded run of random operations (create, write, truncate, rename incl.
+over, link, unlink, mkdir, rmdir, symlink, chmod, utimens, fsync) through
+the view on a pinned subtree, across random disconnects and reconnects,
+against an in-memory model of what each name holds: every read is checked
+(O_DIRECT, so what the view serves, not the kernel's pages), and after the
+last reconnect every change is on the backing, hard links as one inode.
+
+FCACHE_MODEL_SEED=N reruns a seed; FCACHE_MODEL_OPS=N changes the length;
+FCACHE_MODEL_TRACE=1 prints each operation, FCACHE_MODEL_SWEEP=1 reads every
+file after each.
+"""
+import os
+import random
+import stat
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from viewlib import (Volume, check, eq, finish, read_direct, read_file,  # noqa: E402
+                     require_root_fuse)
+
+
+class Obj:
+    """A file: its bytes, mode and the mtime set explicitly (None: any)."""
+    def __init__(self, data, mode=0o644):
+        self.data = data
+        self.mode = mode
+        self.mtime = None
+
+
+class Model:
+    def __init__(self):
+        self.files = {}         # rel -> Obj (hard links share one)
+        self.dirs = {"": 0o755}
+        self.links = {}         # rel -> symlink target
+
+    def names(self):
+        return set(self.files) | set(self.dirs) | set(self.links)
+
+    def children(self, d):
+        pre = d + "/" if d else ""
+        return [n for n in self.names() if n.startswith(pre) and n != d and
+                "/" not in n[len(pre):]]
+
+
+def main():
+    require_root_fuse()
+    seed = int(os.environ.get("FCACHE_MODEL_SEED", random.randrange(1 << 32)))
+    nops = int(os.environ.get("FCACHE_MODEL_OPS", "500"))
+    print(f"# seed {seed} (FCACHE_MODEL_SEED={seed} to rerun), {nops} operations", flush=True)
+    rnd = random.Random(seed)
+    vol = Volume("model", lease="1s")
+    os.makedirs(vol.b("m"))
+    model = Model()
+    for i in range(4):
+        data = rnd.randbytes(rnd.randrange(1, 3000))
+        with open(vol.b("m", f"s{i}"), "wb") as f:
+            f.write(data)
+        model.files[f"s{i}"] = Obj(data)
+    os.link(vol.b("m", "s0"), vol.b("m", "s0.link"))
+    model.files["s0.link"] = model.files["s0"]
+    os.mkdir(vol.b("m", "sd"))
+    model.dirs["sd"] = 0o755
+    vol.start()
+    vol.ctl("pin recursive", "m")
+    v = lambda rel: vol.v("m", rel) if rel else vol.v("m")  # noqa: E731
+    offline = False
+    counter = [0]
+    failures_at = []
+
+    def fresh(parent):
+        counter[0] += 1
+        name = f"n{counter[0]}"
+        return f"{parent}/{name}" if parent else name
+
+    def pick(kind):
+        pool = {"file": model.files, "dir": model.dirs, "link": model.links}[kind]
+        names = sorted(n for n in pool if n or kind != "dir")
+        return rnd.choice(names) if names else None
+
+    def any_dir():
+        return rnd.choice(sorted(model.dirs))
+
+    def verify(rel, what):
+        if rel in model.files:
+            got = read_direct(v(rel))
+            if got != model.files[rel].data:
+                failures_at.append(what)
+            eq(got, model.files[rel].data, f"{what}: {rel} reads back")
+            st = os.lstat(v(rel))
+            nl = sum(1 for o in model.files.values() if o is model.files[rel])
+            eq((st.st_nlink, stat.S_IMODE(st.st_mode)), (nl, model.files[rel].mode),
+               f"{what}: {rel} nlink and mode")
+        elif rel in model.links:
+            eq(os.readlink(v(rel)), model.links[rel], f"{what}: symlink {rel}")
+
+    def op_create():
+        rel = fresh(any_dir())
+        data = rnd.randbytes(rnd.randrange(0, 40000))
+        fd = os.open(v(rel), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(fd, data)
+        if rnd.random() < 0.5:
+            os.fsync(fd)
+        os.close(fd)
+        model.files[rel] = Obj(data)
+        return rel
+
+    def op_write():
+        rel = pick("file")
+        if not rel:
+            return None
+        o = model.files[rel]
+        off = rnd.randrange(0, len(o.data) + 100)
+        data = rnd.randbytes(rnd.randrange(1, 5000))
+        fd = os.open(v(rel), os.O_WRONLY)
+        os.pwrite(fd, data, off)
+        if rnd.random() < 0.3:
+            os.fsync(fd)
+        os.close(fd)
+        buf = o.data.ljust(off, b"\0")
+        o.data = buf[:off] + data + buf[off + len(data):]
+        o.mtime = None
+        return rel
+
+    def op_truncate():
+        rel = pick("file")
+        if not rel:
+            return None
+        o = model.files[rel]
+        size = rnd.randrange(0, len(o.data) + 1000)
+        os.truncate(v(rel), size)
+        o.data = o.data[:size].ljust(size, b"\0")
+        o.mtime = None
+        return rel
+
+    def op_rename():
+        kind = rnd.choice(["file", "file", "file", "link", "dir"])
+        rel = pick(kind)
+        if not rel:
+            return None
+        if kind == "file" and rnd.random() < 0.5:
+            dst = pick("file")          # over another file: an atomic save
+            if dst is None or model.files[dst] is model.files[rel]:
+                return None
+        else:
+            parent = any_dir()
+            if kind == "dir" and (parent == rel or parent.startswith(rel + "/")):
+                return None
+            dst = fresh(parent)
+        if os.environ.get("FCACHE_MODEL_TRACE"):
+            print(f"# rename {rel} -> {dst}", flush=True)
+        os.rename(v(rel), v(dst))
+        if kind == "dir":
+            pre = rel + "/"
+            for pool in (model.files, model.dirs, model.links):
+                for n in sorted(pool):
+                    if n == rel or n.startswith(pre):
+                        pool[dst + n[len(rel):]] = pool.pop(n)
+        else:
+            pool = model.files if kind == "file" else model.links
+            pool.pop(dst, None)
+            pool[dst] = pool.pop(rel)
+        return dst
+
+    def op_link():
+        rel = pick("file")
+        if not rel:
+            return None
+        dst = fresh(any_dir())
+        if os.environ.get("FCACHE_MODEL_TRACE"):
+            print(f"# link {rel} -> {dst}", flush=True)
+        os.link(v(rel), v(dst))
+        model.files[dst] = model.files[rel]
+        return dst
+
+    def op_unlink():
+        rel = pick(rnd.choice(["file", "link"]))
+        if not rel:
+            return None
+        os.unlink(v(rel))
+        model.files.pop(rel, None)
+        model.links.pop(rel, None)
+        return None
+
+    def op_mkdir():
+        rel = fresh(any_dir())
+        os.mkdir(v(rel), 0o755)
+        model.dirs[rel] = 0o755
+        return None
+
+    def op_rmdir():
+        empty = [d for d in model.dirs if d and not model.children(d)]
+        if not empty:
+            return None
+        rel = rnd.choice(sorted(empty))
+        os.rmdir(v(rel))
+        del model.dirs[rel]
+        return None
+
+    def op_symlink():
+        rel = fresh(any_dir())
+        target = f"target-{counter[0]}"
+        os.symlink(target, v(rel))
+        model.links[rel] = target
+        return rel
+
+    def op_chmod():
+        rel = pick("file")
+        if not rel:
+            return None
+        mode = rnd.choice([0o600, 0o640, 0o644, 0o755])
+        os.chmod(v(rel), mode)
+        model.files[rel].mode = mode
+        return rel
+
+    def op_utimens():
+        rel = pick("file")
+        if not rel:
+            return None
+        t = rnd.randrange(1000000000, 1700000000)
+        os.utime(v(rel), (t, t))
+        model.files[rel].mtime = t
+        eq(int(os.stat(v(rel)).st_mtime), t, f"utimens {rel}")
+        return rel
+
+    def op_fsync():
+        rel = pick("file")
+        if not rel:
+            return None
+        fd = os.open(v(rel), os.O_RDWR)
+        os.fsync(fd)
+        os.close(fd)
+        return rel
+
+    ops = [(op_create, 10), (op_write, 12), (op_truncate, 4), (op_rename, 10), (op_link, 4),
+           (op_unlink, 5), (op_mkdir, 4), (op_rmdir, 2), (op_symlink, 3), (op_chmod, 4),
+           (op_utimens, 3), (op_fsync, 3)]
+    fns = [f for f, w in ops for _ in range(w)]
+    switches = 0
+    for i in range(nops):
+        if rnd.random() < 0.05:
+            if offline:
+                q = vol.ctl("reconnect")
+                eq(q.get("conflicts"), "0", f"op {i}: reconnect without conflicts")
+                if q.get("conflicts") != "0":
+                    for line in vol.ctl("query conflicts")["_lines"]:
+                        print(f"# {line}")
+            else:
+                vol.ctl("disconnect")
+            offline = not offline
+            switches += 1
+            eq(vol.state()["state"], "offline" if offline else "online",
+               f"op {i}: state after the switch")
+        fn = rnd.choice(fns)
+        what = f"op {i} {fn.__name__[3:]} ({'offline' if offline else 'online'})"
+        try:
+            rel = fn()
+        except OSError as e:
+            check(False, f"{what}: {e}")
+            break
+        if os.environ.get("FCACHE_MODEL_TRACE"):
+            print(f"# {what} -> {rel}", flush=True)
+        if rel:
+            verify(rel, what)
+        if i % 25 == 0 or os.environ.get("FCACHE_MODEL_SWEEP"):
+            for n in sorted(model.files):
+                verify(n, f"{what}, sweep")
+        if failures_at:
+            break
+    print(f"# {switches} switches", flush=True)
+    if offline:
+        q = vol.ctl("reconnect")
+        eq(q.get("conflicts"), "0", "final reconnect without conflicts")
+    for n in sorted(model.files):
+        verify(n, "after the last reconnect")
+
+    # The backing holds every change.
+    b = lambda rel: vol.b("m", rel) if rel else vol.b("m")  # noqa: E731
+    seen = set()
+    for dirpath, dirnames, filenames in os.walk(b("")):
+        for name in dirnames + filenames:
+            seen.add(os.path.relpath(os.path.join(dirpath, name), b("")))
+    eq(sorted(seen), sorted(model.names() - {""}), "backing: the names the model has")
+    inode_of = {}
+    for n, o in sorted(model.files.items()):
+        if not os.path.lexists(b(n)):
+            continue
+        st = os.lstat(b(n))
+        eq(read_file(b(n)), o.data, f"backing: {n} content")
+        eq(stat.S_IMODE(st.st_mode), o.mode, f"backing: {n} mode")
+        if o.mtime is not None:
+            eq(int(st.st_mtime), o.mtime, f"backing: {n} mtime")
+        prev = inode_of.setdefault(id(o), st.st_ino)
+        eq(prev, st.st_ino, f"backing: {n} is the same inode as its other links")
+    for n, t in sorted(model.links.items()):
+        eq(os.readlink(b(n)) if os.path.islink(b(n)) else None, t, f"backing: symlink {n}")
+    for n in sorted(model.dirs):
+        check(os.path.isdir(b(n)), f"backing: directory {n or '.'}")
+    if failures_at:
+        print(f"# first wrong read at {failures_at[0]}; seed {seed}")
+    finish()
+
+
+if __name__ == "__main__":
+    main()
