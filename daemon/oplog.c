@@ -1828,6 +1828,34 @@ int oplog_compact(struct oplog *log, uint64_t *out_removed)
         return e;
 }
 
+int oplog_shrink(struct oplog *log)
+{
+        char **ids = NULL;
+        uint64_t pending = 0;
+        size_t n = 0;
+        int e;
+
+        if (!log)
+                return -EINVAL;
+        e = oplog_count(log, OPLOG_PENDING, &pending);
+        if (e < 0 || pending)
+                return e;
+        /* Objects forgotten since oplog_compact() took their bases' last references. */
+        e = collect_ids(log, "SELECT b_content FROM objects UNION SELECT orig_content FROM objects"
+                             " UNION SELECT base FROM conflicts UNION SELECT local FROM conflicts"
+                             " UNION SELECT remote FROM conflicts", &ids, &n);
+        if (e >= 0)
+                e = fcache_merge_store_gc(NULL, log->store, (const char *const *)ids, n);
+        for (size_t i = 0; i < n; i++)
+                free(ids[i]);
+        free(ids);
+        if (e >= 0)
+                e = oplog_exec(log, "VACUUM");
+        if (e >= 0)
+                e = oplog_exec(log, "PRAGMA wal_checkpoint(TRUNCATE)");
+        return e;
+}
+
 int oplog_forget_settled(struct oplog *log, uint64_t *out_forgotten)
 {
         uint64_t total = 0;

@@ -276,5 +276,12 @@ int oplog_compact(struct oplog *log, uint64_t *out_removed);
  */
 int oplog_forget_settled(struct oplog *log, uint64_t *out_forgotten);
 
+/*
+ * With nothing pending: gives the space of settled records back (the
+ * database rewritten to its live rows, the WAL truncated, base blobs no row
+ * refers to dropped).  Else does nothing.  0 or -errno.
+ */
+int oplog_shrink(struct oplog *log);
+
 /* Bytes used by the log (database, WAL, content files). */
 int oplog_size(struct oplog *log, uint64_t *out);

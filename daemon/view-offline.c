@@ -729,6 +729,9 @@ int view_reconnect(struct view *v, GString *out, GString *err)
         if (mirror_sync_all(v) == 0) {
                 pthread_mutex_lock(&v->offline_lock);
                 oplog_forget_settled(v->oplog, &forgotten);
+                /* Nothing left to replay: the log gives its space back. */
+                if (oplog_shrink(v->oplog) < 0)
+                        log_warn("Shrinking the offline log failed, ignoring");
                 pthread_mutex_unlock(&v->offline_lock);
         }
         pthread_rwlock_unlock(&v->mode_lock);

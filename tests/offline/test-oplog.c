@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "oplog-internal.h"
 #include "oplog.h"
 
 struct fixture {
@@ -360,10 +361,50 @@ static void test_max_bytes_enospc(struct fixture *f, gconstpointer data)
         g_free(path);
 }
 
+static int mark_applied(void *ud, const struct oplog_record *r)
+{
+        return oplog_mark(ud, r->seq, OPLOG_APPLIED, "applied");
+}
+
+/* Settled records give their space back: the log does not keep growing. */
+static void test_shrink(struct fixture *f, gconstpointer data)
+{
+        char *big = g_malloc(16384);
+        uint64_t lid, full, after, pending;
+
+        memset(big, 'y', 16384);
+        for (int i = 0; i < 200; i++) {
+                char name[32];
+
+                snprintf(name, sizeof(name), "f%d", i);
+                g_assert_cmpint(oplog_record_create(f->log, OPLOG_ROOT, name, 0644, 0, 0, &lid),
+                                ==, 0);
+                g_assert_cmpint(ftruncate(f->content_fd, 0), ==, 0);
+                g_assert_cmpint(pwrite(f->content_fd, big, 16384, 0), ==, 16384);
+                g_assert_cmpint(oplog_record_content(f->log, lid, f->content_fd), ==, 0);
+        }
+        g_assert_cmpint(oplog_size(f->log, &full), ==, 0);
+        /* Nothing happens while records are pending. */
+        g_assert_cmpint(oplog_shrink(f->log), ==, 0);
+        g_assert_cmpint(oplog_foreach(f->log, true, mark_applied, f->log), ==, 0);
+        g_assert_cmpint(oplog_compact(f->log, NULL), ==, 0);
+        g_assert_cmpint(oplog_forget_settled(f->log, NULL), ==, 0);
+        g_assert_cmpint(oplog_shrink(f->log), ==, 0);
+        g_assert_cmpint(oplog_count(f->log, OPLOG_PENDING, &pending), ==, 0);
+        g_assert_cmpuint(pending, ==, 0);
+        g_assert_cmpint(oplog_size(f->log, &after), ==, 0);
+        g_test_message("log: %" G_GUINT64_FORMAT " bytes full, %" G_GUINT64_FORMAT " settled",
+                       full, after);
+        g_assert_cmpuint(full, >, 200 * 16384);
+        g_assert_cmpuint(after, <, full / 10);
+        g_free(big);
+}
+
 int main(int argc, char **argv)
 {
         g_test_init(&argc, &argv, NULL);
 #define T(name, fn) g_test_add("/fcache/offline/oplog/" name, struct fixture, NULL, setup, fn, teardown)
+        T("shrink", test_shrink);
         T("durable-reopen", test_durable_reopen);
         T("invalid", test_invalid);
         T("writes-coalesce", test_writes_coalesce);
