@@ -49,10 +49,14 @@ make_user user fcagent
 # The user's session: its own bus, the notification daemon, the agent.
 mkdir -m 777 "$T/sess"
 SESSION="unix:path=$T/sess/bus"
-ases() { as "$user" env DBUS_SESSION_BUS_ADDRESS="$SESSION" "$@"; }
-as "$user" dbus-daemon --session --nofork --nopidfile --address="$SESSION" 2>"$T/sess/bus.log" & PIDS+=($!)
+# Not through a shell function in the background: $! must be the process itself (setpriv and
+# env exec it), or killing it would leave the program running.
+ases() { setpriv --reuid="$user" --regid="$user" --init-groups env DBUS_SESSION_BUS_ADDRESS="$SESSION" "$@"; }
+setpriv --reuid="$user" --regid="$user" --init-groups dbus-daemon --session --nofork --nopidfile \
+        --address="$SESSION" >/dev/null 2>"$T/sess/bus.log" & PIDS+=($!)
 for _ in $(seq 100); do [ -S "$T/sess/bus" ] && break; sleep 0.05; done
-ases /usr/bin/python3 -m dbusmock --session --template notification_daemon -l "$T/sess/notify.log" \
+setpriv --reuid="$user" --regid="$user" --init-groups env DBUS_SESSION_BUS_ADDRESS="$SESSION" \
+        /usr/bin/python3 -m dbusmock --session --template notification_daemon -l "$T/sess/notify.log" \
         >"$T/sess/mock.log" 2>&1 & PIDS+=($!)
 for _ in $(seq 100); do
         ases gdbus call --session --dest org.freedesktop.Notifications --object-path \
@@ -60,7 +64,8 @@ for _ in $(seq 100); do
                 >/dev/null 2>&1 && break
         sleep 0.1
 done
-ases "$FCACHE_AGENT" 2>"$T/sess/agent.log" & PIDS+=($!)
+setpriv --reuid="$user" --regid="$user" --init-groups env DBUS_SESSION_BUS_ADDRESS="$SESSION" \
+        "$FCACHE_AGENT" >/dev/null 2>"$T/sess/agent.log" & PIDS+=($!)
 check "the agent follows the one volume the user may read" wait_line "$T/sess/agent.log" "Following 1 volume and 0 conflicts"
 
 # Offline: hid first (the user must hear nothing of it), then lap.

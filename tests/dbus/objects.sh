@@ -74,7 +74,8 @@ check_fails "properties are read-only" "read-only|not writable" \
 
 # The user's watcher follows the volume it may see.
 : > "$T/watch.log"; chmod 666 "$T/watch.log"
-as "$user" "${OBJS[@]}" watch "$T/watch.log" 2>"$T/watch.err" & PIDS+=($!)
+setpriv --reuid="$user" --regid="$user" --init-groups "${OBJS[@]}" watch "$T/watch.log" \
+        >/dev/null 2>"$T/watch.err" & PIDS+=($!)
 check "the watcher is ready" wait_line "$T/watch.log" '^ready$'
 : > "$T/rwatch.log"
 "${OBJS[@]}" watch "$T/rwatch.log" 2>"$T/rwatch.err" & PIDS+=($!)
