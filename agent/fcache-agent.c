@@ -107,6 +107,7 @@ static void on_notified(GObject *src, GAsyncResult *res, gpointer data)
 static void notify(struct agent *a, const char *summary, const char *body,
                    const char *const *actions, const char *conflict, const char *urgency_icon)
 {
+        static const char *const no_actions[] = { NULL };
         struct notify_done *nd = g_new0(struct notify_done, 1);
         GVariantBuilder hints;
 
@@ -120,7 +121,7 @@ static void notify(struct agent *a, const char *summary, const char *body,
         g_message("%s: %s", summary, body);
         g_dbus_connection_call(a->session, NOTIFY_BUS, NOTIFY_PATH, NOTIFY_BUS, "Notify",
                                g_variant_new("(susss^asa{sv}i)", "fcache", 0u, urgency_icon,
-                                             summary, body, actions ? actions : (const char *[]){ NULL },
+                                             summary, body, actions ? actions : no_actions,
                                              &hints, conflict ? 0 : -1),
                                G_VARIANT_TYPE("(u)"), G_DBUS_CALL_FLAGS_NONE, -1, NULL,
                                on_notified, nd);

@@ -283,8 +283,8 @@ static gboolean on_flush(FcManager1 *m, GDBusMethodInvocation *inv, const char *
 static gboolean on_prefetch(FcManager1 *m, GDBusMethodInvocation *inv, const char *path,
                             gboolean recursive, gpointer ctx)
 {
-        return fcd_manager_request(ctx, inv, path, recursive ? "prefetch recursive" : "prefetch", NULL,
-                             true);
+        return fcd_manager_request(ctx, inv, path, recursive ? "prefetch recursive" : "prefetch",
+                                   NULL, true);
 }
 
 gboolean fcd_manager_pin(struct fcd_context *ctx, GDBusMethodInvocation *inv, const char *path,
@@ -330,8 +330,8 @@ static gboolean on_set_cache_size(FcManager1 *m, GDBusMethodInvocation *inv, con
 static gboolean on_set_cacheable(FcManager1 *m, GDBusMethodInvocation *inv, const char *path,
                                  gboolean on, gpointer ctx)
 {
-        return fcd_manager_request(ctx, inv, path, on ? "set cacheable on" : "set cacheable off", NULL,
-                             false);
+        return fcd_manager_request(ctx, inv, path, on ? "set cacheable on" : "set cacheable off",
+                                   NULL, false);
 }
 
 static gboolean on_set_reserve(FcManager1 *m, GDBusMethodInvocation *inv, const char *path,

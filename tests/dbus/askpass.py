@@ -9,6 +9,7 @@ import os
 import pty
 import select
 import sys
+import termios
 import time
 
 password, argv = sys.argv[1], sys.argv[2:]
@@ -28,6 +29,10 @@ while time.monotonic() < deadline:
         break
     out += data
     if password != "-" and typed < 3 and out.count(b"Password:") > typed:
+        # Only once the prompt turned echo off: it does so with TCSAFLUSH, which would
+        # throw away what was typed before.
+        while termios.tcgetattr(fd)[3] & termios.ECHO and time.monotonic() < deadline:
+            time.sleep(0.05)
         os.write(fd, password.encode() + b"\n")
         typed += 1
 sys.stdout.write(out.decode(errors="replace"))

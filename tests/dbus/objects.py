@@ -60,8 +60,8 @@ def main():
         GLib.MainLoop().run()
     elif cmd == "version":
         ret, fdl = bus.call_with_unix_fd_list_sync(
-            BUS, sys.argv[2], "org.fcache.Conflict1", "GetVersion", GLib.Variant("(s)", (sys.argv[3],)),
-            GLib.VariantType("(h)"), Gio.DBusCallFlags.NONE, -1, None, None)
+            BUS, sys.argv[2], "org.fcache.Conflict1", "GetVersion",
+            GLib.Variant("(s)", (sys.argv[3],)), GLib.VariantType("(h)"), Gio.DBusCallFlags.NONE, -1, None, None)
         fd = fdl.get(ret.unpack()[0])
         while True:
             b = os.read(fd, 65536)
