@@ -286,6 +286,9 @@ static int daemon_run(struct fc_request *req)
                                     "(fcached), but the system bus cannot be reached: %s",
                                     fc_op_name(req->cmd->op), strerror(-r));
         sd_bus_set_method_call_timeout(bus, CALL_TIMEOUT_US);
+        /* Every call on this connection may then wait for the person to type a password. */
+        if (req->opts->flags & FCACHECTL_F_INTERACTIVE)
+                sd_bus_set_allow_interactive_authorization(bus, 1);
         if (req->cmd->op == FC_OP_PIN && !(req->cmd->mods & FC_MOD_DRY_RUN)) {
                 r = run_operation(req, bus, path, cmd, nofollow);
         } else {

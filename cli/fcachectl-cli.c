@@ -23,6 +23,7 @@
 #include "escape.h"
 #include "fcachectl.h"
 #include "output.h"
+#include "polkit-agent.h"
 
 #define RESULT_MAX (1u << 20)
 
@@ -61,6 +62,8 @@ static void usage(FILE *f)
               "  -A, --no-automount  never trigger an automount at PATH\n"
               "  -w, --workers=N     parallel workers for directory trees\n"
               "  -q, --quiet         no progress line\n"
+              "      --no-ask-password  never ask for a password (on a terminal, polkit may\n"
+              "                     ask for one, through pkttyagent, when fcached needs it)\n"
               "  -h, --help          show this help\n"
               "  -V, --version       show the version\n"
               "\n"
@@ -113,9 +116,11 @@ int main(int argc, char **argv)
                 { "quiet", no_argument, NULL, 'q' },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'V' },
+                { "no-ask-password", no_argument, NULL, 'N' },
                 { NULL, 0, NULL, 0 },
         };
-        bool json = false, quiet = false;
+        bool json = false, quiet = false, ask_password = true;
+        pid_t agent = 0;
         unsigned atflags = 0, workers = 0;
         struct fc_command cmd;
         struct fc_error e = { 0 };
@@ -128,6 +133,7 @@ int main(int argc, char **argv)
                 case 'P': atflags |= AT_SYMLINK_NOFOLLOW; break;
                 case 'A': atflags |= AT_NO_AUTOMOUNT; break;
                 case 'q': quiet = true; break;
+                case 'N': ask_password = false; break;
                 case 'w': {
                         char *end;
                         long v = strtol(optarg, &end, 10);
@@ -181,6 +187,13 @@ int main(int argc, char **argv)
                 .progress = !quiet && isatty(STDERR_FILENO) ? show_progress : NULL,
                 .userdata = &ps,
         };
+        /* Queries need no password (polkit org.fcache.query is yes for all); the rest may,
+         * when there is someone at a terminal to type it. */
+        if (ask_password && isatty(STDIN_FILENO) && fc_op_name(cmd.op) &&
+            strncmp(fc_op_name(cmd.op), "query", 5)) {
+                o.flags |= FCACHECTL_F_INTERACTIVE;
+                agent = fc_polkit_agent_open();
+        }
         struct fc_outcome *outs = calloc((size_t)npaths, sizeof(*outs));
         char *buf = malloc(RESULT_MAX);
         char **texts = calloc((size_t)npaths, sizeof(*texts));
@@ -224,6 +237,7 @@ int main(int argc, char **argv)
                         failed = 1;
                 }
         }
+        fc_polkit_agent_close(agent);
         if (json)
                 fc_print_json(stdout, text, outs, (size_t)npaths);
         else

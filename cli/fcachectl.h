@@ -30,6 +30,9 @@ extern "C" {
 
 /* Flags for struct fcachectl_options.flags. */
 #define FCACHECTL_F_LOCAL_ONLY 0x1u /* never ask fcached; run in this process */
+/* fcached may have polkit ask the caller for a password (through an authentication agent the
+ * caller runs: the message's ALLOW_INTERACTIVE_AUTHORIZATION flag). */
+#define FCACHECTL_F_INTERACTIVE 0x2u
 
 struct fcachectl_progress {
         uint64_t files_done;  /* files processed so far */

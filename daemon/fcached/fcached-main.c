@@ -22,6 +22,7 @@
 #include "operation.h"
 #include "pins.h"
 #include "volume-config.h"
+#include "objects.h"
 #include "volumes.h"
 
 static struct {
@@ -155,6 +156,10 @@ int main(int argc, char **argv)
                 g_warning("Failed to export %s: %s", FCD_MANAGER_PATH, error->message);
                 return 1;
         }
+        if (fcd_objects_start(&ctx, &error) < 0) {
+                g_warning("Failed to export %s: %s", FCD_OBJECT_MANAGER_PATH, error->message);
+                return 1;
+        }
         owner = g_bus_own_name_on_connection(ctx.bus, FCD_BUS_NAME,
                                              G_BUS_NAME_OWNER_FLAGS_DO_NOT_QUEUE,
                                              on_name_acquired, on_name_lost, &ctx, NULL);
@@ -188,6 +193,7 @@ int main(int argc, char **argv)
         if (wd_timer)
                 g_source_remove(wd_timer);
         fcd_operations_free_all(&ctx);
+        fcd_objects_free(&ctx);
         g_dbus_interface_skeleton_unexport(G_DBUS_INTERFACE_SKELETON(ctx.manager));
         g_object_unref(ctx.manager);
         ctx.manager = NULL;

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include <gio/gio.h>
+#include <gio/gunixfdlist.h>
 
 #include "command.h"
 #include "error.h"
@@ -61,6 +62,7 @@ struct fcd_caller {
 struct fcd_pins;
 struct fcd_volumes;
 struct fcd_operation;
+struct fcd_objects;
 
 struct fcd_context {
         GMainLoop *loop;
@@ -68,6 +70,7 @@ struct fcd_context {
         FcManager1 *manager;           /* the exported skeleton */
         struct fcd_pins *pins;
         struct fcd_volumes *volumes;   /* fcache volumes and their views (volumes.c) */
+        struct fcd_objects *objects;   /* the volume and conflict objects (objects.c) */
         GHashTable *operations;        /* id -> struct fcd_operation*, running or lingering */
         guint64 next_operation;
         guint running_operations;
@@ -109,12 +112,48 @@ void fcd_manager_update_properties(struct fcd_context *ctx);
  * debug level only: bad input must not flood the journal); returns HANDLED. */
 gboolean fcd_refuse(GDBusMethodInvocation *inv, FcdError code, const char *fmt, ...)
         G_GNUC_PRINTF(3, 4);
+/*
+ * The request pipeline of Manager1 (parse, validate, authorize, act, emit,
+ * reply) for command @text on @path, answering @inv: what every
+ * path-and-command method runs, whichever object it was called on.
+ */
+gboolean fcd_manager_request(struct fcd_context *ctx, GDBusMethodInvocation *inv,
+                             const char *path, const char *text, GVariant *options,
+                             bool as_operation);
+/* Manager1.Pin and Unpin's command on @path (the argument checks included). */
+gboolean fcd_manager_pin(struct fcd_context *ctx, GDBusMethodInvocation *inv, const char *path,
+                         gboolean recursive, guint priority, gboolean dry_run);
+gboolean fcd_manager_unpin(struct fcd_context *ctx, GDBusMethodInvocation *inv,
+                           const char *path, gboolean recursive);
 /* manager-volumes.c: AddVolume, RemoveVolume, ListVolumes */
 void fcd_manager_volumes_connect(struct fcd_context *ctx);
 /* manager-conflicts.c: ListConflicts, GetConflictVersion, ResolveConflict*, ConflictsChanged */
 void fcd_manager_conflicts_connect(struct fcd_context *ctx);
 /* Read volume NAME's conflict count; ConflictsChanged if it changed.  Main loop. */
 void fcd_manager_conflicts_poll(struct fcd_context *ctx, const char *name);
+/* GetConflictVersion, ResolveConflict and ResolveConflictMerged on @path, answering @inv
+ * (@fds and @content as sent with the call). */
+gboolean fcd_conflict_get_version(struct fcd_context *ctx, GDBusMethodInvocation *inv,
+                                  const char *path, const char *which);
+gboolean fcd_conflict_resolve(struct fcd_context *ctx, GDBusMethodInvocation *inv,
+                              const char *path, const char *how);
+gboolean fcd_conflict_resolve_merged(struct fcd_context *ctx, GDBusMethodInvocation *inv,
+                                     GUnixFDList *fds, const char *path, GVariant *content);
+/* One conflict as the view lists it (`query conflicts`). */
+struct fcd_conflict_row {
+        guint64 id;
+        char *kind;
+        char *rel;                 /* relative to the volume root, "" for the root */
+        char *detail;
+};
+/* The rows of a `query conflicts` answer: an array of struct fcd_conflict_row that frees them. */
+GArray *fcd_conflicts_parse(GPtrArray *lines);
+/*
+ * May @caller read the object in conflict at @path (or, when it is gone,
+ * read and search its directory)?  GetConflictVersion's check, made with
+ * the caller's identity; a worker thread.
+ */
+bool fcd_conflict_caller_may_read(const struct fcd_caller *caller, const char *path);
 
 /* bus-result.c: "key=value\n" lines <-> a{sv} */
 GVariant *fcd_result_to_variant(const char *lines);

@@ -38,6 +38,7 @@
 
 #include "auth.h"
 #include "caller-access.h"
+#include "objects.h"
 #include "volumes.h"
 
 #define QUERY_ACTION "org.fcache.query"
@@ -62,7 +63,6 @@ static const char *const call_names[] = {
 
 struct conflict_call {
         struct fcd_context *ctx;
-        FcManager1 *manager;
         GDBusMethodInvocation *inv;
         enum call_kind kind;
         char *sender;
@@ -206,16 +206,9 @@ static void view_fail(struct conflict_call *c, const char *what, int r, GPtrArra
                   err ? err : g_strerror(-r));
 }
 
-struct conflict_row {
-        guint64 id;
-        char *kind;
-        char *rel;                 /* relative to the volume root, "" for the root */
-        char *detail;
-};
-
 static void row_clear(gpointer p)
 {
-        struct conflict_row *row = p;
+        struct fcd_conflict_row *row = p;
 
         g_free(row->kind);
         g_free(row->rel);
@@ -228,18 +221,22 @@ static GArray *query_conflicts(struct conflict_call *c, const char *sock, int ta
                                const char *name)
 {
         g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
-        GArray *rows;
         int r = fcd_control_call(sock, "query conflicts", target_fd, name, lines);
 
         if (r < 0) {
                 view_fail(c, c->path, r, lines);
                 return NULL;
         }
-        rows = g_array_new(FALSE, TRUE, sizeof(struct conflict_row));
+        return fcd_conflicts_parse(lines);
+}
+
+GArray *fcd_conflicts_parse(GPtrArray *lines)
+{
+        GArray *rows = g_array_new(FALSE, TRUE, sizeof(struct fcd_conflict_row));
         g_array_set_clear_func(rows, row_clear);
         for (guint i = 0; i < lines->len; i++) {
                 const char *line = lines->pdata[i];
-                struct conflict_row row = { 0 };
+                struct fcd_conflict_row row = { 0 };
                 const char *kind, *sp;
                 char *end;
 
@@ -267,7 +264,7 @@ static GArray *query_conflicts(struct conflict_call *c, const char *sock, int ta
                 if (*end != ' ')
                         continue;
                 for (guint k = 0; k < rows->len; k++) {
-                        struct conflict_row *row = &g_array_index(rows, struct conflict_row, k);
+                        struct fcd_conflict_row *row = &g_array_index(rows, struct fcd_conflict_row, k);
                         if (row->id == id && !row->detail)
                                 row->detail = g_strdup(end + 1);
                 }
@@ -410,7 +407,7 @@ static void do_list(struct conflict_call *c, int target_fd, const char *canonica
         }
         g_variant_builder_init(&b, G_VARIANT_TYPE("a(tsss)"));
         for (guint i = 0; i < rows->len; i++) {
-                struct conflict_row *row = &g_array_index(rows, struct conflict_row, i);
+                struct fcd_conflict_row *row = &g_array_index(rows, struct fcd_conflict_row, i);
                 g_autofree char *abs = absolute(mountpoint, row->rel);
                 const char *sub = row->rel;
                 size_t tl = strlen(top_rel);
@@ -588,7 +585,7 @@ static void worker(GTask *task, gpointer src, gpointer data, GCancellable *cance
         g_autofree char *canonical = NULL, *sock = NULL, *dir = NULL, *base = NULL;
         g_autofree char *rel = NULL;
         g_autoptr(GArray) rows = NULL;
-        struct conflict_row *row = NULL;
+        struct fcd_conflict_row *row = NULL;
         int r;
 
         /* As the caller: the object (a list) or its directory, and the caller's access,
@@ -635,7 +632,7 @@ static void worker(GTask *task, gpointer src, gpointer data, GCancellable *cance
         if (!rows)
                 goto out;
         for (guint i = 0; i < rows->len && !row; i++) {
-                struct conflict_row *cand = &g_array_index(rows, struct conflict_row, i);
+                struct fcd_conflict_row *cand = &g_array_index(rows, struct fcd_conflict_row, i);
                 if (!strcmp(cand->rel, rel + strspn(rel, "/")))
                         row = cand;
         }
@@ -691,15 +688,16 @@ static void on_worker_done(GObject *src, GAsyncResult *res, gpointer data)
                         g_dbus_method_invocation_return_error(inv, FCD_ERROR, FCD_ERROR_FAILED,
                                                               "Cannot pass the fd: %s",
                                                               error->message);
-                else
-                        fc_manager1_complete_get_conflict_version(c->manager, inv, fds,
-                                                                  g_variant_new_handle(idx));
+                else /* Manager1.GetConflictVersion or Conflict1.GetVersion: both (h) */
+                        g_dbus_method_invocation_return_value_with_unix_fd_list(
+                                inv, g_variant_new("(h)", idx), fds);
         } else {
                 g_dbus_method_invocation_return_value(inv, c->reply);
                 if (c->kind != CALL_LIST) {
                         g_message("%s %s (%s) for uid %u: done", call_names[c->kind], c->path,
                                   c->word ? c->word : "merged", c->caller.uid);
                         note_count(c->ctx, c->volume, c->count);
+                        fcd_objects_volume_changed(c->ctx, c->volume);
                 }
         }
         call_free(c);
@@ -742,7 +740,7 @@ static void on_caller(GObject *src, GAsyncResult *res, gpointer data)
                                on_authorized, c);
 }
 
-static gboolean call_start(struct fcd_context *ctx, FcManager1 *m, GDBusMethodInvocation *inv,
+static gboolean call_start(struct fcd_context *ctx, GDBusMethodInvocation *inv,
                            enum call_kind kind, const char *path, const char *word, int fd)
 {
         struct conflict_call *c;
@@ -771,7 +769,6 @@ static gboolean call_start(struct fcd_context *ctx, FcManager1 *m, GDBusMethodIn
         }
         c = g_new0(struct conflict_call, 1);
         c->ctx = ctx;
-        c->manager = m;
         c->inv = inv;
         c->kind = kind;
         c->sender = g_strdup(g_dbus_method_invocation_get_sender(inv));
@@ -787,31 +784,42 @@ static gboolean call_start(struct fcd_context *ctx, FcManager1 *m, GDBusMethodIn
 static gboolean on_list_conflicts(FcManager1 *m, GDBusMethodInvocation *inv, const char *path,
                                   gpointer ctx)
 {
-        return call_start(ctx, m, inv, CALL_LIST, path, NULL, -1);
+        return call_start(ctx, inv, CALL_LIST, path, NULL, -1);
+}
+
+gboolean fcd_conflict_get_version(struct fcd_context *ctx, GDBusMethodInvocation *inv,
+                                  const char *path, const char *which)
+{
+        if (strcmp(which, "base") && strcmp(which, "local") && strcmp(which, "remote"))
+                return fcd_refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "Unknown version '%.64s': base, "
+                              "local or remote", which);
+        return call_start(ctx, inv, CALL_VERSION, path, which, -1);
 }
 
 static gboolean on_get_conflict_version(FcManager1 *m, GDBusMethodInvocation *inv,
                                         GUnixFDList *fds, const char *path, const char *which,
                                         gpointer ctx)
 {
-        if (strcmp(which, "base") && strcmp(which, "local") && strcmp(which, "remote"))
-                return fcd_refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "Unknown version '%.64s': base, "
-                              "local or remote", which);
-        return call_start(ctx, m, inv, CALL_VERSION, path, which, -1);
+        return fcd_conflict_get_version(ctx, inv, path, which);
+}
+
+gboolean fcd_conflict_resolve(struct fcd_context *ctx, GDBusMethodInvocation *inv,
+                              const char *path, const char *how)
+{
+        if (strcmp(how, "local") && strcmp(how, "remote") && strcmp(how, "both"))
+                return fcd_refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "Unknown choice '%.64s': local, "
+                              "remote or both (a merged file: ResolveConflictMerged)", how);
+        return call_start(ctx, inv, CALL_RESOLVE, path, how, -1);
 }
 
 static gboolean on_resolve_conflict(FcManager1 *m, GDBusMethodInvocation *inv, const char *path,
                                     const char *how, gpointer ctx)
 {
-        if (strcmp(how, "local") && strcmp(how, "remote") && strcmp(how, "both"))
-                return fcd_refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "Unknown choice '%.64s': local, "
-                              "remote or both (a merged file: ResolveConflictMerged)", how);
-        return call_start(ctx, m, inv, CALL_RESOLVE, path, how, -1);
+        return fcd_conflict_resolve(ctx, inv, path, how);
 }
 
-static gboolean on_resolve_conflict_merged(FcManager1 *m, GDBusMethodInvocation *inv,
-                                           GUnixFDList *fds, const char *path, GVariant *content,
-                                           gpointer ctx)
+gboolean fcd_conflict_resolve_merged(struct fcd_context *ctx, GDBusMethodInvocation *inv,
+                                     GUnixFDList *fds, const char *path, GVariant *content)
 {
         g_autoptr(GError) error = NULL;
         gint32 idx = g_variant_get_handle(content);
@@ -824,7 +832,36 @@ static gboolean on_resolve_conflict_merged(FcManager1 *m, GDBusMethodInvocation 
         if (fd < 0)
                 return fcd_refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "Cannot take the content file "
                               "descriptor: %s", error->message);
-        return call_start(ctx, m, inv, CALL_MERGED, path, NULL, fd);
+        return call_start(ctx, inv, CALL_MERGED, path, NULL, fd);
+}
+
+static gboolean on_resolve_conflict_merged(FcManager1 *m, GDBusMethodInvocation *inv,
+                                           GUnixFDList *fds, const char *path, GVariant *content,
+                                           gpointer ctx)
+{
+        return fcd_conflict_resolve_merged(ctx, inv, fds, path, content);
+}
+
+bool fcd_conflict_caller_may_read(const struct fcd_caller *caller, const char *path)
+{
+        g_autofree char *dir = g_path_get_dirname(path), *base = g_path_get_basename(path);
+        struct fcd_identity_saved saved;
+        struct fc_target t = FC_TARGET_INIT;
+        struct fc_error e = { 0 };
+        int r;
+
+        if (caller->uid == 0)
+                return true;
+        if (fcd_identity_enter(caller, &saved) < 0)
+                return false;
+        r = fcd_caller_resolve(dir, 0, &t, &e);
+        /* As GetConflictVersion asks: the object readable, or its directory when it is gone. */
+        if (r == 0)
+                r = S_ISDIR(t.stx.stx_mode) ? caller_may_at(t.fd, base, R_OK, R_OK | X_OK, NULL)
+                                            : -ENOTDIR;
+        fcd_identity_leave(&saved);
+        fc_target_close(&t);
+        return r == 0;
 }
 
 /* ---- ConflictsChanged after a volume comes back online ---- */

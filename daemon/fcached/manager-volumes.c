@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "auth.h"
+#include "objects.h"
 #include "volumes.h"
 
 #define VOLUMES_ACTION "org.fcache.volumes"
@@ -50,6 +51,7 @@ static void on_volume_authorized(GObject *src, GAsyncResult *res, gpointer data)
                 g_dbus_method_invocation_return_error_literal(c->inv, FCD_ERROR, code, e.text);
         } else {
                 g_dbus_method_invocation_return_value(c->inv, NULL);
+                fcd_objects_volumes_changed(c->ctx);
         }
         volume_call_free(c);
 }
@@ -100,6 +102,7 @@ static void on_volume_state(void *userdata, const char *name, const char *state,
         fc_manager1_emit_volume_state_changed(ctx->manager, name, state, reason);
         if (!strcmp(state, "online")) /* a reconnect may have kept conflicts */
                 fcd_manager_conflicts_poll(ctx, name);
+        fcd_objects_volume_changed(ctx, name);
 }
 
 void fcd_manager_volumes_connect(struct fcd_context *ctx)

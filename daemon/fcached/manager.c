@@ -20,6 +20,7 @@
 #include "auth.h"
 #include "dispatch.h"
 #include "fcachectl.h"
+#include "objects.h"
 #include "operation.h"
 #include "pins.h"
 
@@ -70,6 +71,8 @@ static void on_worker_done(GObject *src, GAsyncResult *res, gpointer data)
         fcd_tasks_in_flight--;
         if (fcd_dispatch_finish(req))
                 fcd_manager_pins_changed(req->ctx);          /* emit */
+        if (req->volume && req->canonical)  /* its counters may have moved */
+                fcd_objects_volume_touched(req->ctx, req->canonical);
         if (req->r == 0 && req->res.oom)
                 req->r = fc_error_set(&req->e, ENOMEM, "out of memory building the result");
         if (req->r < 0) {
@@ -169,9 +172,9 @@ gboolean fcd_refuse(GDBusMethodInvocation *inv, FcdError code, const char *fmt, 
         return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
-static gboolean start_request(struct fcd_context *ctx, GDBusMethodInvocation *inv,
-                              const char *path, const char *text, GVariant *options,
-                              bool as_operation)
+gboolean fcd_manager_request(struct fcd_context *ctx, GDBusMethodInvocation *inv,
+                             const char *path, const char *text, GVariant *options,
+                             bool as_operation)
 {
         struct fc_command cmd;
         struct fc_error e = { 0 };
@@ -244,13 +247,13 @@ static bool one_word(const char *s)
 static gboolean on_control(FcManager1 *m, GDBusMethodInvocation *inv, const char *path,
                            const char *cmd, GVariant *options, gpointer ctx)
 {
-        return start_request(ctx, inv, path, cmd, options, false);
+        return fcd_manager_request(ctx, inv, path, cmd, options, false);
 }
 
 static gboolean on_start(FcManager1 *m, GDBusMethodInvocation *inv, const char *path,
                          const char *cmd, GVariant *options, gpointer ctx)
 {
-        return start_request(ctx, inv, path, cmd, options, true);
+        return fcd_manager_request(ctx, inv, path, cmd, options, true);
 }
 
 static gboolean on_query(FcManager1 *m, GDBusMethodInvocation *inv, const char *path,
@@ -262,7 +265,7 @@ static gboolean on_query(FcManager1 *m, GDBusMethodInvocation *inv, const char *
                 return fcd_refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "'what' must be one word: cached, "
                             "dirty, pinned, cache, state, conflicts or reintegration");
         cmd = g_strdup_printf("query %s%s", what, recursive ? " recursive" : "");
-        return start_request(ctx, inv, path, cmd, NULL, false);
+        return fcd_manager_request(ctx, inv, path, cmd, NULL, false);
 }
 
 static gboolean on_flush(FcManager1 *m, GDBusMethodInvocation *inv, const char *path,
@@ -274,18 +277,18 @@ static gboolean on_flush(FcManager1 *m, GDBusMethodInvocation *inv, const char *
                 return fcd_refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "'scope' must be \"\", volume, all "
                             "or callbacks");
         cmd = g_strdup_printf("flush%s%s", *scope ? " " : "", scope);
-        return start_request(ctx, inv, path, cmd, NULL, false);
+        return fcd_manager_request(ctx, inv, path, cmd, NULL, false);
 }
 
 static gboolean on_prefetch(FcManager1 *m, GDBusMethodInvocation *inv, const char *path,
                             gboolean recursive, gpointer ctx)
 {
-        return start_request(ctx, inv, path, recursive ? "prefetch recursive" : "prefetch", NULL,
-                             true);
+        return fcd_manager_request(ctx, inv, path, recursive ? "prefetch recursive" : "prefetch",
+                                   NULL, true);
 }
 
-static gboolean on_pin(FcManager1 *m, GDBusMethodInvocation *inv, const char *path,
-                       gboolean recursive, guint priority, gboolean dry_run, gpointer ctx)
+gboolean fcd_manager_pin(struct fcd_context *ctx, GDBusMethodInvocation *inv, const char *path,
+                         gboolean recursive, guint priority, gboolean dry_run)
 {
         g_autofree char *cmd = NULL;
 
@@ -294,14 +297,26 @@ static gboolean on_pin(FcManager1 *m, GDBusMethodInvocation *inv, const char *pa
                             "%d)", priority, FC_PRIORITY_MIN, FC_PRIORITY_MAX);
         cmd = g_strdup_printf("pin%s priority %u%s", recursive ? " recursive" : "", priority,
                               dry_run ? " dry-run" : "");
-        return start_request(ctx, inv, path, cmd, NULL, true);
+        return fcd_manager_request(ctx, inv, path, cmd, NULL, true);
+}
+
+static gboolean on_pin(FcManager1 *m, GDBusMethodInvocation *inv, const char *path,
+                       gboolean recursive, guint priority, gboolean dry_run, gpointer ctx)
+{
+        return fcd_manager_pin(ctx, inv, path, recursive, priority, dry_run);
+}
+
+gboolean fcd_manager_unpin(struct fcd_context *ctx, GDBusMethodInvocation *inv,
+                           const char *path, gboolean recursive)
+{
+        return fcd_manager_request(ctx, inv, path, recursive ? "unpin recursive" : "unpin", NULL,
+                                   false);
 }
 
 static gboolean on_unpin(FcManager1 *m, GDBusMethodInvocation *inv, const char *path,
                          gboolean recursive, gpointer ctx)
 {
-        return start_request(ctx, inv, path, recursive ? "unpin recursive" : "unpin", NULL,
-                             false);
+        return fcd_manager_unpin(ctx, inv, path, recursive);
 }
 
 static gboolean on_set_cache_size(FcManager1 *m, GDBusMethodInvocation *inv, const char *path,
@@ -309,14 +324,14 @@ static gboolean on_set_cache_size(FcManager1 *m, GDBusMethodInvocation *inv, con
 {
         g_autofree char *cmd = g_strdup_printf("set cache-size %" G_GUINT64_FORMAT, bytes);
 
-        return start_request(ctx, inv, path, cmd, NULL, false);
+        return fcd_manager_request(ctx, inv, path, cmd, NULL, false);
 }
 
 static gboolean on_set_cacheable(FcManager1 *m, GDBusMethodInvocation *inv, const char *path,
                                  gboolean on, gpointer ctx)
 {
-        return start_request(ctx, inv, path, on ? "set cacheable on" : "set cacheable off", NULL,
-                             false);
+        return fcd_manager_request(ctx, inv, path, on ? "set cacheable on" : "set cacheable off",
+                                   NULL, false);
 }
 
 static gboolean on_set_reserve(FcManager1 *m, GDBusMethodInvocation *inv, const char *path,
@@ -324,7 +339,7 @@ static gboolean on_set_reserve(FcManager1 *m, GDBusMethodInvocation *inv, const 
 {
         g_autofree char *cmd = g_strdup_printf("set reserve %" G_GUINT64_FORMAT, bytes);
 
-        return start_request(ctx, inv, path, cmd, NULL, false);
+        return fcd_manager_request(ctx, inv, path, cmd, NULL, false);
 }
 
 static gboolean on_set_cache(FcManager1 *m, GDBusMethodInvocation *inv, const char *path,
@@ -336,19 +351,19 @@ static gboolean on_set_cache(FcManager1 *m, GDBusMethodInvocation *inv, const ch
                 return fcd_refuse(inv, FCD_ERROR_INVALID_ARGUMENT, "The cache name must be one word "
                             "of letters, digits and '-'");
         cmd = g_strdup_printf("set cache %s", name);
-        return start_request(ctx, inv, path, cmd, NULL, false);
+        return fcd_manager_request(ctx, inv, path, cmd, NULL, false);
 }
 
 static gboolean on_disconnect(FcManager1 *m, GDBusMethodInvocation *inv, const char *path,
                               gpointer ctx)
 {
-        return start_request(ctx, inv, path, "disconnect", NULL, false);
+        return fcd_manager_request(ctx, inv, path, "disconnect", NULL, false);
 }
 
 static gboolean on_reconnect(FcManager1 *m, GDBusMethodInvocation *inv, const char *path,
                              gpointer ctx)
 {
-        return start_request(ctx, inv, path, "reconnect", NULL, false);
+        return fcd_manager_request(ctx, inv, path, "reconnect", NULL, false);
 }
 
 void fcd_manager_update_properties(struct fcd_context *ctx)

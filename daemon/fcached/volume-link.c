@@ -219,3 +219,13 @@ const char *volume_link_state(const struct volume_link *l)
 {
         return l ? l->state : "online";
 }
+
+const char *volume_link_reason(const struct volume_link *l)
+{
+        return l ? l->reason : "start";
+}
+
+bool volume_link_metered(const struct volume_link *l)
+{
+        return l && l->ns && netstate_metered(l->ns);
+}

@@ -25,3 +25,7 @@ void volume_link_sync(struct volume_link *l);
 void volume_link_manual(struct volume_link *l, bool disconnect);
 /* The state last reported. */
 const char *volume_link_state(const struct volume_link *l);
+/* Why it last changed (as volume_link_state_fn's @reason). */
+const char *volume_link_reason(const struct volume_link *l);
+/* NetworkManager says the connection is metered. */
+bool volume_link_metered(const struct volume_link *l);

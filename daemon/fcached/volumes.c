@@ -521,6 +521,46 @@ GVariant *fcd_volumes_states(struct fcd_volumes *vols)
         return g_variant_builder_end(&b);
 }
 
+static void volume_info_clear(gpointer p)
+{
+        struct fcd_volume_info *vi = p;
+
+        g_free(vi->name);
+        g_free(vi->mountpoint);
+        g_free(vi->backing);
+        g_free(vi->socket_path);
+        g_free(vi->state);
+        g_free(vi->reason);
+}
+
+GArray *fcd_volumes_info(struct fcd_volumes *vols)
+{
+        GArray *out = g_array_new(FALSE, TRUE, sizeof(struct fcd_volume_info));
+
+        g_array_set_clear_func(out, volume_info_clear);
+        if (!vols)
+                return out;
+        g_mutex_lock(&vols->lock);
+        for (guint i = 0; i < vols->list->len; i++) {
+                struct volume *vol = vols->list->pdata[i];
+                struct fcd_volume_info vi = {
+                        .name = g_strdup(vol->cfg.name),
+                        .mountpoint = g_strdup(vol->cfg.mountpoint),
+                        .backing = g_strdup(vol->cfg.backing),
+                        .socket_path = g_strdup(vol->socket_path),
+                        .state = g_strdup(volume_link_state(vol->link)),
+                        .reason = g_strdup(volume_link_reason(vol->link)),
+                        .metered = volume_link_metered(vol->link),
+                };
+                if (!vol->removing)
+                        g_array_append_val(out, vi);
+                else
+                        volume_info_clear(&vi);
+        }
+        g_mutex_unlock(&vols->lock);
+        return out;
+}
+
 bool fcd_volume_forward(struct fcd_volumes *vols, const char *canonical, int target_fd,
                         const char *cmd_text, struct fcd_progress *progress,
                         const volatile int *cancel, struct fc_result *res, struct fc_error *e,

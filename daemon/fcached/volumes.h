@@ -58,6 +58,19 @@ GVariant *fcd_volumes_states(struct fcd_volumes *vols);
 int fcd_control_call(const char *socket_path, const char *command, int target_fd,
                      const char *name, GPtrArray *lines);
 
+/* What the volume objects show of a volume (fcd_volumes_info). */
+struct fcd_volume_info {
+        char *name;
+        char *mountpoint;
+        char *backing;
+        char *socket_path;
+        char *state;               /* volume_link_state() */
+        char *reason;
+        bool metered;
+};
+/* Each volume's info: an array of struct fcd_volume_info that frees them.  Main loop. */
+GArray *fcd_volumes_info(struct fcd_volumes *vols);
+
 /* (name, mountpoint, backing) of each volume: ListVolumes' a(sss), floating. */
 GVariant *fcd_volumes_list(struct fcd_volumes *vols);
 
