@@ -66,6 +66,10 @@ for f in usr/sbin/fcached usr/bin/fcachectl usr/bin/fcache-resolve \
          usr/share/dbus-1/system.d/org.fcache.Manager1.conf \
          usr/share/dbus-1/system-services/org.fcache.Manager1.service \
          usr/share/dbus-1/interfaces/org.fcache.Manager1.xml \
+         usr/share/dbus-1/interfaces/org.fcache.Volume1.xml \
+         usr/share/dbus-1/interfaces/org.fcache.Conflict1.xml \
+         usr/bin/fcache-agent usr/lib/systemd/user/fcache-agent.service \
+         etc/xdg/autostart/fcache-agent.desktop \
          usr/share/polkit-1/actions/org.fcache.policy \
          usr/lib/tmpfiles.d/fcache.conf usr/lib/modules-load.d/fcache.conf \
          usr/share/man/man8/fcached.8.gz usr/share/man/man8/fcache-view.8.gz \
