@@ -6,6 +6,7 @@
  * of argument it takes. Errors name the word that was wrong and what was
  * expected there, because the person reading them typed the command.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -97,13 +98,10 @@ static void list_objects(const char *verb, char *buf, size_t len)
 
 int fc_parse_size(const char *s, uint64_t *out)
 {
-        static const struct { const char *suffix; unsigned shift; } units[] = {
-                { "", 0 }, { "B", 0 },
-                { "K", 10 }, { "KiB", 10 }, { "M", 20 }, { "MiB", 20 },
-                { "G", 30 }, { "GiB", 30 }, { "T", 40 }, { "TiB", 40 },
-                { "P", 50 }, { "PiB", 50 },
-        };
+        static const char units[] = "KMGTPE";
         unsigned long long v;
+        unsigned shift = 0;
+        const char *u;
         char *end;
 
         if (!s || *s < '0' || *s > '9')
@@ -112,15 +110,28 @@ int fc_parse_size(const char *s, uint64_t *out)
         v = strtoull(s, &end, 10);
         if (errno == ERANGE)
                 return -ERANGE;
-        for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-                if (strcmp(end, units[i].suffix))
-                        continue;
-                if (units[i].shift && v > (UINT64_MAX >> units[i].shift))
-                        return -ERANGE;
-                *out = (uint64_t)v << units[i].shift;
-                return 0;
+        while (*end == ' ' || *end == '\t')     /* "20 G" in a configuration file */
+                end++;
+        /* Powers of 1024, any case: K, KiB; B alone is bytes.  "KB" is refused:
+         * it means 1000 to some and 1024 to others. */
+        u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+        if (u) {
+                shift = 10 * (unsigned)(u - units + 1);
+                end++;
+                if (*end == 'i' || *end == 'I') {
+                        if (toupper((unsigned char)end[1]) != 'B')
+                                return -EINVAL;
+                        end += 2;
+                }
+        } else if (*end == 'B' || *end == 'b') {
+                end++;
         }
-        return -EINVAL;
+        if (*end)
+                return -EINVAL;
+        if (shift && v > (UINT64_MAX >> shift))
+                return -ERANGE;
+        *out = (uint64_t)v << shift;
+        return 0;
 }
 
 static bool valid_cache_name(const char *s)

@@ -81,6 +81,7 @@ static const char usage_text[] =
 "      --color[=WHEN]      colour show's output: always, never, auto (default:\n"
 "                          auto, only when standard output is a terminal)\n"
 "  -h, --help              this help\n"
+"      --version           print the version and exit\n"
 "\n"
 "Environment: FCACHE_VOLUMES_DIR (default /etc/fcache/volumes.d), VISUAL,\n"
 "EDITOR (default vi), TMPDIR.\n"
@@ -1102,6 +1103,7 @@ int main(int argc, char **argv)
                 { "color", optional_argument, NULL, 'K' },
                 { "colour", optional_argument, NULL, 'K' },
                 { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, 'V' },
                 {}
         };
         const char *cmd, *path = NULL;
@@ -1123,6 +1125,9 @@ int main(int argc, char **argv)
                 case 'J':
                         opt_json = true;
                         break;
+                case 'V':
+                        printf("fcache-resolve %s\n", FCACHE_VERSION);
+                        return 0;
                 case 'K':
                         if (!optarg || !strcmp(optarg, "always"))
                                 opt_color = 1;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "command.h"
 #include "volume-config.h"
 
 #define DEFAULT_CACHE_SIZE (1ULL << 30)
@@ -76,35 +77,24 @@ static int parse_number_suffix(const char *s, uint64_t *num, const char **suffix
         return 0;
 }
 
+/* The one size grammar of fcache (the CLI's, cli/command.c), around spaces. */
 int volume_config_parse_size(const char *s, uint64_t *out)
 {
-        uint64_t v, mul = 1;
-        const char *suf;
-        int r = parse_number_suffix(s, &v, &suf);
+        size_t n;
+        char *t;
+        int r;
 
-        if (r < 0)
-                return r;
-        switch (toupper((unsigned char)*suf)) {
-        case 0: break;
-        case 'K': mul = 1ULL << 10; break;
-        case 'M': mul = 1ULL << 20; break;
-        case 'G': mul = 1ULL << 30; break;
-        case 'T': mul = 1ULL << 40; break;
-        default: return -EINVAL;
-        }
-        if (*suf) {
-                suf++;
-                if (*suf == 'i')        /* "GiB" */
-                        suf++;
-                if (toupper((unsigned char)*suf) == 'B')
-                        suf++;
-                if (*suf)
-                        return -EINVAL;
-        }
-        if (v > UINT64_MAX / mul)
-                return -ERANGE;
-        *out = v * mul;
-        return 0;
+        while (isspace((unsigned char)*s))
+                s++;
+        n = strlen(s);
+        while (n && isspace((unsigned char)s[n - 1]))
+                n--;
+        t = strndup(s, n);
+        if (!t)
+                return -ENOMEM;
+        r = fc_parse_size(t, out);
+        free(t);
+        return r;
 }
 
 int volume_config_parse_duration(const char *s, uint64_t *out_ms)

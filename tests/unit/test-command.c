@@ -208,6 +208,38 @@ static void test_words(void)
         g_assert_cmpint(used, ==, 3);
 }
 
+/* One size grammar for the CLI and the volume configuration. */
+static void test_sizes(void)
+{
+        static const struct { const char *text; int r; uint64_t size; } cases[] = {
+                { "0", 0, 0 },
+                { "512B", 0, 512 },
+                { "20g", 0, 20ull << 30 },
+                { "20G", 0, 20ull << 30 },
+                { "20GiB", 0, 20ull << 30 },
+                { "20gib", 0, 20ull << 30 },
+                { "1P", 0, 1ull << 50 },
+                { "1p", 0, 1ull << 50 },
+                { "2E", 0, 2ull << 60 },
+                { "8 M", 0, 8ull << 20 },
+                { "16E", -ERANGE, 0 },
+                { "10GB", -EINVAL, 0 },
+                { "10Gi", -EINVAL, 0 },
+                { "12Q", -EINVAL, 0 },
+                { "-1", -EINVAL, 0 },
+                { "", -EINVAL, 0 },
+        };
+
+        for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+                uint64_t v = 0;
+
+                g_test_message("%s", cases[i].text);
+                g_assert_cmpint(fc_parse_size(cases[i].text, &v), ==, cases[i].r);
+                if (cases[i].r == 0)
+                        g_assert_cmpuint(v, ==, cases[i].size);
+        }
+}
+
 int main(int argc, char **argv)
 {
         g_test_init(&argc, &argv, NULL);
@@ -218,5 +250,6 @@ int main(int argc, char **argv)
         g_test_add_func("/fcache/parser/no-clobber", test_no_clobber);
         g_test_add_func("/fcache/parser/round-trip", test_round_trip);
         g_test_add_func("/fcache/parser/words", test_words);
+        g_test_add_func("/fcache/parser/sizes", test_sizes);
         return g_test_run();
 }
