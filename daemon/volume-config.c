@@ -99,8 +99,8 @@ int volume_config_parse_size(const char *s, uint64_t *out)
 
 int volume_config_parse_duration(const char *s, uint64_t *out_ms)
 {
-        uint64_t v, mul;
-        const char *suf;
+        uint64_t v = 0, mul;
+        const char *suf = "";
         int r = parse_number_suffix(s, &v, &suf);
 
         if (r < 0)
