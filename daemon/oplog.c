@@ -1784,11 +1784,26 @@ static int collect_ids(struct oplog *log, const char *sql, char ***ids, size_t *
         return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
 }
 
+/* Drops the base-store blobs no object or conflict refers to. */
+static int gc_bases(struct oplog *log)
+{
+        char **ids = NULL;
+        size_t n = 0;
+        int e = collect_ids(log, "SELECT b_content FROM objects UNION SELECT orig_content FROM"
+                                 " objects UNION SELECT base FROM conflicts UNION SELECT local"
+                                 " FROM conflicts UNION SELECT remote FROM conflicts", &ids, &n);
+
+        if (e >= 0)
+                e = fcache_merge_store_gc(NULL, log->store, (const char *const *)ids, n);
+        for (size_t i = 0; i < n; i++)
+                free(ids[i]);
+        free(ids);
+        return e;
+}
+
 int oplog_compact(struct oplog *log, uint64_t *out_removed)
 {
         struct drops d = { 0 };
-        char **ids = NULL;
-        size_t n = 0;
         sqlite3_stmt *st = NULL;
         int rc, e;
 
@@ -1817,22 +1832,12 @@ int oplog_compact(struct oplog *log, uint64_t *out_removed)
         e = finish(log, e, &d);
         if (e < 0)
                 return e;
-        e = collect_ids(log, "SELECT b_content FROM objects UNION SELECT orig_content FROM objects"
-                             " UNION SELECT base FROM conflicts UNION SELECT local FROM conflicts"
-                             " UNION SELECT remote FROM conflicts", &ids, &n);
-        if (e >= 0)
-                e = fcache_merge_store_gc(NULL, log->store, (const char *const *)ids, n);
-        for (size_t i = 0; i < n; i++)
-                free(ids[i]);
-        free(ids);
-        return e;
+        return gc_bases(log);
 }
 
 int oplog_shrink(struct oplog *log)
 {
-        char **ids = NULL;
         uint64_t pending = 0;
-        size_t n = 0;
         int e;
 
         if (!log)
@@ -1841,14 +1846,7 @@ int oplog_shrink(struct oplog *log)
         if (e < 0 || pending)
                 return e;
         /* Objects forgotten since oplog_compact() took their bases' last references. */
-        e = collect_ids(log, "SELECT b_content FROM objects UNION SELECT orig_content FROM objects"
-                             " UNION SELECT base FROM conflicts UNION SELECT local FROM conflicts"
-                             " UNION SELECT remote FROM conflicts", &ids, &n);
-        if (e >= 0)
-                e = fcache_merge_store_gc(NULL, log->store, (const char *const *)ids, n);
-        for (size_t i = 0; i < n; i++)
-                free(ids[i]);
-        free(ids);
+        e = gc_bases(log);
         if (e >= 0)
                 e = oplog_exec(log, "VACUUM");
         if (e >= 0)
