@@ -162,3 +162,24 @@ int backing_reopen_root(struct view *v, GString *why)
         v->backing_dev = now.st_dev;
         return 0;
 }
+
+int backing_stand_in(struct view *v, int err)
+{
+        struct backing_identity id;
+        char *dir;
+        int fd;
+
+        if (identity_load(v, &id) < 0)
+                return -err;    /* never seen: nothing local to serve */
+        log_error("Failed to open Backing %s: %s", v->cfg->backing, strerror(err));
+        dir = g_build_filename(v->cfg->cache_dir, "backing-absent", NULL);
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+                fd = -errno;
+        } else {
+                fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (fd < 0)
+                        fd = -errno;
+        }
+        g_free(dir);
+        return fd;
+}

@@ -311,6 +311,7 @@ static int holder_run(struct volume_config *cfg, int argc, char **argv)
 
 static int worker_setup(struct view *v, struct volume_config *cfg, bool takeover)
 {
+        bool wrong_backing;
         GString *why;
         struct file_handle *fh;
         struct stat st;
@@ -322,10 +323,15 @@ static int worker_setup(struct view *v, struct volume_config *cfg, bool takeover
         v->control_fd = -1;
         umask(0);       /* the kernel already applied the caller's umask */
         v->root_fd = open(cfg->backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (v->root_fd < 0)
-                return log_error("Failed to open Backing %s: %m", cfg->backing), -errno;
+        if (v->root_fd < 0) {
+                /* A volume that has seen its backing serves its local copy meanwhile. */
+                v->root_fd = backing_stand_in(v, errno);
+                if (v->root_fd < 0)
+                        return log_error("Failed to open Backing %s: %s", cfg->backing,
+                                         strerror(-v->root_fd)), v->root_fd;
+        }
         /* open_by_handle_at() wants a real (not O_PATH) descriptor on the fs. */
-        v->mount_fd = open(cfg->backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        v->mount_fd = openat(v->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (v->mount_fd < 0)
                 return log_error("Failed to open Backing %s: %m", cfg->backing), -errno;
         if (fstat(v->root_fd, &st) < 0)
@@ -355,13 +361,15 @@ static int worker_setup(struct view *v, struct volume_config *cfg, bool takeover
                        cfg->cache_files);
         if (r < 0)
                 return r;
-        r = view_oplog_open(v);
-        if (r < 0)
-                return r;
+        /* Before the log records the root: a stand-in must not become its base. */
         why = g_string_new(NULL);
-        if (backing_identity_check(v, v->root_fd, why) < 0 && v->state == VIEW_ONLINE)
+        wrong_backing = backing_identity_check(v, v->root_fd, why) < 0;
+        r = view_oplog_open(v, !wrong_backing);
+        if (r >= 0 && wrong_backing && v->state == VIEW_ONLINE)
                 view_start_offline(v, why->str);
         g_string_free(why, TRUE);
+        if (r < 0)
+                return r;
         r = vnode_table_init(v);
         if (r < 0)
                 return r;

@@ -102,7 +102,7 @@ static int load_state(struct view *v)
         return state;
 }
 
-int view_oplog_open(struct view *v)
+int view_oplog_open(struct view *v, bool record_root)
 {
         struct oplog_options opts = OPLOG_OPTIONS_INIT;
         pthread_rwlockattr_t attr;
@@ -133,7 +133,7 @@ int view_oplog_open(struct view *v)
         if (fstat(v->root_fd, &st) < 0)
                 return -errno;
         oplog_version_from_stat(&root, &st);
-        r = oplog_set_root(v->oplog, &root);
+        r = record_root ? oplog_set_root(v->oplog, &root) : 0;
         if (r < 0) {
                 log_error("Failed to record the volume root in the offline log: %s",
                           strerror(-r));

@@ -234,7 +234,8 @@ int view_open_path(struct view *v, const char *path, int flags);
  */
 #define OFFLINE_INO_BASE (1ULL << 61)
 struct mirror_base;
-int view_oplog_open(struct view *v);
+/* @record_root: the backing is the volume's; its root becomes the log's root base. */
+int view_oplog_open(struct view *v, bool record_root);
 const char *view_state_name(struct view *v);
 bool view_offline(struct view *v);      /* serving the mirror (offline or reintegrating) */
 int view_served_root(struct view *v);   /* the root descriptor of what is served */
@@ -346,6 +347,12 @@ int backing_probe(struct view *v);
  * from now on; the caller holds mode_lock exclusively.
  */
 int backing_identity_check(struct view *v, int fd, GString *why);
+/*
+ * Backing= cannot be opened (@err): for a volume that has seen its backing,
+ * an empty private directory stands in for it (the identity check then
+ * fails and the volume serves its local copy); else -err.
+ */
+int backing_stand_in(struct view *v, int err);
 int backing_reopen_root(struct view *v, GString *why);
 
 /* view-main.c: the device of the fcache view mounted topmost on @path; -ENOENT if none. */

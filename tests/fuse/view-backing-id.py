@@ -100,6 +100,43 @@ try:
        "the share holds every file")
     eq(read_file(os.path.join(share, "proj", "f3")), b"edited while the share was away\n",
        "the edit made while the share was away reached it")
+
+    # Backing= a directory inside the share: once unmounted, the path is gone (ENOENT).
+    share2 = tempfile.mkdtemp(prefix="fcache-share2-")
+    os.makedirs(os.path.join(share2, "sub", "docs"))
+    write_file(os.path.join(share2, "sub", "docs", "a"), b"inside the share\n")
+    point2 = tempfile.mkdtemp(prefix="fcache-point2-")
+    subprocess.run(["mount", "--bind", share2, point2], check=True)
+    mounted.append(point2)
+    vol2 = Volume("bid2", backing=os.path.join(point2, "sub"))
+    try:
+        vol2.start()
+        vol2.ctl("pin recursive", "docs")
+        subprocess.run(["umount", "-l", point2], check=True)
+        mounted.pop()
+        check(not os.path.exists(vol2.backing), "the backing's path is gone with the share")
+        old = vol2.kill_worker(signal.SIGKILL)
+        vol2.wait_new_worker(old)
+        eq(vol2.state()["state"], "offline", "a worker whose Backing= is gone starts offline")
+        eq(read_file(vol2.v("docs", "a")), b"inside the share\n", "and serves the pinned file")
+        write_file(vol2.v("docs", "b"), b"made while the share was away\n")
+        subprocess.run(["mount", "--bind", share2, point2], check=True)
+        mounted.append(point2)
+        deadline = time.monotonic() + 120
+        while vol2.state()["state"] != "online" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        eq(vol2.state()["state"], "online", "it comes back by itself once the share is mounted")
+        eq(read_file(os.path.join(share2, "sub", "docs", "b")),
+           b"made while the share was away\n", "the offline file reached the share")
+        eq(read_file(os.path.join(share2, "sub", "docs", "a")), b"inside the share\n",
+           "nothing was deleted")
+    finally:
+        vol2.stop()
+        if mounted and mounted[-1] == point2:
+            subprocess.run(["umount", "-l", point2], capture_output=True)
+            mounted.pop()
+        vol2.cleanup()
+        subprocess.run(["rm", "-rf", share2, point2])
 finally:
     vol.stop()
     # The share must be unmounted before the volume's tree is removed.
