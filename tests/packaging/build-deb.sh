@@ -28,15 +28,8 @@ upstream=${version%-*}
 arch=$(dpkg --print-architecture)
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 
-# The copy: the files git knows and the new ones it does not ignore (no build dirs).
-src=$T/fcache-$upstream
-mkdir -p "$src"
-(cd "$top" && git ls-files -z --cached --others --exclude-standard |
-        tar --null -T - --ignore-failed-read -cf - 2>/dev/null) | tar -xf - -C "$src"
 before=$(cd "$top" && git status --porcelain --ignored=matching -- debian | md5sum)
-
-if (cd "$src" && DEB_BUILD_OPTIONS="parallel=2 ${DEB_BUILD_OPTIONS:-}" \
-        nice dpkg-buildpackage -b -uc -us) >"$T/build.log" 2>&1; then
+if "$top/tests/packaging/mkdebs.sh" "$T"; then
         ok "dpkg-buildpackage -b -uc -us"
 else
         not_ok "dpkg-buildpackage -b -uc -us"; tail -40 "$T/build.log" | sed 's/^/# /'
