@@ -59,7 +59,6 @@ case $boot in
 	check "dpkg -i fcache libfcachectl0" dpkg -i "$X"/debs/fcache_*.deb "$X"/debs/libfcachectl0_*.deb
 	check "the postinst enabled fcached" systemctl is-enabled fcached.service
 	check "the postinst started fcached" systemctl is-active fcached.service
-	check "polkitd is running" systemctl is-active polkit.service
 
 	# D-Bus activation: stopped, then a call on the bus starts it.
 	check "systemctl stop fcached" systemctl stop fcached.service
@@ -103,6 +102,7 @@ CONF
 	# polkit: queries are allowed to anyone, disconnect needs an administrator.
 	check "polkit: uid 1000 may query the volume" runuser -u tester -- fcachectl query state "$V"
 	check "polkit: uid 1000 may not disconnect it" sh -c "! runuser -u tester -- fcachectl disconnect $V"
+	check "polkitd answered (started by the bus)" systemctl is-active polkit.service
 	check "pin recursive on the volume (root)" fcachectl pin recursive "$V"
 
 	# restart: the view keeps serving an open reader and new opens.
