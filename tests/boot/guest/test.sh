@@ -83,7 +83,7 @@ case $boot in
 	echo "version 1" > /srv/nfs/proj/doc
 	seq 1 20000 > /srv/nfs/proj/sub/big
 	chmod -R a+rX /srv/nfs
-	mkdir -p /etc/fcache/volumes.d
+	mkdir -p /etc/fcache/volumes.d "$V"
 	cat > /etc/fcache/volumes.d/nfs.conf <<CONF
 [Volume]
 Backing=/mnt/nfs/proj
