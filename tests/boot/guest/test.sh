@@ -63,6 +63,7 @@ case $boot in
 	check "dpkg -i fcache libfcachectl0" dpkg -i "$X"/debs/fcache_*.deb "$X"/debs/libfcachectl0_*.deb
 	check "the postinst enabled fcached" systemctl is-enabled fcached.service
 	check "the postinst started fcached" systemctl is-active fcached.service
+	check "the postinst made /var/lib/fcache and /var/cache/fcache (tmpfiles)" test -d /var/lib/fcache -a -d /var/cache/fcache
 
 	# D-Bus activation: stopped, then a call on the bus starts it.
 	check "systemctl stop fcached" systemctl stop fcached.service
