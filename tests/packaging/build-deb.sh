@@ -8,7 +8,8 @@
 # /usr/src/fcache-VERSION in a private DKMS tree. Also checks that a default meson
 # setup (prefix /usr/local) still installs the bus, polkit and systemd files where
 # their daemons read them. TAP output; exits 77 when the Debian tools are missing.
-# KEEP=1 keeps the scratch directory.
+# KEEP=1 keeps the scratch directory; DEBS_OUT=DIR copies the built .deb files there
+# (tests/run-all.sh gives them to the boot test).
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 n=0; failures=0
@@ -35,6 +36,7 @@ else
         not_ok "dpkg-buildpackage -b -uc -us"; tail -40 "$T/build.log" | sed 's/^/# /'
         echo "1..$n"; exit 1
 fi
+[ -n "${DEBS_OUT:-}" ] && mkdir -p "$DEBS_OUT" && cp "$T"/*.deb "$DEBS_OUT/"
 after=$(cd "$top" && git status --porcelain --ignored=matching -- debian | md5sum)
 check "the source tree is untouched" [ "$before" = "$after" ]
 
