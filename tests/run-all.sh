@@ -13,7 +13,8 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
 status=0
 tests/setup.sh build-sanitize -Db_sanitize=address,undefined || { echo "0 passed, 1 failed"; exit 1; }
-meson test -C build-sanitize --print-errorlogs --num-processes 2 || status=1
+# The boot suite runs below, with the packages that build-deb.sh builds.
+meson test -C build-sanitize --print-errorlogs --num-processes 2 --no-suite boot || status=1
 
 # Debian's hardening flags (hardening=+all: fortify, so an unused result of fchown is an
 # error under the project's -Werror): build only. The module is not user space: left out.
@@ -27,11 +28,27 @@ else
 fi
 
 # The Debian packages: built in a copy of the tree, lintian, and where their files land.
-if tests/packaging/build-deb.sh; then
+rm -rf build-debs
+if DEBS_OUT=build-debs tests/packaging/build-deb.sh; then
         steps_passed=$((steps_passed + 1))
 else
         echo "run-all: tests/packaging/build-deb.sh failed"
         steps_failed=$((steps_failed + 1)); status=1
+fi
+
+# The real boot (tests/boot): systemd as PID 1 in a Debian 12 guest with those packages.
+# The image is cached in /var/cache/fcache-vm: built once per machine (minutes).
+if [ ! -f build-sanitize/kmod/fcache.ko ]; then
+        echo "run-all: tests/boot skipped: no fcache.ko (kernel headers missing)"
+elif ! ls build-debs/fcache_*.deb >/dev/null 2>&1; then
+        echo "run-all: tests/boot not run: no packages"
+        steps_failed=$((steps_failed + 1)); status=1
+else
+        tests/boot/run.sh --ko build-sanitize/kmod/fcache.ko --debs build-debs; rc=$?
+        if [ $rc = 0 ]; then steps_passed=$((steps_passed + 1))
+        elif [ $rc = 77 ]; then echo "run-all: tests/boot skipped"
+        else echo "run-all: tests/boot/run.sh failed"; steps_failed=$((steps_failed + 1)); status=1
+        fi
 fi
 
 # The unit suites once more under valgrind, on a build without sanitizers.

@@ -8,7 +8,8 @@
 # /usr/src/fcache-VERSION in a private DKMS tree. Also checks that a default meson
 # setup (prefix /usr/local) still installs the bus, polkit and systemd files where
 # their daemons read them. TAP output; exits 77 when the Debian tools are missing.
-# KEEP=1 keeps the scratch directory.
+# KEEP=1 keeps the scratch directory; DEBS_OUT=DIR copies the built .deb files there
+# (tests/run-all.sh gives them to the boot test).
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 n=0; failures=0
@@ -28,20 +29,14 @@ upstream=${version%-*}
 arch=$(dpkg --print-architecture)
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 
-# The copy: the files git knows and the new ones it does not ignore (no build dirs).
-src=$T/fcache-$upstream
-mkdir -p "$src"
-(cd "$top" && git ls-files -z --cached --others --exclude-standard |
-        tar --null -T - --ignore-failed-read -cf - 2>/dev/null) | tar -xf - -C "$src"
 before=$(cd "$top" && git status --porcelain --ignored=matching -- debian | md5sum)
-
-if (cd "$src" && DEB_BUILD_OPTIONS="parallel=2 ${DEB_BUILD_OPTIONS:-}" \
-        nice dpkg-buildpackage -b -uc -us) >"$T/build.log" 2>&1; then
+if "$top/tests/packaging/mkdebs.sh" "$T"; then
         ok "dpkg-buildpackage -b -uc -us"
 else
         not_ok "dpkg-buildpackage -b -uc -us"; tail -40 "$T/build.log" | sed 's/^/# /'
         echo "1..$n"; exit 1
 fi
+[ -n "${DEBS_OUT:-}" ] && mkdir -p "$DEBS_OUT" && cp "$T"/*.deb "$DEBS_OUT/"
 after=$(cd "$top" && git status --porcelain --ignored=matching -- debian | md5sum)
 check "the source tree is untouched" [ "$before" = "$after" ]
 
