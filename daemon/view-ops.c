@@ -1234,9 +1234,11 @@ static bool complete_copy(struct vfile *f, bool unchanged)
  * to do: a reader's, and online a writer's on a local backing (the flush's
  * dup+close reports write-back errors of network filesystems; offline it
  * logs the content). */
+/* A writer's close brings the mirror up to date (online) or logs its content
+ * (offline): only readers may skip FLUSH. */
 static bool close_is_noop(struct view *v, bool writing, bool offline)
 {
-        return !writing || (!offline && v->backing_local);
+        return !writing;
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

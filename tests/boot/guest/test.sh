@@ -165,9 +165,9 @@ CONF
 	expect "its pinned big file too" "$(tail -n 1 /mnt/vol2/proj/sub/big 2>&1)" = 20000
 	# The first, Backing= a directory of the share (fcache.volume(5)'s example):
 	# the directory does not exist while the share is not mounted.
-	# Known failure, left visible: the view's worker fails to open Backing= (ENOENT)
-	# and exits, instead of starting offline from its store.
-	todo="# TODO fcache-view does not start offline when Backing= is missing (a directory of an unmounted share)"
+	# The view's worker cannot open Backing= (ENOENT): a stand-in directory, and it
+	# starts offline from its store.
+	todo=""
 	if wait_for is_view_mounted && wait_for sh -c "[ \"\$(timeout 30 fcachectl query state $V | sed -n 's/^state[=: ]*//p')\" = offline ]" &&
 	   [ "$(cat $V/doc 2>&1)" = "version 1" ]; then
 		ok "the volume on a directory of the share is up offline, its pinned file reads from the store"
