@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 
 #include "mounts.h"
 #include "target.h"
@@ -71,6 +72,12 @@ static int parse_line(char *line, struct fc_mount *m)
         if (!type)
                 return -EINVAL;
         m->id = strtoull(f[0], NULL, 10);
+        {
+                unsigned maj = 0, min = 0;
+
+                if (sscanf(f[2], "%u:%u", &maj, &min) == 2)
+                        m->dev = makedev(maj, min);
+        }
         m->mount_point = unescape_octal(f[4]);
         m->fs_type = unescape_octal(type);
         m->source = unescape_octal(source ? source : "");

@@ -5,9 +5,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct fc_mount {
         uint64_t id;         /* the mount id, as statx(STATX_MNT_ID) reports it */
+        dev_t dev;           /* the filesystem's device, as stat(2) reports it */
         char *mount_point;   /* unescaped */
         char *fs_type;       /* "nfs4", "fuse.sshfs", ... */
         char *source;

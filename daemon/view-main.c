@@ -23,12 +23,12 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "mounts.h"
 #include "view.h"
 
 int view_log_level = 6;
@@ -88,60 +88,23 @@ static void holder_signal(int sig)
         holder_stop = sig;
 }
 
-/* Field @n (from 0) of a mountinfo line, its \ooo escapes undone; g_free, or NULL. */
-static char *mountinfo_field(const char *line, int n)
-{
-        GString *f = g_string_new(NULL);
-        const char *p = line;
-
-        for (int i = 0; i < n && p; i++) {
-                p = strchr(p, ' ');
-                if (p)
-                        p++;
-        }
-        if (!p) {
-                g_string_free(f, TRUE);
-                return NULL;
-        }
-        for (; *p && *p != ' ' && *p != '\n'; p++) {
-                if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
-                    p[3] >= '0' && p[3] <= '7') {
-                        g_string_append_c(f, (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 +
-                                                    (p[3] - '0')));
-                        p += 3;
-                } else {
-                        g_string_append_c(f, *p);
-                }
-        }
-        return g_string_free(f, FALSE);
-}
-
 int view_mount_find(const char *path, dev_t *dev)
 {
-        char *line = NULL;
-        size_t cap = 0;
-        int r = -ENOENT;
-        FILE *f = fopen("/proc/self/mountinfo", "re");
+        struct fc_mount_table mt;
+        int r = fc_mount_table_read(&mt);
 
-        if (!f)
-                return -errno;
-        while (getline(&line, &cap, f) > 0) {
-                char *mp = mountinfo_field(line, 4), *dash = strstr(line, " - ");
-                unsigned maj, min;
-
-                /* A later line is a mount on top of an earlier one. */
-                if (mp && !strcmp(mp, path)) {
-                        r = -ENOENT;
-                        if (dash && !strncmp(dash + 3, "fuse.fcache ", 12) &&
-                            sscanf(line, "%*s %*s %u:%u", &maj, &min) == 2) {
-                                *dev = makedev(maj, min);
-                                r = 0;
-                        }
-                }
-                g_free(mp);
+        if (r < 0)
+                return r;
+        r = -ENOENT;
+        /* A later line is a mount on top of an earlier one. */
+        for (size_t i = 0; i < mt.count; i++) {
+                if (strcmp(mt.mounts[i].mount_point, path))
+                        continue;
+                r = strcmp(mt.mounts[i].fs_type, "fuse.fcache") ? -ENOENT : 0;
+                if (r == 0)
+                        *dev = mt.mounts[i].dev;
         }
-        free(line);
-        fclose(f);
+        fc_mount_table_free(&mt);
         return r;
 }
 
