@@ -1234,12 +1234,6 @@ static bool complete_copy(struct vfile *f, bool unchanged)
  * to do: a reader's, and online a writer's on a local backing (the flush's
  * dup+close reports write-back errors of network filesystems; offline it
  * logs the content). */
-/* A writer's close brings the mirror up to date (online) or logs its content
- * (offline): only readers may skip FLUSH. */
-static bool close_is_noop(struct view *v, bool writing, bool offline)
-{
-        return !writing;
-}
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -1343,8 +1337,9 @@ again:
         }
         fi->fh = f->fh;
         fi->keep_cache = keep;
-        if (close_is_noop(v, writing, offline))
-                fi->noflush = 1;
+        /* A writer's close brings the mirror up to date (online) or logs its
+         * content (offline): only readers may skip FLUSH. */
+        fi->noflush = !writing;
         passthrough_reply_begin(bid);
         r = fuse_reply_open(req, fi);
         passthrough_reply_end();
@@ -1483,8 +1478,6 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                 f->dirty = offline;
         view_change_end(v);
         fi->fh = f->fh;
-        if (close_is_noop(v, true, offline))
-                fi->noflush = 1;
         passthrough_reply_begin(r);
         r = fuse_reply_create(req, &e, fi);
         passthrough_reply_end();
