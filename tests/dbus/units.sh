@@ -14,7 +14,9 @@ done
 SRCDIR=${SRCDIR:?}; FCACHED=${FCACHED:?}
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 sed "s|@sbindir@/fcached|$FCACHED|" "$SRCDIR/units/fcached.service.in" > "$T/fcached.service"
-out=$(systemd-analyze verify --man=no "$T/fcached.service" 2>&1)
+# verify loads every installed unit and warns about any of them (another
+# package's KillMode=none, say): only what it says of ours counts
+out=$(systemd-analyze verify --man=no "$T/fcached.service" 2>&1 | grep -F fcached)
 if [ -z "$out" ]; then ok "systemd-analyze verify fcached.service prints nothing"
 else not_ok "systemd-analyze verify fcached.service"; echo "$out" | sed 's/^/# /'; fi
 out=$(systemd-analyze security --offline=yes "$T/fcached.service" 2>&1 | tail -1)

@@ -92,7 +92,9 @@ check "the unit has the alias and is ordered after remote-fs.target" \
 if command -v systemd-analyze >/dev/null; then
         # As installed, its ExecStart= pointed into the scratch root.
         sed "s|^ExecStart=|ExecStart=$R|" "$R/$unitdir/fcached.service" >"$T/fcached.service"
-        out=$(systemd-analyze verify --man=no "$T/fcached.service" 2>&1)
+        # verify loads every installed unit and warns about any of them (another
+        # package's KillMode=none, say): only what it says of ours counts
+        out=$(systemd-analyze verify --man=no "$T/fcached.service" 2>&1 | grep -F fcached)
         [ -z "$out" ] && ok "systemd-analyze verify: the unit as installed" ||
                 { not_ok "systemd-analyze verify"; echo "$out" | sed 's/^/# /'; }
 fi
