@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "admin.h"
 #include "command.h"
 #include "escape.h"
 #include "fcachectl.h"
@@ -55,6 +56,14 @@ static void usage(FILE *f)
               "  query pinned | query state | query conflicts | query reintegration\n"
               "  set cache-size SIZE | set cacheable on|off | set reserve SIZE | set cache NAME\n"
               "  disconnect | reconnect     (these need fcached)\n"
+              "\n"
+              "Commands on fcached itself (no PATH):\n"
+              "  status                     fcached, fcache.ko, pins and each volume: state,\n"
+              "                             pending changes, conflicts, cache use, metered\n"
+              "  volume list                the volumes fcached runs\n"
+              "  volume add NAME FILE|-|KEY=VALUE...  add one from a NAME.conf text (a file,\n"
+              "                             standard input, or its [Volume] keys) and start it\n"
+              "  volume remove NAME         stop it and remove its NAME.conf (its store stays)\n"
               "\n"
               "Options:\n"
               "  -j, --json          print results as JSON (see fcachectl(1) for the format)\n"
@@ -156,6 +165,9 @@ int main(int argc, char **argv)
                 usage(stderr);
                 return 2;
         }
+        if (fc_admin_command(argv[optind]))
+                return fc_admin_run(argv + optind, argc - optind, json,
+                                    ask_password && isatty(STDIN_FILENO));
         if (fc_command_parse_words(argv + optind, argc - optind, &cmd, &used, &e) < 0) {
                 fprintf(stderr, "fcachectl: %s\n", e.text);
                 return 2;

@@ -242,7 +242,7 @@ void fc_print_table(FILE *f, const struct fc_command *c, const struct fc_outcome
 }
 
 /* JSON string; bytes that are not valid UTF-8 become U+FFFD. */
-static void json_str(FILE *f, const char *s)
+void fc_json_str(FILE *f, const char *s)
 {
         const unsigned char *p = (const unsigned char *)s;
 
@@ -301,16 +301,16 @@ static const char *errno_name(int err)
 void fc_print_json(FILE *f, const char *command, const struct fc_outcome *o, size_t n)
 {
         fputs("{\"command\":", f);
-        json_str(f, command);
+        fc_json_str(f, command);
         fputs(",\"results\":[", f);
         for (size_t i = 0; i < n; i++) {
                 fprintf(f, "%s{\"path\":", i ? "," : "");
-                json_str(f, o[i].path);
+                fc_json_str(f, o[i].path);
                 if (o[i].err) {
                         fprintf(f, ",\"ok\":false,\"error\":{\"errno\":%d,\"name\":", o[i].err);
-                        json_str(f, errno_name(o[i].err));
+                        fc_json_str(f, errno_name(o[i].err));
                         fputs(",\"message\":", f);
-                        json_str(f, o[i].message ? o[i].message : "");
+                        fc_json_str(f, o[i].message ? o[i].message : "");
                         fputs("}}", f);
                         continue;
                 }
@@ -326,7 +326,7 @@ void fc_print_json(FILE *f, const char *command, const struct fc_outcome *o, siz
                                 continue;
                         fprintf(f, "%s", first ? "" : ",");
                         first = false;
-                        json_str(f, key);
+                        fc_json_str(f, key);
                         fputc(':', f);
                         if (fc_result_key_repeats(key)) {
                                 fputc('[', f);
@@ -336,14 +336,14 @@ void fc_print_json(FILE *f, const char *command, const struct fc_outcome *o, siz
                                                 continue;
                                         fprintf(f, "%s", lf ? "" : ",");
                                         lf = false;
-                                        json_str(f, o[i].pairs[m].value);
+                                        fc_json_str(f, o[i].pairs[m].value);
                                 }
                                 fputc(']', f);
                         } else if (!fc_result_key_is_text(key) &&
                                    is_number(o[i].pairs[k].value)) {
                                 fputs(o[i].pairs[k].value, f);
                         } else {
-                                json_str(f, o[i].pairs[k].value);
+                                fc_json_str(f, o[i].pairs[k].value);
                         }
                 }
                 fputs("}}", f);
