@@ -238,6 +238,8 @@ static void json_volume(FILE *f, const struct props *v)
                 { "pending", "Pending" }, { "conflicts", "Conflicts" },
                 { "cache_size", "CacheSize" }, { "cache_used", "CacheUsed" },
                 { "cache_pinned", "CachePinned" }, { "cache_free", "CacheFree" },
+                { "reintegration_done", "ReintegrationDone" },
+                { "reintegration_total", "ReintegrationTotal" },
         };
 
         fputc('{', f);

@@ -89,6 +89,8 @@ struct view {
         bool timeout_thread;    /* atomic: a backing timeout is being handled */
         bool auto_reconnect;    /* atomic: offline by a timeout, back when the backing answers */
         bool metered;           /* atomic: fcached says the connection is metered */
+        uint64_t reint_done;    /* atomic: records replayed by the running or last reintegration */
+        uint64_t reint_total;   /* atomic: and the records it had to replay */
         dev_t mirror_dev;
         int mirror_links_fd;    /* CacheDir/mirror.links (view-mirror.c), or -1 */
 

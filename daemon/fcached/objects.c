@@ -607,8 +607,8 @@ struct refresh {
         char *name;
         char *socket_path;
         char *mountpoint;
-        bool have_state, have_cache, have_conflicts;
-        guint64 pending, conflicts, size, used, pinned, free;
+        bool have_state, have_cache, have_conflicts, have_reint;
+        guint64 pending, conflicts, size, used, pinned, free, reint_done, reint_total;
         GArray *rows;              /* struct fcd_conflict_row */
 };
 
@@ -647,9 +647,12 @@ static void refresh_worker(GTask *task, gpointer src, gpointer data, GCancellabl
         g_autoptr(GPtrArray) ca = g_ptr_array_new_with_free_func(g_free);
         g_autoptr(GPtrArray) co = g_ptr_array_new_with_free_func(g_free);
 
-        if (fcd_control_call(rf->socket_path, "query state", -1, NULL, st) == 0)
+        if (fcd_control_call(rf->socket_path, "query state", -1, NULL, st) == 0) {
                 rf->have_state = line_u64(st, "pending", &rf->pending) &&
                                  line_u64(st, "conflicts", &rf->conflicts);
+                rf->have_reint = line_u64(st, "reintegration_done", &rf->reint_done) &&
+                                 line_u64(st, "reintegration_total", &rf->reint_total);
+        }
         if (fcd_control_call(rf->socket_path, "query cache", -1, NULL, ca) == 0)
                 rf->have_cache = line_u64(ca, "size", &rf->size) &&
                                  line_u64(ca, "used", &rf->used) &&
@@ -698,6 +701,13 @@ static void update_volume(struct fcd_objects *objs, const struct fcd_volume_info
         } else if (fresh) {
                 set_prop(o, &ch, "Pending", g_variant_new_uint64(0));
                 set_prop(o, &ch, "Conflicts", g_variant_new_uint32(0));
+        }
+        if (rf && rf->have_reint) {
+                set_prop(o, &ch, "ReintegrationDone", g_variant_new_uint64(rf->reint_done));
+                set_prop(o, &ch, "ReintegrationTotal", g_variant_new_uint64(rf->reint_total));
+        } else if (fresh) {
+                set_prop(o, &ch, "ReintegrationDone", g_variant_new_uint64(0));
+                set_prop(o, &ch, "ReintegrationTotal", g_variant_new_uint64(0));
         }
         if (rf && rf->have_cache) {
                 set_prop(o, &ch, "CacheSize", g_variant_new_uint64(rf->size));

@@ -52,6 +52,14 @@ for f in doc1 doc2 doc3 doc4; do printf 'one\nREMOTE %s\nthree\n' $f > "$T/srv/p
 echo "secret remote" > "$T/srv/proj/private/secret"
 check "reconnect" "$FCACHECTL" reconnect "$T/mnt/proj"
 check "online again" wait_state online
+vprop() { busctl --system get-property "$BUS" /org/fcache/volume/lap org.fcache.Volume1 "$1" | cut -d' ' -f2; }
+for _ in $(seq 100); do [ "$(vprop ReintegrationTotal)" -gt 0 ] 2>/dev/null && break; sleep 0.1; done
+total=$(vprop ReintegrationTotal)
+expect "Volume1.ReintegrationTotal: the records the reconnect replayed ($total)" "$total" -ge 5
+expect "Volume1.ReintegrationDone: all of them" "$(vprop ReintegrationDone)" = "$total"
+expect "fcachectl --json status has them" "$("$FCACHECTL" --json status | /usr/bin/python3 -c '
+import json, sys; v = json.load(sys.stdin)["result"]["volumes"][0]
+print(v["reintegration_done"] == v["reintegration_total"] > 0)')" = True
 expect "root (the control socket) lists five conflicts" \
         "$("$FCACHE_RESOLVE" --json list | grep -o '"id"' | wc -l)" = 5
 
