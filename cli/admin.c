@@ -17,6 +17,7 @@
 #include "escape.h"
 #include "output.h"
 #include "polkit-agent.h"
+#include "table.h"
 
 #define BUS_NAME "org.fcache.Manager1"
 #define MANAGER_PATH "/org/fcache/Manager1"
@@ -179,52 +180,6 @@ static int by_name(const void *a, const void *b)
         return strcmp(prop_s(a, "Name"), prop_s(b, "Name"));
 }
 
-/* ---- tables ---- */
-
-#define COLS_MAX 12
-
-struct table {
-        int ncols, nrows;
-        const char *head[COLS_MAX];
-        bool right[COLS_MAX];
-        char **cells;           /* nrows * ncols, escaped for display */
-};
-
-static void table_row(struct table *t, const char *const *values)
-{
-        t->cells = realloc(t->cells, sizeof(char *) * (size_t)(t->nrows + 1) * (size_t)t->ncols);
-        if (!t->cells)
-                abort();
-        for (int c = 0; c < t->ncols; c++)
-                t->cells[t->nrows * t->ncols + c] = fc_escape(values[c], FC_ESCAPE_DISPLAY);
-        t->nrows++;
-}
-
-static void table_print(struct table *t, FILE *f)
-{
-        size_t w[COLS_MAX];
-
-        for (int c = 0; c < t->ncols; c++) {
-                w[c] = strlen(t->head[c]);
-                for (int r = 0; r < t->nrows; r++)
-                        if (strlen(t->cells[r * t->ncols + c]) > w[c])
-                                w[c] = strlen(t->cells[r * t->ncols + c]);
-        }
-        for (int r = -1; r < t->nrows; r++) {
-                for (int c = 0; c < t->ncols; c++) {
-                        const char *v = r < 0 ? t->head[c] : t->cells[r * t->ncols + c];
-                        bool last = c == t->ncols - 1;
-
-                        fprintf(f, t->right[c] ? "%*s%s" : last ? "%-*s%s" : "%-*s%s",
-                                last && !t->right[c] ? 0 : (int)w[c], v, last ? "\n" : "  ");
-                }
-        }
-        for (int i = 0; i < t->nrows * t->ncols; i++)
-                free(t->cells[i]);
-        free(t->cells);
-        t->cells = NULL;
-}
-
 /* ---- status ---- */
 
 
@@ -309,11 +264,15 @@ static int cmd_status(bool json)
                 printf("%-10s %d\n", "volumes:", n);
         }
         if (n) {
-                struct table t = { .ncols = 9, .head = { "VOLUME", "STATE", "REASON", "PENDING",
-                        "CONFLICTS", "USED", "SIZE", "METERED", "MOUNTPOINT" },
-                        .right = { [3] = true, [4] = true, [5] = true, [6] = true } };
+                static const struct fc_table_column cols[] = {
+                        { "VOLUME", false }, { "STATE", false }, { "REASON", false },
+                        { "PENDING", true }, { "CONFLICTS", true }, { "USED", true },
+                        { "SIZE", true }, { "METERED", false }, { "MOUNTPOINT", false },
+                };
+                struct fc_table *t = fc_table_new(cols, 9);
 
                 putchar('\n');
+                fflush(stdout);
                 for (int i = 0; i < n; i++) {
                         char pend[24], conf[24];
                         const char *row[9];
@@ -331,9 +290,12 @@ static int cmd_status(bool json)
                         row[6] = b;
                         row[7] = prop_v(&vols[i], "Metered") ? "yes" : "no";
                         row[8] = prop_s(&vols[i], "Mountpoint");
-                        table_row(&t, row);
+                        fc_table_row(t, row);
                 }
-                table_print(&t, stdout);
+                if (fc_table_print(t, stdout) < 0) {
+                        r = 2;
+                        goto out;
+                }
         }
         r = 0;
 out:
@@ -354,8 +316,11 @@ static int cmd_volume_list(bool json)
         sd_bus_error err = SD_BUS_ERROR_NULL;
         sd_bus_message *reply = NULL, *states = NULL;
         sd_bus *bus = NULL;
+        static const struct fc_table_column cols[] = {
+                { "VOLUME", false }, { "STATE", false }, { "MOUNTPOINT", false }, { "BACKING", false },
+        };
         struct props st = { 0 }, *vols = calloc(VOLUMES_MAX, sizeof(*vols));
-        struct table t = { .ncols = 4, .head = { "VOLUME", "STATE", "MOUNTPOINT", "BACKING" } };
+        struct fc_table *t = NULL;
         const char *name, *mp, *backing;
         int r, n = 0;
 
@@ -402,6 +367,8 @@ static int cmd_volume_list(bool json)
         qsort(vols, (size_t)n, sizeof(*vols), by_name);
         if (json)
                 fputs("{\"command\":\"volume list\",\"result\":[", stdout);
+        else if (n)
+                t = fc_table_new(cols, 4);
         for (int i = 0; i < n; i++) {
                 static const char *const keys[4] = { "Name", "State", "Mountpoint", "Backing" };
                 const char *row[4];
@@ -419,22 +386,21 @@ static int cmd_volume_list(bool json)
                         fc_json_str(stdout, row[3]);
                         fputc('}', stdout);
                 } else {
-                        table_row(&t, row);
+                        fc_table_row(t, row);
                 }
         }
+        r = 0;
         if (json)
                 fputs("]}\n", stdout);
-        else if (t.nrows)
-                table_print(&t, stdout);
+        else if (t)
+                r = fc_table_print(t, stdout) < 0 ? 2 : 0;
         else
                 puts("no volumes");
-        r = 0;
         goto out;
 bad:
         fprintf(stderr, "fcachectl: volume list: fcached sent a bad reply: %s\n", strerror(-r));
         r = 1;
 out:
-        free(t.cells);
         for (int i = 0; i < n; i++)
                 props_free(&vols[i]);
         free(vols);

@@ -25,6 +25,7 @@
 #include "fcachectl.h"
 #include "output.h"
 #include "polkit-agent.h"
+#include "table.h"
 
 #define RESULT_MAX (1u << 20)
 
@@ -71,6 +72,9 @@ static void usage(FILE *f)
               "  -A, --no-automount  never trigger an automount at PATH\n"
               "  -w, --workers=N     parallel workers for directory trees\n"
               "  -q, --quiet         no progress line\n"
+              "      --no-legend     tables without their header line\n"
+              "  -o, --output=COLS   tables with these columns only, in this order (names as\n"
+              "                     in the header, comma-separated)\n"
               "      --no-ask-password  never ask for a password (on a terminal, polkit may\n"
               "                     ask for one, through pkttyagent, when fcached needs it)\n"
               "  -h, --help          show this help\n"
@@ -126,9 +130,12 @@ int main(int argc, char **argv)
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'V' },
                 { "no-ask-password", no_argument, NULL, 'N' },
+                { "no-legend", no_argument, NULL, 'L' },
+                { "output", required_argument, NULL, 'o' },
                 { NULL, 0, NULL, 0 },
         };
-        bool json = false, quiet = false, ask_password = true;
+        bool json = false, quiet = false, ask_password = true, no_legend = false;
+        const char *output = NULL;
         pid_t agent = 0;
         unsigned atflags = 0, workers = 0;
         struct fc_command cmd;
@@ -136,13 +143,15 @@ int main(int argc, char **argv)
         char text[FCACHECTL_CMD_MAX + 1];
         int opt, used, failed = 0;
 
-        while ((opt = getopt_long(argc, argv, "jPAw:qhV", longopts, NULL)) != -1) {
+        while ((opt = getopt_long(argc, argv, "jPAw:qhVo:", longopts, NULL)) != -1) {
                 switch (opt) {
                 case 'j': json = true; break;
                 case 'P': atflags |= AT_SYMLINK_NOFOLLOW; break;
                 case 'A': atflags |= AT_NO_AUTOMOUNT; break;
                 case 'q': quiet = true; break;
                 case 'N': ask_password = false; break;
+                case 'L': no_legend = true; break;
+                case 'o': output = optarg; break;
                 case 'w': {
                         char *end;
                         long v = strtol(optarg, &end, 10);
@@ -165,6 +174,7 @@ int main(int argc, char **argv)
                 usage(stderr);
                 return 2;
         }
+        fc_table_options(no_legend, output);
         if (fc_admin_command(argv[optind]))
                 return fc_admin_run(argv + optind, argc - optind, json,
                                     ask_password && isatty(STDIN_FILENO));
@@ -252,8 +262,8 @@ int main(int argc, char **argv)
         fc_polkit_agent_close(agent);
         if (json)
                 fc_print_json(stdout, text, outs, (size_t)npaths);
-        else
-                fc_print_table(stdout, &cmd, outs, (size_t)npaths);
+        else if (fc_print_table(stdout, &cmd, outs, (size_t)npaths) < 0)
+                failed = 2;
         for (int i = 0; i < npaths; i++) {
                 fc_outcome_free(&outs[i]);
                 free(texts[i]);

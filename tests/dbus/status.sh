@@ -76,6 +76,15 @@ echo "$out" | diag
 expect "volume list: a header and two volumes" "$(echo "$out" | grep -cE '^(VOLUME|hid|lap) ')" = 3
 expect "volume list --json" "$("$FCACHECTL" --json volume list | "${JQ[@]}" '[(v["name"], v["mountpoint"]) for v in d["result"]][0]')" \
         = "('hid', '$T/mnt2')"
+expect "volume list --no-legend --output VOLUME: the names alone" \
+        "$("$FCACHECTL" --no-legend --output VOLUME volume list | tr '\n' ' ')" = "hid lap "
+expect "--output takes names in any case, in its order" \
+        "$("$FCACHECTL" -o state,volume volume list | head -2 | tr -s ' \n' ' ')" = "STATE VOLUME online hid "
+check_fails "--output with a column the table lacks: refused, naming it and the columns" \
+        "'SPEED' is not a column of this table \(it has: VOLUME, STATE, MOUNTPOINT, BACKING\)" \
+        "$FCACHECTL" -o VOLUME,SPEED volume list
+expect "status --no-legend: the table without its header" \
+        "$("$FCACHECTL" --no-legend -o VOLUME,STATE status | grep -cE '^(VOLUME|hid|lap) ')" = 2
 check "volume add with KEY=VALUE words" "$FCACHECTL" volume add third "Backing=$T/srv3" \
         "Mountpoint=$T/mnt3" "CacheDir=$T/cache3" CacheSize=32M Reserve=4M
 check "the new volume is mounted" wait_mounted "$T/mnt3" "$T/cache3"
