@@ -7,8 +7,11 @@
 # files and on a file in a directory only root may enter; with polkit's
 # org.fcache.resolve granted the user lists them (text and --json), shows one,
 # settles them (take local, take remote, keep-both, edit), and is refused for
-# the file it cannot read, whose server copy stays as it was. Without the
-# grant a second user is refused by polkit.
+# the file it cannot read, whose server copy stays as it was; a second user
+# sees none it cannot read. On a pseudo-terminal, with a rule answering
+# AUTH_SELF_KEEP, pkttyagent asks the second user's password and show works;
+# --no-ask-password refuses without asking. Volume1's reintegration counters
+# follow the reconnect.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/volume-lib.sh"
 [ -x "${FCACHECTL:-}" ] || skip_all "FCACHECTL is not set to the fcachectl binary"
@@ -20,7 +23,7 @@ mkdir -p "$V" "$T/srv/proj" "$T/mnt"
 chmod 755 "$T/srv" "$T/srv/proj"
 make_user user fcres
 make_user other fcres2
-for f in doc1 doc2 doc3 doc4; do printf 'one\ntwo\nthree\n' > "$T/srv/proj/$f"; done
+for f in doc1 doc2 doc3 doc4 doc5; do printf 'one\ntwo\nthree\n' > "$T/srv/proj/$f"; done
 chown "$user:$user" "$T/srv/proj/"doc*
 chmod 644 "$T/srv/proj/"*
 mkdir -m 700 "$T/srv/proj/private"
@@ -46,9 +49,9 @@ sleep 0.5
 check "pin recursive on the volume" "$FCACHECTL" pin recursive "$T/mnt/proj"
 check "disconnect" "$FCACHECTL" disconnect "$T/mnt/proj"
 check "offline" wait_state offline
-for f in doc1 doc2 doc3 doc4; do printf 'one\nLOCAL %s\nthree\n' $f > "$T/mnt/proj/$f"; done
+for f in doc1 doc2 doc3 doc4 doc5; do printf 'one\nLOCAL %s\nthree\n' $f > "$T/mnt/proj/$f"; done
 echo "secret local" > "$T/mnt/proj/private/secret"
-for f in doc1 doc2 doc3 doc4; do printf 'one\nREMOTE %s\nthree\n' $f > "$T/srv/proj/$f"; done
+for f in doc1 doc2 doc3 doc4 doc5; do printf 'one\nREMOTE %s\nthree\n' $f > "$T/srv/proj/$f"; done
 echo "secret remote" > "$T/srv/proj/private/secret"
 check "reconnect" "$FCACHECTL" reconnect "$T/mnt/proj"
 check "online again" wait_state online
@@ -60,8 +63,8 @@ expect "Volume1.ReintegrationDone: all of them" "$(vprop ReintegrationDone)" = "
 expect "fcachectl --json status has them" "$("$FCACHECTL" --json status | /usr/bin/python3 -c '
 import json, sys; v = json.load(sys.stdin)["result"]["volumes"][0]
 print(v["reintegration_done"] == v["reintegration_total"] > 0)')" = True
-expect "root (the control socket) lists five conflicts" \
-        "$("$FCACHE_RESOLVE" --json list | grep -o '"id"' | wc -l)" = 5
+expect "root (the control socket) lists six conflicts" \
+        "$("$FCACHE_RESOLVE" --json list | grep -o '"id"' | wc -l)" = 6
 
 cat > "$T/polkit/rules.d/50-fcache-resolve.rules" <<RULE
 polkit.addRule(function(action, subject) {
@@ -79,11 +82,11 @@ done
 out=$(resolve "$user" list "$T/mnt/proj" 2>&1); st=$?
 echo "$out" | diag
 expect "the user lists through fcached (exit $st)" "$st" = 0
-expect "the four conflicts on its files" "$(echo "$out" | grep -cE '^[0-9]+ +content +proj/doc[1-4]$')" = 4
+expect "the five conflicts on its files" "$(echo "$out" | grep -cE '^[0-9]+ +content +proj/doc[1-5]$')" = 5
 expect "not the one in the directory it cannot enter" "$(echo "$out" | grep -c private)" = 0
 json=$(resolve "$user" --json list 2>&1)
-expect "--json from the current directory's (the only) volume: four entries" \
-        "$(echo "$json" | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))' 2>&1)" = 4
+expect "--json from the current directory's (the only) volume: five entries" \
+        "$(echo "$json" | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))' 2>&1)" = 5
 out=$(resolve "$user" show "$T/mnt/proj/doc1" 2>&1)
 echo "$out" | diag
 expect "show gives the local and remote text (through GetVersion's memfd)" \
@@ -114,6 +117,46 @@ check_fails "the user is refused for the file it cannot read" "no conflict on 'p
         resolve "$user" take local "$T/mnt/proj/private/secret"
 check_fails "and for its versions" "no conflict" resolve "$user" show proj/private/secret
 expect "the server's secret is unchanged" "$(cat "$T/srv/proj/private/secret")" = "secret remote"
+
+# On a terminal polkit asks (a rule answers AUTH_SELF_KEEP for the other user), as
+# for fcachectl (askpass.sh): pkttyagent for the terminal, the password typed.
+if [ -x /usr/bin/pkttyagent ] && [ -u /usr/lib/polkit-1/polkit-agent-helper-1 ] &&
+   command -v chpasswd >/dev/null; then
+        PASSWORD="fcache-Test-$$"
+        echo "$other:$PASSWORD" | chpasswd
+        cat > "$T/polkit/rules.d/51-fcache-resolve-ask.rules" <<RULE
+polkit.addRule(function(action, subject) {
+    if (action.id == "org.fcache.resolve" && subject.user == "$other")
+        return polkit.Result.AUTH_SELF_KEEP;
+});
+RULE
+        chmod 644 "$T/polkit/rules.d/51-fcache-resolve-ask.rules"
+        # terminal PASSWORD ARGS...: fcache-resolve ARGS as the other user on a pseudo-terminal.
+        terminal() {
+                local pw=$1; shift
+                unshare -m --propagation private sh -c '
+                        mount -t tmpfs -o mode=755 none /run/dbus &&
+                        ln -s "$1" /run/dbus/system_bus_socket && shift && exec "$@"' sh \
+                        "$T/system_bus_socket" /usr/bin/python3 "$SRCDIR/tests/dbus/askpass.py" "$pw" \
+                        setpriv --reuid="$other" --regid="$other" --init-groups "$FCACHE_RESOLVE" "$@"
+        }
+        for _ in $(seq 50); do
+                terminal - --no-ask-password show "$T/mnt/proj/doc5" 2>&1 |
+                        grep -q "authentication is required" && break
+                sleep 0.1
+        done
+        out=$(terminal - --no-ask-password show "$T/mnt/proj/doc5" 2>&1); st=$?
+        expect "--no-ask-password on a terminal: refused ($st), nothing asked" \
+                "$st:$(echo "$out" | grep -c 'Password')" = 1:0
+        out=$(terminal "$PASSWORD" --color=never show "$T/mnt/proj/doc5" 2>&1); st=$?
+        echo "$out" | diag
+        expect "on a terminal pkttyagent asks for the user's password" "$(echo "$out" | grep -c 'Password:')" -ge 1
+        expect "and with it fcache-resolve shows the conflict ($st)" \
+                "$st:$(echo "$out" | grep -cE '^(LOCAL|REMOTE) doc5')" = 0:2
+else
+        ok "# SKIP the password prompt: pkttyagent, a setuid polkit-agent-helper-1 and chpasswd are needed"
+fi
+check "the user settles the last of its own" resolve "$user" take remote "$T/mnt/proj/doc5"
 expect "the user's list is empty now" "$(resolve "$user" list "$T/mnt/proj" 2>&1)" = "no conflicts under $T/mnt/proj"
 expect "root still sees the one left" "$("$FCACHE_RESOLVE" list | grep -c 'proj/private/secret')" = 1
 check_fails "another user sees no conflict it cannot read either" "no conflict" \
