@@ -66,6 +66,12 @@ print(v["reintegration_done"] == v["reintegration_total"] > 0)')" = True
 expect "root (the control socket) lists six conflicts" \
         "$("$FCACHE_RESOLVE" --json list | grep -o '"id"' | wc -l)" = 6
 
+id1=$("$FCACHE_RESOLVE" --json list | /usr/bin/python3 -c '
+import json, sys; print([c["id"] for c in json.load(sys.stdin) if c["path"] == "proj/doc1"][0])')
+want=$(/usr/bin/python3 -c 'import os, sys; print(os.stat(sys.argv[1]).st_mtime_ns // 1000)' "$T/srv/proj/doc1")
+cprop() { busctl --system get-property "$BUS" "/org/fcache/conflict/lap/$id1" org.fcache.Conflict1 RemoteChanged | cut -d' ' -f2; }
+for _ in $(seq 100); do [ "$(cprop)" = "$want" ] && break; sleep 0.1; done
+expect "Conflict1.RemoteChanged: the server's mtime of doc1 in µs" "$(cprop)" = "$want"
 cat > "$T/polkit/rules.d/50-fcache-resolve.rules" <<RULE
 polkit.addRule(function(action, subject) {
     if (action.id == "org.fcache.resolve" && subject.user == "$user")
