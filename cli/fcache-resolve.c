@@ -11,7 +11,10 @@
  *     resolve-merged ID BASE64|@TOKEN  (merged-chunk ID TOKEN OFFSET BASE64 stages it)
  * The socket is found with --cache-dir, or from the fuse.fcache mount that
  * holds PATH (/proc/self/mountinfo) and the volumes.d/NAME.conf whose
- * Mountpoint= is that mount.
+ * Mountpoint= is that mount.  The socket is root's: everyone else (and root
+ * when the socket cannot be reached) goes through fcached's D-Bus objects
+ * instead (resolve-bus.c), which show each caller only the conflicts it may
+ * read and check polkit on every version and resolve.
  *
  * Exit status: 0 done, 1 error, 2 usage.
  */
@@ -36,6 +39,8 @@
 #include "ctlmsg.h"
 #include "escape.h"
 #include "fcachectl.h"
+#include "polkit-agent.h"
+#include "resolve-bus.h"
 #include "volume-config.h"
 
 #define EXIT_USAGE 2
@@ -47,6 +52,11 @@ static bool opt_json;
 static const char *opt_cache_dir;
 static unsigned long long opt_id;
 static int opt_color = -1;      /* -1: when stdout is a terminal */
+static bool opt_ask_password = true;
+static bool quiet;              /* fail() says nothing: a way is being tried */
+/* Through fcached's D-Bus objects (not the control socket), on this volume. */
+static struct rbus *bus;
+static const struct rbus_volume *bus_vol;
 
 static const char usage_text[] =
 "Usage: fcache-resolve [OPTIONS] COMMAND [ARGS]\n"
@@ -80,8 +90,14 @@ static const char usage_text[] =
 "      --json              list: one JSON array of {id, kind, path, detail}\n"
 "      --color[=WHEN]      colour show's output: always, never, auto (default:\n"
 "                          auto, only when standard output is a terminal)\n"
+"      --no-ask-password   never ask for a password (through fcached, on a\n"
+"                          terminal, polkit may ask for one to read or settle)\n"
 "  -h, --help              this help\n"
 "      --version           print the version and exit\n"
+"\n"
+"Run by anyone but root, or when the control socket cannot be reached, it\n"
+"goes through fcached (D-Bus), which shows only the conflicts on paths the\n"
+"caller may read and checks polkit (org.fcache.resolve) for the rest.\n"
 "\n"
 "Environment: FCACHE_VOLUMES_DIR (default /etc/fcache/volumes.d), VISUAL,\n"
 "EDITOR (default vi), TMPDIR.\n"
@@ -94,6 +110,8 @@ static int fail(const char *fmt, ...)
 {
         va_list ap;
 
+        if (quiet)
+                return EXIT_FAILURE;
         fprintf(stderr, "%s: ", prog);
         va_start(ap, fmt);
         vfprintf(stderr, fmt, ap);
@@ -431,7 +449,10 @@ struct conflict {
         char *kind;
         char *path;
         char *detail;
+        char *object;   /* through fcached: its Conflict1 object */
 };
+
+static int bus_list_conflicts(const char *path, GArray **out);
 
 static void conflicts_free(GArray *a)
 {
@@ -441,6 +462,7 @@ static void conflicts_free(GArray *a)
                 g_free(c->kind);
                 g_free(c->path);
                 g_free(c->detail);
+                g_free(c->object);
         }
         if (a)
                 g_array_free(a, TRUE);
@@ -451,8 +473,11 @@ static int list_conflicts(const char *path, GArray **out)
 {
         struct answer a;
         GArray *rows;
-        int r = ctl_call_on("query conflicts", path, &a);
+        int r;
 
+        if (bus)
+                return bus_list_conflicts(path, out);
+        r = ctl_call_on("query conflicts", path, &a);
         if (r)
                 return r;
         if (a.status < 0) {
@@ -520,6 +545,36 @@ static char *volume_rel(const char *path, const char *mountpoint)
         return r;
 }
 
+/* As list_conflicts, from the conflict objects fcached lets the caller see. */
+static int bus_list_conflicts(const char *path, GArray **out)
+{
+        g_autofree char *top = path ? volume_rel(path, bus_vol->mountpoint) : g_strdup("");
+        size_t n = strlen(top);
+        GArray *rows = g_array_new(FALSE, TRUE, sizeof(struct conflict));
+
+        for (guint i = 0; i < bus->conflicts->len; i++) {
+                const struct rbus_conflict *bc = bus->conflicts->pdata[i];
+                char *rel;
+                struct conflict c = { 0 };
+
+                if (strcmp(bc->volume, bus_vol->name))
+                        continue;
+                rel = volume_rel(bc->path, bus_vol->mountpoint);
+                if (n && (strncmp(rel, top, n) || (rel[n] && rel[n] != '/'))) {
+                        g_free(rel);
+                        continue;
+                }
+                c.id = bc->id;
+                c.kind = g_strdup(bc->kind);
+                c.path = rel;
+                c.detail = g_strdup(bc->detail);
+                c.object = g_strdup(bc->object);
+                g_array_append_val(rows, c);
+        }
+        *out = rows;
+        return 0;
+}
+
 /* The one conflict on exactly @path (or --id); 0 or 1 (reported). */
 static int find_conflict(const char *path, struct conflict *out)
 {
@@ -529,11 +584,15 @@ static int find_conflict(const char *path, struct conflict *out)
         int r, found = -1, count = 0;
         GString *ids = g_string_new(NULL);
 
-        r = ctl_call_root("query state", &st);
-        if (r)
-                return r;
-        rel = volume_rel(path, answer_get(&st, "mountpoint"));
-        answer_clear(&st);
+        if (bus) {
+                rel = volume_rel(path, bus_vol->mountpoint);
+        } else {
+                r = ctl_call_root("query state", &st);
+                if (r)
+                        return r;
+                rel = volume_rel(path, answer_get(&st, "mountpoint"));
+                answer_clear(&st);
+        }
         r = list_conflicts(NULL, &rows);
         if (r) {
                 g_free(rel);
@@ -552,7 +611,9 @@ static int find_conflict(const char *path, struct conflict *out)
         if (found < 0 && opt_id)
                 r = fail("no conflict with ID %llu on '%s'", opt_id, rel);
         else if (found < 0)
-                r = fail("no conflict on '%s' (see '%s list')", *rel ? rel : "/", prog);
+                r = fail("no conflict on '%s'%s (see '%s list')", *rel ? rel : "/",
+                         bus ? " that you may read (fcached shows none on paths you cannot "
+                         "read)" : "", prog);
         else if (count > 1)
                 r = fail("'%s' has %d conflicts (IDs %s): choose one with --id", rel, count,
                          ids->str);
@@ -560,7 +621,7 @@ static int find_conflict(const char *path, struct conflict *out)
                 struct conflict *c = &g_array_index(rows, struct conflict, found);
 
                 *out = *c;
-                c->kind = c->path = c->detail = NULL;
+                c->kind = c->path = c->detail = c->object = NULL;
         }
         g_string_free(ids, TRUE);
         conflicts_free(rows);
@@ -573,16 +634,27 @@ static void conflict_clear(struct conflict *c)
         g_free(c->kind);
         g_free(c->path);
         g_free(c->detail);
+        g_free(c->object);
 }
 
-/* Version @which of conflict @id: 1 with *data, 0 when that side has none, -1 (reported). */
-static int get_version(unsigned long long id, const char *which, char **data, size_t *size)
+/* Version @which of conflict @c: 1 with *data, 0 when that side has none, -1 (reported). */
+static int get_version(const struct conflict *c, const char *which, char **data, size_t *size)
 {
+        unsigned long long id = c->id;
         struct answer a;
         char cmd[96];
         const char *b64;
         gsize n = 0;
 
+        if (bus) {
+                g_autoptr(GError) e = NULL;
+                int r = rbus_version(bus, c->object, which, data, size, &e);
+
+                if (r < 0)
+                        fail("reading the %s version of conflict %llu: %s", which, id,
+                             e->message);
+                return r;
+        }
         snprintf(cmd, sizeof(cmd), "conflict-version %llu %s", id, which);
         if (ctl_call_root(cmd, &a))
                 return -1;
@@ -617,11 +689,11 @@ struct versions {
 };
 static const char *const which_names[3] = { "base", "local", "remote" };
 
-static int get_versions(unsigned long long id, struct versions *v)
+static int get_versions(const struct conflict *c, struct versions *v)
 {
         memset(v, 0, sizeof(*v));
         for (int i = 0; i < 3; i++) {
-                int r = get_version(id, which_names[i], &v->d[i], &v->n[i]);
+                int r = get_version(c, which_names[i], &v->d[i], &v->n[i]);
 
                 if (r < 0)
                         return 1;
@@ -819,7 +891,7 @@ static int cmd_show(const char *path)
 
         if (r)
                 return r;
-        r = get_versions(c.id, &v);
+        r = get_versions(&c, &v);
         if (r) {
                 conflict_clear(&c);
                 return r;
@@ -909,8 +981,42 @@ static int report_resolve(const struct conflict *c, const char *how, struct answ
         return r;
 }
 
+/*
+ * fcached's answer to a resolve (@lines, or NULL and @e) as the view's: its
+ * absolute paths relative to the volume's root again.
+ */
+static int bus_answer(GPtrArray *lines, GError *e, struct answer *a)
+{
+        size_t n = strlen(bus_vol->mountpoint);
+
+        memset(a, 0, sizeof(*a));
+        a->lines = g_ptr_array_new_with_free_func(g_free);
+        if (!lines) {
+                a->status = -EIO;
+                a->error = g_strdup(e ? e->message : "no answer from fcached");
+                return 0;
+        }
+        for (guint i = 0; i < lines->len; i++) {
+                char *l = lines->pdata[i];
+                const char *v = strchr(l, '=') + 1;
+
+                if ((g_str_has_prefix(l, "path=") || g_str_has_prefix(l, "kept=")) &&
+                    !strncmp(v, bus_vol->mountpoint, n) && (v[n] == '/' || !v[n])) {
+                        g_autofree char *rel = volume_rel(v, bus_vol->mountpoint);
+
+                        g_ptr_array_add(a->lines, g_strdup_printf("%.*s%s", (int)(v - l), l,
+                                                                  *rel ? rel : "/"));
+                } else {
+                        g_ptr_array_add(a->lines, g_strdup(l));
+                }
+        }
+        g_ptr_array_unref(lines);
+        return 0;
+}
+
 static int cmd_take(const char *how, const char *path)
 {
+        g_autoptr(GError) e = NULL;
         struct conflict c;
         struct answer a;
         char cmd[96];
@@ -919,7 +1025,8 @@ static int cmd_take(const char *how, const char *path)
         if (r)
                 return r;
         snprintf(cmd, sizeof(cmd), "resolve %llu %s", c.id, how);
-        r = ctl_call_root(cmd, &a);
+        r = bus ? bus_answer(rbus_resolve(bus, c.object, how, &e), e, &a)
+                : ctl_call_root(cmd, &a);
         if (!r)
                 r = report_resolve(&c, how, &a);
         conflict_clear(&c);
@@ -996,7 +1103,7 @@ static int cmd_edit(const char *path)
 
         if (r)
                 return r;
-        r = get_versions(c.id, &v);
+        r = get_versions(&c, &v);
         if (r) {
                 conflict_clear(&c);
                 return r;
@@ -1054,7 +1161,11 @@ static int cmd_edit(const char *path)
                 goto out;
         }
         b64 = elen ? g_base64_encode((const guchar *)edited, elen) : g_strdup("-");
-        if (strlen(b64) + 64 > MAX_REQUEST) {
+        if (bus) {
+                g_autoptr(GError) e = NULL;
+
+                r = bus_answer(rbus_resolve_merged(bus, c.object, edited, elen, &e), e, &a);
+        } else if (strlen(b64) + 64 > MAX_REQUEST) {
                 /* Too long for one request line: staged in chunks, then settled. */
                 char token[40], cmd[96];
 
@@ -1094,6 +1205,66 @@ out:
         return r;
 }
 
+/*
+ * Through fcached: the objects the caller may see, and the volume of @path
+ * (absolute) or of the current directory, or the only one; 0 or 1 (reported).
+ */
+static int open_bus(const char *path, bool interactive)
+{
+        g_autoptr(GError) e = NULL;
+        g_autofree char *abs = NULL;
+
+        bus = g_new0(struct rbus, 1);
+        if (!rbus_open(bus, interactive, &e))
+                return fail("cannot reach fcached on the system bus: %s", e->message);
+        if (path && path[0] == '/') {
+                abs = real_abs(path);
+                bus_vol = rbus_volume_of(bus, abs);
+                if (!bus_vol)
+                        return fail("'%s' is on no fcache volume you may read (fcached lists "
+                                    "those whose mountpoint you can read)", path);
+                return 0;
+        }
+        abs = g_get_current_dir();
+        bus_vol = rbus_volume_of(bus, abs);
+        if (!bus_vol && bus->volumes->len == 1)
+                bus_vol = bus->volumes->pdata[0];
+        if (!bus_vol)
+                return fail(bus->volumes->len ? "the current directory is on no fcache volume "
+                            "and you may read %u: give an absolute PATH" :
+                            "fcached shows no fcache volume you may read (%u)",
+                            bus->volumes->len);
+        return 0;
+}
+
+/*
+ * The way to the volume: its control socket for root (or with --cache-dir),
+ * fcached's D-Bus objects for everyone else and when the socket does not
+ * answer; 0 or 1 (reported).
+ */
+static int choose_way(const char *path, bool interactive)
+{
+        int r;
+
+        if (opt_cache_dir || geteuid() == 0) {
+                quiet = !opt_cache_dir;
+                ctl_path = find_socket(path);
+                r = ctl_path ? ctl_reachable() : 1;
+                quiet = false;
+                if (!r || opt_cache_dir)
+                        return r;
+                g_clear_pointer(&ctl_path, g_free);
+        }
+        r = open_bus(path, interactive);
+        if (r && geteuid() == 0) {
+                /* Neither way: say why the socket did not serve either. */
+                ctl_path = find_socket(path);
+                if (ctl_path)
+                        ctl_reachable();
+        }
+        return r;
+}
+
 int main(int argc, char **argv)
 {
         static const struct option opts[] = {
@@ -1102,11 +1273,14 @@ int main(int argc, char **argv)
                 { "json", no_argument, NULL, 'J' },
                 { "color", optional_argument, NULL, 'K' },
                 { "colour", optional_argument, NULL, 'K' },
+                { "no-ask-password", no_argument, NULL, 'N' },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'V' },
                 {}
         };
         const char *cmd, *path = NULL;
+        bool interactive;
+        pid_t agent = 0;
         char *end;
         int c, r, nargs;
 
@@ -1124,6 +1298,9 @@ int main(int argc, char **argv)
                         break;
                 case 'J':
                         opt_json = true;
+                        break;
+                case 'N':
+                        opt_ask_password = false;
                         break;
                 case 'V':
                         printf("fcache-resolve %s\n", FCACHE_VERSION);
@@ -1184,12 +1361,14 @@ int main(int argc, char **argv)
                 return usage_error("--json is for list only");
         if (path && !*path)
                 return usage_error("PATH is empty");
-        ctl_path = find_socket(path);
-        if (!ctl_path)
-                return EXIT_FAILURE;
-        r = ctl_reachable();
+        /* Listing needs no password (polkit org.fcache.query); reading a version and settling
+         * may, when someone at a terminal can type it. */
+        interactive = opt_ask_password && isatty(STDIN_FILENO) && strcmp(cmd, "list");
+        r = choose_way(path, interactive);
         if (r)
                 goto out;
+        if (bus && interactive)
+                agent = fc_polkit_agent_open();
         if (!strcmp(cmd, "list"))
                 r = cmd_list(path);
         else if (!strcmp(cmd, "show"))
@@ -1201,6 +1380,11 @@ int main(int argc, char **argv)
         else
                 r = cmd_edit(path);
 out:
+        fc_polkit_agent_close(agent);
+        if (bus) {
+                rbus_close(bus);
+                g_free(bus);
+        }
         g_free(ctl_path);
         return r ? EXIT_FAILURE : 0;
 }

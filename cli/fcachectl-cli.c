@@ -19,11 +19,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "admin.h"
 #include "command.h"
 #include "escape.h"
 #include "fcachectl.h"
 #include "output.h"
 #include "polkit-agent.h"
+#include "table.h"
 
 #define RESULT_MAX (1u << 20)
 
@@ -56,12 +58,23 @@ static void usage(FILE *f)
               "  set cache-size SIZE | set cacheable on|off | set reserve SIZE | set cache NAME\n"
               "  disconnect | reconnect     (these need fcached)\n"
               "\n"
+              "Commands on fcached itself (no PATH):\n"
+              "  status                     fcached, fcache.ko, pins and each volume: state,\n"
+              "                             pending changes, conflicts, cache use, metered\n"
+              "  volume list                the volumes fcached runs\n"
+              "  volume add NAME FILE|-|KEY=VALUE...  add one from a NAME.conf text (a file,\n"
+              "                             standard input, or its [Volume] keys) and start it\n"
+              "  volume remove NAME         stop it and remove its NAME.conf (its store stays)\n"
+              "\n"
               "Options:\n"
               "  -j, --json          print results as JSON (see fcachectl(1) for the format)\n"
               "  -P, --no-follow     act on a symbolic link itself, not on its target\n"
               "  -A, --no-automount  never trigger an automount at PATH\n"
               "  -w, --workers=N     parallel workers for directory trees\n"
               "  -q, --quiet         no progress line\n"
+              "      --no-legend     tables without their header line\n"
+              "  -o, --output=COLS   tables with these columns only, in this order (names as\n"
+              "                     in the header, comma-separated)\n"
               "      --no-ask-password  never ask for a password (on a terminal, polkit may\n"
               "                     ask for one, through pkttyagent, when fcached needs it)\n"
               "  -h, --help          show this help\n"
@@ -117,9 +130,12 @@ int main(int argc, char **argv)
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'V' },
                 { "no-ask-password", no_argument, NULL, 'N' },
+                { "no-legend", no_argument, NULL, 'L' },
+                { "output", required_argument, NULL, 'o' },
                 { NULL, 0, NULL, 0 },
         };
-        bool json = false, quiet = false, ask_password = true;
+        bool json = false, quiet = false, ask_password = true, no_legend = false;
+        const char *output = NULL;
         pid_t agent = 0;
         unsigned atflags = 0, workers = 0;
         struct fc_command cmd;
@@ -127,13 +143,15 @@ int main(int argc, char **argv)
         char text[FCACHECTL_CMD_MAX + 1];
         int opt, used, failed = 0;
 
-        while ((opt = getopt_long(argc, argv, "jPAw:qhV", longopts, NULL)) != -1) {
+        while ((opt = getopt_long(argc, argv, "jPAw:qhVo:", longopts, NULL)) != -1) {
                 switch (opt) {
                 case 'j': json = true; break;
                 case 'P': atflags |= AT_SYMLINK_NOFOLLOW; break;
                 case 'A': atflags |= AT_NO_AUTOMOUNT; break;
                 case 'q': quiet = true; break;
                 case 'N': ask_password = false; break;
+                case 'L': no_legend = true; break;
+                case 'o': output = optarg; break;
                 case 'w': {
                         char *end;
                         long v = strtol(optarg, &end, 10);
@@ -156,6 +174,10 @@ int main(int argc, char **argv)
                 usage(stderr);
                 return 2;
         }
+        fc_table_options(no_legend, output);
+        if (fc_admin_command(argv[optind]))
+                return fc_admin_run(argv + optind, argc - optind, json,
+                                    ask_password && isatty(STDIN_FILENO));
         if (fc_command_parse_words(argv + optind, argc - optind, &cmd, &used, &e) < 0) {
                 fprintf(stderr, "fcachectl: %s\n", e.text);
                 return 2;
@@ -240,8 +262,8 @@ int main(int argc, char **argv)
         fc_polkit_agent_close(agent);
         if (json)
                 fc_print_json(stdout, text, outs, (size_t)npaths);
-        else
-                fc_print_table(stdout, &cmd, outs, (size_t)npaths);
+        else if (fc_print_table(stdout, &cmd, outs, (size_t)npaths) < 0)
+                failed = 2;
         for (int i = 0; i < npaths; i++) {
                 fc_outcome_free(&outs[i]);
                 free(texts[i]);

@@ -13,6 +13,7 @@
 
 #include "escape.h"
 #include "output.h"
+#include "table.h"
 #include "result.h"
 
 int fc_outcome_parse(struct fc_outcome *o, char *text)
@@ -133,12 +134,7 @@ static void cell(char *buf, size_t len, const struct column *col, const struct f
                 return;
         }
         switch (col->kind) {
-        case COL_STR: {
-                char *e = fc_escape(v, FC_ESCAPE_DISPLAY);
-                snprintf(buf, len, "%s", e ? e : "?");
-                free(e);
-                break;
-        }
+        case COL_STR: /* escaped by the table */
         case COL_NUM:
                 snprintf(buf, len, "%s", v);
                 break;
@@ -193,7 +189,7 @@ static void print_list(FILE *f, const struct fc_outcome *o, size_t n)
         }
 }
 
-void fc_print_table(FILE *f, const struct fc_command *c, const struct fc_outcome *o, size_t n)
+int fc_print_table(FILE *f, const struct fc_command *c, const struct fc_outcome *o, size_t n)
 {
         const struct column *cols = columns_for(c);
         size_t ncol = 0, ok = 0;
@@ -201,48 +197,41 @@ void fc_print_table(FILE *f, const struct fc_command *c, const struct fc_outcome
         for (size_t i = 0; i < n; i++)
                 ok += !o[i].err;
         if (!ok)
-                return;
+                return 0;
         /* A volume's view answers with the store's keys, not the page cache's. */
         for (size_t i = 0; i < n && cols; i++)
                 if (!o[i].err && fc_outcome_get(&o[i], "volume"))
                         cols = NULL;
         if (!cols) {
                 print_list(f, o, n);
-                return;
+                return 0;
         }
         while (cols[ncol].header)
                 ncol++;
-        size_t width[16] = { 0 };
-        char (*cells)[16][32] = calloc(n, sizeof(*cells));
-        if (!cells)
-                return;
-        for (size_t j = 0; j < ncol; j++)
-                width[j] = strlen(cols[j].header);
-        for (size_t i = 0; i < n; i++)
-                for (size_t j = 0; j < ncol && !o[i].err; j++) {
-                        cell(cells[i][j], sizeof(cells[i][j]), &cols[j], &o[i]);
-                        if (strlen(cells[i][j]) > width[j])
-                                width[j] = strlen(cells[i][j]);
-                }
         /* Text columns left-aligned, numbers right-aligned, the path last and free. */
+        struct fc_table_column tcols[16];
         for (size_t j = 0; j < ncol; j++)
-                fprintf(f, cols[j].kind == COL_STR ? "%-*s  " : "%*s  ", (int)width[j],
-                        cols[j].header);
-        fprintf(f, "PATH\n");
+                tcols[j] = (struct fc_table_column){ cols[j].header, cols[j].kind != COL_STR };
+        tcols[ncol] = (struct fc_table_column){ "PATH", false };
+        struct fc_table *t = fc_table_new(tcols, ncol + 1);
         for (size_t i = 0; i < n; i++) {
+                char cells[16][32];
+                const char *row[16];
+
                 if (o[i].err)
                         continue;
-                for (size_t j = 0; j < ncol; j++)
-                        fprintf(f, cols[j].kind == COL_STR ? "%-*s  " : "%*s  ", (int)width[j],
-                                cells[i][j]);
-                fc_fputs_display(o[i].path, f);
-                fputc('\n', f);
+                for (size_t j = 0; j < ncol; j++) {
+                        cell(cells[j], sizeof(cells[j]), &cols[j], &o[i]);
+                        row[j] = cells[j];
+                }
+                row[ncol] = o[i].path;
+                fc_table_row(t, row);
         }
-        free(cells);
+        return fc_table_print(t, f);
 }
 
 /* JSON string; bytes that are not valid UTF-8 become U+FFFD. */
-static void json_str(FILE *f, const char *s)
+void fc_json_str(FILE *f, const char *s)
 {
         const unsigned char *p = (const unsigned char *)s;
 
@@ -301,16 +290,16 @@ static const char *errno_name(int err)
 void fc_print_json(FILE *f, const char *command, const struct fc_outcome *o, size_t n)
 {
         fputs("{\"command\":", f);
-        json_str(f, command);
+        fc_json_str(f, command);
         fputs(",\"results\":[", f);
         for (size_t i = 0; i < n; i++) {
                 fprintf(f, "%s{\"path\":", i ? "," : "");
-                json_str(f, o[i].path);
+                fc_json_str(f, o[i].path);
                 if (o[i].err) {
                         fprintf(f, ",\"ok\":false,\"error\":{\"errno\":%d,\"name\":", o[i].err);
-                        json_str(f, errno_name(o[i].err));
+                        fc_json_str(f, errno_name(o[i].err));
                         fputs(",\"message\":", f);
-                        json_str(f, o[i].message ? o[i].message : "");
+                        fc_json_str(f, o[i].message ? o[i].message : "");
                         fputs("}}", f);
                         continue;
                 }
@@ -326,7 +315,7 @@ void fc_print_json(FILE *f, const char *command, const struct fc_outcome *o, siz
                                 continue;
                         fprintf(f, "%s", first ? "" : ",");
                         first = false;
-                        json_str(f, key);
+                        fc_json_str(f, key);
                         fputc(':', f);
                         if (fc_result_key_repeats(key)) {
                                 fputc('[', f);
@@ -336,14 +325,14 @@ void fc_print_json(FILE *f, const char *command, const struct fc_outcome *o, siz
                                                 continue;
                                         fprintf(f, "%s", lf ? "" : ",");
                                         lf = false;
-                                        json_str(f, o[i].pairs[m].value);
+                                        fc_json_str(f, o[i].pairs[m].value);
                                 }
                                 fputc(']', f);
                         } else if (!fc_result_key_is_text(key) &&
                                    is_number(o[i].pairs[k].value)) {
                                 fputs(o[i].pairs[k].value, f);
                         } else {
-                                json_str(f, o[i].pairs[k].value);
+                                fc_json_str(f, o[i].pairs[k].value);
                         }
                 }
                 fputs("}}", f);

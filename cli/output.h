@@ -26,8 +26,12 @@ int fc_outcome_parse(struct fc_outcome *o, char *text);
 void fc_outcome_free(struct fc_outcome *o);
 const char *fc_outcome_get(const struct fc_outcome *o, const char *key);
 
-void fc_print_table(FILE *f, const struct fc_command *c, const struct fc_outcome *o, size_t n);
+/* Tables through table.h: 0, or -1 when --output names a column the table lacks. */
+int fc_print_table(FILE *f, const struct fc_command *c, const struct fc_outcome *o, size_t n);
 void fc_print_json(FILE *f, const char *command, const struct fc_outcome *o, size_t n);
+
+/* A JSON string; bytes that are not valid UTF-8 become U+FFFD. */
+void fc_json_str(FILE *f, const char *s);
 
 /* "1.5 GiB"; buf of at least 16 bytes. */
 void fc_format_bytes(char *buf, size_t len, unsigned long long bytes);

@@ -545,7 +545,8 @@ static void serve_request(struct view *v, int cfd)
                 job_end(job);
         } else {
                 under = strcmp(rel, ".") ? rel : "";
-                if (!conflicts_execute(v, req.command, under, &o, err, &r))
+                if (!conflicts_execute(v, req.command, under, &o, err, &r) &&
+                    !metered_execute(v, req.command, &o, err, &r))
                         r = execute(v, req.command, tfd, rel, &o, err, NULL);
         }
         ctlmsg_put_s32(&o.msg, CTLA_STATUS, r < 0 ? r : 0);

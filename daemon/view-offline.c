@@ -679,6 +679,15 @@ bool view_wait_offline(struct view *v)
         return view_offline(v);
 }
 
+/* The replay's progress, for query state (reintegration_done, reintegration_total). */
+static void reintegration_progress(void *ud, const struct reintegrate_item *it)
+{
+        struct view *v = ud;
+
+        __atomic_store_n(&v->reint_total, it->total, __ATOMIC_RELEASE);
+        __atomic_store_n(&v->reint_done, it->done, __ATOMIC_RELEASE);
+}
+
 int view_reconnect(struct view *v, GString *out, GString *err)
 {
         struct reintegrate_options opts = REINTEGRATE_OPTIONS_INIT;
@@ -702,8 +711,12 @@ int view_reconnect(struct view *v, GString *out, GString *err)
         }
         __atomic_store_n(&v->state, VIEW_REINTEGRATING, __ATOMIC_RELEASE);
         vfile_flush_dirty(v);
+        __atomic_store_n(&v->reint_done, 0, __ATOMIC_RELEASE);
+        opts.progress = reintegration_progress;
+        opts.userdata = v;
         pthread_mutex_lock(&v->offline_lock);
         r = reintegrate_run(v->oplog, v->root_fd, &opts, &stats);
+        __atomic_store_n(&v->reint_total, stats.total, __ATOMIC_RELEASE);
         if (r == 0)
                 r = oplog_compact(v->oplog, &removed);
         pthread_mutex_unlock(&v->offline_lock);
@@ -835,4 +848,7 @@ void view_state_out(struct view *v, GString *out)
         pthread_mutex_unlock(&v->offline_lock);
         g_string_append_printf(out, "state=%s\npending=%" PRIu64 "\nconflicts=%" PRIu64 "\n",
                                view_state_name(v), pending, conflicts);
+        g_string_append_printf(out, "reintegration_done=%" PRIu64 "\nreintegration_total=%" PRIu64
+                               "\n", __atomic_load_n(&v->reint_done, __ATOMIC_ACQUIRE),
+                               __atomic_load_n(&v->reint_total, __ATOMIC_ACQUIRE));
 }

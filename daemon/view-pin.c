@@ -279,8 +279,9 @@ static int hoard_one(void *ud, const char *path, int prio)
 
 int pin_walk_all(struct view *v)
 {
-        /* Offline there is no server to walk; reconnecting resyncs the mirror. */
-        if (view_offline(v))
+        /* Offline there is no server to walk; reconnecting resyncs the mirror.  On a
+         * metered connection the walk waits (Metered=pause). */
+        if (view_offline(v) || view_hoard_paused(v))
                 return 0;
         return store_pin_foreach(v->store, hoard_one, v);
 }

@@ -88,6 +88,9 @@ struct view {
         unsigned conflicts;     /* records kept as conflicts (atomic; 0: no lookup asks) */
         bool timeout_thread;    /* atomic: a backing timeout is being handled */
         bool auto_reconnect;    /* atomic: offline by a timeout, back when the backing answers */
+        bool metered;           /* atomic: fcached says the connection is metered */
+        uint64_t reint_done;    /* atomic: records replayed by the running or last reintegration */
+        uint64_t reint_total;   /* atomic: and the records it had to replay */
         dev_t mirror_dev;
         int mirror_links_fd;    /* CacheDir/mirror.links (view-mirror.c), or -1 */
 
@@ -323,6 +326,14 @@ void mirror_note_change(struct view *v, int pfd, const char *name);
  */
 bool conflicts_execute(struct view *v, const char *cmdline, const char *under,
                        struct ctl_out *out, GString *err, int *status);
+
+/*
+ * view-metered.c: "set metered yes|no" from fcached (false when @cmdline is
+ * another request), and whether the hoard walks wait for an unmetered link.
+ */
+bool metered_execute(struct view *v, const char *cmdline, struct ctl_out *out, GString *err,
+                     int *status);
+bool view_hoard_paused(struct view *v);
 
 /*
  * view-deadline.c: backing calls bounded by BackingTimeout (see there):

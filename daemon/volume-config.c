@@ -193,6 +193,13 @@ int volume_config_set(struct volume_config *c, const char *key, const char *valu
                 c->threads = (unsigned)v;
                 return 0;
         }
+        if (!strcmp(key, "Metered")) {
+                if (strcmp(value, "pause") && strcmp(value, "ignore"))
+                        return fail(err, errlen, "%s: '%s' is neither pause (hoard walks wait "
+                                    "while the connection is metered) nor ignore", key, value);
+                c->metered_ignore = value[0] == 'i';
+                return 0;
+        }
         return fail(err, errlen, "%s: unknown key", key);
 }
 

@@ -98,6 +98,10 @@ static void on_volume_state(void *userdata, const char *name, const char *state,
 {
         struct fcd_context *ctx = userdata;
 
+        if (!state) { /* metered: the Volume1 object's property follows */
+                fcd_objects_volume_changed(ctx, name);
+                return;
+        }
         fc_manager1_set_volume_states(ctx->manager, fcd_volumes_states(ctx->volumes));
         fc_manager1_emit_volume_state_changed(ctx->manager, name, state, reason);
         if (!strcmp(state, "online")) /* a reconnect may have kept conflicts */

@@ -29,8 +29,13 @@
  * with every offline write, which nothing reports).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "auth.h"
 #include "caller-access.h"
@@ -607,8 +612,10 @@ struct refresh {
         char *name;
         char *socket_path;
         char *mountpoint;
-        bool have_state, have_cache, have_conflicts;
-        guint64 pending, conflicts, size, used, pinned, free;
+        char *backing;
+        GArray *remote_us;         /* per row: its server object's mtime (µs), 0 if none */
+        bool have_state, have_cache, have_conflicts, have_reint;
+        guint64 pending, conflicts, size, used, pinned, free, reint_done, reint_total;
         GArray *rows;              /* struct fcd_conflict_row */
 };
 
@@ -619,6 +626,9 @@ static void refresh_free(gpointer p)
         g_free(rf->name);
         g_free(rf->socket_path);
         g_free(rf->mountpoint);
+        g_free(rf->backing);
+        if (rf->remote_us)
+                g_array_unref(rf->remote_us);
         if (rf->rows)
                 g_array_unref(rf->rows);
         g_free(rf);
@@ -640,6 +650,34 @@ static bool line_u64(GPtrArray *lines, const char *key, guint64 *out)
         return false;
 }
 
+/*
+ * When the server last changed the object at @rel (µs since the epoch; 0 when
+ * it has none): its mtime on the backing, reached beneath it and through no
+ * symlink (the names are the server's, which users may shape).
+ */
+static guint64 remote_changed_us(const char *backing, const char *rel)
+{
+        struct open_how how = { .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+                                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                           RESOLVE_NO_MAGICLINKS };
+        int dfd = open(backing, O_PATH | O_DIRECTORY | O_CLOEXEC), fd;
+        struct stat st;
+        guint64 us = 0;
+
+        if (dfd < 0)
+                return 0;
+        while (*rel == '/')
+                rel++;
+        fd = *rel ? (int)syscall(SYS_openat2, dfd, rel, &how, sizeof(how)) : dup(dfd);
+        if (fd >= 0 && fstat(fd, &st) == 0)
+                us = (guint64)st.st_mtim.tv_sec * G_USEC_PER_SEC +
+                     (guint64)st.st_mtim.tv_nsec / 1000;
+        if (fd >= 0)
+                close(fd);
+        close(dfd);
+        return us;
+}
+
 static void refresh_worker(GTask *task, gpointer src, gpointer data, GCancellable *cancel)
 {
         struct refresh *rf = data;
@@ -647,9 +685,12 @@ static void refresh_worker(GTask *task, gpointer src, gpointer data, GCancellabl
         g_autoptr(GPtrArray) ca = g_ptr_array_new_with_free_func(g_free);
         g_autoptr(GPtrArray) co = g_ptr_array_new_with_free_func(g_free);
 
-        if (fcd_control_call(rf->socket_path, "query state", -1, NULL, st) == 0)
+        if (fcd_control_call(rf->socket_path, "query state", -1, NULL, st) == 0) {
                 rf->have_state = line_u64(st, "pending", &rf->pending) &&
                                  line_u64(st, "conflicts", &rf->conflicts);
+                rf->have_reint = line_u64(st, "reintegration_done", &rf->reint_done) &&
+                                 line_u64(st, "reintegration_total", &rf->reint_total);
+        }
         if (fcd_control_call(rf->socket_path, "query cache", -1, NULL, ca) == 0)
                 rf->have_cache = line_u64(ca, "size", &rf->size) &&
                                  line_u64(ca, "used", &rf->used) &&
@@ -658,6 +699,13 @@ static void refresh_worker(GTask *task, gpointer src, gpointer data, GCancellabl
         if (fcd_control_call(rf->socket_path, "query conflicts", -1, NULL, co) == 0) {
                 rf->rows = fcd_conflicts_parse(co);
                 rf->have_conflicts = true;
+                rf->remote_us = g_array_sized_new(FALSE, TRUE, sizeof(guint64), rf->rows->len);
+                for (guint i = 0; i < rf->rows->len; i++) {
+                        guint64 us = remote_changed_us(rf->backing,
+                                g_array_index(rf->rows, struct fcd_conflict_row, i).rel);
+
+                        g_array_append_val(rf->remote_us, us);
+                }
         }
         g_task_return_boolean(task, TRUE);
 }
@@ -699,6 +747,13 @@ static void update_volume(struct fcd_objects *objs, const struct fcd_volume_info
                 set_prop(o, &ch, "Pending", g_variant_new_uint64(0));
                 set_prop(o, &ch, "Conflicts", g_variant_new_uint32(0));
         }
+        if (rf && rf->have_reint) {
+                set_prop(o, &ch, "ReintegrationDone", g_variant_new_uint64(rf->reint_done));
+                set_prop(o, &ch, "ReintegrationTotal", g_variant_new_uint64(rf->reint_total));
+        } else if (fresh) {
+                set_prop(o, &ch, "ReintegrationDone", g_variant_new_uint64(0));
+                set_prop(o, &ch, "ReintegrationTotal", g_variant_new_uint64(0));
+        }
         if (rf && rf->have_cache) {
                 set_prop(o, &ch, "CacheSize", g_variant_new_uint64(rf->size));
                 set_prop(o, &ch, "CacheUsed", g_variant_new_uint64(rf->used));
@@ -722,7 +777,7 @@ static char *absolute_in(const char *mountpoint, const char *rel)
 
 /* The volume's conflict objects to match @rows: new ones made (and probed), settled ones gone. */
 static void update_conflicts(struct fcd_objects *objs, const struct fcd_volume_info *vi,
-                             GArray *rows, GPtrArray *probes)
+                             GArray *rows, GArray *remote_us, GPtrArray *probes)
 {
         g_autoptr(GHashTable) now = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
         g_autoptr(GPtrArray) gone = g_ptr_array_new();
@@ -738,8 +793,19 @@ static void update_conflicts(struct fcd_objects *objs, const struct fcd_volume_i
                 GVariantBuilder ch;
 
                 g_hash_table_add(now, g_strdup(path));
-                if (o)
+                if (o) {
+                        /* The server may change it again meanwhile. */
+                        GVariant *changed;
+
+                        g_variant_builder_init(&ch, G_VARIANT_TYPE("a{sv}"));
+                        set_prop(o, &ch, "RemoteChanged", g_variant_new_uint64(
+                                g_array_index(remote_us, guint64, i)));
+                        changed = g_variant_ref_sink(g_variant_builder_end(&ch));
+                        if (g_variant_n_children(changed))
+                                g_ptr_array_add(probes, probe_of(o, changed));
+                        g_variant_unref(changed);
                         continue;
+                }
                 abs = absolute_in(vi->mountpoint, row->rel);
                 o = object_new(objs, OBJ_CONFLICT, path, vi->name, abs);
                 o->conflict_id = row->id;
@@ -748,6 +814,8 @@ static void update_conflicts(struct fcd_objects *objs, const struct fcd_volume_i
                 set_prop(o, &ch, "Path", g_variant_new_string(abs));
                 set_prop(o, &ch, "Kind", g_variant_new_string(row->kind));
                 set_prop(o, &ch, "Detail", g_variant_new_string(row->detail ? row->detail : ""));
+                set_prop(o, &ch, "RemoteChanged", g_variant_new_uint64(
+                        g_array_index(remote_us, guint64, i)));
                 g_variant_builder_clear(&ch);
                 g_ptr_array_add(probes, probe_of(o, NULL));
         }
@@ -785,7 +853,7 @@ static void on_refresh_done(GObject *src, GAsyncResult *res, gpointer data)
         probes = g_ptr_array_new_with_free_func(probe_free);
         update_volume(objs, vi, rf, probes);
         if (rf->have_conflicts && strcmp(vi->state, "reintegrating"))
-                update_conflicts(objs, vi, rf->rows, probes);
+                update_conflicts(objs, vi, rf->rows, rf->remote_us, probes);
         notify(objs, probes);
         if (again)
                 refresh_start(objs, rf->name);
@@ -815,6 +883,7 @@ static void refresh_start(struct fcd_objects *objs, const char *name)
         rf->name = g_strdup(name);
         rf->socket_path = g_strdup(vi->socket_path);
         rf->mountpoint = g_strdup(vi->mountpoint);
+        rf->backing = g_strdup(vi->backing);
         task = g_task_new(NULL, NULL, on_refresh_done, NULL);
         g_task_set_task_data(task, rf, refresh_free);
         fcd_tasks_in_flight++;

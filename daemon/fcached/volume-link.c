@@ -8,6 +8,9 @@
  * view replays its log) and reports the end back to netstate.  The control
  * calls block, so they run in a worker thread, one at a time per volume;
  * a change that arrives meanwhile is driven when the running one ends.
+ * Whether the connection is metered (NetworkManager's Metered) goes to the
+ * view too ("set metered yes|no": its hoard walks wait), on every change and
+ * whenever the view (re)starts.
  */
 #include <errno.h>
 #include <string.h>
@@ -86,6 +89,45 @@ static void drive_thread(GTask *task, gpointer source, gpointer data, GCancellab
 
 static void drive(struct volume_link *l);
 
+static void metered_thread(GTask *task, gpointer source, gpointer data, GCancellable *cancel)
+{
+        const char *socket_path = g_object_get_data(G_OBJECT(task), "socket");
+        g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
+        bool metered = data != NULL;
+        char cur[16];
+
+        for (int i = 0; i < 100; i++) {
+                view_state(socket_path, cur, sizeof(cur));
+                if (cur[0])
+                        break;
+                g_usleep(100000);
+        }
+        g_task_return_int(task, fcd_control_call(socket_path, metered ? "set metered yes" :
+                                                 "set metered no", -1, NULL, lines));
+}
+
+static void metered_done(GObject *source, GAsyncResult *res, gpointer data)
+{
+        char *name = data;
+        int r = (int)g_task_propagate_int(G_TASK(res), NULL);
+
+        if (r < 0)
+                g_warning("Volume %s: its view was not told whether the connection is "
+                          "metered: %s", name, g_strerror(-r));
+        g_free(name);
+}
+
+/* Tells the view whether the connection is metered now (a worker: the call blocks). */
+static void tell_metered(struct volume_link *l)
+{
+        GTask *task = g_task_new(NULL, NULL, metered_done, g_strdup(l->name));
+
+        g_task_set_task_data(task, netstate_metered(l->ns) ? GINT_TO_POINTER(1) : NULL, NULL);
+        g_object_set_data_full(G_OBJECT(task), "socket", g_strdup(l->socket_path), g_free);
+        g_task_run_in_thread(task, metered_thread);
+        g_object_unref(task);
+}
+
 static void report(struct volume_link *l, const char *state, const char *reason)
 {
         if (!strcmp(l->state, state) && !strcmp(l->reason, reason))
@@ -156,11 +198,22 @@ static void on_netstate(void *userdata, enum netstate_state old_state, enum nets
                 drive(l);
 }
 
+static void on_metered(void *userdata, bool metered)
+{
+        struct volume_link *l = userdata;
+
+        g_message("Volume %s: the connection is %smetered", l->name, metered ? "" : "not ");
+        tell_metered(l);
+        if (l->on_state)
+                l->on_state(l->userdata, l->name, NULL, NULL);
+}
+
 struct volume_link *volume_link_new(const char *name, const char *server, const char *socket_path,
                                     volume_link_state_fn on_state, void *userdata)
 {
         struct netstate_options opts = NETSTATE_OPTIONS_INIT;
-        struct netstate_callbacks cb = { .state_changed = on_netstate };
+        struct netstate_callbacks cb = { .state_changed = on_netstate,
+                                         .metered_changed = on_metered };
         struct volume_link *l = g_new0(struct volume_link, 1);
         int r;
 
@@ -200,9 +253,12 @@ void volume_link_free(struct volume_link *l)
 
 void volume_link_sync(struct volume_link *l)
 {
-        /* A view left offline (before a restart) comes back when the server is there. */
-        if (l)
-                drive(l);
+        /* A view left offline (before a restart) comes back when the server is there;
+         * a view just started knows nothing of the connection. */
+        if (!l)
+                return;
+        drive(l);
+        tell_metered(l);
 }
 
 void volume_link_manual(struct volume_link *l, bool disconnect)

@@ -11,7 +11,8 @@
 
 struct volume_link;
 
-/* @state: "online", "offline", "reintegrating"; @reason as netstate_reason_to_string(). */
+/* @state: "online", "offline", "reintegrating"; @reason as netstate_reason_to_string().
+ * @state NULL: the state is the same, whether the connection is metered changed. */
 typedef void (*volume_link_state_fn)(void *userdata, const char *name, const char *state,
                                      const char *reason);
 

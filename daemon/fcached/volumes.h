@@ -42,7 +42,8 @@ int fcd_volumes_add(struct fcd_volumes *vols, const char *name, const char *conf
 /* Stops volume @name (its view unmounts) and removes its NAME.conf. */
 int fcd_volumes_remove(struct fcd_volumes *vols, const char *name, struct fc_error *e);
 
-/* A volume's state changed ("online", "offline", "reintegrating"; why). Main loop. */
+/* A volume's state changed ("online", "offline", "reintegrating"; why), or (@state NULL)
+ * whether its connection is metered. Main loop. */
 typedef void (*fcd_volume_state_fn)(void *userdata, const char *name, const char *state,
                                     const char *reason);
 void fcd_volumes_set_state_hook(struct fcd_volumes *vols, fcd_volume_state_fn fn, void *userdata);

@@ -70,6 +70,8 @@ for f in usr/sbin/fcached usr/bin/fcachectl usr/bin/fcache-resolve \
          usr/share/man/man8/fcached.8.gz usr/share/man/man8/fcache-view.8.gz \
          usr/share/man/man5/fcache.volume.5.gz usr/share/man/man7/fcache-dbus.7.gz \
          usr/share/man/man1/fcachectl.1.gz usr/share/man/man3/fcachectl.3.gz \
+         usr/share/bash-completion/completions/fcachectl \
+         usr/share/bash-completion/completions/fcache-resolve \
          "usr/lib/$multiarch/libfcachectl.so.0" "usr/lib/$multiarch/libfcachectl.so" \
          "usr/lib/$multiarch/pkgconfig/fcachectl.pc" usr/include/fcachectl.h \
          "usr/src/fcache-$upstream/dkms.conf" "usr/src/fcache-$upstream/Kbuild" \
