@@ -5,6 +5,8 @@
 # starts); commands on paths in a volume, through D-Bus and fcachectl, are served
 # by its view as the caller; AddVolume/RemoveVolume are admin acts; an fcached
 # killed with -9 and started again adopts the mounted view: a reader sees no error.
+source "$(dirname "$0")/../own-mounts.sh"
+own_mounts "$0" "$@"
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/volume-lib.sh"
 

@@ -9,18 +9,8 @@ kind=$1
 
 [ "$(id -u)" = 0 ] || skip_all "needs root to mount $kind"
 
-# 'flush all' acts on every network mount the process can see: run in a mount namespace
-# of our own, with the machine's other network mounts detached there, so the test acts
-# on its own mounts only and a hung mount of another test cannot stall it.
-if [ -z "${FCACHE_IT_PRIVATE_NS:-}" ]; then
-        FCACHE_IT_PRIVATE_NS=1 exec unshare -m --propagation private "$0" "$@"
-fi
-awk '{ for (i = 7; $i != "-"; i++); print $5, $(i + 1) }' /proc/self/mountinfo |
-while read -r point type; do
-        case $type in
-        nfs*|cifs|smb3|afs|9p|ceph|fuse|fuse.*) umount -l "$(printf '%b' "$point")" 2>/dev/null ;;
-        esac
-done
+. "$(dirname "$0")/../own-mounts.sh"
+own_mounts "$0" "$@"
 work=$(mktemp -d /tmp/fcache-it-XXXXXX)
 mnt=$work/mnt
 mkdir -p "$mnt"
