@@ -67,6 +67,19 @@ trap '[ -n "$keep" ] && cp -a "$res/." "$keep/"; rm -rf "$res"' EXIT
 	echo "BENCH_FILES=$bench"
 	echo "GUEST_DIR=$(dirname "$(abspath "$guest")")"
 } > "$res/env.sh"
+# The guest mounts its own tmpfs on /tmp: what it needs from the host's /tmp
+# (a build or source directory there) is named here and kept visible, at the
+# same path, by guest/preamble.sh.  Top directories, so that a binary's
+# RUNPATH into its build directory resolves too.
+guest_keep=
+for v in FCACHE_KO FCNL FCACHECTL GUEST_DIR; do
+	p=$(sed -n "s/^$v=//p" "$res/env.sh")
+	case $p in
+	/tmp/?*) top=/tmp/$(echo "${p#/tmp/}" | cut -d/ -f1)
+		case " $guest_keep " in *" $top "*) ;; *) guest_keep="$guest_keep $top" ;; esac ;;
+	esac
+done
+echo "GUEST_KEEP='${guest_keep# }'" >> "$res/env.sh"
 
 if [ "$bench" -gt 0 ]; then
 	# the benchmark's tree is made here, natively, into an ext4 image:
