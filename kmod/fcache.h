@@ -18,7 +18,7 @@
 #include "uapi/fcache_netlink.h"
 #include "compat.h"
 
-#define FC_MAX_TYPES	16	/* distinct fs types in one FLUSH_ALL */
+#define FC_MAX_MOUNTS	64	/* distinct superblocks in one FLUSH_ALL */
 
 /* the attributes a command sets in its reply */
 struct fc_result {
@@ -36,7 +36,7 @@ struct fc_ctx {
 	struct file *file;	/* the sender's file of the target, a ref */
 	struct inode *inode;	/* d_real_inode(): where the pages live */
 	struct file *rfile;	/* a real open file (regular targets), a ref */
-	struct file *mnt[FC_MAX_TYPES];	/* FLUSH_ALL: one mount per type */
+	struct file *mnt[FC_MAX_MOUNTS]; /* FLUSH_ALL: one mount per superblock */
 	unsigned int nr_mnt;
 	u64 pin_id;
 	kuid_t uid;		/* fsuid of the sender */

@@ -332,16 +332,21 @@ static bool fc_type_allowed(const char *name)
 	return false;
 }
 
-/* keep @f if its type is allowed and new; takes over the reference */
+/*
+ * keep @f if its type is allowed and its superblock new; takes over the
+ * reference.  Only the superblocks of the caller's own mounts are flushed:
+ * one of the same type that the caller cannot see (another namespace's, or
+ * one hidden under a stacked filesystem) is not its to flush.
+ */
 static void fc_add_mount(struct fc_ctx *ctx, struct file *f)
 {
-	struct file_system_type *type = file_inode(f)->i_sb->s_type;
+	struct super_block *sb = f->f_path.mnt->mnt_sb;
 	unsigned int i;
 
-	if (!fc_type_allowed(type->name) || ctx->nr_mnt == FC_MAX_TYPES)
+	if (!fc_type_allowed(sb->s_type->name) || ctx->nr_mnt == FC_MAX_MOUNTS)
 		goto drop;
 	for (i = 0; i < ctx->nr_mnt; i++)
-		if (file_inode(ctx->mnt[i])->i_sb->s_type == type)
+		if (ctx->mnt[i]->f_path.mnt->mnt_sb == sb)
 			goto drop;
 	ctx->mnt[ctx->nr_mnt++] = f;
 	return;

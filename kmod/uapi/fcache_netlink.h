@@ -33,7 +33,7 @@ enum fcache_cmd {
 	FCACHE_CMD_QUERY,	/* page cache state (FLAG_RECURSIVE: subtree) */
 	FCACHE_CMD_FLUSH,	/* write back, drop pages and unused dentries */
 	FCACHE_CMD_FLUSH_VOLUME, /* the same for FD's whole superblock */
-	FCACHE_CMD_FLUSH_ALL,	/* every superblock of the MOUNTS' types */
+	FCACHE_CMD_FLUSH_ALL,	/* the superblocks of the MOUNTS given */
 	FCACHE_CMD_PREFETCH,	/* read the whole regular file into the cache */
 	FCACHE_CMD_PIN,		/* keep FD cached (FLAG_MEMORY: resident) */
 	FCACHE_CMD_UNPIN,	/* by FD or by PIN_ID */
@@ -52,7 +52,7 @@ enum fcache_attr {
 	/* request */
 	FCACHE_A_FD,		/* u32: the sender's descriptor of the target */
 	FCACHE_A_FLAGS,		/* u32: FCACHE_FLAG_* */
-	FCACHE_A_MOUNTS,	/* nested: FCACHE_A_FD of one mount per type */
+	FCACHE_A_MOUNTS,	/* nested: FCACHE_A_FD of each mount to flush */
 	FCACHE_A_PIN_ID,	/* u64 */
 	/* results */
 	FCACHE_A_JOB,		/* u64: id of an asynchronous job */
@@ -86,6 +86,7 @@ enum fcache_attr {
 	FCACHE_A_PIN_COUNT,	/* u32: pins now */
 	FCACHE_A_JOB_MAX,	/* u32: cap of concurrent jobs */
 	FCACHE_A_REPIN_MS,	/* u32: period of the stale-page check, 0 off */
+	FCACHE_A_FILES_PINNED,	/* u64: files a flush kept because pinned */
 
 	__FCACHE_A_MAX,
 	FCACHE_A_MAX = __FCACHE_A_MAX - 1
