@@ -915,6 +915,53 @@ static int run_flush_all(struct fc_request *req, struct kconn *c)
         return 0;
 }
 
+/* why nothing was given back, from what the module found */
+static const char *callbacks_reason(const struct kreply *r)
+{
+        const char *t = r->fstype;
+
+        if (r->v[FCACHE_A_DELEG_AT_CLOSE])
+                return "the file is in use (this command's own descriptor of a file is a use): "
+                       "the kernel returns its NFSv4 delegation when the last user closes it";
+        if (!strcmp(t, "nfs4"))
+                return "no NFSv4 delegation was held";
+        if (!strcmp(t, "cifs") || !strcmp(t, "smb3"))
+                return "cifs.ko exports no way to give back an SMB lease or oplock; the pages "
+                       "were dropped, so the next open revalidates";
+        if (!strcmp(t, "afs"))
+                return "kafs.ko exports no way to give back an AFS callback; the pages were "
+                       "dropped, so the next open revalidates";
+        return "this filesystem grants no leases, delegations or callbacks";
+}
+
+static int run_flush_callbacks(struct fc_request *req, struct kconn *c)
+{
+        mode_t mode = req->target->stx.stx_mode;
+        struct kreply r;
+        int err;
+
+        /* a device or fifo holds nothing granted; a module without the command */
+        if (!S_ISREG(mode) && !S_ISDIR(mode))
+                return fc_backend_user.run(req);
+        err = kcall(c, FCACHE_CMD_FLUSH_CALLBACKS, req->target->fd, 0, &r, req->opts->cancel);
+        if (err == -EOPNOTSUPP)
+                return fc_backend_user.run(req);
+        if (err)
+                return kfail(req, err, &r, "flush callbacks");
+        fc_result_add_str(req->result, "type", fc_file_type_name(mode));
+        fc_result_add_str(req->result, "attributes", "revalidated-on-open");
+        fc_result_add_u64(req->result, "pages_dropped", r.v[FCACHE_A_PAGES_DROPPED]);
+        fc_result_add_u64(req->result, "delegations_held", r.v[FCACHE_A_DELEG_HELD]);
+        fc_result_add_u64(req->result, "delegations_returned", r.v[FCACHE_A_DELEG_RETURNED]);
+        fc_result_add_u64(req->result, "delegations_returned_at_close",
+                          r.v[FCACHE_A_DELEG_AT_CLOSE]);
+        fc_result_add_str(req->result, "callbacks_released",
+                          r.v[FCACHE_A_DELEG_RETURNED] ? "yes" : "no");
+        if (!r.v[FCACHE_A_DELEG_RETURNED])
+                fc_result_add_str(req->result, "reason", callbacks_reason(&r));
+        return 0;
+}
+
 static int kmod_run(struct fc_request *req)
 {
         struct kconn c;
@@ -942,6 +989,9 @@ static int kmod_run(struct fc_request *req)
                 break;
         case FC_OP_FLUSH_ALL:
                 err = run_flush_all(req, &c);
+                break;
+        case FC_OP_FLUSH_CALLBACKS:
+                err = run_flush_callbacks(req, &c);
                 break;
         case FC_OP_PREFETCH:
                 err = run_prefetch(req, &c);
@@ -989,6 +1039,7 @@ static bool kmod_handles(const struct fc_command *cmd, const struct fc_target *t
         case FC_OP_FLUSH:
         case FC_OP_FLUSH_VOLUME:
         case FC_OP_FLUSH_ALL:
+        case FC_OP_FLUSH_CALLBACKS:
         case FC_OP_PREFETCH:
         case FC_OP_PIN:
         case FC_OP_UNPIN:

@@ -126,10 +126,10 @@ static void fc_query_inode(struct inode *inode, struct fc_result *r)
  * drop_pagecache_sb() does: a reference keeps our place in s_inodes while
  * the callback sleeps.
  */
-static int fc_walk_inodes(struct fc_ctx *ctx, struct super_block *sb,
-			  struct dentry *dir, bool need_pages,
-			  int (*fn)(struct fc_ctx *, struct inode *, void *),
-			  void *arg)
+int fc_walk_inodes(struct fc_ctx *ctx, struct super_block *sb,
+		   struct dentry *dir, bool need_pages,
+		   int (*fn)(struct fc_ctx *, struct inode *, void *),
+		   void *arg)
 {
 	struct inode *inode, *toput = NULL;
 	int err = 0;

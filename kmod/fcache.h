@@ -73,6 +73,13 @@ int fc_do_flush_volume(struct fc_ctx *ctx);
 int fc_do_flush_all(struct fc_ctx *ctx);
 int fc_do_prefetch(struct fc_ctx *ctx);
 int fc_read_whole(struct fc_ctx *ctx, struct file *f, u64 *bytes);
+int fc_walk_inodes(struct fc_ctx *ctx, struct super_block *sb,
+		   struct dentry *dir, bool need_pages,
+		   int (*fn)(struct fc_ctx *, struct inode *, void *),
+		   void *arg);
+
+/* callbacks.c */
+int fc_do_flush_callbacks(struct fc_ctx *ctx);
 
 /* job.c */
 extern struct workqueue_struct *fc_wq;

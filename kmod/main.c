@@ -402,6 +402,24 @@ out:
 	return err;
 }
 
+static int fc_flush_callbacks_doit(struct sk_buff *skb, struct genl_info *info)
+{
+	struct fc_ctx *ctx;
+	int err = 0;
+
+	ctx = fc_ctx_new(info, true, &err);
+	if (!ctx)
+		return err;
+	err = fc_may_read(info, ctx);
+	if (err) {
+		fc_ctx_free(ctx);
+		return err;
+	}
+	/* a directory's files each cost a DELEGRETURN round trip */
+	return fc_run(info, ctx, fc_do_flush_callbacks,
+		      S_ISDIR(ctx->inode->i_mode));
+}
+
 static int fc_prefetch_doit(struct sk_buff *skb, struct genl_info *info)
 {
 	struct fc_ctx *ctx;
@@ -526,6 +544,7 @@ static const struct genl_small_ops fc_ops[] = {
 	{ .cmd = FCACHE_CMD_PIN_LIST,	 .dumpit = fc_pin_dump },
 	{ .cmd = FCACHE_CMD_LIMITS_GET,	 .doit = fc_limits_doit },
 	{ .cmd = FCACHE_CMD_LIMITS_SET,	 .doit = fc_limits_doit },
+	{ .cmd = FCACHE_CMD_FLUSH_CALLBACKS, .doit = fc_flush_callbacks_doit },
 };
 
 struct genl_family fc_family __ro_after_init = {

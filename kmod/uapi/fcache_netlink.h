@@ -41,6 +41,7 @@ enum fcache_cmd {
 	FCACHE_CMD_LIMITS_GET,
 	FCACHE_CMD_LIMITS_SET,	/* CAP_SYS_ADMIN */
 	FCACHE_CMD_DONE,	/* kernel -> user: completion of a job */
+	FCACHE_CMD_FLUSH_CALLBACKS, /* give back NFSv4 delegations (a directory: under it) */
 
 	__FCACHE_CMD_MAX,
 	FCACHE_CMD_MAX = __FCACHE_CMD_MAX - 1
@@ -87,6 +88,9 @@ enum fcache_attr {
 	FCACHE_A_JOB_MAX,	/* u32: cap of concurrent jobs */
 	FCACHE_A_REPIN_MS,	/* u32: period of the stale-page check, 0 off */
 	FCACHE_A_FILES_PINNED,	/* u64: files a flush kept because pinned */
+	FCACHE_A_DELEG_HELD,	/* u64: NFSv4 delegations held on the target(s) */
+	FCACHE_A_DELEG_RETURNED, /* u64: of them, returned to the server now */
+	FCACHE_A_DELEG_AT_CLOSE, /* u64: returned when the file's last user lets go */
 
 	__FCACHE_A_MAX,
 	FCACHE_A_MAX = __FCACHE_A_MAX - 1

@@ -63,6 +63,9 @@ steps() {
 	step flush $d/tree
 	step prefetch recursive $d/tree
 	step flush $d
+	step prefetch $d/a
+	step flush callbacks $d/a
+	step flush callbacks $d/tree
 	# an overlay with its lower layer on NFS: no superblock of its own to flush
 	step prefetch /mnt/ovl/x
 	step query cached /mnt/ovl/x
@@ -95,6 +98,35 @@ ctl flush volume $d
 check "kmod: flush volume keeps it and says so (files_pinned=1)" \
 	eq "$(cerr):$(ckey files_pinned):$(incore $d/a)" 0:OK:1:2048
 ctl unpin $d/a
+
+# flush callbacks gives NFSv4 delegations back (the server's view: nfsd's
+# client states); a file in use, as the command's own target is, gives it
+# back at its last close
+delegs() { cat /proc/fs/nfsd/clients/*/states 2>/dev/null | grep -c "type: deleg"; }
+cat $d/b > /dev/null
+held=$(delegs)
+diag "delegations nfsd granted after reading $d/b: $held"
+if [ "$held" -ge 1 ]; then
+	ctl flush callbacks $d
+	ret=$(ckey delegations_returned)
+	check "kmod: flush callbacks of the directory returns delegations now ($ret of $held)" \
+		eval '[ "$(cerr):$(ckey callbacks_released)" = 0:OK:yes ] && ge "$ret" 1'
+	check "kmod: ... the server holds that many fewer" eq "$(delegs)" $((held - ret))
+	base=$(delegs)
+	cat $d/b > /dev/null
+	ctl flush callbacks $d/b
+	check "kmod: flush callbacks of the file: returned at its last close, says why" \
+		eval '[ "$(cerr):$(ckey callbacks_released):$(ckey delegations_returned_at_close)" = 0:OK:no:1 ] &&
+			echo "$LAST" | grep -q "last user closes"'
+	check "kmod: ... and once the command has closed it, the server has it back" \
+		eq "$(delegs)" "$base"
+else
+	notok "kmod: nfsd granted no read delegation to test flush callbacks with"
+fi
+ctl flush callbacks /mnt/tmpfs/t
+check "kmod: flush callbacks on tmpfs: nothing to give back, says so" \
+	eval '[ "$(cerr):$(ckey callbacks_released)" = 0:OK:no ] &&
+		echo "$LAST" | grep -q "grants no leases"'
 
 # flush all reaches the caller's mounts only
 mkdir -p /mnt/nfs2
