@@ -580,6 +580,7 @@ static int run_query(struct fc_request *req, struct kconn *c)
                 r.v[FCACHE_A_PAGES_WRITEBACK] = 0;
                 add_query(req->result, &r);
                 fc_walk_stats_add_result(req->result, &st, sum.failed, sum.first_error);
+                fc_backend_note_pages_kept(req);
                 return 0;
         }
         err = kcall(c, FCACHE_CMD_QUERY, req->target->fd, 0, &r, req->opts->cancel);
@@ -593,6 +594,7 @@ static int run_query(struct fc_request *req, struct kconn *c)
                 return 0;
         }
         add_query(req->result, &r);
+        fc_backend_note_pages_kept(req);
         return 0;
 }
 
@@ -725,14 +727,18 @@ static int run_flush(struct fc_request *req, struct kconn *c)
 static int run_prefetch(struct fc_request *req, struct kconn *c)
 {
         mode_t mode = req->target->stx.stx_mode;
+        int err;
 
         fc_result_add_str(req->result, "type", fc_file_type_name(mode));
         if (S_ISDIR(mode))
-                return run_tree(req, FCACHE_CMD_PREFETCH, 0,
-                                !(req->cmd->mods & FC_MOD_RECURSIVE));
-        if (fc_backend_refuse_not_file(req) < 0)
+                err = run_tree(req, FCACHE_CMD_PREFETCH, 0, !(req->cmd->mods & FC_MOD_RECURSIVE));
+        else if (fc_backend_refuse_not_file(req) < 0)
                 return -EINVAL;
-        return run_file_change(req, c, FCACHE_CMD_PREFETCH);
+        else
+                err = run_file_change(req, c, FCACHE_CMD_PREFETCH);
+        if (!err)
+                fc_backend_note_pages_kept(req);
+        return err;
 }
 
 static uint32_t pin_flags(const struct fc_request *req)

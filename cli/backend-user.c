@@ -236,6 +236,7 @@ static int run_query(struct fc_request *req)
         }
         if (walked)
                 fc_walk_stats_add_result(res, &st, 0, NULL);
+        fc_backend_note_pages_kept(req);
         return 0;
 }
 
@@ -281,6 +282,8 @@ static int run_flush_or_prefetch(struct fc_request *req)
         add_change(req->result, &sum);
         if (walked)
                 fc_walk_stats_add_result(req->result, &st, 0, NULL);
+        if (!flush)
+                fc_backend_note_pages_kept(req);
         return 0;
 }
 

@@ -59,3 +59,9 @@ int fc_backend_refuse_memory_backed(struct fc_request *req, int fd, const char *
 
 /* flush and prefetch act on regular files and directories: 0, or -EINVAL with req->error set */
 int fc_backend_refuse_not_file(struct fc_request *req);
+
+/*
+ * On cifs and smb3, query cached and prefetch say that the pages may not
+ * survive the next open (no lease, no cache): kept_at_next_open.
+ */
+void fc_backend_note_pages_kept(struct fc_request *req);

@@ -503,6 +503,17 @@ int fc_backend_refuse_not_file(struct fc_request *req)
                             fc_op_name(req->cmd->op));
 }
 
+void fc_backend_note_pages_kept(struct fc_request *req)
+{
+        if (!fc_pages_dropped_at_open(req->target->fd))
+                return;
+        fc_result_add_str(req->result, "kept_at_next_open", "only-with-a-lease");
+        fc_result_add_str(req->result, "kept_at_next_open_reason",
+                          "cifs drops a file's clean pages when it is opened without a read "
+                          "lease or oplock, which the SMB server grants or not: these pages "
+                          "may not be there for the next reader");
+}
+
 int fc_backend_refuse_memory_backed(struct fc_request *req, int fd, const char *what)
 {
         if (!fc_memory_backed(fd))
