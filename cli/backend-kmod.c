@@ -351,6 +351,21 @@ static int kfail(struct fc_request *req, int err, const struct kreply *r, const 
                             r && r->msg[0] ? r->msg : "");
 }
 
+/* the pin and FS-Cache state of a QUERY reply: what only the kernel knows */
+static void add_query_kernel(struct fc_result *res, const struct kreply *r)
+{
+        if (r->fstype[0])
+                fc_result_add_str(res, "fs_type", r->fstype);
+        fc_result_add_str(res, "pinned", r->v[FCACHE_A_PINNED] ? "yes" : "no");
+        fc_result_add_str(res, "pin_mode", pin_mode(r->v[FCACHE_A_PINNED]));
+        if (r->has[FCACHE_A_PAGES_HELD]) {
+                fc_result_add_u64(res, "pages_held", r->v[FCACHE_A_PAGES_HELD]);
+                fc_result_add_u64(res, "pages_stale", r->v[FCACHE_A_PAGES_STALE]);
+        }
+        fc_result_add_str(res, "fscache_cookie", cookie_name(r->v[FCACHE_A_COOKIE]));
+        fc_result_add_u64(res, "fscache_cookie_users", r->v[FCACHE_A_COOKIE_USERS]);
+}
+
 /* the keys of a QUERY reply, as the user backend names them */
 static void add_query(struct fc_result *res, const struct kreply *r)
 {
@@ -365,16 +380,7 @@ static void add_query(struct fc_result *res, const struct kreply *r)
         add_pages(res, "writeback", r->v[FCACHE_A_PAGES_WRITEBACK]);
         fc_result_add_u64(res, "pages_evicted", r->v[FCACHE_A_PAGES_EVICTED]);
         fc_result_add_u64(res, "pages_unstable", r->v[FCACHE_A_PAGES_UNSTABLE]);
-        if (r->fstype[0])
-                fc_result_add_str(res, "fs_type", r->fstype);
-        fc_result_add_str(res, "pinned", r->v[FCACHE_A_PINNED] ? "yes" : "no");
-        fc_result_add_str(res, "pin_mode", pin_mode(r->v[FCACHE_A_PINNED]));
-        if (r->has[FCACHE_A_PAGES_HELD]) {
-                fc_result_add_u64(res, "pages_held", r->v[FCACHE_A_PAGES_HELD]);
-                fc_result_add_u64(res, "pages_stale", r->v[FCACHE_A_PAGES_STALE]);
-        }
-        fc_result_add_str(res, "fscache_cookie", cookie_name(r->v[FCACHE_A_COOKIE]));
-        fc_result_add_u64(res, "fscache_cookie_users", r->v[FCACHE_A_COOKIE_USERS]);
+        add_query_kernel(res, r);
 }
 
 /* ---- per-file work on trees -------------------------------------------- */
@@ -386,6 +392,8 @@ struct ktally {
         const volatile int *cancel;
         uint64_t files, bytes, cached_before, dirty_before, cached_after, total, held, failed;
         uint64_t unmeasured;    /* files acted on whose pages the module would not show */
+        uint64_t pinned;        /* files a tree flush left alone because they are pinned */
+        bool skip_pinned;       /* a tree flush: a pinned file is kept, and counted */
         int first_errno;        /* of the first failed command, with first_error */
         char first_error[600];
 };
@@ -407,6 +415,10 @@ static int tally_fd(struct ktally *t, int fd)
                 measured = false;
         else if (err)
                 return err;
+        if (t->skip_pinned && measured && q.v[FCACHE_A_PINNED]) {
+                t->pinned++;
+                return 0;
+        }
         if (t->cmd != FCACHE_CMD_QUERY) {
                 err = kcall(&t->c, t->cmd, fd, t->flags, &r, t->cancel);
                 if (err) {
@@ -466,6 +478,7 @@ static int ktally_init(void *tally, void *arg)
         t->cmd = seed->cmd;
         t->flags = seed->flags;
         t->cancel = seed->cancel;
+        t->skip_pinned = seed->skip_pinned;
         return kconn_open(&t->c);
 }
 
@@ -482,6 +495,7 @@ static void ktally_merge(void *sum, void *tally, void *arg)
         s->cached_after += t->cached_after;
         s->held += t->held;
         s->unmeasured += t->unmeasured;
+        s->pinned += t->pinned;
         if (t->failed && !s->failed) {
                 s->first_errno = t->first_errno;
                 snprintf(s->first_error, sizeof(s->first_error), "%s", t->first_error);
@@ -500,7 +514,8 @@ static int walk_tree(struct fc_request *req, bool top_only, struct ktally *sum,
                      struct fc_walk_stats *st)
 {
         struct ktally seed = { .cmd = sum->cmd, .flags = sum->flags,
-                               .cancel = req->opts->cancel };
+                               .cancel = req->opts->cancel,
+                               .skip_pinned = sum->cmd == FCACHE_CMD_FLUSH };
         int dirfd = fc_target_open_data(req->target, req->error), r;
 
         if (dirfd < 0)
@@ -516,6 +531,8 @@ static void add_change(struct fc_result *res, const struct ktally *s, bool fetch
         fc_result_add_u64(res, "bytes", s->bytes);
         if (s->unmeasured)
                 fc_result_add_u64(res, "files_unmeasured", s->unmeasured);
+        if (s->pinned)
+                fc_result_add_u64(res, "files_pinned", s->pinned);
         fc_result_add_u64(res, "pages_total", s->total);
         fc_result_add_u64(res, "pages_cached_before", s->cached_before);
         fc_result_add_u64(res, "pages_dirty_before", s->dirty_before);
@@ -540,12 +557,16 @@ static int run_query(struct fc_request *req, struct kconn *c)
         int err;
 
         fc_result_add_str(req->result, "type", fc_file_type_name(req->target->stx.stx_mode));
-        if (is_dir(req) && !rec) {
-                /* the directory's own files, as the user backend counts them */
+        if (is_dir(req)) {
+                /*
+                 * The directory's files (recursive: its subtree's), opened as
+                 * the user backend walks them: the module's own recursive
+                 * query sees only the inodes in memory.
+                 */
                 struct ktally sum = { .cmd = FCACHE_CMD_QUERY };
                 struct fc_walk_stats st;
 
-                err = walk_tree(req, true, &sum, &st);
+                err = walk_tree(req, !rec, &sum, &st);
                 if (err)
                         return err;
                 err = kcall(c, FCACHE_CMD_QUERY, req->target->fd, 0, &r, req->opts->cancel);
@@ -559,15 +580,21 @@ static int run_query(struct fc_request *req, struct kconn *c)
                 r.v[FCACHE_A_PAGES_WRITEBACK] = 0;
                 add_query(req->result, &r);
                 fc_walk_stats_add_result(req->result, &st, sum.failed, sum.first_error);
+                fc_backend_note_pages_kept(req);
                 return 0;
         }
-        err = kcall(c, FCACHE_CMD_QUERY, req->target->fd,
-                    rec ? FCACHE_FLAG_RECURSIVE : 0, &r, req->opts->cancel);
+        err = kcall(c, FCACHE_CMD_QUERY, req->target->fd, 0, &r, req->opts->cancel);
         if (err)
                 return kfail(req, err, &r, "query");
+        if (!S_ISREG(req->target->stx.stx_mode)) {
+                /* a device, fifo or symlink holds no file data: not measured, as without the module */
+                fc_result_add_str(req->result, "measured", "no");
+                fc_result_add_u64(req->result, "files", 0);
+                add_query_kernel(req->result, &r);
+                return 0;
+        }
         add_query(req->result, &r);
-        if (is_dir(req))
-                fc_result_add_str(req->result, "files_counted", "in-memory");
+        fc_backend_note_pages_kept(req);
         return 0;
 }
 
@@ -665,37 +692,6 @@ static int run_file_change(struct fc_request *req, struct kconn *c, uint8_t cmd)
         return 0;
 }
 
-static int run_flush(struct fc_request *req, struct kconn *c)
-{
-        struct kreply before, r, after;
-        int err;
-
-        fc_result_add_str(req->result, "type", fc_file_type_name(req->target->stx.stx_mode));
-        if (!is_dir(req))
-                return run_file_change(req, c, FCACHE_CMD_FLUSH);
-        /* the module flushes the subtree itself, as one job */
-        err = kcall(c, FCACHE_CMD_QUERY, req->target->fd, FCACHE_FLAG_RECURSIVE, &before,
-                    req->opts->cancel);
-        if (!err)
-                err = kcall(c, FCACHE_CMD_FLUSH, req->target->fd, 0, &r, req->opts->cancel);
-        if (err)
-                return kfail(req, err, &r, "flush");
-        err = kcall(c, FCACHE_CMD_QUERY, req->target->fd, FCACHE_FLAG_RECURSIVE, &after,
-                    req->opts->cancel);
-        if (err)
-                return kfail(req, err, &after, "query");
-        struct ktally sum = {
-                .files = r.v[FCACHE_A_FILES], .bytes = before.v[FCACHE_A_FILE_SIZE],
-                .total = before.v[FCACHE_A_PAGES_TOTAL],
-                .cached_before = before.v[FCACHE_A_PAGES_CACHED],
-                .dirty_before = before.v[FCACHE_A_PAGES_DIRTY],
-                .cached_after = after.v[FCACHE_A_PAGES_CACHED],
-        };
-        add_change(req->result, &sum, false);
-        fc_result_add_str(req->result, "files_counted", "in-memory");
-        return 0;
-}
-
 static int run_tree(struct fc_request *req, uint8_t cmd, uint32_t flags, bool top_only)
 {
         struct ktally sum = { .cmd = cmd, .flags = flags };
@@ -711,19 +707,38 @@ static int run_tree(struct fc_request *req, uint8_t cmd, uint32_t flags, bool to
         return 0;
 }
 
+static int run_flush(struct fc_request *req, struct kconn *c)
+{
+        fc_result_add_str(req->result, "type", fc_file_type_name(req->target->stx.stx_mode));
+        if (fc_backend_refuse_not_file(req) < 0)
+                return -EINVAL;
+        if (!is_dir(req))
+                return run_file_change(req, c, FCACHE_CMD_FLUSH);
+        /*
+         * Every file of the subtree, opened as the user backend walks it: the
+         * module's own directory flush sees only the inodes in memory, so
+         * its counts would depend on what the cache happens to hold.
+         */
+        if (fc_backend_refuse_memory_backed(req, req->target->fd, req->target->display) < 0)
+                return -EOPNOTSUPP;
+        return run_tree(req, FCACHE_CMD_FLUSH, 0, false);
+}
+
 static int run_prefetch(struct fc_request *req, struct kconn *c)
 {
         mode_t mode = req->target->stx.stx_mode;
+        int err;
 
         fc_result_add_str(req->result, "type", fc_file_type_name(mode));
         if (S_ISDIR(mode))
-                return run_tree(req, FCACHE_CMD_PREFETCH, 0,
-                                !(req->cmd->mods & FC_MOD_RECURSIVE));
-        if (!S_ISREG(mode))
-                return fc_error_set(req->error, EINVAL, "%s: is a %s; prefetch applies to "
-                                    "regular files and directories", req->target->display,
-                                    fc_file_type_name(mode));
-        return run_file_change(req, c, FCACHE_CMD_PREFETCH);
+                err = run_tree(req, FCACHE_CMD_PREFETCH, 0, !(req->cmd->mods & FC_MOD_RECURSIVE));
+        else if (fc_backend_refuse_not_file(req) < 0)
+                return -EINVAL;
+        else
+                err = run_file_change(req, c, FCACHE_CMD_PREFETCH);
+        if (!err)
+                fc_backend_note_pages_kept(req);
+        return err;
 }
 
 static uint32_t pin_flags(const struct fc_request *req)
@@ -770,24 +785,62 @@ static int run_pin(struct fc_request *req, struct kconn *c, uint8_t cmd)
         return 0;
 }
 
-static int add_result_flush(struct fc_request *req, const struct kreply *r)
+/* the keys of the user backend's volume-wide flushes, from a FLUSH_VOLUME/ALL reply */
+static void add_result_flush(struct fc_request *req, const struct kreply *r)
 {
-        if (r->fstype[0])
-                fc_result_add_str(req->result, "fs_type", r->fstype);
+        struct ktally sum = {
+                .files = r->v[FCACHE_A_FILES], .bytes = r->v[FCACHE_A_FILE_SIZE],
+                .total = r->v[FCACHE_A_PAGES_TOTAL],
+                .cached_before = r->v[FCACHE_A_PAGES_CACHED] + r->v[FCACHE_A_PAGES_DROPPED],
+                .dirty_before = r->v[FCACHE_A_PAGES_DIRTY],
+                .cached_after = r->v[FCACHE_A_PAGES_CACHED],
+                .pinned = r->v[FCACHE_A_FILES_PINNED],
+        };
+
+        add_change(req->result, &sum, false);
         fc_result_add_u64(req->result, "supers", r->v[FCACHE_A_SUPERS]);
-        fc_result_add_u64(req->result, "files", r->v[FCACHE_A_FILES]);
-        fc_result_add_u64(req->result, "pages_dropped", r->v[FCACHE_A_PAGES_DROPPED]);
-        return 0;
 }
 
 static int run_flush_volume(struct fc_request *req, struct kconn *c)
 {
+        struct fc_mount_table mt;
+        const struct fc_mount *m;
         struct kreply r;
-        int err = kcall(c, FCACHE_CMD_FLUSH_VOLUME, req->target->fd, 0, &r, req->opts->cancel);
+        int err;
 
-        if (err)
+        err = fc_mount_table_read(&mt);
+        if (err < 0)
+                return fc_error_set(req->error, -err, "cannot read /proc/self/mountinfo: %s",
+                                    strerror(-err));
+        m = fc_mount_table_find(&mt, req->target->stx.stx_mnt_id);
+        if (!m) {
+                fc_mount_table_free(&mt);
+                return fc_error_set(req->error, ENOENT, "%s: its mount is not in this process's "
+                                    "mount table", req->target->display);
+        }
+        err = kcall(c, FCACHE_CMD_FLUSH_VOLUME, req->target->fd, 0, &r, req->opts->cancel);
+        if (err == -EOPNOTSUPP) {
+                /*
+                 * No superblock of its own to flush: tmpfs is refused as the
+                 * user backend refuses it; a stacked filesystem (overlay)
+                 * keeps its pages on its layers' files, which the user
+                 * backend's walk of the mount reaches one by one.
+                 */
+                err = fc_backend_refuse_memory_backed(req, req->target->fd, m->mount_point);
+                fc_mount_table_free(&mt);
+                return err ? err : fc_backend_user.run(req);
+        }
+        if (err) {
+                fc_mount_table_free(&mt);
                 return kfail(req, err, &r, "flush volume");
-        return add_result_flush(req, &r);
+        }
+        fc_result_add_str(req->result, "mount_point", m->mount_point);
+        fc_result_add_str(req->result, "fs_type", m->fs_type);
+        fc_mount_table_free(&mt);
+        add_result_flush(req, &r);
+        fc_result_add_u64(req->result, "mounts_skipped", 0);
+        fc_result_add_u64(req->result, "errors", 0);
+        return 0;
 }
 
 /* FLUSH_ALL: one O_PATH descriptor per mounted network filesystem */
@@ -797,8 +850,9 @@ static int run_flush_all(struct fc_request *req, struct kconn *c)
         struct kmsg m;
         struct kreply r;
         struct nlattr *nest;
+        struct statx stx;
         int fds[64], nfd = 0, err;
-        uint64_t skipped = 0;
+        uint64_t skipped = 0, failed = 0;
 
         err = fc_mount_table_read(&mt);
         if (err < 0)
@@ -807,6 +861,7 @@ static int run_flush_all(struct fc_request *req, struct kconn *c)
         kmsg_init(&m, c->family, FCACHE_CMD_FLUSH_ALL, 0);
         nest = kmsg_put(&m, FCACHE_A_MOUNTS | NLA_F_NESTED, NULL, 0);
         for (size_t i = 0; i < mt.count && nfd < 64; i++) {
+                /* the caller's own mounts: the module flushes only their superblocks */
                 const struct fc_mount *mnt = &mt.mounts[i];
                 char why[160];
                 int fd;
@@ -820,18 +875,36 @@ static int run_flush_all(struct fc_request *req, struct kconn *c)
                         continue;
                 }
                 fd = open(mnt->mount_point, O_PATH | O_CLOEXEC | O_DIRECTORY);
-                if (fd < 0)
+                if (fd < 0) {
+                        if (!failed++)
+                                fc_result_add_fmt(req->result, "first_error",
+                                                  "%s: cannot open the mount point: %s",
+                                                  mnt->mount_point, strerror(errno));
                         continue;
+                }
+                if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) < 0 ||
+                    stx.stx_mnt_id != mnt->id) {
+                        close(fd);
+                        if (!failed++)
+                                fc_result_add_fmt(req->result, "first_error",
+                                                  "%s: another mount covers this mount point, "
+                                                  "so its files cannot be reached",
+                                                  mnt->mount_point);
+                        continue;
+                }
                 fds[nfd++] = fd;
                 kmsg_put_u32(&m, FCACHE_A_FD, (uint32_t)fd);
+                fc_result_add_str(req->result, "mount", mnt->mount_point);
         }
         fc_mount_table_free(&mt);
+        fc_result_add_u64(req->result, "mounts_failed", failed);
         fc_result_add_u64(req->result, "mounts_skipped", skipped);
         nest->nla_len = (uint16_t)(m.raw + m.nh.nlmsg_len - (char *)nest);
         if (!nfd) {
+                memset(&r, 0, sizeof(r));
                 fc_result_add_u64(req->result, "mounts", 0);
-                fc_result_add_u64(req->result, "supers", 0);
-                fc_result_add_u64(req->result, "pages_dropped", 0);
+                add_result_flush(req, &r);
+                fc_result_add_u64(req->result, "errors", 0);
                 return 0;
         }
         memset(&r, 0, sizeof(r));
@@ -843,7 +916,56 @@ static int run_flush_all(struct fc_request *req, struct kconn *c)
         if (err)
                 return kfail(req, err, &r, "flush all");
         fc_result_add_u64(req->result, "mounts", (uint64_t)nfd);
-        return add_result_flush(req, &r);
+        add_result_flush(req, &r);
+        fc_result_add_u64(req->result, "errors", 0);
+        return 0;
+}
+
+/* why nothing was given back, from what the module found */
+static const char *callbacks_reason(const struct kreply *r)
+{
+        const char *t = r->fstype;
+
+        if (r->v[FCACHE_A_DELEG_AT_CLOSE])
+                return "the file is in use (this command's own descriptor of a file is a use): "
+                       "the kernel returns its NFSv4 delegation when the last user closes it";
+        if (!strcmp(t, "nfs4"))
+                return "no NFSv4 delegation was held";
+        if (!strcmp(t, "cifs") || !strcmp(t, "smb3"))
+                return "cifs.ko exports no way to give back an SMB lease or oplock; the pages "
+                       "were dropped, so the next open revalidates";
+        if (!strcmp(t, "afs"))
+                return "kafs.ko exports no way to give back an AFS callback; the pages were "
+                       "dropped, so the next open revalidates";
+        return "this filesystem grants no leases, delegations or callbacks";
+}
+
+static int run_flush_callbacks(struct fc_request *req, struct kconn *c)
+{
+        mode_t mode = req->target->stx.stx_mode;
+        struct kreply r;
+        int err;
+
+        /* a device or fifo holds nothing granted; a module without the command */
+        if (!S_ISREG(mode) && !S_ISDIR(mode))
+                return fc_backend_user.run(req);
+        err = kcall(c, FCACHE_CMD_FLUSH_CALLBACKS, req->target->fd, 0, &r, req->opts->cancel);
+        if (err == -EOPNOTSUPP)
+                return fc_backend_user.run(req);
+        if (err)
+                return kfail(req, err, &r, "flush callbacks");
+        fc_result_add_str(req->result, "type", fc_file_type_name(mode));
+        fc_result_add_str(req->result, "attributes", "revalidated-on-open");
+        fc_result_add_u64(req->result, "pages_dropped", r.v[FCACHE_A_PAGES_DROPPED]);
+        fc_result_add_u64(req->result, "delegations_held", r.v[FCACHE_A_DELEG_HELD]);
+        fc_result_add_u64(req->result, "delegations_returned", r.v[FCACHE_A_DELEG_RETURNED]);
+        fc_result_add_u64(req->result, "delegations_returned_at_close",
+                          r.v[FCACHE_A_DELEG_AT_CLOSE]);
+        fc_result_add_str(req->result, "callbacks_released",
+                          r.v[FCACHE_A_DELEG_RETURNED] ? "yes" : "no");
+        if (!r.v[FCACHE_A_DELEG_RETURNED])
+                fc_result_add_str(req->result, "reason", callbacks_reason(&r));
+        return 0;
 }
 
 static int kmod_run(struct fc_request *req)
@@ -873,6 +995,9 @@ static int kmod_run(struct fc_request *req)
                 break;
         case FC_OP_FLUSH_ALL:
                 err = run_flush_all(req, &c);
+                break;
+        case FC_OP_FLUSH_CALLBACKS:
+                err = run_flush_callbacks(req, &c);
                 break;
         case FC_OP_PREFETCH:
                 err = run_prefetch(req, &c);
@@ -920,6 +1045,7 @@ static bool kmod_handles(const struct fc_command *cmd, const struct fc_target *t
         case FC_OP_FLUSH:
         case FC_OP_FLUSH_VOLUME:
         case FC_OP_FLUSH_ALL:
+        case FC_OP_FLUSH_CALLBACKS:
         case FC_OP_PREFETCH:
         case FC_OP_PIN:
         case FC_OP_UNPIN:

@@ -60,6 +60,15 @@ static int tally_file(struct tally *t, int fd, uint64_t *bytes)
         if (r < 0 && !unmeasured)
                 return r;
         t->mincore |= !unmeasured && m == FC_MEASURE_MINCORE;
+        /*
+         * A volume-wide flush acts on, and counts, the files that have pages
+         * in the cache, as fcache.ko's walk of the inodes in memory does.
+         */
+        if ((t->op == FC_OP_FLUSH_VOLUME || t->op == FC_OP_FLUSH_ALL) && !unmeasured &&
+            !before.cached) {
+                *bytes = 0;
+                return 0;
+        }
         switch (t->op) {
         case FC_OP_FLUSH:
         case FC_OP_FLUSH_VOLUME:
@@ -227,6 +236,7 @@ static int run_query(struct fc_request *req)
         }
         if (walked)
                 fc_walk_stats_add_result(res, &st, 0, NULL);
+        fc_backend_note_pages_kept(req);
         return 0;
 }
 
@@ -246,15 +256,6 @@ static void add_change(struct fc_result *res, const struct tally *sum)
                 fc_result_add_u64(res, "pages_fetched", sum->after.cached - sum->before.cached);
 }
 
-static int refuse_memory_backed(struct fc_request *req, int fd, const char *what)
-{
-        if (!fc_memory_backed(fd))
-                return 0;
-        return fc_error_set(req->error, EOPNOTSUPP, "%s: is on a memory filesystem (tmpfs or "
-                            "ramfs): its page cache is the only copy of the data, so %s cannot "
-                            "drop it", what, fc_op_name(req->cmd->op));
-}
-
 static int run_flush_or_prefetch(struct fc_request *req)
 {
         struct fc_walk_stats st;
@@ -265,13 +266,12 @@ static int run_flush_or_prefetch(struct fc_request *req)
         int r;
 
         fc_result_add_str(req->result, "type", fc_file_type_name(mode));
-        if (!S_ISREG(mode) && !S_ISDIR(mode))
-                return fc_error_set(req->error, EINVAL, "%s: is a %s; %s applies to regular "
-                                    "files and directories", req->target->display,
-                                    fc_file_type_name(mode), fc_op_name(req->cmd->op));
+        r = fc_backend_refuse_not_file(req);
+        if (r < 0)
+                return r;
         if (flush) {
                 /* O_PATH suffices for fstatfs. */
-                r = refuse_memory_backed(req, req->target->fd, req->target->display);
+                r = fc_backend_refuse_memory_backed(req, req->target->fd, req->target->display);
                 if (r < 0)
                         return r;
         }
@@ -282,6 +282,8 @@ static int run_flush_or_prefetch(struct fc_request *req)
         add_change(req->result, &sum);
         if (walked)
                 fc_walk_stats_add_result(req->result, &st, 0, NULL);
+        if (!flush)
+                fc_backend_note_pages_kept(req);
         return 0;
 }
 
@@ -309,7 +311,7 @@ static int flush_mount(struct fc_request *req, const struct fc_mount *m, struct 
 
         if (fd < 0)
                 return fd;
-        r = refuse_memory_backed(req, fd, m->mount_point);
+        r = fc_backend_refuse_memory_backed(req, fd, m->mount_point);
         if (r == 0) {
                 /* One syncfs writes the whole filesystem back far faster than per-file syncs. */
                 syncfs(fd);

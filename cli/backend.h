@@ -50,3 +50,18 @@ int fc_run(struct fc_request *req);
 int fc_backend_walk(struct fc_request *req, int dirfd, bool top_only, unsigned int workers,
                     const struct fc_walk_tally_ops *ops, void *seed, void *sum,
                     struct fc_walk_stats *st);
+
+/*
+ * A flush on tmpfs or ramfs (fd may be O_PATH) is refused by every backend:
+ * their page cache is the data.  0, or -EOPNOTSUPP with req->error set.
+ */
+int fc_backend_refuse_memory_backed(struct fc_request *req, int fd, const char *what);
+
+/* flush and prefetch act on regular files and directories: 0, or -EINVAL with req->error set */
+int fc_backend_refuse_not_file(struct fc_request *req);
+
+/*
+ * On cifs and smb3, query cached and prefetch say that the pages may not
+ * survive the next open (no lease, no cache): kept_at_next_open.
+ */
+void fc_backend_note_pages_kept(struct fc_request *req);

@@ -126,6 +126,17 @@ bool fc_memory_backed(int fd)
         return sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC;
 }
 
+bool fc_pages_dropped_at_open(int fd)
+{
+        struct statfs sfs;
+
+        if (fstatfs(fd, &sfs) < 0)
+                return false;
+        /* CIFS_SUPER_MAGIC, SMB2_SUPER_MAGIC (cifs and smb3 mounts) */
+        return sfs.f_type == (typeof(sfs.f_type))0xFF534D42 ||
+               sfs.f_type == (typeof(sfs.f_type))0xFE534D42;
+}
+
 int fc_pagecache_flush(int fd, uint64_t size)
 {
         /* fdatasync works on a read-only descriptor and waits for writeback too. */

@@ -30,6 +30,13 @@ const char *fc_measure_method_name(enum fc_measure_method m);
 /* True if the file's filesystem keeps data only in memory (tmpfs, ramfs). */
 bool fc_memory_backed(int fd);
 
+/*
+ * True if the file's filesystem drops its clean pages when it is opened
+ * without a lease (cifs, smb3): what is cached now may not be there for
+ * the next reader.
+ */
+bool fc_pages_dropped_at_open(int fd);
+
 /* Write back dirty pages, then ask the kernel to drop the clean ones. */
 int fc_pagecache_flush(int fd, uint64_t size);
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "pagecache.h"
 #include "target.h"
 #include "walk.h"
 
@@ -489,6 +490,37 @@ int fc_backend_walk(struct fc_request *req, int dirfd, bool top_only, unsigned i
         };
 
         return fc_walk_tally(dirfd, &p, sum, st, req->error);
+}
+
+int fc_backend_refuse_not_file(struct fc_request *req)
+{
+        mode_t mode = req->target->stx.stx_mode;
+
+        if (S_ISREG(mode) || S_ISDIR(mode))
+                return 0;
+        return fc_error_set(req->error, EINVAL, "%s: is a %s; %s applies to regular files and "
+                            "directories", req->target->display, fc_file_type_name(mode),
+                            fc_op_name(req->cmd->op));
+}
+
+void fc_backend_note_pages_kept(struct fc_request *req)
+{
+        if (!fc_pages_dropped_at_open(req->target->fd))
+                return;
+        fc_result_add_str(req->result, "kept_at_next_open", "only-with-a-lease");
+        fc_result_add_str(req->result, "kept_at_next_open_reason",
+                          "cifs drops a file's clean pages when it is opened without a read "
+                          "lease or oplock, which the SMB server grants or not: these pages "
+                          "may not be there for the next reader");
+}
+
+int fc_backend_refuse_memory_backed(struct fc_request *req, int fd, const char *what)
+{
+        if (!fc_memory_backed(fd))
+                return 0;
+        return fc_error_set(req->error, EOPNOTSUPP, "%s: is on a memory filesystem (tmpfs or "
+                            "ramfs): its page cache is the only copy of the data, so %s cannot "
+                            "drop it", what, fc_op_name(req->cmd->op));
 }
 
 void fc_walk_stats_add_result(struct fc_result *res, const struct fc_walk_stats *st,

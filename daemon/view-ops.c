@@ -1842,6 +1842,15 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
                         r = -errno;
         }
         vnode_put(v, n);
+        /*
+         * A backing without POSIX ACLs (NFSv4, SMB) has none: say so.  With
+         * FUSE_CAP_POSIX_ACL the kernel asks for the ACL in every permission
+         * check, and 6.1 takes EOPNOTSUPP for an error, not for "no ACL":
+         * every access by a non-owner failed with it.
+         */
+        if (r == -EOPNOTSUPP && (!strcmp(name, "system.posix_acl_access") ||
+                                 !strcmp(name, "system.posix_acl_default")))
+                r = -ENODATA;
         if (r < 0)
                 fuse_reply_err(req, (int)-r);
         else if (size)

@@ -126,10 +126,10 @@ static void fc_query_inode(struct inode *inode, struct fc_result *r)
  * drop_pagecache_sb() does: a reference keeps our place in s_inodes while
  * the callback sleeps.
  */
-static int fc_walk_inodes(struct fc_ctx *ctx, struct super_block *sb,
-			  struct dentry *dir, bool need_pages,
-			  int (*fn)(struct fc_ctx *, struct inode *, void *),
-			  void *arg)
+int fc_walk_inodes(struct fc_ctx *ctx, struct super_block *sb,
+		   struct dentry *dir, bool need_pages,
+		   int (*fn)(struct fc_ctx *, struct inode *, void *),
+		   void *arg)
 {
 	struct inode *inode, *toput = NULL;
 	int err = 0;
@@ -240,15 +240,26 @@ int fc_do_query(struct fc_ctx *ctx)
 /*
  * Write an inode's dirty pages back (with the COMMIT NFS needs), then drop
  * its clean pages.  tmpfs and ramfs are skipped: their pages are the data.
+ * A regular file is counted as the user-space backend counts what it
+ * flushes: its size, pages needed, dirty pages before, pages left after.
  */
 static int fc_flush_inode(struct fc_ctx *ctx, struct inode *inode, void *arg)
 {
 	struct address_space *mapping = inode->i_mapping;
-	unsigned long before = mapping->nrpages;
+	struct fc_result *r = &ctx->res;
+	bool reg = S_ISREG(inode->i_mode);
+	struct fc_counts before = {};
 	int err;
 
-	if (!mapping_can_writeback(mapping) || fc_pin_is_pinned(inode))
+	if (!mapping_can_writeback(mapping))
 		return 0;
+	if (fc_pin_is_pinned(inode)) {
+		if (reg)
+			fc_res_add(r, FCACHE_A_FILES_PINNED, 1);
+		return 0;
+	}
+	if (reg)
+		fc_count_pages(mapping, &before);
 	err = filemap_write_and_wait_range(mapping, 0, LLONG_MAX);
 	if (err)
 		return err;
@@ -257,17 +268,37 @@ static int fc_flush_inode(struct fc_ctx *ctx, struct inode *inode, void *arg)
 		if (err)
 			return err;
 	}
-	if (S_ISREG(inode->i_mode)) {
-		/* also unmaps; -EBUSY only if a page is dirtied again */
-		err = invalidate_inode_pages2(mapping);
-		fc_res_add(&ctx->res, FCACHE_A_FILES, 1);
-	} else {
+	if (!reg) {
+		/* a directory's cached listing: dropped, not counted */
 		invalidate_mapping_pages(mapping, 0, -1);
+		return 0;
 	}
-	if (before > mapping->nrpages)
-		fc_res_add(&ctx->res, FCACHE_A_PAGES_DROPPED,
-			   before - mapping->nrpages);
+	/* also unmaps; -EBUSY only if a page is dirtied again */
+	err = invalidate_inode_pages2(mapping);
+	fc_res_add(r, FCACHE_A_FILES, 1);
+	fc_res_add(r, FCACHE_A_FILE_SIZE, i_size_read(inode));
+	fc_res_add(r, FCACHE_A_PAGES_TOTAL,
+		   DIV_ROUND_UP(i_size_read(inode), PAGE_SIZE));
+	fc_res_add(r, FCACHE_A_PAGES_DIRTY, before.dirty);
+	fc_res_add(r, FCACHE_A_PAGES_CACHED, mapping->nrpages);
+	if (before.cached > mapping->nrpages)
+		fc_res_add(r, FCACHE_A_PAGES_DROPPED,
+			   before.cached - mapping->nrpages);
 	return err;
+}
+
+/* the figures every flush reply carries, zero when nothing was flushed */
+static void fc_flush_res_init(struct fc_result *r)
+{
+	static const int attrs[] = {
+		FCACHE_A_FILES, FCACHE_A_FILE_SIZE, FCACHE_A_PAGES_TOTAL,
+		FCACHE_A_PAGES_DIRTY, FCACHE_A_PAGES_CACHED,
+		FCACHE_A_PAGES_DROPPED, FCACHE_A_FILES_PINNED,
+	};
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(attrs); i++)
+		fc_res_set(r, attrs[i], 0);
 }
 
 /* a flush of several inodes goes on past an inode that is busy */
@@ -291,8 +322,7 @@ int fc_do_flush(struct fc_ctx *ctx)
 	struct dentry *dentry = ctx->file->f_path.dentry;
 	int err;
 
-	fc_res_set(&ctx->res, FCACHE_A_FILES, 0);
-	fc_res_set(&ctx->res, FCACHE_A_PAGES_DROPPED, 0);
+	fc_flush_res_init(&ctx->res);
 	if (S_ISDIR(inode->i_mode)) {
 		err = fc_walk_inodes(ctx, inode->i_sb, dentry, true,
 				     fc_flush_many, NULL);
@@ -332,8 +362,7 @@ int fc_do_flush_volume(struct fc_ctx *ctx)
 	struct super_block *sb = ctx->inode->i_sb;
 	int err;
 
-	fc_res_set(&ctx->res, FCACHE_A_PAGES_DROPPED, 0);
-	fc_res_set(&ctx->res, FCACHE_A_FILES, 0);
+	fc_flush_res_init(&ctx->res);
 	strscpy(ctx->res.fstype, sb->s_type->name, sizeof(ctx->res.fstype));
 	/* our file holds the mount, so sb stays alive */
 	down_read(&sb->s_umount);
@@ -342,48 +371,36 @@ int fc_do_flush_volume(struct fc_ctx *ctx)
 	return err;
 }
 
-struct fc_all {
-	struct fc_ctx *ctx;
-	int err;
-};
-
-/* called by iterate_supers_type() with s_umount held shared */
-static void fc_flush_all_cb(struct super_block *sb, void *arg)
-{
-	struct fc_all *all = arg;
-	int err;
-
-	if (all->err == -EINTR)
-		return;
-	if (fc_should_stop(all->ctx)) {
-		all->err = -EINTR;
-		return;
-	}
-	err = fc_flush_sb(all->ctx, sb);
-	if (err && !all->err)
-		all->err = err;
-}
-
 /**
- * fc_do_flush_all() - FLUSH_ALL: flush every superblock of some types
- * @ctx: the command; ctx->mnt holds one mounted file per type, so every
- *	type is registered and its module held: no get_fs_type(), which
- *	would load modules for types that are not mounted.
+ * fc_do_flush_all() - FLUSH_ALL: flush the superblocks of the given mounts
+ * @ctx: the command; ctx->mnt holds one file per distinct superblock, on
+ *	mounts of the caller (it opened them), so each superblock is alive and
+ *	mounted where the caller sees it
  *
  * Return: 0 or the first -errno (the walk goes on past errors).
  */
 int fc_do_flush_all(struct fc_ctx *ctx)
 {
-	struct fc_all all = { .ctx = ctx };
 	unsigned int i;
+	int err = 0;
 
 	fc_res_set(&ctx->res, FCACHE_A_SUPERS, 0);
-	fc_res_set(&ctx->res, FCACHE_A_PAGES_DROPPED, 0);
-	fc_res_set(&ctx->res, FCACHE_A_FILES, 0);
-	for (i = 0; i < ctx->nr_mnt && all.err != -EINTR; i++)
-		iterate_supers_type(file_inode(ctx->mnt[i])->i_sb->s_type,
-				    fc_flush_all_cb, &all);
-	return all.err;
+	fc_flush_res_init(&ctx->res);
+	for (i = 0; i < ctx->nr_mnt; i++) {
+		struct super_block *sb = ctx->mnt[i]->f_path.mnt->mnt_sb;
+		int e;
+
+		if (fc_should_stop(ctx))
+			return -EINTR;
+		down_read(&sb->s_umount);
+		e = fc_flush_sb(ctx, sb);
+		up_read(&sb->s_umount);
+		if (e == -EINTR)
+			return e;
+		if (e && !err)
+			err = e;
+	}
+	return err;
 }
 
 /**

@@ -18,7 +18,7 @@
 #include "uapi/fcache_netlink.h"
 #include "compat.h"
 
-#define FC_MAX_TYPES	16	/* distinct fs types in one FLUSH_ALL */
+#define FC_MAX_MOUNTS	64	/* distinct superblocks in one FLUSH_ALL */
 
 /* the attributes a command sets in its reply */
 struct fc_result {
@@ -36,7 +36,7 @@ struct fc_ctx {
 	struct file *file;	/* the sender's file of the target, a ref */
 	struct inode *inode;	/* d_real_inode(): where the pages live */
 	struct file *rfile;	/* a real open file (regular targets), a ref */
-	struct file *mnt[FC_MAX_TYPES];	/* FLUSH_ALL: one mount per type */
+	struct file *mnt[FC_MAX_MOUNTS]; /* FLUSH_ALL: one mount per superblock */
 	unsigned int nr_mnt;
 	u64 pin_id;
 	kuid_t uid;		/* fsuid of the sender */
@@ -73,6 +73,13 @@ int fc_do_flush_volume(struct fc_ctx *ctx);
 int fc_do_flush_all(struct fc_ctx *ctx);
 int fc_do_prefetch(struct fc_ctx *ctx);
 int fc_read_whole(struct fc_ctx *ctx, struct file *f, u64 *bytes);
+int fc_walk_inodes(struct fc_ctx *ctx, struct super_block *sb,
+		   struct dentry *dir, bool need_pages,
+		   int (*fn)(struct fc_ctx *, struct inode *, void *),
+		   void *arg);
+
+/* callbacks.c */
+int fc_do_flush_callbacks(struct fc_ctx *ctx);
 
 /* job.c */
 extern struct workqueue_struct *fc_wq;

@@ -332,16 +332,21 @@ static bool fc_type_allowed(const char *name)
 	return false;
 }
 
-/* keep @f if its type is allowed and new; takes over the reference */
+/*
+ * keep @f if its type is allowed and its superblock new; takes over the
+ * reference.  Only the superblocks of the caller's own mounts are flushed:
+ * one of the same type that the caller cannot see (another namespace's, or
+ * one hidden under a stacked filesystem) is not its to flush.
+ */
 static void fc_add_mount(struct fc_ctx *ctx, struct file *f)
 {
-	struct file_system_type *type = file_inode(f)->i_sb->s_type;
+	struct super_block *sb = f->f_path.mnt->mnt_sb;
 	unsigned int i;
 
-	if (!fc_type_allowed(type->name) || ctx->nr_mnt == FC_MAX_TYPES)
+	if (!fc_type_allowed(sb->s_type->name) || ctx->nr_mnt == FC_MAX_MOUNTS)
 		goto drop;
 	for (i = 0; i < ctx->nr_mnt; i++)
-		if (file_inode(ctx->mnt[i])->i_sb->s_type == type)
+		if (ctx->mnt[i]->f_path.mnt->mnt_sb == sb)
 			goto drop;
 	ctx->mnt[ctx->nr_mnt++] = f;
 	return;
@@ -395,6 +400,24 @@ static int fc_flush_all_doit(struct sk_buff *skb, struct genl_info *info)
 out:
 	fc_ctx_free(ctx);
 	return err;
+}
+
+static int fc_flush_callbacks_doit(struct sk_buff *skb, struct genl_info *info)
+{
+	struct fc_ctx *ctx;
+	int err = 0;
+
+	ctx = fc_ctx_new(info, true, &err);
+	if (!ctx)
+		return err;
+	err = fc_may_read(info, ctx);
+	if (err) {
+		fc_ctx_free(ctx);
+		return err;
+	}
+	/* a directory's files each cost a DELEGRETURN round trip */
+	return fc_run(info, ctx, fc_do_flush_callbacks,
+		      S_ISDIR(ctx->inode->i_mode));
 }
 
 static int fc_prefetch_doit(struct sk_buff *skb, struct genl_info *info)
@@ -521,6 +544,7 @@ static const struct genl_small_ops fc_ops[] = {
 	{ .cmd = FCACHE_CMD_PIN_LIST,	 .dumpit = fc_pin_dump },
 	{ .cmd = FCACHE_CMD_LIMITS_GET,	 .doit = fc_limits_doit },
 	{ .cmd = FCACHE_CMD_LIMITS_SET,	 .doit = fc_limits_doit },
+	{ .cmd = FCACHE_CMD_FLUSH_CALLBACKS, .doit = fc_flush_callbacks_doit },
 };
 
 struct genl_family fc_family __ro_after_init = {

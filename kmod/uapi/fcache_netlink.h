@@ -33,7 +33,7 @@ enum fcache_cmd {
 	FCACHE_CMD_QUERY,	/* page cache state (FLAG_RECURSIVE: subtree) */
 	FCACHE_CMD_FLUSH,	/* write back, drop pages and unused dentries */
 	FCACHE_CMD_FLUSH_VOLUME, /* the same for FD's whole superblock */
-	FCACHE_CMD_FLUSH_ALL,	/* every superblock of the MOUNTS' types */
+	FCACHE_CMD_FLUSH_ALL,	/* the superblocks of the MOUNTS given */
 	FCACHE_CMD_PREFETCH,	/* read the whole regular file into the cache */
 	FCACHE_CMD_PIN,		/* keep FD cached (FLAG_MEMORY: resident) */
 	FCACHE_CMD_UNPIN,	/* by FD or by PIN_ID */
@@ -41,6 +41,7 @@ enum fcache_cmd {
 	FCACHE_CMD_LIMITS_GET,
 	FCACHE_CMD_LIMITS_SET,	/* CAP_SYS_ADMIN */
 	FCACHE_CMD_DONE,	/* kernel -> user: completion of a job */
+	FCACHE_CMD_FLUSH_CALLBACKS, /* give back NFSv4 delegations (a directory: under it) */
 
 	__FCACHE_CMD_MAX,
 	FCACHE_CMD_MAX = __FCACHE_CMD_MAX - 1
@@ -52,7 +53,7 @@ enum fcache_attr {
 	/* request */
 	FCACHE_A_FD,		/* u32: the sender's descriptor of the target */
 	FCACHE_A_FLAGS,		/* u32: FCACHE_FLAG_* */
-	FCACHE_A_MOUNTS,	/* nested: FCACHE_A_FD of one mount per type */
+	FCACHE_A_MOUNTS,	/* nested: FCACHE_A_FD of each mount to flush */
 	FCACHE_A_PIN_ID,	/* u64 */
 	/* results */
 	FCACHE_A_JOB,		/* u64: id of an asynchronous job */
@@ -86,6 +87,10 @@ enum fcache_attr {
 	FCACHE_A_PIN_COUNT,	/* u32: pins now */
 	FCACHE_A_JOB_MAX,	/* u32: cap of concurrent jobs */
 	FCACHE_A_REPIN_MS,	/* u32: period of the stale-page check, 0 off */
+	FCACHE_A_FILES_PINNED,	/* u64: files a flush kept because pinned */
+	FCACHE_A_DELEG_HELD,	/* u64: NFSv4 delegations held on the target(s) */
+	FCACHE_A_DELEG_RETURNED, /* u64: of them, returned to the server now */
+	FCACHE_A_DELEG_AT_CLOSE, /* u64: returned when the file's last user lets go */
 
 	__FCACHE_A_MAX,
 	FCACHE_A_MAX = __FCACHE_A_MAX - 1

@@ -50,6 +50,8 @@ static const char *names[FCACHE_A_MAX + 1] = {
         [FCACHE_A_PIN_BUDGET] = "pin_budget", [FCACHE_A_PIN_USED] = "pin_used",
         [FCACHE_A_PIN_MAX] = "pin_max", [FCACHE_A_PIN_COUNT] = "pin_count",
         [FCACHE_A_JOB_MAX] = "job_max", [FCACHE_A_REPIN_MS] = "repin_ms",
+        [FCACHE_A_FILES_PINNED] = "files_pinned", [FCACHE_A_DELEG_HELD] = "deleg_held",
+        [FCACHE_A_DELEG_RETURNED] = "deleg_returned", [FCACHE_A_DELEG_AT_CLOSE] = "deleg_at_close",
 };
 
 struct msg {

@@ -4,7 +4,7 @@
 # and report their results.
 #
 #   run.sh [--tap] --ko FCACHE.KO --fcnl FCNL [--fcachectl FCACHECTL]
-#          [--guest SCRIPT] [--bench N] [--timeout SECONDS] [--keep DIR]
+#          [--view FCACHE-VIEW] [--guest SCRIPT] [--bench N] [--timeout SECONDS] [--keep DIR]
 #
 # The guest sees this machine's / read-only over 9p (so the build
 # directory too) and writes its TAP lines, dmesg and logs to a second,
@@ -14,7 +14,7 @@
 # dmesg fails the run.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-tap=0 ko= fcnl= ctl= guest=$here/guest/main.sh bench=${FCACHE_VM_BENCH:-0}
+tap=0 ko= fcnl= ctl= view= guest=$here/guest/main.sh bench=${FCACHE_VM_BENCH:-0}
 timeout=${FCACHE_VM_TIMEOUT:-900} keep=
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -22,6 +22,7 @@ while [ $# -gt 0 ]; do
 	--ko) ko=$2; shift ;;
 	--fcnl) fcnl=$2; shift ;;
 	--fcachectl) ctl=$2; shift ;;
+	--view) view=$2; shift ;;
 	--guest) guest=$2; shift ;;
 	--bench) bench=$2; shift ;;
 	--timeout) timeout=$2; shift ;;
@@ -64,9 +65,23 @@ trap '[ -n "$keep" ] && cp -a "$res/." "$keep/"; rm -rf "$res"' EXIT
 	echo "FCACHE_KO=$(abspath "$ko")"
 	echo "FCNL=$(abspath "$fcnl")"
 	[ -n "$ctl" ] && [ -x "$ctl" ] && echo "FCACHECTL=$(abspath "$ctl")"
+	[ -n "$view" ] && [ -x "$view" ] && echo "FCACHE_VIEW=$(abspath "$view")"
 	echo "BENCH_FILES=$bench"
 	echo "GUEST_DIR=$(dirname "$(abspath "$guest")")"
 } > "$res/env.sh"
+# The guest mounts its own tmpfs on /tmp: what it needs from the host's /tmp
+# (a build or source directory there) is named here and kept visible, at the
+# same path, by guest/preamble.sh.  Top directories, so that a binary's
+# RUNPATH into its build directory resolves too.
+guest_keep=
+for v in FCACHE_KO FCNL FCACHECTL FCACHE_VIEW GUEST_DIR; do
+	p=$(sed -n "s/^$v=//p" "$res/env.sh")
+	case $p in
+	/tmp/?*) top=/tmp/$(echo "${p#/tmp/}" | cut -d/ -f1)
+		case " $guest_keep " in *" $top "*) ;; *) guest_keep="$guest_keep $top" ;; esac ;;
+	esac
+done
+echo "GUEST_KEEP='${guest_keep# }'" >> "$res/env.sh"
 
 if [ "$bench" -gt 0 ]; then
 	# the benchmark's tree is made here, natively, into an ext4 image:

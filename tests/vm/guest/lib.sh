@@ -51,6 +51,27 @@ stop_writer() { touch /tmp/writer.done; wait $wpid; }
 # incore FILE: its pages in the page cache, as fincore(1) (mincore) sees them
 incore() { fincore -n -o PAGES "$1" | tr -d ' '; }
 
+# setup_nfs: the kernel NFS server exporting a tmpfs (/srv/export), mounted
+# over NFSv4.2 on 127.0.0.1 at /mnt/nfs
+setup_nfs() {
+	mount -t tmpfs tmpfs /var/lib/nfs
+	mkdir -p /var/lib/nfs/rpc_pipefs /var/lib/nfs/v4recovery /srv/export /mnt/nfs
+	ip link set lo up
+	modprobe nfsd
+	modprobe nfsv4
+	mount -t nfsd nfsd /proc/fs/nfsd
+	echo "/srv/export 127.0.0.1(rw,no_root_squash,insecure,fsid=0,no_subtree_check)" > /etc/exports
+	exportfs -ra
+	rpc.mountd -N 2 -N 3 --no-udp
+	rpc.nfsd -N 3 4
+	mount -t nfs4 -o vers=4.2,actimeo=1 127.0.0.1:/ /mnt/nfs
+	grep -q ' /mnt/nfs nfs4 ' /proc/mounts || diag "NFS mount failed"
+	chmod 1777 /srv/export
+}
+
+# ms: milliseconds since the epoch (for per-command times reported as diag)
+ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
 t0=$(date +%s.%N)
 ts() { echo "T+$(echo "$(date +%s.%N) - $t0" | bc) $*"; }
 

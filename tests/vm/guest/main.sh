@@ -7,24 +7,13 @@
 . "$(dirname "$0")/preamble.sh"
 
 # ---- setup ---------------------------------------------------------------
-mount -t tmpfs tmpfs /var/lib/nfs
-mkdir -p /var/lib/nfs/rpc_pipefs /var/lib/nfs/v4recovery
-ip link set lo up
-modprobe nfsd
-modprobe nfsv4
-mount -t nfsd nfsd /proc/fs/nfsd
-mkdir -p /srv/export /mnt/nfs /mnt/ext4 /mnt/tmpfs
+setup_nfs
+mkdir -p /mnt/ext4 /mnt/tmpfs
 mount -t tmpfs -o size=512m tmpfs /mnt/tmpfs
 truncate -s 256M /srv/ext4.img
 mkfs.ext4 -q -F /srv/ext4.img
 mount -o loop /srv/ext4.img /mnt/ext4
-echo "/srv/export 127.0.0.1(rw,no_root_squash,insecure,fsid=0,no_subtree_check)" > /etc/exports
-exportfs -ra
-rpc.mountd -N 2 -N 3 --no-udp
-rpc.nfsd -N 3 4
-mount -t nfs4 -o vers=4.2,actimeo=1 127.0.0.1:/ /mnt/nfs
-grep -q ' /mnt/nfs nfs4 ' /proc/mounts || diag "NFS mount failed"
-chmod 1777 /mnt/tmpfs /mnt/ext4 /srv/export
+chmod 1777 /mnt/tmpfs /mnt/ext4
 diag "guest mounts: $(awk '{ print $3 }' /proc/self/mounts | sort -u | tr '\n' ' ')"
 ts setup
 

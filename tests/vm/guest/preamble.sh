@@ -12,9 +12,19 @@ mount -t devtmpfs dev /dev 2>/dev/null
 # visible while the tests run ("flush all" would flush every 9p superblock,
 # the guest's own root among them)
 . "$fcache_env"
-# /tmp of the overlay root is writable already; a tmpfs over it would hide a
-# source tree that lives under the host's /tmp (a CI clone, say)
-case $GUEST_DIR in /tmp/*) ;; *) mount -t tmpfs tmpfs /tmp ;; esac
+# /tmp is the guest's own tmpfs; the directories of the host's /tmp that the
+# run needs (a build or source tree there: run.sh lists them in GUEST_KEEP)
+# are bound back at their own paths
+mkdir -p /var/lib/fcache-keep
+for k in $GUEST_KEEP; do
+	h=/var/lib/fcache-keep/$(basename "$k")
+	mkdir -p "$h" && mount --bind "$k" "$h"
+done
+mount -t tmpfs tmpfs /tmp
+for k in $GUEST_KEEP; do
+	mkdir -p "$k" && mount --bind "/var/lib/fcache-keep/$(basename "$k")" "$k" &&
+		umount "/var/lib/fcache-keep/$(basename "$k")"
+done
 mkdir -p /tmp/results
 RESULTS=/tmp/results
 . "$GUEST_DIR/lib.sh"
