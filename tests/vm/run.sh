@@ -106,7 +106,7 @@ fi
 start=$(date +%s)
 timeout -k 10 "$timeout" "$qemu" -accel tcg,thread=multi -cpu max -m 2048 -smp 2 \
 	-nographic -no-reboot -kernel "/boot/vmlinuz-$kver" -initrd "$res/initrd.gz" \
-	-append "console=ttyS0 loglevel=5 panic=-1 watchdog_thresh=60 rcupdate.rcu_cpu_stall_timeout=300 fcache_test=$(abspath "$guest") fcache_env=$res/env.sh" \
+	-append "console=ttyS0 loglevel=5 panic=-1 oops=panic watchdog_thresh=60 rcupdate.rcu_cpu_stall_timeout=300 fcache_test=$(abspath "$guest") fcache_env=$res/env.sh" \
 	-fsdev local,id=r,path=/,security_model=none,readonly=on,multidevs=remap \
 	-device virtio-9p-pci,fsdev=r,mount_tag=hostroot \
 	-fsdev local,id=res,path="$res",security_model=none \
