@@ -913,6 +913,54 @@ static void copy_xattrs(int pfd, const char *name, int to)
  * @buf's: through a temporary in the same directory renamed over it, or in
  * place when the file has other links (a rename would split them).
  */
+/* Creates the temporary @tmp in @pfd (replacing a leftover) holding @src_fd's or @buf's bytes. */
+static int write_tmp(int pfd, const char *tmp, int src_fd, const char *buf, size_t size,
+                     int *fd_out)
+{
+        int fd, e;
+
+        fd = openat(pfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0 && errno == EEXIST) {
+                /* A leftover of an interrupted attempt. */
+                (void)unlinkat(pfd, tmp, 0);
+                fd = openat(pfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        }
+        if (fd < 0)
+                return -errno;
+        e = src_fd >= 0 ? copy_fd(fd, src_fd) : write_all(fd, buf, size);
+        if (e < 0) {
+                close(fd);
+                (void)unlinkat(pfd, tmp, 0);
+                return e;
+        }
+        *fd_out = fd;
+        return 0;
+}
+
+/*
+ * Copies the temporary @tmp over the content of pfd/name in place, then
+ * removes it.  Used for a file with several links, whose content cannot be
+ * replaced by a rename; the journalled intent (the file's inode) tells a
+ * resumed run that a half-written file is ours, to be finished from @tmp.
+ */
+static int finish_in_place(int pfd, const char *name, const char *tmp, int tmp_fd)
+{
+        int fd, e;
+
+        fd = openat(pfd, name, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        fault_point(FAULT_REINT_LINKED_WRITE);
+        e = copy_fd(fd, tmp_fd);
+        if (e >= 0 && fsync(fd) < 0)
+                e = -errno;
+        if (close(fd) < 0 && e >= 0)
+                e = -errno;
+        if (e >= 0 && unlinkat(pfd, tmp, 0) < 0)
+                e = -errno;
+        return e;
+}
+
 static int put_content(struct ctx *c, const struct rec *r, int pfd, const char *name,
                        const struct stat *old, int src_fd, const char *buf, size_t size,
                        bool merged)
@@ -920,29 +968,30 @@ static int put_content(struct ctx *c, const struct rec *r, int pfd, const char *
         char tmp[64];
         int fd, e;
 
+        tmp_name(c, r, tmp);
+        e = write_tmp(pfd, tmp, src_fd, buf, size, &fd);
+        if (e < 0)
+                return e;
         if (old->st_nlink > 1) {
-                fd = openat(pfd, name, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
-                if (fd < 0)
-                        return -errno;
-                e = src_fd >= 0 ? copy_fd(fd, src_fd) : write_all(fd, buf, size);
-                if (e >= 0 && fsync(fd) < 0)
+                if (fsync(fd) < 0)
                         e = -errno;
-                if (close(fd) < 0 && e >= 0)
+                if (e >= 0)
+                        e = journal_intent(c, r, old->st_ino);
+                /* Durable before the file is truncated, as the temporary is. */
+                if (e >= 0 && !oplog_no_fsync(c->log) && fdatasync(c->jfd) < 0)
                         e = -errno;
                 if (e >= 0 && merged)
                         fault_point(FAULT_REINT_MERGE_OUTPUT);
+                if (e < 0) {
+                        close(fd);
+                        (void)unlinkat(pfd, tmp, 0);
+                        return e;
+                }
+                /* From here a failure keeps the temporary: the next run finishes from it. */
+                e = finish_in_place(pfd, name, tmp, fd);
+                close(fd);
                 return e;
         }
-        tmp_name(c, r, tmp);
-        fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0 && errno == EEXIST) {
-                /* A leftover of an interrupted attempt. */
-                (void)unlinkat(pfd, tmp, 0);
-                fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        }
-        if (fd < 0)
-                return -errno;
-        e = src_fd >= 0 ? copy_fd(fd, src_fd) : write_all(fd, buf, size);
         if (e >= 0) {
                 if (fchown(fd, old->st_uid, old->st_gid) < 0) {
                         /* Best effort: a server that squashes root keeps its own owner. */
@@ -1006,6 +1055,46 @@ static int locate(struct ctx *c, struct oplog_object *o, int *pfd, struct stat *
         return 0;
 }
 
+/*
+ * An in-place write of @r (put_content) interrupted after its intent: the
+ * file @st is ours, half written; finish it from the temporary.  Returns
+ * the outcome, or 0 if there is nothing to finish (a leftover temporary of
+ * an attempt that had not touched the file is removed).
+ */
+static int resume_in_place(struct ctx *c, const struct rec *r, struct oplog_object *o, int pfd,
+                           const struct stat *st)
+{
+        uint64_t *v = g_hash_table_lookup(c->intent_of, &r->r.seq);
+        struct stat nst;
+        char tmp[64];
+        int fd, e;
+
+        tmp_name(c, r, tmp);
+        fd = openat(pfd, tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return 0;
+        if (!v || v[1] != st->st_ino) {
+                close(fd);
+                (void)unlinkat(pfd, tmp, 0);
+                return 0;
+        }
+        e = finish_in_place(pfd, o->srv_name, tmp, fd);
+        close(fd);
+        if (e < 0)
+                return e;
+        fault_point(FAULT_REINT_AFTER_WRITE);
+        if (fstatat(pfd, o->srv_name, &nst, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        /* What was written is the local content or a merge of it: the new base either way. */
+        e = remote_id(pfd, o->srv_name, &nst, o->base.content);
+        if (e < 0)
+                return e;
+        set_base(o, &nst, o->base.content);
+        dirty(c, o);
+        e = mark(c, r, OPLOG_APPLIED, "applied");
+        return e < 0 ? e : REINTEGRATE_APPLIED;
+}
+
 static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o)
 {
         fcache_merge_structure_options so = FCACHE_MERGE_STRUCTURE_OPTIONS_INIT;
@@ -1031,6 +1120,11 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
                                           "the server removed the file");
         if (e < 0)
                 return e;
+        if (!c->dry) {
+                e = resume_in_place(c, r, o, pfd, &st);
+                if (e != 0)
+                        return e;
+        }
         if (st.st_ino == o->base.ino && same_identity(&o->base, &st)) {
                 snprintf(rid, sizeof(rid), "%s", o->base.content);
         } else {
@@ -1448,9 +1542,16 @@ static int do_remove(struct ctx *c, const struct rec *r, struct oplog_object *o)
         pfd = dir_fd(c, r->r.parent, 0);
         e = pfd < 0 ? pfd : fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
         if (e == -ENOENT) {
-                /* Gone on the server too (or removed by us before a crash). */
+                /*
+                 * Gone on the server too (or removed by us before a crash):
+                 * the same bookkeeping as after our own unlink, following a
+                 * file with other links by another name (its link count
+                 * before is unknown here).
+                 */
                 if (o->srv_parent == r->r.parent && o->srv_name && !strcmp(o->srv_name, r->name)) {
-                        set_srv(o, 0, NULL);
+                        e = lost_name(c, o, r->r.parent, r->name, dir ? 1 : 2, o->base.ino);
+                        if (e < 0)
+                                return e;
                         dirty(c, o);
                 }
                 if (dir)
@@ -1483,6 +1584,8 @@ static int do_remove(struct ctx *c, const struct rec *r, struct oplog_object *o)
                 return -errno;
         }
         fault_point(FAULT_REINT_AFTER_WRITE);
+        if (st.st_nlink > 1)
+                fault_point(FAULT_REINT_LINKED_UNLINK);
         e = lost_name(c, o, r->r.parent, r->name, st.st_nlink, st.st_ino);
         if (e < 0)
                 return e;
