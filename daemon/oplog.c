@@ -1164,26 +1164,57 @@ static int container_handle(struct oplog *log, int fd, struct file_handle *h)
 
 /*
  * Whether the last record of @lid is its pending content row naming
- * container @h already: then that record says all there is to say.
+ * container @h already: then that record says all there is to say (*seq,
+ * *size: the row and the size it counts).
  */
 static bool content_recorded(struct oplog *log, uint64_t lid, const struct file_handle *h,
-                             uint64_t size)
+                             uint64_t *seq, uint64_t *size)
 {
         sqlite3_stmt *st = NULL;
         bool same = false;
 
-        if (prep(log, &st, "SELECT kind, state, intent IS NULL, container, size FROM ops"
+        if (prep(log, &st, "SELECT kind, state, intent IS NULL, container, size, seq FROM ops"
                            " WHERE lid=?1 OR other=?1 ORDER BY seq DESC LIMIT 1") < 0)
                 return false;
         sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
-        /* (the same size too: the bytes held for the log, counted against max_bytes) */
         if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == OPLOG_CONTENT &&
             sqlite3_column_int(st, 1) == OPLOG_PENDING && sqlite3_column_int(st, 2) &&
-            (uint64_t)sqlite3_column_int64(st, 4) == size &&
-            (size_t)sqlite3_column_bytes(st, 3) == sizeof(*h) + h->handle_bytes)
+            (size_t)sqlite3_column_bytes(st, 3) == sizeof(*h) + h->handle_bytes) {
                 same = !memcmp(sqlite3_column_blob(st, 3), h, sizeof(*h) + h->handle_bytes);
+                *size = (uint64_t)sqlite3_column_int64(st, 4);
+                *seq = (uint64_t)sqlite3_column_int64(st, 5);
+        }
         sqlite3_finalize(st);
         return same;
+}
+
+/*
+ * The container of pending row @seq is now @size bytes: the count against
+ * max_bytes follows.  Not a change of what replay does: it needs no sync
+ * (a power loss at worst leaves the old count).
+ */
+static int content_resized(struct oplog *log, uint64_t seq, uint64_t old, uint64_t size)
+{
+        bool unsynced = log->unsynced;
+        int e = 0;
+
+        if (size > old)
+                e = check_room(log, size - old);
+        if (e >= 0)
+                e = oplog_begin(log);
+        if (e >= 0)
+                e = exec_ids(log, "UPDATE ops SET size=?2 WHERE seq=?1", 2, (int64_t)seq,
+                             (int64_t)size);
+        if (e >= 0)
+                e = oplog_commit(log);
+        else
+                oplog_rollback(log);
+        if (e < 0)
+                return e;
+        log->unsynced = unsynced;
+        log->content_bytes = log->content_bytes - (old < log->content_bytes ? old : log->content_bytes)
+                             + size;
+        return 0;
 }
 
 int oplog_record_content(struct oplog *log, uint64_t lid, int fd)
@@ -1197,7 +1228,7 @@ int oplog_record_content(struct oplog *log, uint64_t lid, int fd)
         char tmp[64], name[32];
         struct stat st;
         bool copied;
-        uint64_t seq;
+        uint64_t seq, recorded;
         int e;
 
         if (!log || fd < 0 || !lid)
@@ -1207,8 +1238,9 @@ int oplog_record_content(struct oplog *log, uint64_t lid, int fd)
         if (!S_ISREG(st.st_mode))
                 return -EINVAL;
         copied = container_handle(log, fd, &fh.h) < 0;
-        if (!copied && content_recorded(log, lid, &fh.h, (uint64_t)st.st_size))
-                return 0;
+        if (!copied && content_recorded(log, lid, &fh.h, &seq, &recorded))
+                return recorded == (uint64_t)st.st_size ? 0
+                       : content_resized(log, seq, recorded, (uint64_t)st.st_size);
         fault_point(FAULT_OPLOG_BEFORE_DATA);
         r.size = (uint64_t)st.st_size;
         snprintf(tmp, sizeof(tmp), ".tmp-%d-%" PRIu64, getpid(), lid);

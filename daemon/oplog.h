@@ -43,8 +43,9 @@
  * Coalescing, done when a record is appended (only pending records are ever
  * touched, never ones reintegration already applied):
  *   - content: a new content record of an object replaces its pending one
- *     (none is written when that one is already the object's last record
- *     and names the same container at the same size);
+ *     (when that one is already the object's last record and names the
+ *     same container, nothing is written but a changed size, which needs
+ *     no oplog_durable());
  *   - create/mkdir/symlink then unlink/rmdir (or rename over) of the same
  *     object cancels its create and every pending record of it (contents,
  *     setattrs, xattrs, renames; a rename that replaced a server object turns
@@ -164,7 +165,8 @@ int oplog_object_alias(struct oplog *log, uint64_t lid, uint64_t parent, const c
  * its container @fd (its local copy, a regular file the view keeps the
  * current bytes in).  The record names the container, it does not copy it:
  * replay reads the bytes the container has then.  Recording again a
- * container already recorded as the object's last change writes nothing.
+ * container already recorded as the object's last change writes nothing
+ * but its size (counted against max_bytes).
  */
 int oplog_record_content(struct oplog *log, uint64_t lid, int fd);
 
