@@ -17,6 +17,10 @@
  *                          on the server, not yet renamed into place
  *   reint-conflict-record  a conflict's remote version is saved in the base
  *                          store, the conflict row is not yet committed
+ *   reint-linked-write     the content of a file with several links is being
+ *                          rewritten in place: truncated, not yet written
+ *   reint-linked-unlink    one name of a file with several links was
+ *                          removed on the server, the record not yet marked
  */
 #pragma once
 
@@ -27,6 +31,8 @@
 #define FAULT_REINT_AFTER_WRITE "reint-after-write"
 #define FAULT_REINT_MERGE_OUTPUT "reint-merge-output"
 #define FAULT_REINT_CONFLICT_RECORD "reint-conflict-record"
+#define FAULT_REINT_LINKED_WRITE "reint-linked-write"
+#define FAULT_REINT_LINKED_UNLINK "reint-linked-unlink"
 
 /* Passes the named point; kills the process if FCACHE_FAULT says so. */
 void fault_point(const char *name);

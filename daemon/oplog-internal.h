@@ -20,6 +20,10 @@ struct oplog {
         fcache_merge_store *store;
         struct oplog_options opts;
         uint64_t content_bytes; /* sum of the content files' sizes */
+        bool unsynced;          /* commits since the last oplog_durable() */
+        bool links_unsynced;    /* content/ entries since the last oplog_durable() */
+        bool handles;           /* content records name containers by file handle */
+        int mount_id;           /* of the log's directory: containers must be there */
         char token[17];         /* random, names the server-side temporaries */
         sqlite3_stmt *stmts[8]; /* prepared once: the statements replay runs per record */
 };
@@ -50,8 +54,6 @@ int oplog_exec(struct oplog *log, const char *sql);
 int oplog_begin(struct oplog *log);
 int oplog_commit(struct oplog *log);
 void oplog_rollback(struct oplog *log);
-/* Switches between synchronous=FULL (recording) and NORMAL (replay, with explicit syncs). */
-int oplog_set_sync(struct oplog *log, bool full);
 /* Forces what is committed to disk (a WAL checkpoint and an fsync of the directory). */
 int oplog_sync(struct oplog *log);
 /* The log directory's descriptor (reintegration keeps its replay journal there). */
@@ -88,3 +90,11 @@ int oplog_conflict_settle(struct oplog *log, uint64_t id, uint64_t seq, bool rep
 
 /* reintegrate.c: writes all of @buf, retrying short writes and EINTR; 0 or -errno (resolve.c too). */
 int write_all(int fd, const char *buf, size_t size);
+/*
+ * Content record @seq keeps its own copy of the bytes its container holds
+ * now (a record held behind a conflict: the mirror is resynced before it
+ * is replayed).  0 or -errno.
+ */
+int oplog_content_detach(struct oplog *log, uint64_t seq);
+/* Copies regular file @in (from offset 0, to its end) to @out's position. */
+int oplog_copy_fd(int out, int in);

@@ -2,14 +2,17 @@
 /*
  * oplog.c: the durable offline operation log (see oplog.h).
  *
- * Why SQLite (WAL, synchronous=FULL) and not a write-ahead file: coalescing
- * rewrites and deletes earlier records, and reintegration must mark a record
- * applied in the same atomic step as the server identity it produced; a
- * transactional table gives both, and in WAL mode each commit is one append
- * and one fsync of the WAL.  Content goes to its own file (content/SEQ),
- * fsynced and renamed into place before the row that names it commits, so a
- * committed row always names complete content; a crash before the commit
- * leaves at most an orphan file, removed at the next open.
+ * Why SQLite (WAL) and not a write-ahead file: coalescing rewrites and
+ * deletes earlier records, and reintegration must mark a record applied in
+ * the same atomic step as the server identity it produced; a transactional
+ * table gives both, and in WAL mode each commit is one append.  Commits are
+ * synchronous=NORMAL (safe against a crash of the process), and
+ * oplog_durable() syncs the WAL when an application asks for durability.
+ * A content row names its container by file handle; where that cannot be,
+ * the content is copied to content/SEQ, fsynced and renamed into place
+ * before the row that names it commits, so a committed row always names
+ * complete content; a crash before the commit leaves at most an orphan
+ * file, removed at the next open.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -47,7 +50,7 @@ static const char schema[] =
         " flags INTEGER NOT NULL DEFAULT 0, mask INTEGER NOT NULL DEFAULT 0,"
         " mode INTEGER, uid INTEGER, gid INTEGER, rdev INTEGER, atime INTEGER, mtime INTEGER,"
         " size INTEGER, content TEXT, xname TEXT, xvalue BLOB,"
-        " state INTEGER NOT NULL DEFAULT 0, outcome TEXT, intent INTEGER);"
+        " state INTEGER NOT NULL DEFAULT 0, outcome TEXT, intent INTEGER, container BLOB);"
         "CREATE INDEX IF NOT EXISTS ops_lid ON ops(lid);"
         "CREATE INDEX IF NOT EXISTS ops_other ON ops(other) WHERE other IS NOT NULL;"
         /* Other server names of an object with several links, seen offline. */
@@ -129,6 +132,8 @@ int oplog_commit(struct oplog *log)
 
         if (e < 0)
                 oplog_rollback(log);
+        else
+                log->unsynced = true;
         return e;
 }
 
@@ -136,13 +141,6 @@ void oplog_rollback(struct oplog *log)
 {
         if (!sqlite3_get_autocommit(log->db))
                 (void)sqlite3_exec(log->db, "ROLLBACK", NULL, NULL, NULL);
-}
-
-int oplog_set_sync(struct oplog *log, bool full)
-{
-        if (log->opts.no_fsync)
-                return 0;
-        return oplog_exec(log, full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
 }
 
 int oplog_sync(struct oplog *log)
@@ -156,6 +154,34 @@ int oplog_sync(struct oplog *log)
         if (e < 0)
                 return e;
         return fsync(log->dir_fd) < 0 ? -errno : 0;
+}
+
+int oplog_durable(struct oplog *log)
+{
+        sqlite3_file *wal = NULL;
+        int e;
+
+        if (!log)
+                return -EINVAL;
+        if (log->opts.no_fsync || (!log->unsynced && !log->links_unsynced))
+                return 0;
+        if (log->unsynced) {
+                /* The WAL holds every commit since the last checkpoint: syncing it is enough. */
+                if (sqlite3_file_control(log->db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal) ==
+                    SQLITE_OK && wal && wal->pMethods)
+                        e = oplog_sqlite_errno(wal->pMethods->xSync(wal, SQLITE_SYNC_NORMAL));
+                else
+                        e = oplog_exec(log, "PRAGMA wal_checkpoint(PASSIVE)");
+                if (e < 0)
+                        return e;
+                log->unsynced = false;
+        }
+        if (log->links_unsynced) {
+                if (fsync(log->content_fd) < 0)
+                        return -errno;
+                log->links_unsynced = false;
+        }
+        return 0;
 }
 
 static int prep(struct oplog *log, sqlite3_stmt **st, const char *sql)
@@ -271,13 +297,6 @@ static int exec_ids(struct oplog *log, const char *sql, int n, ...)
 /* Open and close                                                           */
 /* ------------------------------------------------------------------------ */
 
-static int fsync_dir(struct oplog *log, int fd)
-{
-        if (log->opts.no_fsync)
-                return 0;
-        return fsync(fd) < 0 ? -errno : 0;
-}
-
 static int load_token(struct oplog *log)
 {
         sqlite3_stmt *st = NULL;
@@ -306,6 +325,30 @@ static int load_token(struct oplog *log)
         return step_done(st);
 }
 
+/* The bytes of the containers content rows name (sweep_content() counted the copies). */
+static int count_container_bytes(struct oplog *log)
+{
+        int64_t v;
+        int e = query_int(log, &v, "SELECT total(size) FROM ops WHERE kind=1 AND container IS NOT"
+                                   " NULL", 0);
+
+        if (e == 1)
+                log->content_bytes += (uint64_t)v;
+        return e < 0 ? e : 0;
+}
+
+/* A log made before content rows named containers gets the column (its rows keep copies). */
+static int add_container_column(struct oplog *log)
+{
+        sqlite3_stmt *st = NULL;
+
+        if (prep(log, &st, "SELECT container FROM ops LIMIT 0") == 0) {
+                sqlite3_finalize(st);
+                return 0;
+        }
+        return oplog_exec(log, "ALTER TABLE ops ADD COLUMN container BLOB");
+}
+
 /* Removes content files that no committed row names (a crash before a commit). */
 static int sweep_content(struct oplog *log)
 {
@@ -327,8 +370,12 @@ static int sweep_content(struct oplog *log)
                 int64_t size;
                 int found;
 
-                if (de->d_name[0] == '.')
+                if (de->d_name[0] == '.') {
+                        /* A link or copy a crash left before its rename. */
+                        if (!strncmp(de->d_name, ".tmp-", 5))
+                                (void)unlinkat(log->content_fd, de->d_name, 0);
                         continue;
+                }
                 seq = strtoull(de->d_name, &end, 10);
                 found = *end ? 0 : query_int(log, &size,
                         "SELECT size FROM ops WHERE seq=?1 AND kind=1", 1, (int64_t)seq);
@@ -339,6 +386,31 @@ static int sweep_content(struct oplog *log)
         }
         closedir(d);
         return 0;
+}
+
+/*
+ * Whether content records can name containers by file handle: the log opens
+ * its own directory by handle (the privilege open_by_handle_at() needs).
+ */
+static void probe_handles(struct oplog *log)
+{
+        union {
+                struct file_handle h;
+                char space[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+        } fh;
+        int fd;
+
+        log->handles = false;
+        if (log->opts.copy_content)
+                return;
+        fh.h.handle_bytes = MAX_HANDLE_SZ;
+        if (name_to_handle_at(log->dir_fd, "", &fh.h, &log->mount_id, AT_EMPTY_PATH) < 0)
+                return;
+        fd = open_by_handle_at(log->dir_fd, &fh.h, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+                close(fd);
+                log->handles = true;
+        }
 }
 
 int oplog_open(struct oplog **out, const char *dir, const struct oplog_options *opts)
@@ -407,13 +479,18 @@ int oplog_open(struct oplog **out, const char *dir, const struct oplog_options *
         sqlite3_busy_timeout(log->db, 5000);
         /* One process owns a log; exclusive locking spares the per-transaction file locks. */
         e = oplog_exec(log, "PRAGMA locking_mode=EXCLUSIVE");
+        /* Small pages: each record commits a few of them to the WAL (no effect on an old log). */
+        if (e >= 0)
+                e = oplog_exec(log, "PRAGMA page_size=1024");
         if (e >= 0)
                 e = oplog_exec(log, "PRAGMA journal_mode=WAL");
         if (e >= 0)
                 e = oplog_exec(log, log->opts.no_fsync ? "PRAGMA synchronous=OFF"
-                                                       : "PRAGMA synchronous=FULL");
+                                                       : "PRAGMA synchronous=NORMAL");
         if (e >= 0)
                 e = oplog_exec(log, schema);
+        if (e >= 0)
+                e = add_container_column(log);
         if (e >= 0)
                 e = oplog_exec(log, "INSERT OR IGNORE INTO meta(key, value) VALUES"
                                     " ('format', '" LOG_FORMAT "')");
@@ -424,6 +501,10 @@ int oplog_open(struct oplog **out, const char *dir, const struct oplog_options *
                 e = load_token(log);
         if (e >= 0)
                 e = sweep_content(log);
+        if (e < 0)
+                goto fail;
+        probe_handles(log);
+        e = count_container_bytes(log);
         if (e < 0)
                 goto fail;
         *out = log;
@@ -781,6 +862,8 @@ struct row {
         int64_t atime, mtime;
         uint64_t size;
         bool has_size;
+        const void *container;  /* content: the container's file handle */
+        size_t container_size;
         const char *content;
         const char *xname;
         const void *xvalue;
@@ -795,8 +878,8 @@ static int insert_row(struct oplog *log, const struct row *r, uint64_t *out_seq)
 
         e = prep(log, &st, "INSERT INTO ops(kind, lid, parent, name, parent2, name2, other,"
                            " flags, mask, mode, uid, gid, rdev, atime, mtime, size, content, xname,"
-                           " xvalue) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
-                           " ?13, ?14, ?15, ?16, ?17, ?18, ?19)");
+                           " xvalue, container) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
+                           " ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)");
         if (e < 0)
                 return e;
         sqlite3_bind_int(st, 1, r->kind);
@@ -821,6 +904,8 @@ static int insert_row(struct oplog *log, const struct row *r, uint64_t *out_seq)
         if (r->has_xvalue)
                 sqlite3_bind_blob(st, 19, r->xsize ? r->xvalue : "", (int)r->xsize,
                                   SQLITE_TRANSIENT);
+        if (r->container)
+                sqlite3_bind_blob(st, 20, r->container, (int)r->container_size, SQLITE_TRANSIENT);
         e = step_done(st);
         if (e < 0)
                 return e;
@@ -844,82 +929,81 @@ static int object_exists(struct oplog *log, uint64_t lid)
         return e < 0 ? e : e == 1 ? 0 : -ENOENT;
 }
 
-/* Collects the seqs of pending content rows of @lid matching @where (to unlink their files). */
-static int content_seqs(struct oplog *log, uint64_t lid, uint64_t **out, size_t *n)
+/* A content row coalescing or compaction deleted. */
+struct drop {
+        uint64_t seq;
+        uint64_t size;
+        bool copy;              /* its content is a copy, content/SEQ */
+};
+
+/* A list of content rows to drop after the commit, grown by each coalescing step. */
+struct drops {
+        struct drop *v;
+        size_t n;
+};
+
+/* Adds the content rows of @lid selected by @where to @d. */
+static int drops_add_where(struct oplog *log, struct drops *d, uint64_t lid, const char *where)
 {
         sqlite3_stmt *st = NULL;
-        uint64_t *v = NULL;
-        size_t cnt = 0;
+        char *sql = NULL;
         int rc, e;
 
-        e = prep(log, &st, "SELECT seq FROM ops WHERE lid=?1 AND kind=1 AND state=0");
+        if (asprintf(&sql, "SELECT seq, ifnull(size, 0), container IS NULL FROM ops"
+                           " WHERE kind=1 AND %s", where) < 0)
+                return -ENOMEM;
+        e = prep(log, &st, sql);
+        free(sql);
         if (e < 0)
                 return e;
         sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                uint64_t *nv = realloc(v, (cnt + 1) * sizeof(*v));
+                struct drop *nv = realloc(d->v, (d->n + 1) * sizeof(*nv));
 
                 if (!nv) {
-                        free(v);
                         sqlite3_finalize(st);
                         return -ENOMEM;
                 }
-                v = nv;
-                v[cnt++] = (uint64_t)sqlite3_column_int64(st, 0);
+                d->v = nv;
+                d->v[d->n++] = (struct drop){
+                        .seq = (uint64_t)sqlite3_column_int64(st, 0),
+                        .size = (uint64_t)sqlite3_column_int64(st, 1),
+                        .copy = sqlite3_column_int(st, 2) != 0,
+                };
         }
         sqlite3_finalize(st);
-        if (rc != SQLITE_DONE) {
-                free(v);
-                return oplog_sqlite_errno(rc);
-        }
-        *out = v;
-        *n = cnt;
-        return 0;
+        return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
 }
-
-/* After a commit: removes the content files of rows that coalescing deleted. */
-static void drop_content_files(struct oplog *log, uint64_t *seqs, size_t n)
-{
-        for (size_t i = 0; i < n; i++) {
-                char name[32];
-                struct stat st;
-
-                snprintf(name, sizeof(name), "%" PRIu64, seqs[i]);
-                if (fstatat(log->content_fd, name, &st, 0) == 0 &&
-                    log->content_bytes >= (uint64_t)st.st_size)
-                        log->content_bytes -= (uint64_t)st.st_size;
-                (void)unlinkat(log->content_fd, name, 0);
-        }
-        free(seqs);
-}
-
-/* A list of content seqs to drop after the commit, grown by each coalescing step. */
-struct drops {
-        uint64_t *seqs;
-        size_t n;
-};
 
 static int drops_add_lid(struct oplog *log, struct drops *d, uint64_t lid)
 {
-        uint64_t *v = NULL;
-        size_t n = 0;
-        int e = content_seqs(log, lid, &v, &n);
+        return drops_add_where(log, d, lid, "lid=?1 AND state=0");
+}
 
-        if (e < 0)
-                return e;
-        if (n) {
-                uint64_t *nv = realloc(d->seqs, (d->n + n) * sizeof(*nv));
+static void content_bytes_sub(struct oplog *log, uint64_t n)
+{
+        log->content_bytes = log->content_bytes >= n ? log->content_bytes - n : 0;
+}
 
-                if (!nv) {
-                        free(v);
-                        return -ENOMEM;
+/* After a commit: the copies of the rows deleted go, and their bytes from the count. */
+static void drop_content_files(struct oplog *log, struct drops *d)
+{
+        for (size_t i = 0; i < d->n; i++) {
+                char name[32];
+                struct stat st;
+
+                if (!d->v[i].copy) {
+                        content_bytes_sub(log, d->v[i].size);
+                        continue;
                 }
-                memcpy(nv + d->n, v, n * sizeof(*v));
-                d->seqs = nv;
-                d->n += n;
+                snprintf(name, sizeof(name), "%" PRIu64, d->v[i].seq);
+                if (fstatat(log->content_fd, name, &st, 0) == 0)
+                        content_bytes_sub(log, (uint64_t)st.st_size);
+                (void)unlinkat(log->content_fd, name, 0);
         }
-        free(v);
-        return 0;
+        free(d->v);
+        d->v = NULL;
+        d->n = 0;
 }
 
 /*
@@ -1001,114 +1085,205 @@ static int finish(struct oplog *log, int e, struct drops *d)
                 e = commit(log);
         else
                 oplog_rollback(log);
-        if (e >= 0)
-                drop_content_files(log, d->seqs, d->n);
-        else
-                free(d->seqs);
+        if (e >= 0) {
+                drop_content_files(log, d);
+        } else {
+                free(d->v);
+                d->v = NULL;
+        }
         return e;
 }
 
-/* Reads @fd (from offset 0) into content/NAME, fsynced; *size and *id get its size and id. */
-static int copy_content(struct oplog *log, int fd, const char *name, uint64_t *size,
-                        char id[FCACHE_MERGE_ID_SIZE])
+int oplog_copy_fd(int out, int in)
 {
-        struct stat st;
-        void *map = NULL;
-        int out, e = 0;
+        char buf[65536];
+        off_t off = 0;
 
-        if (fstat(fd, &st) < 0)
+        for (;;) {
+                ssize_t n = copy_file_range(in, &off, out, NULL, 1 << 30, 0);
+
+                if (n == 0)
+                        return 0;
+                if (n < 0)
+                        break;
+        }
+        if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
                 return -errno;
-        if (!S_ISREG(st.st_mode))
-                return -EINVAL;
-        e = check_room(log, (uint64_t)st.st_size);
-        if (e < 0)
-                return e;
-        if (st.st_size) {
-                map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-                if (map == MAP_FAILED)
-                        return -errno;
-        }
-        e = fcache_merge_blob_id(id, map, (size_t)st.st_size);
-        if (e < 0)
-                goto out_unmap;
-        out = openat(log->content_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (out < 0) {
-                e = -errno;
-                goto out_unmap;
-        }
-        for (size_t done = 0; done < (size_t)st.st_size;) {
-                ssize_t n = write(out, (char *)map + done, (size_t)st.st_size - done);
+        for (;;) {
+                ssize_t n = pread(in, buf, sizeof(buf), off);
+                int e;
 
                 if (n < 0) {
-                        e = errno == EINTR ? 0 : -errno;
-                        if (e < 0)
-                                break;
-                        continue;
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
                 }
-                done += (size_t)n;
+                if (n == 0)
+                        return 0;
+                e = write_all(out, buf, (size_t)n);
+                if (e < 0)
+                        return e;
+                off += n;
         }
+}
+
+/* Copies @fd into content/NAME, fsynced: a container the log cannot name. */
+static int copy_content(struct oplog *log, int fd, const char *name)
+{
+        int out, e;
+
+        out = openat(log->content_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (out < 0)
+                return -errno;
+        e = oplog_copy_fd(out, fd);
         if (e >= 0 && !log->opts.no_fsync && fsync(out) < 0)
                 e = -errno;
         if (close(out) < 0 && e >= 0)
                 e = -errno;
         if (e < 0)
                 (void)unlinkat(log->content_fd, name, 0);
-        *size = (uint64_t)st.st_size;
-out_unmap:
-        if (map)
-                munmap(map, (size_t)st.st_size);
         return e;
+}
+
+/*
+ * The file handle of container @fd (struct file_handle, its f_handle after
+ * the header) if the log can open it again by that handle: on the log's
+ * filesystem, with the privilege open_by_handle_at() needs.  0 or -errno.
+ */
+static int container_handle(struct oplog *log, int fd, struct file_handle *h)
+{
+        int mnt;
+
+        if (!log->handles)
+                return -EOPNOTSUPP;
+        h->handle_bytes = MAX_HANDLE_SZ;
+        if (name_to_handle_at(fd, "", h, &mnt, AT_EMPTY_PATH) < 0)
+                return -errno;
+        return mnt == log->mount_id ? 0 : -EXDEV;
+}
+
+/*
+ * Whether the last record of @lid is its pending content row naming
+ * container @h already: then that record says all there is to say (*seq,
+ * *size: the row and the size it counts).
+ */
+static bool content_recorded(struct oplog *log, uint64_t lid, const struct file_handle *h,
+                             uint64_t *seq, uint64_t *size)
+{
+        sqlite3_stmt *st = NULL;
+        bool same = false;
+
+        if (prep(log, &st, "SELECT kind, state, intent IS NULL, container, size, seq FROM ops"
+                           " WHERE lid=?1 OR other=?1 ORDER BY seq DESC LIMIT 1") < 0)
+                return false;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
+        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == OPLOG_CONTENT &&
+            sqlite3_column_int(st, 1) == OPLOG_PENDING && sqlite3_column_int(st, 2) &&
+            (size_t)sqlite3_column_bytes(st, 3) == sizeof(*h) + h->handle_bytes) {
+                same = !memcmp(sqlite3_column_blob(st, 3), h, sizeof(*h) + h->handle_bytes);
+                *size = (uint64_t)sqlite3_column_int64(st, 4);
+                *seq = (uint64_t)sqlite3_column_int64(st, 5);
+        }
+        sqlite3_finalize(st);
+        return same;
+}
+
+/*
+ * The container of pending row @seq is now @size bytes: the count against
+ * max_bytes follows.  Not a change of what replay does: it needs no sync
+ * (a power loss at worst leaves the old count).
+ */
+static int content_resized(struct oplog *log, uint64_t seq, uint64_t old, uint64_t size)
+{
+        bool unsynced = log->unsynced;
+        int e = 0;
+
+        if (size > old)
+                e = check_room(log, size - old);
+        if (e >= 0)
+                e = oplog_begin(log);
+        if (e >= 0)
+                e = exec_ids(log, "UPDATE ops SET size=?2 WHERE seq=?1", 2, (int64_t)seq,
+                             (int64_t)size);
+        if (e >= 0)
+                e = oplog_commit(log);
+        else
+                oplog_rollback(log);
+        if (e < 0)
+                return e;
+        log->unsynced = unsynced;
+        log->content_bytes = log->content_bytes - (old < log->content_bytes ? old : log->content_bytes)
+                             + size;
+        return 0;
 }
 
 int oplog_record_content(struct oplog *log, uint64_t lid, int fd)
 {
+        union {
+                struct file_handle h;
+                char space[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+        } fh;
         struct drops d = { 0 };
-        char tmp[64], name[32], id[FCACHE_MERGE_ID_SIZE];
         struct row r = { .kind = OPLOG_CONTENT, .lid = lid, .has_size = true };
-        uint64_t seq;
+        char tmp[64], name[32];
+        struct stat st;
+        bool copied;
+        uint64_t seq, recorded;
         int e;
 
         if (!log || fd < 0 || !lid)
                 return -EINVAL;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EINVAL;
+        copied = container_handle(log, fd, &fh.h) < 0;
+        if (!copied && content_recorded(log, lid, &fh.h, &seq, &recorded))
+                return recorded == (uint64_t)st.st_size ? 0
+                       : content_resized(log, seq, recorded, (uint64_t)st.st_size);
         fault_point(FAULT_OPLOG_BEFORE_DATA);
+        r.size = (uint64_t)st.st_size;
         snprintf(tmp, sizeof(tmp), ".tmp-%d-%" PRIu64, getpid(), lid);
-        e = copy_content(log, fd, tmp, &r.size, id);
+        /* A container is not in the log's files, but its bytes count against the bound. */
+        e = check_room(log, r.size);
         if (e < 0)
                 return e;
-        r.content = id;
+        if (copied) {
+                e = copy_content(log, fd, tmp);
+                if (e < 0)
+                        return e;
+        } else {
+                r.container = &fh.h;
+                r.container_size = sizeof(fh.h) + fh.h.handle_bytes;
+        }
         e = oplog_begin(log);
-        if (e < 0)
-                goto fail_tmp;
-        e = object_exists(log, lid);
         if (e >= 0)
-                e = drops_add_lid(log, &d, lid);
+                e = object_exists(log, lid);
+        /* A row whose in-place write is under way on the server stays, to be finished. */
         if (e >= 0)
-                e = exec_ids(log, "DELETE FROM ops WHERE lid=?1 AND kind=1 AND state=0", 1,
-                             (int64_t)lid);
+                e = drops_add_where(log, &d, lid, "lid=?1 AND state=0 AND intent IS NULL");
+        if (e >= 0)
+                e = exec_ids(log, "DELETE FROM ops WHERE lid=?1 AND kind=1 AND state=0 AND"
+                                  " intent IS NULL", 1, (int64_t)lid);
         if (e >= 0)
                 e = insert_row(log, &r, &seq);
-        if (e >= 0) {
+        if (e >= 0 && copied) {
                 snprintf(name, sizeof(name), "%" PRIu64, seq);
                 if (renameat(log->content_fd, tmp, log->content_fd, name) < 0)
                         e = -errno;
+                else
+                        log->links_unsynced = true;
         }
-        if (e >= 0)
-                e = fsync_dir(log, log->content_fd);
+        e = finish(log, e, &d);
         if (e < 0) {
-                oplog_rollback(log);
-                free(d.seqs);
-                goto fail_tmp;
-        }
-        e = finish(log, 0, &d);
-        if (e < 0) {
-                (void)unlinkat(log->content_fd, name, 0);
+                if (copied) {
+                        (void)unlinkat(log->content_fd, tmp, 0);
+                        (void)unlinkat(log->content_fd, name, 0);
+                }
                 return e;
         }
         log->content_bytes += r.size;
         return 0;
-fail_tmp:
-        (void)unlinkat(log->content_fd, tmp, 0);
-        return e;
 }
 
 int oplog_object_conflict(struct oplog *log, uint64_t lid, char kind[32])
@@ -1134,11 +1309,69 @@ int oplog_object_conflict(struct oplog *log, uint64_t lid, char kind[32])
         return e;
 }
 
+int oplog_content_detach(struct oplog *log, uint64_t seq)
+{
+        char name[32], tmp[64];
+        int64_t v;
+        int fd, e;
+
+        e = query_int(log, &v, "SELECT 1 FROM ops WHERE seq=?1 AND container IS NOT NULL", 1,
+                      (int64_t)seq);
+        if (e <= 0)
+                return e;
+        fd = oplog_content_open(log, seq);
+        if (fd == -ESTALE)
+                return 0;       /* gone: replay will say so */
+        if (fd < 0)
+                return fd;
+        snprintf(name, sizeof(name), "%" PRIu64, seq);
+        snprintf(tmp, sizeof(tmp), ".tmp-%d-%s", getpid(), name);
+        e = copy_content(log, fd, tmp);
+        close(fd);
+        if (e >= 0 && renameat(log->content_fd, tmp, log->content_fd, name) < 0)
+                e = -errno;
+        if (e >= 0 && !log->opts.no_fsync && fsync(log->content_fd) < 0)
+                e = -errno;
+        if (e >= 0)
+                e = oplog_begin(log);
+        if (e >= 0)
+                e = exec_ids(log, "UPDATE ops SET container=NULL WHERE seq=?1", 1, (int64_t)seq);
+        if (e >= 0)
+                e = oplog_commit(log);
+        else
+                oplog_rollback(log);
+        if (e < 0)
+                (void)unlinkat(log->content_fd, tmp, 0);
+        return e;
+}
+
 int oplog_content_open(struct oplog *log, uint64_t seq)
 {
+        sqlite3_stmt *st = NULL;
         char name[32];
-        int fd;
+        int fd, e;
 
+        e = prep(log, &st, "SELECT container FROM ops WHERE seq=?1");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)seq);
+        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_bytes(st, 0) >=
+                                                  (int)sizeof(struct file_handle)) {
+                union {
+                        struct file_handle h;
+                        char space[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+                } fh;
+                size_t n = (size_t)sqlite3_column_bytes(st, 0);
+
+                memcpy(&fh, sqlite3_column_blob(st, 0), n < sizeof(fh) ? n : sizeof(fh));
+                sqlite3_finalize(st);
+                if (n > sizeof(fh) || sizeof(fh.h) + fh.h.handle_bytes != n)
+                        return -EUCLEAN;
+                /* -ESTALE: the container is gone (every name removed, no one has it open). */
+                fd = open_by_handle_at(log->dir_fd, &fh.h, O_RDONLY | O_CLOEXEC);
+                return fd < 0 ? -errno : fd;
+        }
+        sqlite3_finalize(st);
         snprintf(name, sizeof(name), "%" PRIu64, seq);
         fd = openat(log->content_fd, name, O_RDONLY | O_CLOEXEC);
         return fd < 0 ? -errno : fd;
@@ -1804,27 +2037,14 @@ static int gc_bases(struct oplog *log)
 int oplog_compact(struct oplog *log, uint64_t *out_removed)
 {
         struct drops d = { 0 };
-        sqlite3_stmt *st = NULL;
-        int rc, e;
+        int e;
 
         if (!log)
                 return -EINVAL;
         e = oplog_begin(log);
         if (e < 0)
                 return e;
-        e = prep(log, &st, "SELECT seq FROM ops WHERE state=1 AND kind=1");
-        while (e >= 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-                uint64_t *nv = realloc(d.seqs, (d.n + 1) * sizeof(*nv));
-
-                if (!nv) {
-                        e = -ENOMEM;
-                        break;
-                }
-                d.seqs = nv;
-                d.seqs[d.n++] = (uint64_t)sqlite3_column_int64(st, 0);
-        }
-        if (e >= 0)
-                sqlite3_finalize(st);
+        e = drops_add_where(log, &d, 0, "state=1 AND lid>=?1");
         if (e >= 0)
                 e = exec_ids(log, "DELETE FROM ops WHERE state=1", 0);
         if (e >= 0 && out_removed)

@@ -12,21 +12,40 @@
  * replays the log against the server.
  *
  * Files under the log directory (CacheDir/offline, say):
- *   log.db        SQLite, WAL, synchronous=FULL: objects, ops, conflicts
- *   content/SEQ   the local content of content-changed record SEQ
+ *   log.db        SQLite, WAL, synchronous=NORMAL: objects, ops, conflicts
+ *   content/SEQ   a copy of the content of record SEQ, only where its
+ *                 container cannot be named (see below)
  *   bases/        fcache_merge_store: base, local and remote versions by id
  *   replay.journal  reintegration's per-record marks not yet folded into
  *                 log.db (see reintegrate.c)
  *
- * Durability: each oplog_record_*() returns only after its row (and for
- * content, the content file) is fsynced, so a change acknowledged to an
- * application (fsync, close) survives kill -9 and power loss.  A failed call
- * changes nothing.  When the log would grow past opts.max_bytes, or the disk
- * is full, a call fails with -ENOSPC and everything recorded before stays.
+ * Content: a content record is small ("object N changed"): it names the
+ * object's container, the local file the view keeps its current bytes in
+ * (the mirror file), by file handle, so that it follows the container
+ * through renames, and hard links are one container; replay reads the bytes
+ * (and the mtime) the container has then.  The base the change applies to
+ * is kept once, when the object is registered (oplog_put_base_fd()).  A
+ * container the log cannot open by handle again (another filesystem than
+ * the log's, no CAP_DAC_READ_SEARCH, an unlinked file) is copied, as
+ * opts.copy_content makes every one.  A container gone by replay time
+ * (every local name removed) makes its record moot ("gone").
+ *
+ * Durability: each oplog_record_*() returns once its row is committed to the
+ * WAL, which the page cache keeps across a crash of the process (kill -9);
+ * oplog_durable() makes every record so far durable against a power loss
+ * (one WAL sync; none if nothing new).  So, as on a local filesystem,
+ * close() acknowledges against a crash of the daemon, fsync() against a
+ * power loss; many records (an untar) share one sync.  A failed call
+ * changes nothing.  When the log would grow past opts.max_bytes (counting
+ * the bytes of the containers its pending records name), or the disk is
+ * full, a call fails with -ENOSPC and everything recorded before stays.
  *
  * Coalescing, done when a record is appended (only pending records are ever
  * touched, never ones reintegration already applied):
- *   - content: a new content record of an object replaces its pending one;
+ *   - content: a new content record of an object replaces its pending one
+ *     (when that one is already the object's last record and names the
+ *     same container, nothing is written but a changed size, which needs
+ *     no oplog_durable());
  *   - create/mkdir/symlink then unlink/rmdir (or rename over) of the same
  *     object cancels its create and every pending record of it (contents,
  *     setattrs, xattrs, renames; a rename that replaced a server object turns
@@ -48,10 +67,11 @@
  *     oplog_version_from_stat() and, for a regular file whose store copy
  *     is complete, version.content from oplog_put_base_fd(); keep the lid
  *     in the node (after a restart, oplog_find_ino() maps inodes back);
- *   - offline, after each change is applied to the store, the matching
+ *   - offline, after each change is applied to the container, the matching
  *     oplog_record_*() before replying; for data, oplog_record_content()
- *     with the store copy at the points a write is acknowledged (flush,
- *     fsync, release); an error (-ENOSPC) goes to the application;
+ *     with the container at the points a write is acknowledged (flush,
+ *     fsync, release), and at fsync oplog_durable() after fsync of the
+ *     container; an error (-ENOSPC) goes to the application;
  *   - reintegrating: reintegrate_run() on a worker thread with the
  *     backing root descriptor (reintegrate.h), then oplog_compact();
  *   - `query reintegration`: reintegrate_dry_run_text(); `query
@@ -101,9 +121,10 @@ struct oplog_options {
         unsigned version;
         uint64_t max_bytes;     /* bound on log.db + WAL + content/ (0: none; the Reserve) */
         bool no_fsync;          /* tests and benchmarks only: skip every fsync */
+        bool copy_content;      /* tests only: copy content at each record, as without privilege */
 };
 #define OPLOG_OPTIONS_VERSION 1
-#define OPLOG_OPTIONS_INIT { OPLOG_OPTIONS_VERSION, 0, false }
+#define OPLOG_OPTIONS_INIT { OPLOG_OPTIONS_VERSION, 0, false, false }
 
 /* Opens (creating) the log in directory @dir (created 0700 if missing). */
 int oplog_open(struct oplog **out, const char *dir, const struct oplog_options *opts);
@@ -139,8 +160,23 @@ int oplog_object_alias(struct oplog *log, uint64_t lid, uint64_t parent, const c
  * fsgid, or the setgid directory's group); @mode of create carries the type
  * (S_IFREG; S_IFIFO/S_IFSOCK/S_IFCHR/S_IFBLK with @rdev via _mknod).
  */
-/* write, truncate, fallocate: the object's whole local content is now @fd's. */
+/*
+ * write, truncate, fallocate: the content of object @lid is now that of
+ * its container @fd (its local copy, a regular file the view keeps the
+ * current bytes in).  The record names the container, it does not copy it:
+ * replay reads the bytes the container has then.  Recording again a
+ * container already recorded as the object's last change writes nothing
+ * but its size (counted against max_bytes).
+ */
 int oplog_record_content(struct oplog *log, uint64_t lid, int fd);
+
+/*
+ * Makes every record so far durable against a power loss (one sync of the
+ * log's WAL, none if nothing was committed since the last call).  Records
+ * are durable against a crash of the process when their call returns; the
+ * view calls this where an application asks for durability (fsync).
+ */
+int oplog_durable(struct oplog *log);
 int oplog_record_create(struct oplog *log, uint64_t parent, const char *name, mode_t mode,
                         uid_t uid, gid_t gid, uint64_t *out_lid);
 int oplog_record_mknod(struct oplog *log, uint64_t parent, const char *name, mode_t mode,
@@ -259,7 +295,7 @@ int oplog_conflict_foreach(struct oplog *log,
  */
 int oplog_object_conflict(struct oplog *log, uint64_t lid, char kind[32]);
 
-/* Opens the local content file of record @seq read-only (reintegration, the view). */
+/* Opens the container of content record @seq read-only (reintegration). */
 int oplog_content_open(struct oplog *log, uint64_t seq);
 
 /*

@@ -485,11 +485,13 @@ static int flush(struct ctx *c)
 
                 e = oplog_mark(c->log, pm->seq, pm->state, pm->outcome);
         }
-        /* A synchronous=FULL commit: durable before the journal that held it goes. */
+        /* Durable (oplog_durable() below) before the journal that held it goes. */
         if (e >= 0)
                 e = oplog_commit(c->log);
         else
                 oplog_rollback(c->log);
+        if (e >= 0)
+                e = oplog_durable(c->log);
         if (e < 0)
                 return e;
         if (ftruncate(c->jfd, 0) < 0)
@@ -855,39 +857,6 @@ int write_all(int fd, const char *buf, size_t size)
         return 0;
 }
 
-static int copy_fd(int out, int in)
-{
-        char buf[65536];
-        off_t off = 0;
-
-        for (;;) {
-                ssize_t n = copy_file_range(in, &off, out, NULL, 1 << 30, 0);
-
-                if (n == 0)
-                        return 0;
-                if (n < 0)
-                        break;
-        }
-        if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
-                return -errno;
-        for (;;) {
-                ssize_t n = pread(in, buf, sizeof(buf), off);
-                int e;
-
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        return 0;
-                e = write_all(out, buf, (size_t)n);
-                if (e < 0)
-                        return e;
-                off += n;
-        }
-}
-
 /*
  * Copies the extended attributes of pfd/name to @to (best effort: the backing
  * may lack them), listing them through /proc so that the common case, a
@@ -913,36 +882,85 @@ static void copy_xattrs(int pfd, const char *name, int to)
  * @buf's: through a temporary in the same directory renamed over it, or in
  * place when the file has other links (a rename would split them).
  */
+/* Creates the temporary @tmp in @pfd (replacing a leftover) holding @src_fd's or @buf's bytes. */
+static int write_tmp(int pfd, const char *tmp, int src_fd, const char *buf, size_t size,
+                     int *fd_out)
+{
+        int fd, e;
+
+        fd = openat(pfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0 && errno == EEXIST) {
+                /* A leftover of an interrupted attempt. */
+                (void)unlinkat(pfd, tmp, 0);
+                fd = openat(pfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        }
+        if (fd < 0)
+                return -errno;
+        e = src_fd >= 0 ? oplog_copy_fd(fd, src_fd) : write_all(fd, buf, size);
+        if (e < 0) {
+                close(fd);
+                (void)unlinkat(pfd, tmp, 0);
+                return e;
+        }
+        *fd_out = fd;
+        return 0;
+}
+
+/*
+ * Copies the temporary @tmp over the content of pfd/name in place, then
+ * removes it.  Used for a file with several links, whose content cannot be
+ * replaced by a rename; the journalled intent (the file's inode) tells a
+ * resumed run that a half-written file is ours, to be finished from @tmp.
+ */
+static int finish_in_place(int pfd, const char *name, const char *tmp, int tmp_fd)
+{
+        int fd, e;
+
+        fd = openat(pfd, name, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        fault_point(FAULT_REINT_LINKED_WRITE);
+        e = oplog_copy_fd(fd, tmp_fd);
+        if (e >= 0 && fsync(fd) < 0)
+                e = -errno;
+        if (close(fd) < 0 && e >= 0)
+                e = -errno;
+        if (e >= 0 && unlinkat(pfd, tmp, 0) < 0)
+                e = -errno;
+        return e;
+}
+
 static int put_content(struct ctx *c, const struct rec *r, int pfd, const char *name,
                        const struct stat *old, int src_fd, const char *buf, size_t size,
                        bool merged)
 {
         char tmp[64];
-        int fd, e;
+        int fd = -1, e;
 
+        tmp_name(c, r, tmp);
+        e = write_tmp(pfd, tmp, src_fd, buf, size, &fd);
+        if (e < 0)
+                return e;
         if (old->st_nlink > 1) {
-                fd = openat(pfd, name, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
-                if (fd < 0)
-                        return -errno;
-                e = src_fd >= 0 ? copy_fd(fd, src_fd) : write_all(fd, buf, size);
-                if (e >= 0 && fsync(fd) < 0)
+                if (fsync(fd) < 0)
                         e = -errno;
-                if (close(fd) < 0 && e >= 0)
+                if (e >= 0)
+                        e = journal_intent(c, r, old->st_ino);
+                /* Durable before the file is truncated, as the temporary is. */
+                if (e >= 0 && !oplog_no_fsync(c->log) && fdatasync(c->jfd) < 0)
                         e = -errno;
                 if (e >= 0 && merged)
                         fault_point(FAULT_REINT_MERGE_OUTPUT);
+                if (e < 0) {
+                        close(fd);
+                        (void)unlinkat(pfd, tmp, 0);
+                        return e;
+                }
+                /* From here a failure keeps the temporary: the next run finishes from it. */
+                e = finish_in_place(pfd, name, tmp, fd);
+                close(fd);
                 return e;
         }
-        tmp_name(c, r, tmp);
-        fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0 && errno == EEXIST) {
-                /* A leftover of an interrupted attempt. */
-                (void)unlinkat(pfd, tmp, 0);
-                fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        }
-        if (fd < 0)
-                return -errno;
-        e = src_fd >= 0 ? copy_fd(fd, src_fd) : write_all(fd, buf, size);
         if (e >= 0) {
                 if (fchown(fd, old->st_uid, old->st_gid) < 0) {
                         /* Best effort: a server that squashes root keeps its own owner. */
@@ -1006,13 +1024,108 @@ static int locate(struct ctx *c, struct oplog_object *o, int *pfd, struct stat *
         return 0;
 }
 
+/*
+ * The local side of content record @r: the id of the bytes its container
+ * holds now (a record of the old format carries the id of its copy) and the
+ * container's mtime, which replay gives the server file (mtime->tv_nsec
+ * UTIME_OMIT: none, the old format logs it as a setattr).
+ */
+static int local_content(struct ctx *c, const struct rec *r, char id[FCACHE_MERGE_ID_SIZE],
+                         struct timespec *mtime)
+{
+        struct stat st;
+        void *map = NULL;
+        int fd, e;
+
+        *mtime = (struct timespec){ 0, UTIME_OMIT };
+        if (r->content) {
+                snprintf(id, FCACHE_MERGE_ID_SIZE, "%s", r->content);
+                return 0;
+        }
+        fd = oplog_content_open(c->log, r->r.seq);
+        if (fd < 0)
+                return fd;
+        if (fstat(fd, &st) < 0) {
+                e = -errno;
+                close(fd);
+                return e;
+        }
+        if (st.st_size > 0) {
+                map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+                if (map == MAP_FAILED) {
+                        e = -errno;
+                        close(fd);
+                        return e;
+                }
+        }
+        e = fcache_merge_blob_id(id, map, (size_t)st.st_size);
+        if (map)
+                munmap(map, (size_t)st.st_size);
+        close(fd);
+        *mtime = st.st_mtim;
+        return e;
+}
+
+/* Gives the server file pfd/name the container's mtime (best effort) and reads it back. */
+static int stamp_mtime(int pfd, const char *name, const struct timespec *mtime, struct stat *st)
+{
+        if (mtime->tv_nsec != UTIME_OMIT) {
+                struct timespec ts[2] = { { 0, UTIME_OMIT }, *mtime };
+
+                (void)utimensat(pfd, name, ts, AT_SYMLINK_NOFOLLOW);
+        }
+        return fstatat(pfd, name, st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}
+
+/*
+ * An in-place write of @r (put_content) interrupted after its intent: the
+ * file @st is ours, half written; finish it from the temporary.  Returns
+ * the outcome, or 0 if there is nothing to finish (a leftover temporary of
+ * an attempt that had not touched the file is removed).
+ */
+static int resume_in_place(struct ctx *c, const struct rec *r, struct oplog_object *o, int pfd,
+                           const struct stat *st, const struct timespec *mtime)
+{
+        uint64_t *v = g_hash_table_lookup(c->intent_of, &r->r.seq);
+        struct stat nst;
+        char tmp[64];
+        int fd, e;
+
+        tmp_name(c, r, tmp);
+        fd = openat(pfd, tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return 0;
+        if (!v || v[1] != st->st_ino) {
+                close(fd);
+                (void)unlinkat(pfd, tmp, 0);
+                return 0;
+        }
+        e = finish_in_place(pfd, o->srv_name, tmp, fd);
+        close(fd);
+        if (e < 0)
+                return e;
+        fault_point(FAULT_REINT_AFTER_WRITE);
+        e = stamp_mtime(pfd, o->srv_name, mtime, &nst);
+        if (e < 0)
+                return e;
+        /* What was written is the local content or a merge of it: the new base either way. */
+        e = remote_id(pfd, o->srv_name, &nst, o->base.content);
+        if (e < 0)
+                return e;
+        set_base(o, &nst, o->base.content);
+        dirty(c, o);
+        e = mark(c, r, OPLOG_APPLIED, "applied");
+        return e < 0 ? e : REINTEGRATE_APPLIED;
+}
+
 static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o)
 {
         fcache_merge_structure_options so = FCACHE_MERGE_STRUCTURE_OPTIONS_INIT;
-        char rid[FCACHE_MERGE_ID_SIZE], ps[24];
+        char rid[FCACHE_MERGE_ID_SIZE], lcid[FCACHE_MERGE_ID_SIZE], ps[24];
         fcache_merge_node bn = FCACHE_MERGE_NODE_INIT, ln = FCACHE_MERGE_NODE_INIT,
                           rn = FCACHE_MERGE_NODE_INIT;
         fcache_merge_decision d;
+        struct timespec mtime;
         struct stat st, nst;
         int pfd = -1, src, e;
         const char *lid_parent = lid_str(o->srv_parent, ps);
@@ -1020,10 +1133,20 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
         set_path(c, o->srv_parent, o->srv_name);
         if (c->dry && g_hash_table_contains(c->virt, &o->lid))
                 return REINTEGRATE_APPLIED;
+        e = local_content(c, r, lcid, &mtime);
+        if (e == -ESTALE) {
+                /* The container is gone: every local name of the object was removed. */
+                if (c->dry)
+                        return REINTEGRATE_ALREADY;
+                e = mark(c, r, OPLOG_APPLIED, "gone");
+                return e < 0 ? e : REINTEGRATE_ALREADY;
+        }
+        if (e < 0)
+                return e;
         node_set(&bn, o->base.mode, o->base.uid, o->base.gid, o->base.content, lid_parent,
                  o->srv_name);
         ln = bn;
-        ln.content_id = r->content;
+        ln.content_id = lcid;
         e = locate(c, o, &pfd, &st);
         if (e == -ENOENT)
                 return structure_conflict(c, r, o, &bn, &ln, &rn, -1, NULL, NULL,
@@ -1031,15 +1154,22 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
                                           "the server removed the file");
         if (e < 0)
                 return e;
+        if (!c->dry) {
+                e = resume_in_place(c, r, o, pfd, &st, &mtime);
+                if (e != 0)
+                        return e;
+        }
         if (st.st_ino == o->base.ino && same_identity(&o->base, &st)) {
                 snprintf(rid, sizeof(rid), "%s", o->base.content);
         } else {
                 e = remote_id(pfd, o->srv_name, &st, rid);
                 if (e < 0)
                         return e;
-                if (S_ISREG(st.st_mode) && strcmp(rid, r->content) == 0) {
+                if (S_ISREG(st.st_mode) && strcmp(rid, lcid) == 0) {
                         /* Our own earlier write (a replay interrupted before its mark). */
-                        set_base(o, &st, r->content);
+                        if (!c->dry && (e = stamp_mtime(pfd, o->srv_name, &mtime, &st)) < 0)
+                                return e;
+                        set_base(o, &st, lcid);
                         dirty(c, o);
                         e = mark(c, r, OPLOG_APPLIED, "already");
                         return e < 0 ? e : REINTEGRATE_ALREADY;
@@ -1118,8 +1248,9 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
                 if (e < 0)
                         return e;
                 fault_point(FAULT_REINT_AFTER_WRITE);
-                if (fstatat(pfd, o->srv_name, &nst, AT_SYMLINK_NOFOLLOW) < 0)
-                        return -errno;
+                e = stamp_mtime(pfd, o->srv_name, &mtime, &nst);
+                if (e < 0)
+                        return e;
                 set_base(o, &nst, rid);
                 dirty(c, o);
                 e = mark(c, r, OPLOG_APPLIED, "merged");
@@ -1140,9 +1271,10 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
         if (e < 0)
                 return e;
         fault_point(FAULT_REINT_AFTER_WRITE);
-        if (fstatat(pfd, o->srv_name, &nst, AT_SYMLINK_NOFOLLOW) < 0)
-                return -errno;
-        set_base(o, &nst, r->content);
+        e = stamp_mtime(pfd, o->srv_name, &mtime, &nst);
+        if (e < 0)
+                return e;
+        set_base(o, &nst, lcid);
         dirty(c, o);
         e = mark(c, r, OPLOG_APPLIED, "applied");
         return e < 0 ? e : REINTEGRATE_APPLIED;
@@ -1448,9 +1580,16 @@ static int do_remove(struct ctx *c, const struct rec *r, struct oplog_object *o)
         pfd = dir_fd(c, r->r.parent, 0);
         e = pfd < 0 ? pfd : fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
         if (e == -ENOENT) {
-                /* Gone on the server too (or removed by us before a crash). */
+                /*
+                 * Gone on the server too (or removed by us before a crash):
+                 * the same bookkeeping as after our own unlink, following a
+                 * file with other links by another name (its link count
+                 * before is unknown here).
+                 */
                 if (o->srv_parent == r->r.parent && o->srv_name && !strcmp(o->srv_name, r->name)) {
-                        set_srv(o, 0, NULL);
+                        e = lost_name(c, o, r->r.parent, r->name, dir ? 1 : 2, o->base.ino);
+                        if (e < 0)
+                                return e;
                         dirty(c, o);
                 }
                 if (dir)
@@ -1483,6 +1622,8 @@ static int do_remove(struct ctx *c, const struct rec *r, struct oplog_object *o)
                 return -errno;
         }
         fault_point(FAULT_REINT_AFTER_WRITE);
+        if (st.st_nlink > 1)
+                fault_point(FAULT_REINT_LINKED_UNLINK);
         e = lost_name(c, o, r->r.parent, r->name, st.st_nlink, st.st_ino);
         if (e < 0)
                 return e;
@@ -1787,6 +1928,10 @@ static int one(struct ctx *c, const struct rec *r)
 
                 snprintf(buf, sizeof(buf), "held:%" PRIu64, held);
                 set_path(c, o->srv_parent, o->srv_name);
+                /* Replayed after the conflict is settled: the mirror is resynced by then. */
+                if (!c->dry && r->r.kind == OPLOG_CONTENT &&
+                    (e = oplog_content_detach(c->log, r->r.seq)) < 0)
+                        return e;
                 if (!o->conflict) {
                         o->conflict = held;
                         dirty(c, o);

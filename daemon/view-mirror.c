@@ -471,6 +471,51 @@ static int rewrite_shared(struct view *v, int bdfd, int mdfd, const char *name,
         return r;
 }
 
+/* Whether regular files @a and @b (descriptors) hold the same bytes. */
+static bool same_bytes(int a, int b)
+{
+        char x[65536], y[65536];
+
+        for (off_t off = 0;;) {
+                ssize_t n = pread(a, x, sizeof(x), off), m;
+
+                if (n < 0)
+                        return false;
+                m = pread(b, y, (size_t)n, off);
+                if (m != n || memcmp(x, y, (size_t)n))
+                        return false;
+                if (n == 0)
+                        return true;
+                off += n;
+        }
+}
+
+/*
+ * A mirror file that already holds the bytes of the server file @bst (one
+ * created or edited offline, now replayed) takes the server's identity
+ * instead of being copied again: 0 when done, -ENOENT when it does not.
+ */
+static int adopt_same(int bdfd, int mdfd, const char *name, const struct stat *bst,
+                      const struct stat *mst, const struct mirror_base *want)
+{
+        int bfd, mfd, r = -ENOENT;
+
+        if (!S_ISREG(bst->st_mode) || !S_ISREG(mst->st_mode) || bst->st_nlink > 1 ||
+            mst->st_nlink > 1 || bst->st_size != mst->st_size)
+                return -ENOENT;
+        bfd = openat(bdfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        mfd = openat(mdfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (bfd >= 0 && mfd >= 0 && same_bytes(bfd, mfd)) {
+                set_owner_mode_times(mdfd, name, bst);
+                r = mirror_take_identity(mdfd, name, want);
+        }
+        if (bfd >= 0)
+                close(bfd);
+        if (mfd >= 0)
+                close(mfd);
+        return r;
+}
+
 /*
  * Makes mdfd/name what bdfd/name is.  A directory's children are mirrored
  * too when recursive (it is then marked complete); else only the directory.
@@ -550,6 +595,8 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
         if (S_ISREG(bst.st_mode) && bst.st_nlink > 1 && based && mst.st_nlink > 1 &&
             have.ver.ino == want.ver.ino)
                 return rewrite_shared(v, bdfd, mdfd, name, &bst);
+        if (exists && adopt_same(bdfd, mdfd, name, &bst, &mst, &want) == 0)
+                return 0;
         if (S_ISREG(bst.st_mode))
                 return copy_file(v, bdfd, mdfd, name, &bst, batch);
         return copy_special(v, bdfd, mdfd, name, &bst);

@@ -493,13 +493,22 @@ int offline_note_content(struct view *v, uint64_t lid, int fd)
 
         if (rfd < 0)
                 return rfd;
+        /* The record names the container; replay takes its bytes and mtime then. */
         pthread_mutex_lock(&v->offline_lock);
         r = oplog_record_content(v->oplog, lid, rfd);
-        if (r == 0)
-                r = note_mtime(v, lid, rfd);
         pthread_mutex_unlock(&v->offline_lock);
         close(rfd);
         return note_result(r, "write");
+}
+
+int offline_durable(struct view *v)
+{
+        int r;
+
+        pthread_mutex_lock(&v->offline_lock);
+        r = oplog_durable(v->oplog);
+        pthread_mutex_unlock(&v->offline_lock);
+        return note_result(r, "sync");
 }
 
 int offline_note_xattr(struct view *v, uint64_t lid, const char *name, const void *value,

@@ -1662,9 +1662,12 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
                 return;
         }
         err = (datasync ? fdatasync(f->fd) : fsync(f->fd)) < 0 ? errno : 0;
-        /* Offline, fsync means the change is in the log (durable there). */
+        /* Offline, fsync means the change is in the log, and the log durable
+         * (the container was synced above: the record names it). */
         if (!err && view_offline(v) && !f->dir)
                 err = -log_content(v, f);
+        if (!err && view_offline(v))
+                err = -offline_durable(v);
         view_change_end(v);
         fuse_reply_err(req, err);
 }

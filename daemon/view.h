@@ -269,6 +269,8 @@ int offline_note_atomic_save(struct view *v, uint64_t plid, const char *name, ui
                              uint64_t dest_lid, int npfd, const char *newname,
                              const struct mirror_base *dest_base);
 int offline_note_content(struct view *v, uint64_t lid, int fd);
+/* fsync offline: every change logged so far durable against a power loss. */
+int offline_durable(struct view *v);
 int offline_note_xattr(struct view *v, uint64_t lid, const char *name, const void *value,
                        size_t size, int flags, bool remove);
 int view_disconnect(struct view *v, GString *err);

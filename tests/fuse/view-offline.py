@@ -157,8 +157,17 @@ def main():
     check(int(vol.state()["pending"]) > 0, "query state: pending records while offline")
 
     # ---- reconnect
+    mirrored = {n: os.stat(os.path.join(vol.cache, "mirror", "proj", *n.split("/"))).st_ino
+                for n in ("a.txt", "newdir/inner")}
     q = vol.ctl("reconnect")
     eq(q["state"], "online", "reconnect answers state=online")
+    eq({n: os.stat(os.path.join(vol.cache, "mirror", "proj", *n.split("/"))).st_ino
+        for n in mirrored}, mirrored,
+       "files edited or made offline keep their mirror copy (it already holds the replayed"
+       " bytes: it takes the server's identity, it is not copied again)")
+    check("trusted.fcache.base" in os.listxattr(os.path.join(vol.cache, "mirror", "proj",
+                                                             "newdir", "inner")),
+          "a file made offline has the server identity in the mirror after reconnect")
     eq((q["conflicts"], q["merged"]), ("2", "1"),
        "reconnect: two conflicts (overlapping edits, delete vs edit), one clean merge")
     merged = list(LINES)

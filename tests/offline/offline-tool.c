@@ -400,6 +400,7 @@ static void sim_apply(struct sim *s, const struct step *st, int *new_obj)
 struct run {
         char *dir;
         int srv, direct, scratch;
+        unsigned containers;
         struct oplog *log;
         FILE *acks;
         struct sim sim;
@@ -415,9 +416,15 @@ static int open_dir(const char *base, const char *name)
         return fd;
 }
 
+/* @text in a new container (the record names it; what was recorded before stays). */
 static void set_content(struct run *r, const char *text)
 {
-        g_assert_cmpint(ftruncate(r->scratch, 0), ==, 0);
+        char *p = g_strdup_printf("%s/containers/c.%d.%u", r->dir, (int)getpid(), r->containers++);
+
+        close(r->scratch);
+        r->scratch = open(p, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        g_assert_cmpint(r->scratch, >=, 0);
+        g_free(p);
         g_assert_cmpint(pwrite(r->scratch, text, strlen(text), 0), ==, (ssize_t)strlen(text));
 }
 
@@ -607,6 +614,9 @@ static void run_open(struct run *r, const char *dir, bool no_fsync)
         o.no_fsync = no_fsync;
         p = g_build_filename(dir, "log", NULL);
         g_assert_cmpint(oplog_open(&r->log, p, &o), ==, 0);
+        g_free(p);
+        p = g_build_filename(dir, "containers", NULL);
+        (void)mkdir(p, 0700);
         g_free(p);
         p = g_build_filename(dir, "scratch", NULL);
         r->scratch = open(p, O_RDWR | O_CREAT, 0600);

@@ -29,6 +29,8 @@ static void setup(struct fixture *f, gconstpointer data)
 
         f->dir = g_dir_make_tmp("test-oplog-XXXXXX", NULL);
         g_assert_nonnull(f->dir);
+        /* data: the copy path (containers the log cannot name by handle). */
+        o.copy_content = data != NULL;
         path = g_build_filename(f->dir, "log", NULL);
         g_assert_cmpint(oplog_open(&f->log, path, &o), ==, 0);
         g_free(path);
@@ -50,10 +52,19 @@ static void teardown(struct fixture *f, gconstpointer data)
         g_free(f->dir);
 }
 
-/* Writes @text as the whole content of the scratch file. */
+/*
+ * Writes @text as the whole content of a new container (the record names
+ * the container, so each recorded version gets its own, as a copy did).
+ */
 static int content(struct fixture *f, const char *text)
 {
-        g_assert_cmpint(ftruncate(f->content_fd, 0), ==, 0);
+        static unsigned n;
+        char *path = g_strdup_printf("%s/content.%u", f->dir, n++);
+
+        close(f->content_fd);
+        f->content_fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        g_assert_cmpint(f->content_fd, >=, 0);
+        g_free(path);
         g_assert_cmpint(pwrite(f->content_fd, text, strlen(text), 0), ==, (ssize_t)strlen(text));
         return f->content_fd;
 }
@@ -121,10 +132,23 @@ static void test_durable_reopen(struct fixture *f, gconstpointer data)
         path = g_build_filename(f->dir, "log", NULL);
         g_assert_cmpint(oplog_open(&f->log, path, NULL), ==, 0);
         assert_records(f, "mkdir:d create:a content");
+        /* The record names the container (by handle), or holds a copy. */
         cdir = g_build_filename(path, "content", NULL);
-        g_assert_cmpint(count_files(cdir), ==, 1);
+        g_assert_cmpint(count_files(cdir), ==, data ? 1 : 0);
         g_free(cdir);
         g_free(path);
+        {
+                char buf[16] = "";
+                uint64_t seq;
+                int fd;
+
+                g_assert_cmpint(oplog_pending_content(f->log, a, &seq), ==, 0);
+                fd = oplog_content_open(f->log, seq);
+                g_assert_cmpint(fd, >=, 0);
+                g_assert_cmpint(pread(fd, buf, sizeof(buf), 0), ==, 6);
+                g_assert_cmpstr(buf, ==, "hello\n");
+                close(fd);
+        }
 }
 
 static void test_invalid(struct fixture *f, gconstpointer data)
@@ -156,10 +180,40 @@ static void test_writes_coalesce(struct fixture *f, gconstpointer data)
                 g_assert_cmpint(oplog_record_content(f->log, a, content(f, text)), ==, 0);
         }
         assert_records(f, "content");
-        g_assert_cmpint(count_files(cdir), ==, 1);
+        g_assert_cmpint(count_files(cdir), ==, data ? 1 : 0);
         g_assert_cmpint(oplog_count(f->log, OPLOG_PENDING, &n), ==, 0);
         g_assert_cmpuint(n, ==, 1);
         g_free(cdir);
+}
+
+/* A record names the container: replay reads what it holds then; recording it again writes nothing. */
+static void test_container_named(struct fixture *f, gconstpointer data)
+{
+        uint64_t a = server_object(f, OPLOG_ROOT, "a", S_IFREG | 0644, 100), seq, seq2, size;
+        int fd = content(f, "first\n"), rfd;
+        char *log_path = g_build_filename(f->dir, "log", "log.db-wal", NULL);
+        char buf[16] = "";
+        struct stat st;
+
+        g_assert_cmpint(oplog_record_content(f->log, a, fd), ==, 0);
+        g_assert_cmpint(oplog_pending_content(f->log, a, &seq), ==, 0);
+        g_assert_cmpint(stat(log_path, &st), ==, 0);
+        size = (uint64_t)st.st_size;
+        /* The container changes after its record (a later write of the same size, fsync'ed
+         * again: a size change is recorded, the bytes held count against max_bytes). */
+        g_assert_cmpint(pwrite(fd, "again\n", 6, 0), ==, 6);
+        g_assert_cmpint(oplog_record_content(f->log, a, fd), ==, 0);
+        g_assert_cmpint(oplog_pending_content(f->log, a, &seq2), ==, 0);
+        g_assert_cmpuint(seq2, ==, seq);
+        g_assert_cmpint(stat(log_path, &st), ==, 0);
+        g_assert_cmpuint((uint64_t)st.st_size, ==, size);
+        rfd = oplog_content_open(f->log, seq);
+        g_assert_cmpint(rfd, >=, 0);
+        g_assert_cmpint(pread(rfd, buf, sizeof(buf), 0), ==, 6);
+        g_assert_cmpstr(buf, ==, "again\n");
+        close(rfd);
+        assert_records(f, "content");
+        g_free(log_path);
 }
 
 static void test_create_unlink_cancels(struct fixture *f, gconstpointer data)
@@ -331,6 +385,7 @@ static void test_max_bytes_enospc(struct fixture *f, gconstpointer data)
         int e = 0;
 
         o.max_bytes = 256 * 1024;
+        o.copy_content = true;  /* the bound applies to what the log holds: copies */
         g_assert_cmpint(oplog_open(&log, path, &o), ==, 0);
         big = g_malloc(16384);
         memset(big, 'x', 16384);
@@ -404,11 +459,18 @@ int main(int argc, char **argv)
 {
         g_test_init(&argc, &argv, NULL);
 #define T(name, fn) g_test_add("/fcache/offline/oplog/" name, struct fixture, NULL, setup, fn, teardown)
-        T("shrink", test_shrink);
+        g_test_add("/fcache/offline/oplog/shrink", struct fixture, "copy", setup, test_shrink,
+                   teardown);
         T("durable-reopen", test_durable_reopen);
+        g_test_add("/fcache/offline/oplog/durable-reopen-copy", struct fixture, "copy", setup,
+                   test_durable_reopen, teardown);
         T("invalid", test_invalid);
         T("writes-coalesce", test_writes_coalesce);
-        T("create-unlink-cancels", test_create_unlink_cancels);
+        g_test_add("/fcache/offline/oplog/writes-coalesce-copy", struct fixture, "copy", setup,
+                   test_writes_coalesce, teardown);
+        g_test_add("/fcache/offline/oplog/create-unlink-cancels", struct fixture, "copy", setup,
+                   test_create_unlink_cancels, teardown);
+        T("container-named", test_container_named);
         T("cancel-keeps-replaced-unlink", test_cancel_keeps_replaced_unlink);
         T("link-blocks-cancel", test_link_blocks_cancel);
         T("unlink-server-file-drops-edits", test_unlink_server_file_drops_edits);

@@ -285,7 +285,7 @@ static void test_binary_conflict(struct server_fixture *f, gconstpointer data)
 
         tree_put(f->srv, "bin", "x");
         a = tree_register(f->log, f->srv, "bin");
-        g_assert_cmpint(ftruncate(f->scratch, 0), ==, 0);
+        fixture_new_scratch(f);
         g_assert_cmpint(pwrite(f->scratch, "\0local", 6, 0), ==, 6);
         g_assert_cmpint(oplog_record_content(f->log, a, f->scratch), ==, 0);
         {
@@ -340,6 +340,13 @@ static void test_delete_edit(struct server_fixture *f, gconstpointer data)
         g_free(kinds);
 }
 
+static int held_content(void *ud, const struct oplog_record *r)
+{
+        if (r->kind == OPLOG_CONTENT && r->state == OPLOG_HELD)
+                *(uint64_t *)ud = r->seq;
+        return 0;
+}
+
 static void test_create_create(struct server_fixture *f, gconstpointer data)
 {
         struct reintegrate_stats st;
@@ -362,6 +369,22 @@ static void test_create_create(struct server_fixture *f, gconstpointer data)
         g_assert_cmpstr(text, ==, "theirs\n");
         g_free(text);
         g_free(kinds);
+        /* The held record keeps its bytes, whatever the mirror's container becomes. */
+        g_assert_cmpint(ftruncate(f->scratch, 0), ==, 0);
+        g_assert_cmpint(pwrite(f->scratch, "resynced\n", 9, 0), ==, 9);
+        {
+                uint64_t seq = 0;
+                char buf[16] = "";
+                int fd;
+
+                g_assert_cmpint(oplog_foreach(f->log, false, held_content, &seq), ==, 0);
+                g_assert_cmpuint(seq, !=, 0);
+                fd = oplog_content_open(f->log, seq);
+                g_assert_cmpint(fd, >=, 0);
+                g_assert_cmpint(pread(fd, buf, sizeof(buf) - 1, 0), ==, 5);
+                g_assert_cmpstr(buf, ==, "mine\n");
+                close(fd);
+        }
 }
 
 static void test_rename_delete(struct server_fixture *f, gconstpointer data)

@@ -205,9 +205,20 @@ void fixture_teardown(struct server_fixture *f, const void *data)
         g_free(f->dir);
 }
 
+void fixture_new_scratch(struct server_fixture *f)
+{
+        static unsigned n;
+        char *path = g_strdup_printf("%s/scratch.%u", f->dir, n++);
+
+        close(f->scratch);
+        f->scratch = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        g_assert_cmpint(f->scratch, >=, 0);
+        g_free(path);
+}
+
 void fixture_local(struct server_fixture *f, uint64_t lid, const char *text)
 {
-        g_assert_cmpint(ftruncate(f->scratch, 0), ==, 0);
+        fixture_new_scratch(f);
         g_assert_cmpint(pwrite(f->scratch, text, strlen(text), 0), ==, (ssize_t)strlen(text));
         g_assert_cmpint(oplog_record_content(f->log, lid, f->scratch), ==, 0);
 }

@@ -49,6 +49,8 @@ struct server_fixture {
 void fixture_setup(struct server_fixture *f, const void *data);
 void fixture_teardown(struct server_fixture *f, const void *data);
 /* Records @text as the whole local content of object @lid. */
+/* A new scratch file (a container): what was recorded from the old one stays. */
+void fixture_new_scratch(struct server_fixture *f);
 void fixture_local(struct server_fixture *f, uint64_t lid, const char *text);
 /* A reintegrate_options.refresh callback (userdata: the fixture) that counts. */
 void fixture_refresh(void *ud, uint64_t lid);

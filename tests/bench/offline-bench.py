@@ -1,0 +1,202 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Offline writes through the fcache view against the raw backing, same run:
+
+  untar    `tar xf` of 5,000 small files (100 B - 4 KiB) into a pinned
+           directory of a disconnected volume
+  sqlite   100 transactions (an UPDATE of 200 rows and an INSERT of 1 KiB,
+           each committed, rollback journal, synchronous=FULL: each commit
+           fsyncs) on a ~6.5 MB database in a pinned directory, offline
+
+The raw side does the same work on a directory of the backing's
+filesystem.  Rounds are interleaved (raw, view, raw, view, ...); medians
+and spread (min-max) are reported, as time ratios view/raw (lower is
+better; targets: untar <= 3, sqlite <= 2) and bytes the view wrote
+(write_bytes of its worker in /proc/PID/io, which includes the mirror's
+own copy of the data, against raw sqlite's own write_bytes, and the growth
+of CacheDir/offline, the log, which holds the base copy of the database),
+as a multiple of the data (sqlite target: <= 2 x the database's size).
+
+Environment: FCACHE_VIEW, FCACHE_VIEW_CTL (the binaries), FCACHE_BENCH_DIR
+(default /var/tmp), FCACHE_BENCH_ROUNDS (default 3), FCACHE_BENCH_VIEW_BEFORE
+and FCACHE_BENCH_CTL_BEFORE (binaries of another build, e.g. main: measured
+as "before" in the same interleaved rounds).
+"""
+import io
+import os
+import random
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuse"))
+import viewlib  # noqa: E402
+
+NFILES = 5000
+NTXN = 100
+DB_ROWS = 6000          # x ~1 KiB: a ~6.5 MB database
+
+
+def dir_bytes(path):
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def write_bytes(pid):
+    with open(f"/proc/{pid}/io") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k == "write_bytes":
+                return int(v)
+    return 0
+
+
+def make_tarball(path):
+    rnd = random.Random(13)
+    with tarfile.open(path, "w") as t:
+        for i in range(NFILES):
+            data = rnd.randbytes(rnd.randrange(100, 4096))
+            ti = tarfile.TarInfo(f"d{i // 250}/f{i}")
+            ti.size = len(data)
+            ti.mtime = 1700000000
+            ti.mode = 0o644
+            t.addfile(ti, io.BytesIO(data))
+
+
+def make_db(path):
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, n INTEGER, pad BLOB)")
+    rnd = random.Random(7)
+    db.executemany("INSERT INTO t(n, pad) VALUES (?, ?)",
+                   ((i, rnd.randbytes(1000)) for i in range(DB_ROWS)))
+    db.commit()
+    db.close()
+
+
+def untar(tarball, dest):
+    os.makedirs(dest)
+    t = time.perf_counter()
+    subprocess.run(["tar", "xf", tarball, "-C", dest], check=True)
+    return time.perf_counter() - t
+
+
+def sqlite_txns(path, seed):
+    rnd = random.Random(seed)
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=DELETE")
+    db.execute("PRAGMA synchronous=FULL")
+    t = time.perf_counter()
+    for i in range(NTXN):
+        db.execute("BEGIN")
+        lo = rnd.randrange(0, DB_ROWS - 200)
+        db.execute("UPDATE t SET n = n + 1 WHERE id BETWEEN ? AND ?", (lo, lo + 199))
+        db.execute("INSERT INTO t(n, pad) VALUES (?, ?)", (i, rnd.randbytes(1000)))
+        db.execute("COMMIT")
+    dt = time.perf_counter() - t
+    db.close()
+    return dt
+
+
+class Side:
+    """A disconnected volume with the pinned directory p (holding db.sqlite)."""
+
+    def __init__(self, name, view, ctl, top, db_template):
+        viewlib.VIEW, viewlib.CTL = view, ctl
+        self.vol = viewlib.Volume(name, cache_size="4G")
+        self.view, self.ctl = view, ctl
+        os.makedirs(self.vol.b("p"))
+        shutil.copy(db_template, self.vol.b("p", "db.sqlite"))
+        self.vol.start()
+        self.vol.ctl("pin recursive", "p")
+        self.vol.ctl("disconnect")
+        self.pid = self.vol.worker_pid()
+
+    def measure(self, fn):
+        viewlib.VIEW, viewlib.CTL = self.view, self.ctl
+        log = os.path.join(self.vol.cache, "offline")
+        b0, l0 = write_bytes(self.pid), dir_bytes(log)
+        dt = fn()
+        subprocess.run(["sync"])
+        return dt, write_bytes(self.pid) - b0, dir_bytes(log) - l0
+
+    def stop(self):
+        self.vol.stop()
+
+
+def spread(v):
+    return f"{statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f})"
+
+
+def main():
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
+        viewlib.skip("needs root and /dev/fuse")
+    rounds = int(os.environ.get("FCACHE_BENCH_ROUNDS", "3"))
+    top = tempfile.mkdtemp(prefix="fcache-bench-offline-",
+                           dir=os.environ.get("FCACHE_BENCH_DIR", "/var/tmp"))
+    tarball = os.path.join(top, "files.tar")
+    template = os.path.join(top, "template.sqlite")
+    make_tarball(tarball)
+    make_db(template)
+    db_size = os.path.getsize(template)
+    data_size = sum(m.size for m in tarfile.open(tarball).getmembers())
+    builds = [("after", viewlib.VIEW, viewlib.CTL)]
+    if os.environ.get("FCACHE_BENCH_VIEW_BEFORE"):
+        builds.insert(0, ("before", os.environ["FCACHE_BENCH_VIEW_BEFORE"],
+                          os.environ.get("FCACHE_BENCH_CTL_BEFORE", viewlib.CTL)))
+    raw = os.path.join(top, "raw")
+    os.makedirs(raw)
+    shutil.copy(template, os.path.join(raw, "db.sqlite"))
+    res = {}
+    sides = {}
+    try:
+        for label, view, ctl in builds:
+            sides[label] = Side(label, view, ctl, top, template)
+        for r in range(rounds):
+            res.setdefault("raw untar", []).append(
+                untar(tarball, os.path.join(raw, f"x{r}")))
+            subprocess.run(["sync"])
+            w0 = write_bytes("self")
+            res.setdefault("raw sqlite", []).append(
+                sqlite_txns(os.path.join(raw, "db.sqlite"), r))
+            subprocess.run(["sync"])
+            res.setdefault("raw sqlite written", []).append((write_bytes("self") - w0) / db_size)
+            for label, s in sides.items():
+                dt, wb, lg = s.measure(lambda: untar(tarball, s.vol.v("p", f"x{r}")))
+                res.setdefault(f"{label} untar", []).append(dt)
+                res.setdefault(f"{label} untar written", []).append(wb / data_size)
+                res.setdefault(f"{label} untar log", []).append(lg / data_size)
+                dt, wb, lg = s.measure(lambda: sqlite_txns(s.vol.v("p", "db.sqlite"), r))
+                res.setdefault(f"{label} sqlite", []).append(dt)
+                res.setdefault(f"{label} sqlite written", []).append(wb / db_size)
+                res.setdefault(f"{label} sqlite log", []).append(lg / db_size)
+    finally:
+        for s in sides.values():
+            s.stop()
+        shutil.rmtree(top, ignore_errors=True)
+    print(f"untar {NFILES} files ({data_size / 1e6:.1f} MB), sqlite {NTXN} transactions"
+          f" on {db_size / 1e6:.1f} MB; {rounds} rounds, median (min-max)")
+    for row in ("untar", "sqlite"):
+        wr = res.get(f"raw {row} written")
+        print(f"raw {row}: {spread(res[f'raw {row}'])} s" +
+              (f", wrote {spread(wr)} x the data" if wr else ""))
+        for label, _, _ in builds:
+            ratios = [v / r for v, r in zip(res[f"{label} {row}"], res[f"raw {row}"])]
+            print(f"{label} {row}: {spread(res[f'{label} {row}'])} s, {spread(ratios)} x raw;"
+                  f" view wrote {spread(res[f'{label} {row} written'])} x the data,"
+                  f" log grew {spread(res[f'{label} {row} log'])} x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
