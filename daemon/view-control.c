@@ -332,14 +332,13 @@ static int execute(struct view *v, const char *cmdline, int tfd, const char *rel
                 pin_out(o, &res);
                 if (r >= 0 && !c.dry_run)
                         r = store_pin_add(v->store, rel, c.priority);
-                /* Kept complete on local disk for offline use. */
+                /* The pin fetched it into the mirror, for offline use too. */
                 if (r >= 0 && !c.dry_run) {
-                        int m = mirror_sync_path(v, rel, c.recursive);
-
-                        out_kv(o, "mirrored=%s", m == 0 ? "yes" : "no");
-                        if (m < 0)
+                        out_kv(o, "mirrored=%s", res.mirror_err == 0 ? "yes" : "no");
+                        if (res.mirror_err < 0)
                                 log_warn("Pinned '%s' is not completely mirrored for offline"
-                                         " use: %s (the hoard walk retries)", rel, strerror(-m));
+                                         " use: %s (the hoard walk retries)", rel,
+                                         strerror(-res.mirror_err));
                 }
                 out_kv(o, "dry_run=%s", c.dry_run ? "yes" : "no");
                 break;

@@ -4,9 +4,13 @@
  * flushes.  A pin is admitted before anything is fetched: the sizes of the
  * files not yet pinned must fit in CacheSize minus Reserve minus what is
  * already pinned, else it fails at once with the size it needs.  Then every
- * file is fetched completely into the store and marked pinned (never
- * culled).  The hoard thread repeats the walk for every recorded pin, so a
- * pinned subtree stays complete as it changes on the server.
+ * file is marked pinned in the store (never culled) and fetched completely
+ * into the mirror, which is its one local copy (the store serves it from
+ * there: view-mirror.c), by a pool of FetchThreads copies in flight.  A
+ * non-recursive pin of a directory pins the files in it without mirroring
+ * them: those are fetched into the store's blocks.  The hoard thread
+ * repeats the pin for every recorded pin, so a pinned subtree stays complete
+ * as it changes on the server.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -130,12 +134,48 @@ struct fill_ctx {
         struct pin_job *job;
 };
 
+/* Marks backing file @st pinned in the store (its content is fetched by the
+ * caller); a job remembers what it newly pinned, to undo a cancel. */
+static int mark_pinned(struct view *v, const struct stat *st, int prio, struct pin_job *job,
+                       struct sobj **out)
+{
+        struct sobj *o;
+        bool same;
+        int r;
+
+        if (job) {
+                struct sobj_info info;
+                uint64_t ino = (uint64_t)st->st_ino;
+
+                if (store_info_ino(v->store, st->st_ino, &info) < 0 || info.pin < 0)
+                        g_array_append_val(job->newly_pinned, ino);
+        }
+        r = store_obj_get(v->store, st, true, 0, &same, &o);
+        if (r == 0) {
+                r = store_obj_set_pin(v->store, o, prio);
+                if (r == 0 && out)
+                        *out = o;
+                else
+                        store_obj_put(v->store, o);
+        }
+        if (r < 0)
+                log_warn("Failed to pin inode %" PRIu64 ": %s", (uint64_t)st->st_ino,
+                         strerror(-r));
+        return r;
+}
+
+static int mark_for_mirror(struct view *v, const struct stat *st, struct mirror_fill *fill)
+{
+        return mark_pinned(v, st, fill->prio, fill->job, NULL);
+}
+
+/* A file pinned without its mirror (a directory pinned non-recursively):
+ * fetched into the store's blocks. */
 static int pin_one(struct view *v, int dfd, const char *name, const struct stat *lst, void *ud)
 {
         struct fill_ctx *c = ud;
         struct sobj *o;
         struct stat st;
-        bool same;
         int fd, r;
 
         fd = open_file(dfd, name);
@@ -146,23 +186,14 @@ static int pin_one(struct view *v, int dfd, const char *name, const struct stat 
                 close(fd);
                 return r;
         }
-        if (c->job) {
-                struct sobj_info info;
-                uint64_t ino = (uint64_t)st.st_ino;
-
-                if (store_info_ino(v->store, st.st_ino, &info) < 0 || info.pin < 0)
-                        g_array_append_val(c->job->newly_pinned, ino);
-        }
-        r = store_obj_get(v->store, &st, true, 0, &same, &o);
+        r = mark_pinned(v, &st, c->prio, c->job, &o);
         if (r == 0) {
-                r = store_obj_set_pin(v->store, o, c->prio);
-                if (r == 0)
-                        r = store_obj_fill(v->store, o, fd, &c->res->fetched);
+                r = store_obj_fill(v->store, o, fd, &c->res->fetched);
                 store_obj_put(v->store, o);
+                if (r < 0)
+                        log_warn("Failed to hoard inode %" PRIu64 ": %s",
+                                 (uint64_t)st.st_ino, strerror(-r));
         }
-        if (r < 0)
-                log_warn("Failed to hoard inode %" PRIu64 ": %s", (uint64_t)st.st_ino,
-                         strerror(-r));
         close(fd);
         return r;
 }
@@ -191,7 +222,10 @@ int pin_subtree(struct view *v, int fd, bool recursive, int prio, bool dry_run,
                 struct pin_result *res, uint64_t *available, struct pin_job *job)
 {
         struct fill_ctx c = { res, prio, job };
+        struct mirror_fill fill = { res, job, prio, mark_for_mirror };
         struct store_stats st;
+        struct stat fst;
+        char *rel;
         int r;
 
         memset(res, 0, sizeof(*res));
@@ -210,9 +244,26 @@ int pin_subtree(struct view *v, int fd, bool recursive, int prio, bool dry_run,
                 memset(res, 0, sizeof(*res));
                 res->needed = 0;
         }
-        r = walk(v, fd, recursive, pin_one, &c, res, job);
-        if (r == -ECANCELED)
+        if (fstat(fd, &fst) < 0)
+                return -errno;
+        rel = view_rel_path(v->root_fd, fd, NULL);
+        if (!rel)
+                return -ENAMETOOLONG;
+        if (recursive || !S_ISDIR(fst.st_mode)) {
+                r = mirror_fill_path(v, rel, recursive, &fill);
+                res->mirror_err = r == -ECANCELED ? 0 : r;
+                if (r != -ECANCELED)
+                        r = 0;  /* what failed is counted; the hoard walk retries */
+        } else {
+                r = walk(v, fd, recursive, pin_one, &c, res, job);
+                res->mirror_err = r < 0 ? 0 : mirror_sync_path(v, rel, false);
+        }
+        if (r == -ECANCELED) {
                 pin_job_undo(v, job);
+                /* What it mirrored goes, unless another pin holds it. */
+                mirror_unpin_path(v, rel);
+        }
+        g_free(rel);
         return r;
 }
 
@@ -271,7 +322,6 @@ static int hoard_one(void *ud, const char *path, int prio)
         }
         pin_subtree(v, fd, true, prio, false, &res, NULL, NULL);
         close(fd);
-        mirror_sync_path(v, path, true);
         if (res.fetched)
                 log_info("Hoard walk of '%s' fetched %" PRIu64 " bytes", path, res.fetched);
         return 0;

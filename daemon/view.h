@@ -207,6 +207,7 @@ void out_lines(struct ctl_out *o, const char *text);
 /* view-pin.c: hoarding walks */
 struct pin_result {
         uint64_t files, dirs, total_bytes, needed, fetched, failed;
+        int mirror_err;         /* why the pinned tree is not completely mirrored, or 0 */
 };
 /*
  * A pin run as a job of the control socket ("job pin ..."): progress as it
@@ -305,6 +306,18 @@ int mirror_take_identity(int dfd, const char *name, const struct mirror_base *b)
 /* Mirrors volume path rel (and its subtree when recursive) from the backing;
  * -EHOSTDOWN while offline. */
 int mirror_sync_path(struct view *v, const char *rel, bool recursive);
+/*
+ * A pin's fetch into the mirror: mark() is called for every regular file
+ * met (to pin it in the store), res counts files, directories and bytes
+ * fetched, job (may be NULL) follows and can cancel it (-ECANCELED).
+ */
+struct mirror_fill {
+        struct pin_result *res;
+        struct pin_job *job;
+        int prio;
+        int (*mark)(struct view *v, const struct stat *st, struct mirror_fill *fill);
+};
+int mirror_fill_path(struct view *v, const char *rel, bool recursive, struct mirror_fill *fill);
 /* Every pin again; the caller holds mode_lock and the view is online. */
 int mirror_sync_all(struct view *v);
 int mirror_unpin_path(struct view *v, const char *rel);

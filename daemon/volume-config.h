@@ -24,6 +24,7 @@ struct volume_config {
         uint64_t backing_timeout_ms; /* BackingTimeout=: bound on one backing operation */
         uint64_t hoard_interval_ms;  /* HoardInterval=: period of the pin (hoard) walk */
         unsigned threads;       /* Threads=: FUSE worker threads */
+        unsigned fetch_threads; /* FetchThreads=: copies in flight for pins and hoarding */
 };
 
 /* Fills defaults; every pointer NULL. */
