@@ -47,6 +47,7 @@ struct store {
         uint64_t culled, corrupt; /* protected by lock */
         store_container_fn container_fn;
         void *container_ud;
+        bool in_batch;          /* protected by lock: a transaction is open */
 };
 
 struct sobj {
@@ -272,6 +273,8 @@ void store_close(struct store *s)
 {
         if (!s)
                 return;
+        if (s->in_batch)
+                db_exec(s, "COMMIT");
         if (s->db)
                 sqlite3_close(s->db);
         if (s->objdir_fd >= 0)
@@ -1199,6 +1202,22 @@ static int bind_text_ino(struct store *s, const char *sql, const char *text, uin
                 return -EIO;
         }
         return 0;
+}
+
+void store_batch_begin(struct store *s)
+{
+        pthread_mutex_lock(&s->lock);
+        if (!s->in_batch && db_exec(s, "BEGIN") == 0)
+                s->in_batch = true;
+        pthread_mutex_unlock(&s->lock);
+}
+
+void store_batch_commit(struct store *s)
+{
+        pthread_mutex_lock(&s->lock);
+        if (s->in_batch && db_exec(s, "COMMIT") == 0)
+                s->in_batch = false;
+        pthread_mutex_unlock(&s->lock);
 }
 
 void store_set_container_fn(struct store *s, store_container_fn fn, void *ud)

@@ -121,6 +121,15 @@ int store_drop_ino(struct store *s, uint64_t ino, bool even_pinned);
 int store_drop_all(struct store *s, bool even_pinned);
 int store_info_ino(struct store *s, uint64_t ino, struct sobj_info *info);
 
+/*
+ * The rows a pin changes (marks, containers) go in one transaction per batch
+ * of files rather than one per row: begin opens one if none is open, commit
+ * ends it.  Other changes made meanwhile are in it too; a crash before the
+ * commit loses them all, which the crash rules allow (a block whose row is
+ * lost is absent, an object not marked is pinned again by the hoard walk).
+ */
+void store_batch_begin(struct store *s);
+void store_batch_commit(struct store *s);
 void store_set_container_fn(struct store *s, store_container_fn fn, void *ud);
 /* The container at @path now holds the content of backing file @st (st's
  * identity): the store's blocks of it go. */

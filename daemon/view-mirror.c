@@ -542,6 +542,7 @@ static int batch_install(struct view *v, struct batch *b, struct mirror_fill *fi
                                  strerror(-e));
                 fill_file_done(fill, e == 0 ? it->copied : 0, e == 0);
         }
+        store_batch_commit(v->store);
         g_array_set_size(b->items, 0);
         return r;
 }
@@ -696,6 +697,7 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
         if (S_ISREG(bst.st_mode)) {
                 uint64_t copied = 0;
 
+                store_batch_begin(v->store);
                 if (fill) {
                         fill->res->total_bytes += (uint64_t)bst.st_size;
                         if (fill->mark(v, &bst, fill) < 0)
@@ -916,6 +918,7 @@ static int sync_path(struct view *v, const char *rel, bool recursive, struct mir
                 mdfd = nm;
         }
 out:
+        store_batch_commit(v->store);
         if (bdfd >= 0)
                 close(bdfd);
         if (mdfd >= 0)
