@@ -25,6 +25,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -42,6 +43,7 @@
 #define MAX_DEPTH 2048
 #define COPY_CHUNK (1024 * 1024)
 #define BATCH_MAX 1024          /* files copied before one syncfs, at most */
+#define BATCH_FDS 512           /* descriptors a batch holds, at most */
 
 /* The path to reach dfd/name (or dfd itself: the magic link is then to be
  * followed, as the l*xattr calls would act on the link). */
@@ -463,27 +465,87 @@ static void fill_file_done(struct mirror_fill *fill, uint64_t copied, bool ok)
 }
 
 /*
- * The files to copy into one directory: fetched in parallel by a pool of
- * workers (a network backing gains from many requests in flight), made
- * durable together by one syncfs(), then each put in place.  A copy is
- * never in place (with its identity) before its bytes are on disk.
+ * The files to copy, across the directories of one walk: fetched in
+ * parallel by a pool of workers (a network backing gains from many requests
+ * in flight), made durable together by one syncfs(), then each put in
+ * place.  A copy is never in place (with its identity) before its bytes are
+ * on disk, and a directory is marked complete (and given its times) only
+ * after its files are in place: a directory finished while files are queued
+ * waits in the batch too.  A batch is flushed every BATCH_MAX files or
+ * BATCH_FDS descriptors held, and at the end of the walk.
  */
 struct batch {
         GArray *items;          /* struct batch_item */
-        int bdfd, mdfd;
+        GArray *finishes;       /* struct dir_finish, children before parents */
+        unsigned fds;           /* descriptors the queued entries hold */
         guint next;             /* the next item a worker takes */
+};
+/* A directory pair queued files copy between, shared by them. */
+struct dirref {
+        int bdfd, mdfd;
+        unsigned refs;
+        struct batch *batch;
 };
 struct batch_item {
         char tmp[64];
         char *name;
         struct stat st;
+        struct dirref *dir;
         uint64_t copied;
         int err;
 };
+struct dir_finish {
+        int mdfd;               /* the directory's parent in the mirror (a dup) */
+        char *name;
+        struct stat st;
+        uint32_t flags;
+};
 
-static void batch_item_clear(void *p)
+static struct dirref *dirref_new(struct batch *b, int bdfd, int mdfd)
 {
-        g_free(((struct batch_item *)p)->name);
+        struct dirref *d = g_new0(struct dirref, 1);
+
+        d->bdfd = fcntl(bdfd, F_DUPFD_CLOEXEC, 0);
+        d->mdfd = fcntl(mdfd, F_DUPFD_CLOEXEC, 0);
+        if (d->bdfd < 0 || d->mdfd < 0) {
+                if (d->bdfd >= 0)
+                        close(d->bdfd);
+                if (d->mdfd >= 0)
+                        close(d->mdfd);
+                g_free(d);
+                return NULL;
+        }
+        d->refs = 1;
+        d->batch = b;
+        b->fds += 2;
+        return d;
+}
+
+static void dirref_put(struct dirref *d)
+{
+        if (!d || --d->refs)
+                return;
+        close(d->bdfd);
+        close(d->mdfd);
+        d->batch->fds -= 2;
+        g_free(d);
+}
+
+static void batch_init(struct batch *b)
+{
+        memset(b, 0, sizeof(*b));
+        b->items = g_array_new(FALSE, TRUE, sizeof(struct batch_item));
+        b->finishes = g_array_new(FALSE, TRUE, sizeof(struct dir_finish));
+}
+
+static bool batch_pending(const struct batch *b)
+{
+        return b && (b->items->len || b->finishes->len);
+}
+
+static bool batch_full(const struct batch *b)
+{
+        return b->items->len >= BATCH_MAX || b->fds >= BATCH_FDS;
 }
 
 static void *batch_worker(void *arg)
@@ -494,7 +556,7 @@ static void *batch_worker(void *arg)
         while ((i = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED)) < b->items->len) {
                 struct batch_item *it = &g_array_index(b->items, struct batch_item, i);
 
-                it->err = copy_to_tmp(b->bdfd, b->mdfd, it->name, &it->st, it->tmp,
+                it->err = copy_to_tmp(it->dir->bdfd, it->dir->mdfd, it->name, &it->st, it->tmp,
                                       sizeof(it->tmp), false, &it->copied);
         }
         return NULL;
@@ -518,18 +580,48 @@ static void batch_fetch(struct view *v, struct batch *b)
         g_free(tids);
 }
 
-static int batch_install(struct view *v, struct batch *b, struct mirror_fill *fill)
+static void finish_dir(int mdfd, const char *name, const struct stat *bst, uint32_t flags)
 {
-        int mdfd = b->mdfd, r = 0;
+        struct mirror_base want;
 
-        if (!b->items->len)
-                return 0;
-        batch_fetch(v, b);
-        if (syncfs(mdfd) < 0)
-                r = -errno;
+        set_owner_mode_times(mdfd, name, bst);
+        base_from_stat(&want, bst, flags);
+        if (set_base(mdfd, name, &want) < 0)
+                log_warn("Failed to mark mirrored directory '%s': %m", name);
+}
+
+/* Drops what is queued: nothing was copied yet (a cancelled walk). */
+static void batch_discard(struct batch *b)
+{
         for (guint i = 0; i < b->items->len; i++) {
                 struct batch_item *it = &g_array_index(b->items, struct batch_item, i);
-                int e = it->err;
+
+                g_free(it->name);
+                dirref_put(it->dir);
+        }
+        for (guint i = 0; i < b->finishes->len; i++) {
+                struct dir_finish *f = &g_array_index(b->finishes, struct dir_finish, i);
+
+                g_free(f->name);
+                close(f->mdfd);
+                b->fds--;
+        }
+        g_array_set_size(b->items, 0);
+        g_array_set_size(b->finishes, 0);
+}
+
+static int batch_install(struct view *v, struct batch *b, struct mirror_fill *fill)
+{
+        int r = 0;
+
+        if (b->items->len) {
+                batch_fetch(v, b);
+                if (syncfs(g_array_index(b->items, struct batch_item, 0).dir->mdfd) < 0)
+                        r = -errno;
+        }
+        for (guint i = 0; i < b->items->len; i++) {
+                struct batch_item *it = &g_array_index(b->items, struct batch_item, i);
+                int mdfd = it->dir->mdfd, e = it->err;
 
                 if (e == 0 && r < 0) {
                         unlinkat(mdfd, it->tmp, 0);
@@ -541,24 +633,60 @@ static int batch_install(struct view *v, struct batch *b, struct mirror_fill *fi
                         log_warn("Failed to mirror '%s' for offline use: %s", it->name,
                                  strerror(-e));
                 fill_file_done(fill, e == 0 ? it->copied : 0, e == 0);
+                g_free(it->name);
+                dirref_put(it->dir);
+        }
+        for (guint i = 0; i < b->finishes->len; i++) {
+                struct dir_finish *f = &g_array_index(b->finishes, struct dir_finish, i);
+
+                if (r == 0)
+                        finish_dir(f->mdfd, f->name, &f->st, f->flags);
+                g_free(f->name);
+                close(f->mdfd);
+                b->fds--;
         }
         store_batch_commit(v->store);
         g_array_set_size(b->items, 0);
+        g_array_set_size(b->finishes, 0);
         return r;
 }
 
+static void batch_free(struct batch *b)
+{
+        batch_discard(b);
+        g_array_free(b->items, TRUE);
+        g_array_free(b->finishes, TRUE);
+}
+
+/* Directory mdfd/name is finished now, or when the queued files are in place. */
+static void dir_done(struct batch *b, int mdfd, const char *name, const struct stat *bst,
+                     uint32_t flags)
+{
+        struct dir_finish f = { .name = g_strdup(name), .st = *bst, .flags = flags };
+
+        if (batch_pending(b) && (f.mdfd = fcntl(mdfd, F_DUPFD_CLOEXEC, 0)) >= 0) {
+                g_array_append_val(b->finishes, f);
+                b->fds++;
+                return;
+        }
+        g_free(f.name);
+        finish_dir(mdfd, name, bst, flags);
+}
+
 /* Copies the backing file bdfd/name into the mirror; with @batch, it is
- * queued, copied and put in place by batch_install().  Returns 1 when
- * queued. */
+ * queued (in the pair *dir, made at the first), copied and put in place by
+ * batch_install().  Returns 1 when queued. */
 static int copy_file(struct view *v, int bdfd, int mdfd, const char *name,
-                     const struct stat *bst, struct batch *batch, uint64_t *copied)
+                     const struct stat *bst, struct batch *batch, struct dirref **dir,
+                     uint64_t *copied)
 {
         char tmp[64];
         int r;
 
-        if (batch) {
-                struct batch_item it = { .name = g_strdup(name), .st = *bst };
+        if (batch && dir && (*dir || (*dir = dirref_new(batch, bdfd, mdfd)))) {
+                struct batch_item it = { .name = g_strdup(name), .st = *bst, .dir = *dir };
 
+                (*dir)->refs++;
                 g_array_append_val(batch->items, it);
                 return 1;
         }
@@ -587,7 +715,7 @@ static int copy_special(struct view *v, int bdfd, int mdfd, const char *name,
 }
 
 static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth,
-                             struct mirror_fill *fill);
+                             struct batch *batch, struct mirror_fill *fill);
 
 /*
  * New content of a file with several names whose mirror object they share:
@@ -632,7 +760,8 @@ static int rewrite_shared(struct view *v, int bdfd, int mdfd, const char *name,
 
 static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
                      const struct stat *bst, bool exists, bool based,
-                     const struct mirror_base *have, struct batch *batch, uint64_t *copied);
+                     const struct mirror_base *have, struct batch *batch, struct dirref **dir,
+                     uint64_t *copied);
 static int sync_other(struct view *v, int bdfd, int mdfd, const char *name,
                       const struct stat *bst, bool based, const struct mirror_base *have);
 
@@ -642,7 +771,8 @@ static int sync_other(struct view *v, int bdfd, int mdfd, const char *name,
  * @fill: a pin's pass, which marks every regular file it meets and counts.
  */
 static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool recursive,
-                      int depth, struct batch *batch, struct mirror_fill *fill)
+                      int depth, struct batch *batch, struct dirref **dir,
+                      struct mirror_fill *fill)
 {
         struct mirror_base have, want;
         struct stat bst, mst;
@@ -682,17 +812,16 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
                                 close(cb);
                                 return r;
                         }
-                        r = sync_dir_children(v, cb, cm, depth + 1, fill);
+                        r = sync_dir_children(v, cb, cm, depth + 1, batch, fill);
                         close(cb);
                         close(cm);
                         if (r < 0)
                                 return r;
                 }
-                set_owner_mode_times(mdfd, name, &bst);
-                base_from_stat(&want, &bst, flags);
                 if (fill)
                         fill->res->dirs++;
-                return set_base(mdfd, name, &want);
+                dir_done(batch, mdfd, name, &bst, flags);
+                return 0;
         }
         if (S_ISREG(bst.st_mode)) {
                 uint64_t copied = 0;
@@ -703,7 +832,8 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
                         if (fill->mark(v, &bst, fill) < 0)
                                 fill->res->failed++;
                 }
-                r = sync_file(v, bdfd, mdfd, name, &bst, exists, based, &have, batch, &copied);
+                r = sync_file(v, bdfd, mdfd, name, &bst, exists, based, &have, batch, dir,
+                              &copied);
                 if (r != 1)
                         fill_file_done(fill, copied, r == 0);
                 return r < 0 ? r : 0;
@@ -714,7 +844,8 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
 /* A regular file: 1 when queued in @batch. */
 static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
                      const struct stat *bst, bool exists, bool based,
-                     const struct mirror_base *have, struct batch *batch, uint64_t *copied)
+                     const struct mirror_base *have, struct batch *batch, struct dirref **dir,
+                     uint64_t *copied)
 {
         struct mirror_base want;
         struct stat mst;
@@ -749,7 +880,7 @@ static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
         if (exists && bst->st_nlink > 1 && based && fstatat(mdfd, name, &mst, AT_SYMLINK_NOFOLLOW) == 0 &&
             mst.st_nlink > 1 && have->ver.ino == want.ver.ino)
                 return rewrite_shared(v, bdfd, mdfd, name, bst, copied);
-        return copy_file(v, bdfd, mdfd, name, bst, batch, copied);
+        return copy_file(v, bdfd, mdfd, name, bst, batch, dir, copied);
 }
 
 /* Symlinks and special files. */
@@ -780,21 +911,19 @@ static bool is_tmp(const char *name)
 }
 
 static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth,
-                             struct mirror_fill *fill)
+                             struct batch *batch, struct mirror_fill *fill)
 {
-        struct batch batch = { g_array_new(FALSE, TRUE, sizeof(struct batch_item)), bdfd, mdfd, 0 };
+        struct dirref *dir = NULL;
         struct dirent *de;
         struct stat st;
         int r = 0, dup_fd;
         DIR *d;
 
-        g_array_set_clear_func(batch.items, batch_item_clear);
         dup_fd = openat(bdfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dup_fd < 0 || !(d = fdopendir(dup_fd))) {
                 r = -errno;
                 if (dup_fd >= 0)
                         close(dup_fd);
-                g_array_free(batch.items, TRUE);
                 return r;
         }
         while ((de = readdir(d))) {
@@ -806,7 +935,7 @@ static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth,
                         r = -ECANCELED;
                         break;
                 }
-                e = sync_entry(v, bdfd, mdfd, de->d_name, true, depth, &batch, fill);
+                e = sync_entry(v, bdfd, mdfd, de->d_name, true, depth, batch, &dir, fill);
                 if (e == -ECANCELED) {
                         r = e;
                         break;
@@ -816,19 +945,11 @@ static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth,
                                  strerror(-e));
                         r = e;
                 }
-                if (batch.items->len >= BATCH_MAX && (e = batch_install(v, &batch, fill)) < 0)
+                if (batch_full(batch) && (e = batch_install(v, batch, fill)) < 0)
                         r = e;
         }
         closedir(d);
-        if (r == -ECANCELED) {
-                g_array_set_size(batch.items, 0);
-        } else {
-                int e = batch_install(v, &batch, fill);
-
-                if (e < 0)
-                        r = e;
-        }
-        g_array_free(batch.items, TRUE);
+        dirref_put(dir);
         /* Entries the backing no longer has (and leftover temporaries). */
         dup_fd = openat(mdfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dup_fd < 0)
@@ -867,11 +988,27 @@ static gchar **components(const char *rel)
 }
 
 /* The caller holds mode_lock (shared or exclusive) and the view is online. */
+/* What the walk queued goes in place (or, cancelled, is dropped). */
+static int batch_end(struct view *v, struct batch *b, struct mirror_fill *fill, int r)
+{
+        int e;
+
+        if (r == -ECANCELED) {
+                batch_discard(b);
+                return r;
+        }
+        e = batch_install(v, b, fill);
+        return r < 0 ? r : e;
+}
+
 static int sync_path(struct view *v, const char *rel, bool recursive, struct mirror_fill *fill)
 {
         gchar **parts = components(rel);
+        struct dirref *dir = NULL;
+        struct batch batch;
         int bdfd, mdfd, r = 0;
 
+        batch_init(&batch);
         if (v->mirror_fd < 0) {
                 g_strfreev(parts);
                 return -ENOTDIR;
@@ -886,8 +1023,9 @@ static int sync_path(struct view *v, const char *rel, bool recursive, struct mir
                 struct mirror_base b;
                 struct stat st;
 
-                r = sync_dir_children(v, bdfd, mdfd, 0, fill);
-                if (fstat(bdfd, &st) == 0) {
+                r = sync_dir_children(v, bdfd, mdfd, 0, &batch, fill);
+                r = batch_end(v, &batch, fill, r);
+                if (r != -ECANCELED && fstat(bdfd, &st) == 0) {
                         base_from_stat(&b, &st, MIRROR_COMPLETE);
                         set_owner_mode_times(mdfd, ".", &st);
                         set_base(mdfd, "", &b);
@@ -896,11 +1034,22 @@ static int sync_path(struct view *v, const char *rel, bool recursive, struct mir
         }
         for (unsigned i = 0; parts[i] && r == 0; i++) {
                 bool last = !parts[i + 1];
+                struct stat st;
                 int nb, nm;
 
-                r = sync_entry(v, bdfd, mdfd, parts[i], last && recursive, 0, NULL,
-                               last ? fill : NULL);
-                if (r < 0 || last)
+                if (last) {
+                        /* A single file is copied and made durable by itself. */
+                        bool one_file = fstatat(bdfd, parts[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                                        S_ISREG(st.st_mode);
+
+                        r = sync_entry(v, bdfd, mdfd, parts[i], recursive, 0,
+                                       one_file ? NULL : &batch, &dir, fill);
+                        dirref_put(dir);
+                        r = batch_end(v, &batch, fill, r);
+                        break;
+                }
+                r = sync_entry(v, bdfd, mdfd, parts[i], false, 0, NULL, NULL, NULL);
+                if (r < 0)
                         break;
                 nb = openat(bdfd, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 nm = openat(mdfd, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -918,6 +1067,7 @@ static int sync_path(struct view *v, const char *rel, bool recursive, struct mir
                 mdfd = nm;
         }
 out:
+        batch_free(&batch);
         store_batch_commit(v->store);
         if (bdfd >= 0)
                 close(bdfd);
