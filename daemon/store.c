@@ -1273,6 +1273,67 @@ int store_set_container(struct store *s, const struct stat *st, const char *path
         return r < 0 ? r : 0;
 }
 
+/*
+ * The container's file becomes the object's content file (a hard link, no
+ * copy) and its blocks are checksummed and committed; o->lock held.  The
+ * container is forgotten either way.
+ */
+static int adopt_container(struct store *s, struct sobj *o)
+{
+        uint32_t nblk = (uint32_t)((o->size + STORE_BLOCK - 1) / STORE_BLOCK);
+        char proc[64], name[64], dir[8];
+        char *blk = NULL;
+        int cfd = container_fd(s, o), r = 0;
+
+        if (cfd < 0)
+                return cfd;
+        cfd = dup(cfd);
+        r = drop_content(s, o);         /* forgets the container, no blocks yet */
+        if (r < 0 || cfd < 0)
+                goto out;
+        snprintf(dir, sizeof(dir), "%02x", (unsigned)(o->ino & 0xff));
+        if (mkdirat(s->objdir_fd, dir, 0700) < 0 && errno != EEXIST) {
+                r = -errno;
+                goto out;
+        }
+        content_name(o->ino, name, sizeof(name));
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", cfd);
+        unlinkat(s->objdir_fd, name, 0);
+        if (linkat(AT_FDCWD, proc, s->objdir_fd, name, AT_SYMLINK_FOLLOW) < 0) {
+                r = -errno;
+                goto out;
+        }
+        blk = malloc(STORE_BLOCK);
+        if (!blk || grow(o, nblk) < 0) {
+                r = -ENOMEM;
+                goto out;
+        }
+        for (uint32_t i = 0; i < nblk && r == 0; i++) {
+                ssize_t n = pread(cfd, blk, STORE_BLOCK, (off_t)i * STORE_BLOCK);
+
+                if (n != (ssize_t)expect_len(o, i))
+                        break;          /* shorter: the rest is fetched when read */
+                r = commit_block(s, o, i, (uint32_t)n, store_crc32c(0, blk, (size_t)n));
+        }
+out:
+        free(blk);
+        if (cfd >= 0)
+                close(cfd);
+        return r;
+}
+
+int store_obj_unpin(struct store *s, struct sobj *o)
+{
+        int r = store_obj_set_pin(s, o, -1);
+
+        pthread_mutex_lock(&o->lock);
+        if (r == 0 && o->container && adopt_container(s, o) < 0)
+                log_debug("The container of inode %" PRIu64 " was not kept in the store",
+                          o->ino);
+        pthread_mutex_unlock(&o->lock);
+        return r;
+}
+
 void store_check_containers(struct store *s)
 {
         GArray *a = select_inos(s, "SELECT ino FROM objects WHERE container IS NOT NULL");

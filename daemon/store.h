@@ -134,6 +134,10 @@ void store_set_container_fn(struct store *s, store_container_fn fn, void *ud);
 /* The container at @path now holds the content of backing file @st (st's
  * identity): the store's blocks of it go. */
 int store_set_container(struct store *s, const struct stat *st, const char *path);
+/* Unpins the object; content in a container becomes the store's own (the
+ * file is linked into objects/, its blocks checksummed), so it stays
+ * cached, and cullable, when the mirror lets the container go. */
+int store_obj_unpin(struct store *s, struct sobj *o);
 /* Forgets the containers the container function no longer finds. */
 void store_check_containers(struct store *s);
 

@@ -869,6 +869,7 @@ static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
                 return r;
         }
         if (based && same_identity(have, &want)) {
+                r = 0;
                 if (have->ver.uid != want.ver.uid || have->ver.gid != want.ver.gid) {
                         set_owner_mode_times(mdfd, name, bst);
                         r = set_base(mdfd, name, &want);

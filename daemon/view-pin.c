@@ -206,7 +206,7 @@ static int unpin_ino(struct view *v, uint64_t ino)
 
         if (store_obj_find(v->store, ino, &o) < 0)
                 return 0;
-        r = store_obj_set_pin(v->store, o, -1);
+        r = store_obj_unpin(v->store, o);
         store_obj_put(v->store, o);
         return r;
 }
