@@ -268,7 +268,7 @@ static int execute(struct view *v, const char *cmdline, int tfd, const char *rel
         }
         switch (c.verb) {
         case VERB_QUERY_CACHED: case VERB_FLUSH: case VERB_PIN: case VERB_UNPIN:
-        case VERB_SET_CACHEABLE: case VERB_FLUSH_VOLUME:
+        case VERB_SET_CACHEABLE: case VERB_FLUSH_VOLUME: case VERB_PREFETCH:
                 /* These compare with or fetch from the server. */
                 if (view_offline(v)) {
                         g_string_printf(err, "the volume is %s: '%s' needs the server"
@@ -341,6 +341,10 @@ static int execute(struct view *v, const char *cmdline, int tfd, const char *rel
                                          strerror(-res.mirror_err));
                 }
                 out_kv(o, "dry_run=%s", c.dry_run ? "yes" : "no");
+                break;
+        case VERB_PREFETCH:
+                r = prefetch_subtree(v, fd, c.recursive, &res, job);
+                pin_out(o, &res);
                 break;
         case VERB_UNPIN:
                 r = unpin_subtree(v, fd, c.recursive, &res);

@@ -14,8 +14,10 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <linux/openat2.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -356,4 +358,121 @@ int view_open_path(struct view *v, const char *path, int flags)
                 path = ".";
         fd = (int)syscall(SYS_openat2, v->root_fd, path, &how, sizeof(how));
         return fd < 0 ? -errno : fd;
+}
+
+/*
+ * prefetch: the files of a subtree fetched completely into the store
+ * (unpinned: cullable as any cached file), FetchThreads at a time, as a
+ * pin's copies are.  The walk queues the files; each batch of PREFETCH_BATCH
+ * is fetched by the pool before the walk goes on.
+ */
+#define PREFETCH_BATCH 64
+
+struct prefetch_item {
+        int dfd;                /* a dup of the directory's descriptor, or the file's own */
+        char *name;             /* NULL: dfd is the file */
+};
+
+struct prefetch {
+        struct view *v;
+        struct pin_result *res;
+        GArray *items;          /* struct prefetch_item */
+        guint next;             /* the next item a worker takes */
+};
+
+static void *prefetch_worker(void *arg)
+{
+        struct prefetch *p = arg;
+        guint i;
+
+        while ((i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED)) < p->items->len) {
+                struct prefetch_item *it = &g_array_index(p->items, struct prefetch_item, i);
+                uint64_t got = 0;
+                struct sobj *o;
+                struct stat st;
+                bool same;
+                int fd = open_file(it->dfd, it->name), r;
+
+                r = fd < 0 ? fd : fstat(fd, &st) < 0 ? -errno : 0;
+                if (r == 0)
+                        r = store_obj_get(p->v->store, &st, true, 0, &same, &o);
+                if (r == 0) {
+                        r = store_obj_fill(p->v->store, o, fd, &got);
+                        store_obj_put(p->v->store, o);
+                }
+                if (fd >= 0)
+                        close(fd);
+                __atomic_add_fetch(&p->res->fetched, got, __ATOMIC_RELAXED);
+                if (r < 0) {
+                        __atomic_add_fetch(&p->res->failed, 1, __ATOMIC_RELAXED);
+                        log_warn("Failed to prefetch '%s': %s", it->name ? it->name : ".",
+                                 strerror(-r));
+                }
+        }
+        return NULL;
+}
+
+static void prefetch_flush(struct prefetch *p)
+{
+        unsigned n = p->v->cfg->fetch_threads ? p->v->cfg->fetch_threads : 1, started = 0;
+        pthread_t *tids;
+
+        if (!p->items->len)
+                return;
+        if (n > p->items->len)
+                n = p->items->len;
+        tids = g_new(pthread_t, n);
+        p->next = 0;
+        for (unsigned i = 1; i < n; i++)
+                if (pthread_create(&tids[started], NULL, prefetch_worker, p) == 0)
+                        started++;
+        prefetch_worker(p);
+        for (unsigned i = 0; i < started; i++)
+                pthread_join(tids[i], NULL);
+        g_free(tids);
+        for (guint i = 0; i < p->items->len; i++) {
+                struct prefetch_item *it = &g_array_index(p->items, struct prefetch_item, i);
+
+                close(it->dfd);
+                g_free(it->name);
+        }
+        g_array_set_size(p->items, 0);
+}
+
+static int prefetch_queue(struct view *v, int dfd, const char *name, const struct stat *st,
+                          void *ud)
+{
+        struct prefetch *p = ud;
+        struct prefetch_item it = { fcntl(dfd, F_DUPFD_CLOEXEC, 0), g_strdup(name) };
+
+        if (it.dfd < 0) {
+                g_free(it.name);
+                return -errno;
+        }
+        g_array_append_val(p->items, it);
+        if (p->items->len >= PREFETCH_BATCH)
+                prefetch_flush(p);
+        return 0;
+}
+
+int prefetch_subtree(struct view *v, int fd, bool recursive, struct pin_result *res,
+                     struct pin_job *job)
+{
+        struct prefetch p = { v, res, g_array_new(FALSE, TRUE, sizeof(struct prefetch_item)), 0 };
+        int r;
+
+        memset(res, 0, sizeof(*res));
+        r = walk(v, fd, recursive, prefetch_queue, &p, res, job);
+        if (r == -ECANCELED) {
+                for (guint i = 0; i < p.items->len; i++) {
+                        close(g_array_index(p.items, struct prefetch_item, i).dfd);
+                        g_free(g_array_index(p.items, struct prefetch_item, i).name);
+                }
+                g_array_set_size(p.items, 0);
+        }
+        prefetch_flush(&p);
+        g_array_free(p.items, TRUE);
+        if (job && job->progress && r != -ECANCELED)
+                job->progress(job, res);
+        return r;
 }

@@ -224,6 +224,10 @@ int pin_subtree(struct view *v, int fd, bool recursive, int prio, bool dry_run,
                 struct pin_result *res, uint64_t *available, struct pin_job *job);
 int unpin_subtree(struct view *v, int fd, bool recursive, struct pin_result *res);
 int flush_subtree(struct view *v, int fd, bool recursive, struct pin_result *res);
+/* Fetches the files completely into the store (not pinned), FetchThreads at a
+ * time; @job may be NULL. */
+int prefetch_subtree(struct view *v, int fd, bool recursive, struct pin_result *res,
+                     struct pin_job *job);
 int pin_walk_all(struct view *v);
 /* Opens path (relative to the volume root, or absolute under the mountpoint). */
 int view_open_path(struct view *v, const char *path, int flags);

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The store of a volume: validity within the lease, partial fill, write-through,
-flush, set cacheable off, one local copy of a pinned file (its mirror file,
+flush, set cacheable off, prefetch, one local copy of a pinned file (its mirror file,
 the container, serves online reads), corruption detection, and deep paths
 near PATH_MAX.
 
@@ -187,6 +187,22 @@ def main():
     q = vol.ctl("query cached", "one/f")
     eq((q["cached"], int(q["cached_bytes"])), ("complete", 1000), "complete again, one copy")
     check(not os.path.exists(blob), "still no second copy in the store")
+
+    # --- prefetch: a subtree fetched into the store, not pinned
+    os.makedirs(vol.b("pre", "d"))
+    pre = {f"pre/f{i:02d}": rand_bytes(200000 + i, 20 + i) for i in range(70)}
+    pre["pre/d/g"] = rand_bytes(300000, 99)
+    for name, content in pre.items():
+        write_file(vol.b(name), content)
+    r = vol.ctl("prefetch recursive", "pre")
+    eq((int(r["files"]), int(r["fetched"]), r["failed"]), (71, sum(map(len, pre.values())), "0"),
+       "prefetch recursive fetches every file of the subtree (more than one batch)")
+    states = {(vol.ctl("query cached", n)["cached"], vol.ctl("query cached", n)["pinned"])
+              for n in pre}
+    eq(states, {("complete", "no")}, "... into the store: complete, not pinned")
+    eq(read_direct(vol.v("pre", "d", "g")), pre["pre/d/g"], "prefetched content reads back")
+    r = vol.ctl("prefetch", "pre/f00")
+    eq((r["files"], r["fetched"]), ("1", "0"), "prefetch of a cached file fetches nothing")
 
     # --- bad commands are refused with the word that was wrong
     r = vol.ctl("frobnicate", ok=False)
