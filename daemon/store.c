@@ -532,6 +532,8 @@ static int drop_content(struct store *s, struct sobj *o)
         char name[64];
         int r;
 
+        if (!o->bytes && !o->container && o->cfd < 0 && !o->nblk)
+                return 0;       /* no row, no content file of ours */
         pthread_mutex_lock(&s->lock);
         r = db_run(s, NULL, "DELETE FROM blocks WHERE ino=?", 1, (int64_t)o->ino);
         if (r >= 0 && o->container)
@@ -1185,15 +1187,21 @@ void store_cull(struct store *s)
         }
 }
 
-/* store.lock held. */
-static int bind_text_ino(struct store *s, const char *sql, const char *text, uint64_t ino)
+/* The row of o says its content is in the container at @path; store.lock held. */
+static int set_container_row(struct store *s, struct sobj *o, const char *path, uint64_t now)
 {
+        static const char sql[] = "UPDATE objects SET container=?, size=?, mtime=?, ctime=?,"
+                                  " validated=? WHERE ino=?";
         sqlite3_stmt *st;
         int r = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
 
         if (r == SQLITE_OK) {
-                sqlite3_bind_text(st, 1, text, -1, SQLITE_TRANSIENT);
-                sqlite3_bind_int64(st, 2, (int64_t)ino);
+                sqlite3_bind_text(st, 1, path, -1, SQLITE_TRANSIENT);
+                sqlite3_bind_int64(st, 2, o->size);
+                sqlite3_bind_int64(st, 3, o->mtime_ns);
+                sqlite3_bind_int64(st, 4, o->ctime_ns);
+                sqlite3_bind_int64(st, 5, (int64_t)now);
+                sqlite3_bind_int64(st, 6, (int64_t)o->ino);
                 r = sqlite3_step(st);
                 sqlite3_finalize(st);
         }
@@ -1253,12 +1261,7 @@ int store_set_container(struct store *s, const struct stat *st, const char *path
                 o->ctime_ns = ts_ns(&st->st_ctim);
                 o->validated_ns = o->persisted_ns = now;
                 pthread_mutex_lock(&s->lock);
-                r = db_run(s, NULL, "UPDATE objects SET size=?, mtime=?, ctime=?,"
-                           " validated=? WHERE ino=?", 5, (int64_t)o->size, o->mtime_ns,
-                           o->ctime_ns, (int64_t)now, (int64_t)o->ino);
-                if (r >= 0)
-                        r = bind_text_ino(s, "UPDATE objects SET container=? WHERE ino=?", path,
-                                          o->ino);
+                r = set_container_row(s, o, path, now);
                 if (r >= 0) {
                         o->container = g_strdup(path);
                         s->used += (uint64_t)o->size;

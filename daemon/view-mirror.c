@@ -330,10 +330,20 @@ static void note_container(struct view *v, int mdfd, const char *name, const str
                          " %s", (uint64_t)bst->st_ino, strerror(-r));
 }
 
-static int install(struct view *v, int mdfd, const char *tmp, const char *name,
-                   const struct stat *bst, uint32_t flags)
+/* Gives the temporary the owner, mode, times and identity of @bst. */
+static int prepare(int mdfd, const char *tmp, const struct stat *bst, uint32_t flags)
 {
         struct mirror_base b;
+
+        base_from_stat(&b, bst, flags);
+        set_owner_mode_times(mdfd, tmp, bst);
+        return set_base(mdfd, tmp, &b);
+}
+
+/* Puts temporary tmp in place of mdfd/name; @prepared: prepare() was done. */
+static int install(struct view *v, int mdfd, const char *tmp, const char *name,
+                   const struct stat *bst, uint32_t flags, bool prepared)
+{
         int r;
 
         /* Another name of this file was mirrored meanwhile (same batch). */
@@ -342,9 +352,7 @@ static int install(struct view *v, int mdfd, const char *tmp, const char *name,
                 note_container(v, mdfd, name, bst);
                 return 0;
         }
-        base_from_stat(&b, bst, flags);
-        set_owner_mode_times(mdfd, tmp, bst);
-        r = set_base(mdfd, tmp, &b);
+        r = prepared ? 0 : prepare(mdfd, tmp, bst, flags);
         if (r == 0 && renameat(mdfd, tmp, mdfd, name) < 0)
                 r = -errno;
         if (r < 0) {
@@ -558,6 +566,9 @@ static void *batch_worker(void *arg)
 
                 it->err = copy_to_tmp(it->dir->bdfd, it->dir->mdfd, it->name, &it->st, it->tmp,
                                       sizeof(it->tmp), false, &it->copied);
+                /* Here rather than at install: the pool does it in parallel. */
+                if (it->err == 0 && (it->err = prepare(it->dir->mdfd, it->tmp, &it->st, 0)) < 0)
+                        unlinkat(it->dir->mdfd, it->tmp, 0);
         }
         return NULL;
 }
@@ -627,7 +638,7 @@ static int batch_install(struct view *v, struct batch *b, struct mirror_fill *fi
                         unlinkat(mdfd, it->tmp, 0);
                         e = r;
                 } else if (e == 0) {
-                        e = install(v, mdfd, it->tmp, it->name, &it->st, 0);
+                        e = install(v, mdfd, it->tmp, it->name, &it->st, 0, true);
                 }
                 if (e < 0)
                         log_warn("Failed to mirror '%s' for offline use: %s", it->name,
@@ -691,7 +702,7 @@ static int copy_file(struct view *v, int bdfd, int mdfd, const char *name,
                 return 1;
         }
         r = copy_to_tmp(bdfd, mdfd, name, bst, tmp, sizeof(tmp), true, copied);
-        return r < 0 ? r : install(v, mdfd, tmp, name, bst, 0);
+        return r < 0 ? r : install(v, mdfd, tmp, name, bst, 0, false);
 }
 
 static int copy_special(struct view *v, int bdfd, int mdfd, const char *name,
@@ -711,7 +722,7 @@ static int copy_special(struct view *v, int bdfd, int mdfd, const char *name,
         } else if (mknodat(mdfd, tmp, bst->st_mode, bst->st_rdev) < 0) {
                 return -errno;
         }
-        return install(v, mdfd, tmp, name, bst, 0);
+        return install(v, mdfd, tmp, name, bst, 0, false);
 }
 
 static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth,
