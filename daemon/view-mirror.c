@@ -922,6 +922,17 @@ static bool is_tmp(const char *name)
         return !strncmp(name, ".fcache-mirror.", 15);
 }
 
+/* This process's temporaries may be in use by another of its walks (the
+ * hoard thread and a pin, copies in flight); others' were left by a worker
+ * that died. */
+static bool is_own_tmp(const char *name)
+{
+        char mine[48];
+
+        snprintf(mine, sizeof(mine), ".fcache-mirror.%d.", (int)getpid());
+        return !strncmp(name, mine, strlen(mine));
+}
+
 static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth,
                              struct batch *batch, struct mirror_fill *fill)
 {
@@ -972,7 +983,8 @@ static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth,
                 return -errno;
         }
         while ((de = readdir(d))) {
-                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+                    is_own_tmp(de->d_name))
                         continue;
                 if (is_tmp(de->d_name) ||
                     (fstatat(bdfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT))
