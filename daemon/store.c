@@ -45,6 +45,9 @@ struct store {
         uint64_t used, pinned;  /* protected by lock */
         uint64_t objects;       /* protected by lock */
         uint64_t culled, corrupt; /* protected by lock */
+        store_container_fn container_fn;
+        void *container_ud;
+        bool in_batch;          /* protected by lock: a transaction is open */
 };
 
 struct sobj {
@@ -61,7 +64,20 @@ struct sobj {
         uint64_t bytes;
         int pin;
         int cfd;                /* content file, or -1 until needed */
+        char *container;        /* where the content is instead of blocks, or NULL */
+        int ctfd;               /* the container, or -1 until needed */
 };
+
+/* Bytes of local disk the object's content takes (counted in used). */
+static uint64_t held(const struct sobj *o)
+{
+        return o->container ? (uint64_t)o->size : o->bytes;
+}
+
+static bool has_content(const struct sobj *o)
+{
+        return o->container || o->bytes;
+}
 
 static int64_t ts_ns(const struct timespec *t)
 {
@@ -139,6 +155,19 @@ static const char schema[] =
         "CREATE TABLE IF NOT EXISTS pins(path TEXT PRIMARY KEY, prio INTEGER NOT NULL);"
         "CREATE INDEX IF NOT EXISTS objects_lru ON objects(pin, atime);";
 
+/* A store made before containers lacks the column. */
+static int add_container_column(struct store *s)
+{
+        sqlite3_stmt *st;
+
+        if (sqlite3_prepare_v2(s->db, "SELECT container FROM objects LIMIT 0", -1, &st,
+                               NULL) == SQLITE_OK) {
+                sqlite3_finalize(st);
+                return 0;
+        }
+        return db_exec(s, "ALTER TABLE objects ADD COLUMN container TEXT");
+}
+
 int store_open(struct store **out, const char *dir, uint64_t cache_size, uint64_t reserve,
                uint64_t max_files)
 {
@@ -198,14 +227,21 @@ int store_open(struct store **out, const char *dir, uint64_t cache_size, uint64_
         }
         sqlite3_busy_timeout(s->db, 5000);
         r = db_exec(s, schema);
+        if (r >= 0)
+                r = add_container_column(s);
         if (r < 0)
                 goto fail;
         /* Counters are derived from the committed rows, never trusted from a
          * previous run, so a kill -9 at any point leaves them right. */
-        s->used = db_scalar(s, "SELECT COALESCE(SUM(len),0) FROM blocks");
+        s->used = db_scalar(s, "SELECT COALESCE(SUM(len),0) FROM blocks") +
+                  db_scalar(s, "SELECT COALESCE(SUM(size),0) FROM objects"
+                            " WHERE container IS NOT NULL");
         s->pinned = db_scalar(s, "SELECT COALESCE(SUM(b.len),0) FROM blocks b JOIN objects o"
-                              " ON o.ino=b.ino WHERE o.pin>=0");
-        s->objects = db_scalar(s, "SELECT COUNT(DISTINCT ino) FROM blocks");
+                              " ON o.ino=b.ino WHERE o.pin>=0") +
+                    db_scalar(s, "SELECT COALESCE(SUM(size),0) FROM objects"
+                              " WHERE container IS NOT NULL AND pin>=0");
+        s->objects = db_scalar(s, "SELECT COUNT(*) FROM (SELECT ino FROM blocks UNION"
+                               " SELECT ino FROM objects WHERE container IS NOT NULL)");
         {
                 sqlite3_stmt *st;
 
@@ -237,6 +273,8 @@ void store_close(struct store *s)
 {
         if (!s)
                 return;
+        if (s->in_batch)
+                db_exec(s, "COMMIT");
         if (s->db)
                 sqlite3_close(s->db);
         if (s->objdir_fd >= 0)
@@ -363,7 +401,7 @@ static int load_locked(struct store *s, struct sobj *o)
         sqlite3_stmt *st = NULL;
         int r;
 
-        r = db_run(s, &st, "SELECT size, mtime, ctime, validated, pin FROM objects"
+        r = db_run(s, &st, "SELECT size, mtime, ctime, validated, pin, container FROM objects"
                    " WHERE ino=?", 1, (int64_t)o->ino);
         if (r <= 0)
                 return r;
@@ -372,6 +410,8 @@ static int load_locked(struct store *s, struct sobj *o)
         o->ctime_ns = sqlite3_column_int64(st, 2);
         o->validated_ns = (uint64_t)sqlite3_column_int64(st, 3);
         o->pin = sqlite3_column_int(st, 4);
+        if (sqlite3_column_type(st, 5) == SQLITE_TEXT)
+                o->container = g_strdup((const char *)sqlite3_column_text(st, 5));
         sqlite3_finalize(st);
         if (sqlite3_prepare_v2(s->db, "SELECT idx, len, crc FROM blocks WHERE ino=?", -1, &st,
                                NULL) != SQLITE_OK)
@@ -401,6 +441,7 @@ static struct sobj *obj_new(uint64_t ino)
         o->ino = ino;
         o->pin = -1;
         o->cfd = -1;
+        o->ctfd = -1;
         pthread_mutex_init(&o->lock, NULL);
         return o;
 }
@@ -409,6 +450,9 @@ static void obj_free(struct sobj *o)
 {
         if (o->cfd >= 0)
                 close(o->cfd);
+        if (o->ctfd >= 0)
+                close(o->ctfd);
+        g_free(o->container);
         free(o->len);
         free(o->crc);
         pthread_mutex_destroy(&o->lock);
@@ -480,24 +524,36 @@ void store_obj_put(struct store *s, struct sobj *o)
         pthread_mutex_unlock(&s->lock);
 }
 
-/* Drops every block of o; o->lock held, store.lock not. */
+/* Drops every block of o, and forgets its container (which is the mirror's
+ * to remove); o->lock held, store.lock not. */
 static int drop_content(struct store *s, struct sobj *o)
 {
+        uint64_t h = held(o);
         char name[64];
         int r;
 
+        if (!o->bytes && !o->container && o->cfd < 0 && !o->nblk)
+                return 0;       /* no row, no content file of ours */
         pthread_mutex_lock(&s->lock);
         r = db_run(s, NULL, "DELETE FROM blocks WHERE ino=?", 1, (int64_t)o->ino);
+        if (r >= 0 && o->container)
+                r = db_run(s, NULL, "UPDATE objects SET container=NULL WHERE ino=?", 1,
+                           (int64_t)o->ino);
         if (r >= 0) {
-                s->used -= o->bytes < s->used ? o->bytes : s->used;
+                s->used -= h < s->used ? h : s->used;
                 if (o->pin >= 0)
-                        s->pinned -= o->bytes < s->pinned ? o->bytes : s->pinned;
-                if (o->bytes && s->objects)
+                        s->pinned -= h < s->pinned ? h : s->pinned;
+                if (has_content(o) && s->objects)
                         s->objects--;
         }
         pthread_mutex_unlock(&s->lock);
         if (r < 0)
                 return r;
+        g_clear_pointer(&o->container, g_free);
+        if (o->ctfd >= 0) {
+                close(o->ctfd);
+                o->ctfd = -1;
+        }
         /* Rows go first: content without a row is never served. */
         if (o->cfd >= 0) {
                 close(o->cfd);
@@ -765,16 +821,71 @@ static ssize_t fetch_block(struct store *s, struct sobj *o, int bfd, uint32_t id
         return got;
 }
 
+static void identity_of(const struct sobj *o, struct store_identity *id)
+{
+        id->ino = o->ino;
+        id->size = o->size;
+        id->mtime_ns = o->mtime_ns;
+        id->ctime_ns = o->ctime_ns;
+        id->path = o->container;
+}
+
+/* The open container of o (o->lock held); a container that is gone or no
+ * longer holds o's identity is forgotten (-ENOENT: fetch from the backing). */
+static int container_fd(struct store *s, struct sobj *o)
+{
+        struct store_identity id;
+
+        if (o->ctfd >= 0)
+                return o->ctfd;
+        identity_of(o, &id);
+        o->ctfd = s->container_fn ? s->container_fn(s->container_ud, &id) : -ENOENT;
+        if (o->ctfd >= 0)
+                return o->ctfd;
+        log_warn("The container of inode %" PRIu64 " is gone or changed (%s): the store"
+                 " forgets it, reads fetch from the backing", o->ino, strerror(-o->ctfd));
+        o->ctfd = -1;
+        drop_content(s, o);
+        return -ENOENT;
+}
+
+static ssize_t container_read(int fd, char *buf, size_t size, off_t off)
+{
+        size_t done = 0;
+
+        while (done < size) {
+                ssize_t n = pread(fd, buf + done, size - done, off + (off_t)done);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return done ? (ssize_t)done : -errno;
+                if (n == 0)
+                        break;
+                done += (size_t)n;
+        }
+        return (ssize_t)done;
+}
+
 ssize_t store_obj_read(struct store *s, struct sobj *o, int bfd, char *buf, size_t size,
                        off_t off)
 {
-        char *blk = malloc(STORE_BLOCK);
+        char *blk;
         size_t done = 0;
         ssize_t r = 0;
+        int cfd;
 
-        if (!blk)
-                return -ENOMEM;
         pthread_mutex_lock(&o->lock);
+        if (o->container && (cfd = container_fd(s, o)) >= 0) {
+                r = container_read(cfd, buf, size, off);
+                pthread_mutex_unlock(&o->lock);
+                return r;
+        }
+        blk = malloc(STORE_BLOCK);
+        if (!blk) {
+                pthread_mutex_unlock(&o->lock);
+                return -ENOMEM;
+        }
         while (done < size) {
                 off_t pos = off + (off_t)done;
                 uint32_t idx = (uint32_t)(pos / STORE_BLOCK);
@@ -812,6 +923,11 @@ int store_obj_fill(struct store *s, struct sobj *o, int bfd, uint64_t *fetched)
         if (!blk)
                 return -ENOMEM;
         pthread_mutex_lock(&o->lock);
+        if (o->container && container_fd(s, o) >= 0) {
+                pthread_mutex_unlock(&o->lock);
+                free(blk);
+                return 0;       /* complete in its container */
+        }
         nblk = (uint32_t)((o->size + STORE_BLOCK - 1) / STORE_BLOCK);
         for (uint32_t i = 0; i < nblk; i++) {
                 ssize_t n;
@@ -842,6 +958,10 @@ int store_obj_written(struct store *s, struct sobj *o, const char *buf, size_t s
         int r = 0;
 
         pthread_mutex_lock(&o->lock);
+        /* The backing has new bytes: the container is stale until the mirror
+         * copies the file again. */
+        if (o->container)
+                drop_content(s, o);
         for (size_t done = 0; done < size;) {
                 off_t pos = off + (off_t)done;
                 uint32_t idx = (uint32_t)(pos / STORE_BLOCK);
@@ -881,6 +1001,8 @@ int store_obj_changed_range(struct store *s, struct sobj *o, off_t off, off_t le
                             const struct stat *st)
 {
         pthread_mutex_lock(&o->lock);
+        if (o->container)
+                drop_content(s, o);
         for (uint32_t i = (uint32_t)(off / STORE_BLOCK); i < o->nblk; i++) {
                 if (len >= 0 && (off_t)i * STORE_BLOCK >= off + len)
                         break;
@@ -897,14 +1019,20 @@ int store_obj_set_pin(struct store *s, struct sobj *o, int prio)
         int r;
 
         pthread_mutex_lock(&o->lock);
+        if (o->pin == prio) {
+                pthread_mutex_unlock(&o->lock);
+                return 0;
+        }
         pthread_mutex_lock(&s->lock);
         r = db_run(s, NULL, "UPDATE objects SET pin=? WHERE ino=?", 2, (int64_t)prio,
                    (int64_t)o->ino);
         if (r >= 0) {
+                uint64_t h = held(o);
+
                 if (o->pin < 0 && prio >= 0)
-                        s->pinned += o->bytes;
+                        s->pinned += h;
                 else if (o->pin >= 0 && prio < 0)
-                        s->pinned -= o->bytes < s->pinned ? o->bytes : s->pinned;
+                        s->pinned -= h < s->pinned ? h : s->pinned;
                 o->pin = prio;
         }
         pthread_mutex_unlock(&s->lock);
@@ -926,6 +1054,12 @@ void store_obj_info(struct sobj *o, struct sobj_info *info)
         info->pin = o->pin;
         info->blocks_total = total;
         info->complete = true;
+        info->container = o->container != NULL;
+        if (o->container) {
+                info->bytes = (uint64_t)o->size;
+                info->blocks_present = total;
+                total = 0;
+        }
         for (uint32_t i = 0; i < total; i++) {
                 if (i < o->nblk && o->len[i] && o->len[i] >= expect_len(o, i))
                         info->blocks_present++;
@@ -969,7 +1103,7 @@ static int drop_ino(struct store *s, uint64_t ino, bool even_pinned, bool tryloc
                 pthread_mutex_lock(&o->lock);
         }
         r = 0;
-        if ((o->pin < 0 || even_pinned) && o->bytes) {
+        if ((o->pin < 0 || even_pinned) && has_content(o)) {
                 r = drop_content(s, o);
                 r = r < 0 ? r : 1;
         }
@@ -1005,7 +1139,8 @@ static GArray *select_inos(struct store *s, const char *sql)
 
 int store_drop_all(struct store *s, bool even_pinned)
 {
-        GArray *a = select_inos(s, "SELECT DISTINCT ino FROM blocks");
+        GArray *a = select_inos(s, "SELECT ino FROM blocks UNION"
+                                " SELECT ino FROM objects WHERE container IS NOT NULL");
         int n = 0;
 
         for (guint i = 0; i < a->len; i++)
@@ -1050,6 +1185,174 @@ void store_cull(struct store *s)
                 if (above_run(&st))
                         return;
         }
+}
+
+/* The row of o says its content is in the container at @path; store.lock held. */
+static int set_container_row(struct store *s, struct sobj *o, const char *path, uint64_t now)
+{
+        static const char sql[] = "UPDATE objects SET container=?, size=?, mtime=?, ctime=?,"
+                                  " validated=? WHERE ino=?";
+        sqlite3_stmt *st;
+        int r = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+
+        if (r == SQLITE_OK) {
+                sqlite3_bind_text(st, 1, path, -1, SQLITE_TRANSIENT);
+                sqlite3_bind_int64(st, 2, o->size);
+                sqlite3_bind_int64(st, 3, o->mtime_ns);
+                sqlite3_bind_int64(st, 4, o->ctime_ns);
+                sqlite3_bind_int64(st, 5, (int64_t)now);
+                sqlite3_bind_int64(st, 6, (int64_t)o->ino);
+                r = sqlite3_step(st);
+                sqlite3_finalize(st);
+        }
+        if (r != SQLITE_DONE) {
+                log_error("Failed to run '%s': %s", sql, sqlite3_errmsg(s->db));
+                return -EIO;
+        }
+        return 0;
+}
+
+void store_batch_begin(struct store *s)
+{
+        pthread_mutex_lock(&s->lock);
+        if (!s->in_batch && db_exec(s, "BEGIN") == 0)
+                s->in_batch = true;
+        pthread_mutex_unlock(&s->lock);
+}
+
+void store_batch_commit(struct store *s)
+{
+        pthread_mutex_lock(&s->lock);
+        if (s->in_batch && db_exec(s, "COMMIT") == 0)
+                s->in_batch = false;
+        pthread_mutex_unlock(&s->lock);
+}
+
+void store_set_container_fn(struct store *s, store_container_fn fn, void *ud)
+{
+        pthread_mutex_lock(&s->lock);
+        s->container_fn = fn;
+        s->container_ud = ud;
+        pthread_mutex_unlock(&s->lock);
+}
+
+int store_set_container(struct store *s, const struct stat *st, const char *path)
+{
+        uint64_t now = now_ns();
+        struct sobj *o;
+        int r;
+
+        pthread_mutex_lock(&s->lock);
+        r = obj_ref_locked(s, st->st_ino, true, &o);
+        pthread_mutex_unlock(&s->lock);
+        if (r < 0)
+                return r;
+        pthread_mutex_lock(&o->lock);
+        if (o->container && same_identity(o, st) && !strcmp(o->container, path)) {
+                pthread_mutex_unlock(&o->lock);
+                store_obj_put(s, o);
+                return 0;
+        }
+        /* Blocks (the second copy) and any older container go first. */
+        r = drop_content(s, o);
+        if (r >= 0) {
+                o->size = st->st_size;
+                o->mtime_ns = ts_ns(&st->st_mtim);
+                o->ctime_ns = ts_ns(&st->st_ctim);
+                o->validated_ns = o->persisted_ns = now;
+                pthread_mutex_lock(&s->lock);
+                r = set_container_row(s, o, path, now);
+                if (r >= 0) {
+                        o->container = g_strdup(path);
+                        s->used += (uint64_t)o->size;
+                        if (o->pin >= 0)
+                                s->pinned += (uint64_t)o->size;
+                        s->objects++;
+                }
+                pthread_mutex_unlock(&s->lock);
+        }
+        pthread_mutex_unlock(&o->lock);
+        store_obj_put(s, o);
+        return r < 0 ? r : 0;
+}
+
+/*
+ * The container's file becomes the object's content file (a hard link, no
+ * copy) and its blocks are checksummed and committed; o->lock held.  The
+ * container is forgotten either way.
+ */
+static int adopt_container(struct store *s, struct sobj *o)
+{
+        uint32_t nblk = (uint32_t)((o->size + STORE_BLOCK - 1) / STORE_BLOCK);
+        char proc[64], name[64], dir[8];
+        char *blk = NULL;
+        int cfd = container_fd(s, o), r = 0;
+
+        if (cfd < 0)
+                return cfd;
+        cfd = dup(cfd);
+        r = drop_content(s, o);         /* forgets the container, no blocks yet */
+        if (r < 0 || cfd < 0)
+                goto out;
+        snprintf(dir, sizeof(dir), "%02x", (unsigned)(o->ino & 0xff));
+        if (mkdirat(s->objdir_fd, dir, 0700) < 0 && errno != EEXIST) {
+                r = -errno;
+                goto out;
+        }
+        content_name(o->ino, name, sizeof(name));
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", cfd);
+        unlinkat(s->objdir_fd, name, 0);
+        if (linkat(AT_FDCWD, proc, s->objdir_fd, name, AT_SYMLINK_FOLLOW) < 0) {
+                r = -errno;
+                goto out;
+        }
+        blk = malloc(STORE_BLOCK);
+        if (!blk || grow(o, nblk) < 0) {
+                r = -ENOMEM;
+                goto out;
+        }
+        for (uint32_t i = 0; i < nblk && r == 0; i++) {
+                ssize_t n = pread(cfd, blk, STORE_BLOCK, (off_t)i * STORE_BLOCK);
+
+                if (n != (ssize_t)expect_len(o, i))
+                        break;          /* shorter: the rest is fetched when read */
+                r = commit_block(s, o, i, (uint32_t)n, store_crc32c(0, blk, (size_t)n));
+        }
+out:
+        free(blk);
+        if (cfd >= 0)
+                close(cfd);
+        return r;
+}
+
+int store_obj_unpin(struct store *s, struct sobj *o)
+{
+        int r = store_obj_set_pin(s, o, -1);
+
+        pthread_mutex_lock(&o->lock);
+        if (r == 0 && o->container && adopt_container(s, o) < 0)
+                log_debug("The container of inode %" PRIu64 " was not kept in the store",
+                          o->ino);
+        pthread_mutex_unlock(&o->lock);
+        return r;
+}
+
+void store_check_containers(struct store *s)
+{
+        GArray *a = select_inos(s, "SELECT ino FROM objects WHERE container IS NOT NULL");
+
+        for (guint i = 0; i < a->len; i++) {
+                struct sobj *o;
+
+                if (store_obj_find(s, (uint64_t)g_array_index(a, gint64, i), &o) < 0)
+                        continue;
+                pthread_mutex_lock(&o->lock);
+                if (o->container)
+                        container_fd(s, o);     /* forgets it when it is gone */
+                pthread_mutex_unlock(&o->lock);
+                store_obj_put(s, o);
+        }
+        g_array_free(a, TRUE);
 }
 
 int store_set_nocache(struct store *s, uint64_t ino, bool nocache)

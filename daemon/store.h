@@ -13,6 +13,13 @@
  * (length, CRC-32C) is committed, so a crash leaves at worst a block that is
  * absent (fetched again) or whose checksum does not match (detected on read,
  * dropped and fetched again).  Corrupt content is never served.
+ *
+ * Containers: an object's content may instead live whole in a file outside
+ * the block store, its container (the mirror's file of a pinned file; the
+ * store keeps its path, relative to the mirror).  The store then holds no block of
+ * it: reads are served from the container as long as the view's container
+ * function finds one holding exactly the object's identity, its size counts
+ * as used (and pinned, when pinned), and culling never touches it.
  */
 #pragma once
 
@@ -25,6 +32,15 @@
 
 struct store;
 struct sobj;
+
+/* The backing identity an object's content is of. */
+struct store_identity {
+        uint64_t ino;
+        int64_t size, mtime_ns, ctime_ns;
+        const char *path;       /* the container's, as given to store_set_container() */
+};
+/* Opens (O_RDONLY) the container of @id holding exactly that content, or -errno. */
+typedef int (*store_container_fn)(void *ud, const struct store_identity *id);
 
 struct store_stats {
         uint64_t cache_size;    /* CacheSize */
@@ -47,6 +63,7 @@ struct sobj_info {
         uint32_t blocks_present, blocks_total;
         int pin;                /* priority, or -1 */
         bool complete;
+        bool container;         /* the content is in its container, not in blocks */
 };
 
 int store_open(struct store **out, const char *dir, uint64_t cache_size, uint64_t reserve,
@@ -103,6 +120,26 @@ int store_drop_ino(struct store *s, uint64_t ino, bool even_pinned);
 /* Same as store_drop_ino for every object; returns the number dropped. */
 int store_drop_all(struct store *s, bool even_pinned);
 int store_info_ino(struct store *s, uint64_t ino, struct sobj_info *info);
+
+/*
+ * The rows a pin changes (marks, containers) go in one transaction per batch
+ * of files rather than one per row: begin opens one if none is open, commit
+ * ends it.  Other changes made meanwhile are in it too; a crash before the
+ * commit loses them all, which the crash rules allow (a block whose row is
+ * lost is absent, an object not marked is pinned again by the hoard walk).
+ */
+void store_batch_begin(struct store *s);
+void store_batch_commit(struct store *s);
+void store_set_container_fn(struct store *s, store_container_fn fn, void *ud);
+/* The container at @path now holds the content of backing file @st (st's
+ * identity): the store's blocks of it go. */
+int store_set_container(struct store *s, const struct stat *st, const char *path);
+/* Unpins the object; content in a container becomes the store's own (the
+ * file is linked into objects/, its blocks checksummed), so it stays
+ * cached, and cullable, when the mirror lets the container go. */
+int store_obj_unpin(struct store *s, struct sobj *o);
+/* Forgets the containers the container function no longer finds. */
+void store_check_containers(struct store *s);
 
 /* set cacheable off|on on a directory (or file) inode. */
 int store_set_nocache(struct store *s, uint64_t ino, bool nocache);

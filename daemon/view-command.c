@@ -2,7 +2,7 @@
 /*
  * view-command.c: maps the project's command grammar (cli/command.h, the one
  * parser) onto what a volume's control socket serves.  Commands a volume does
- * not serve yet (query dirty, prefetch, ...) parse but answer EOPNOTSUPP.
+ * not serve yet (query dirty, ...) parse but answer EOPNOTSUPP.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -43,6 +43,7 @@ int view_command_parse(const char *cmd, struct view_command *out, char *err, siz
         case FC_OP_DISCONNECT: c.verb = VERB_DISCONNECT; break;
         case FC_OP_RECONNECT: c.verb = VERB_RECONNECT; break;
         case FC_OP_QUERY_REINTEGRATION: c.verb = VERB_QUERY_REINTEGRATION; break;
+        case FC_OP_PREFETCH: c.verb = VERB_PREFETCH; break;
         default:
                 snprintf(err, errlen, "'%s' is not served by a volume yet", fc_op_name(fc.op));
                 return -EOPNOTSUPP;

@@ -24,6 +24,7 @@ enum view_verb {
         VERB_DISCONNECT,
         VERB_RECONNECT,
         VERB_QUERY_REINTEGRATION,
+        VERB_PREFETCH,
 };
 
 struct view_command {

@@ -268,7 +268,7 @@ static int execute(struct view *v, const char *cmdline, int tfd, const char *rel
         }
         switch (c.verb) {
         case VERB_QUERY_CACHED: case VERB_FLUSH: case VERB_PIN: case VERB_UNPIN:
-        case VERB_SET_CACHEABLE: case VERB_FLUSH_VOLUME:
+        case VERB_SET_CACHEABLE: case VERB_FLUSH_VOLUME: case VERB_PREFETCH:
                 /* These compare with or fetch from the server. */
                 if (view_offline(v)) {
                         g_string_printf(err, "the volume is %s: '%s' needs the server"
@@ -332,16 +332,19 @@ static int execute(struct view *v, const char *cmdline, int tfd, const char *rel
                 pin_out(o, &res);
                 if (r >= 0 && !c.dry_run)
                         r = store_pin_add(v->store, rel, c.priority);
-                /* Kept complete on local disk for offline use. */
+                /* The pin fetched it into the mirror, for offline use too. */
                 if (r >= 0 && !c.dry_run) {
-                        int m = mirror_sync_path(v, rel, c.recursive);
-
-                        out_kv(o, "mirrored=%s", m == 0 ? "yes" : "no");
-                        if (m < 0)
+                        out_kv(o, "mirrored=%s", res.mirror_err == 0 ? "yes" : "no");
+                        if (res.mirror_err < 0)
                                 log_warn("Pinned '%s' is not completely mirrored for offline"
-                                         " use: %s (the hoard walk retries)", rel, strerror(-m));
+                                         " use: %s (the hoard walk retries)", rel,
+                                         strerror(-res.mirror_err));
                 }
                 out_kv(o, "dry_run=%s", c.dry_run ? "yes" : "no");
+                break;
+        case VERB_PREFETCH:
+                r = prefetch_subtree(v, fd, c.recursive, &res, job);
+                pin_out(o, &res);
                 break;
         case VERB_UNPIN:
                 r = unpin_subtree(v, fd, c.recursive, &res);

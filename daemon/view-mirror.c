@@ -13,18 +13,26 @@
  * ctime, ...) and, for a directory inside a pin, MIRROR_COMPLETE: every
  * entry of it is mirrored, so a name it lacks does not exist.  An entry
  * created offline carries trusted.fcache.lid instead, its id in the offline
- * log.  Content is copied through the store (store_obj_read), so a pinned
- * file is fetched from the server once; it is then kept twice on local disk.
+ * log.
  *
- * Files are replaced whole (a temporary linked and renamed into place), so
- * a crash leaves the old copy or the new one, never half of one.
+ * A mirrored regular file is the container of its server file's content
+ * (store.h): the store keeps no copy of it and serves online reads of it
+ * from here while its identity matches the backing's (the store keeps its
+ * path in the mirror).  Files are copied from the backing with
+ * copy_file_range by a pool of FetchThreads workers, a directory's files as
+ * one batch made durable by one syncfs, then each put in place (a temporary
+ * renamed), so a crash leaves the old copy or the new one, never half of one.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -34,6 +42,8 @@
 #define XATTR_LID "trusted.fcache.lid"
 #define MAX_DEPTH 2048
 #define COPY_CHUNK (1024 * 1024)
+#define BATCH_MAX 1024          /* files copied before one syncfs, at most */
+#define BATCH_FDS 512           /* descriptors a batch holds, at most */
 
 /* The path to reach dfd/name (or dfd itself: the magic link is then to be
  * followed, as the l*xattr calls would act on the link). */
@@ -64,18 +74,52 @@ static int set_x(int dfd, const char *name, const char *key, const void *val, si
         return r < 0 ? -errno : 0;
 }
 
+/*
+ * The base as stored: a mirror_base without its content id (always "" in the
+ * mirror), 52 bytes, so that ext4 keeps it in the inode (a larger value
+ * takes a block of its own: 4 KiB more per mirrored file).  A base of the
+ * whole struct, as written before, is read too.
+ */
+struct base_xattr {
+        uint64_t ino, size;
+        int64_t mtime_ns, ctime_ns;
+        uint32_t mode, uid, gid, nlink, flags;
+} __attribute__((packed));
+
 int mirror_get_base(int dfd, const char *name, struct mirror_base *b)
 {
+        struct base_xattr x;
         ssize_t n = get_x(dfd, name, XATTR_BASE, b, sizeof(*b));
 
         if (n < 0)
                 return -errno;
-        return n == sizeof(*b) ? 0 : -EINVAL;
+        if (n == sizeof(*b))
+                return 0;
+        if (n != sizeof(x))
+                return -EINVAL;
+        memcpy(&x, b, sizeof(x));
+        memset(b, 0, sizeof(*b));
+        b->ver.ino = x.ino;
+        b->ver.size = x.size;
+        b->ver.mtime_ns = x.mtime_ns;
+        b->ver.ctime_ns = x.ctime_ns;
+        b->ver.mode = x.mode;
+        b->ver.uid = x.uid;
+        b->ver.gid = x.gid;
+        b->ver.nlink = x.nlink;
+        b->flags = x.flags;
+        return 0;
 }
 
 static int set_base(int dfd, const char *name, const struct mirror_base *b)
 {
-        return set_x(dfd, name, XATTR_BASE, b, sizeof(*b));
+        struct base_xattr x = {
+                .ino = b->ver.ino, .size = b->ver.size, .mtime_ns = b->ver.mtime_ns,
+                .ctime_ns = b->ver.ctime_ns, .mode = b->ver.mode, .uid = b->ver.uid,
+                .gid = b->ver.gid, .nlink = b->ver.nlink, .flags = b->flags,
+        };
+
+        return set_x(dfd, name, XATTR_BASE, &x, sizeof(x));
 }
 
 int mirror_take_identity(int dfd, const char *name, const struct mirror_base *b)
@@ -269,132 +313,396 @@ static void prune_links(struct view *v)
 }
 
 /* Puts a new entry in place of mdfd/name: made as tmp, then renamed. */
-static int install(struct view *v, int mdfd, const char *tmp, const char *name,
-                   const struct stat *bst, uint32_t flags)
+/* The content of server file @bst is in mdfd/name now: the store serves it
+ * from there (its container) and drops any copy of its own. */
+static void note_container(struct view *v, int mdfd, const char *name, const struct stat *bst)
+{
+        char *rel;
+        int r;
+
+        if (!S_ISREG(bst->st_mode))
+                return;
+        rel = view_rel_path(v->mirror_fd, mdfd, name);
+        r = rel ? store_set_container(v->store, bst, rel) : -ENAMETOOLONG;
+        g_free(rel);
+        if (r < 0)
+                log_warn("Failed to record the mirror's copy of inode %" PRIu64 " in the store:"
+                         " %s", (uint64_t)bst->st_ino, strerror(-r));
+}
+
+/* Gives the temporary the owner, mode, times and identity of @bst. */
+static int prepare(int mdfd, const char *tmp, const struct stat *bst, uint32_t flags)
 {
         struct mirror_base b;
+
+        base_from_stat(&b, bst, flags);
+        set_owner_mode_times(mdfd, tmp, bst);
+        return set_base(mdfd, tmp, &b);
+}
+
+/* Puts temporary tmp in place of mdfd/name; @prepared: prepare() was done. */
+static int install(struct view *v, int mdfd, const char *tmp, const char *name,
+                   const struct stat *bst, uint32_t flags, bool prepared)
+{
         int r;
 
         /* Another name of this file was mirrored meanwhile (same batch). */
         if (link_partner(v, mdfd, name, bst) == 0) {
                 unlinkat(mdfd, tmp, 0);
+                note_container(v, mdfd, name, bst);
                 return 0;
         }
-        base_from_stat(&b, bst, flags);
-        set_owner_mode_times(mdfd, tmp, bst);
-        r = set_base(mdfd, tmp, &b);
+        r = prepared ? 0 : prepare(mdfd, tmp, bst, flags);
         if (r == 0 && renameat(mdfd, tmp, mdfd, name) < 0)
                 r = -errno;
-        if (r < 0)
+        if (r < 0) {
                 unlinkat(mdfd, tmp, 0);
-        else
+        } else {
                 index_links(v, mdfd, name, bst);
+                note_container(v, mdfd, name, bst);
+        }
         return r;
+}
+
+/* Copies @size bytes of bfd to tfd (both at offset 0): copy_file_range, in
+ * the kernel (a reflink where the filesystem can), else read and write. */
+static int copy_content(int bfd, int tfd, off_t size, uint64_t *copied)
+{
+        bool in_kernel = true;
+        char *buf = NULL;
+        off_t off = 0;
+        int r = 0;
+
+        while (off < size) {
+                ssize_t n;
+
+                if (in_kernel) {
+                        loff_t in = off, out = off;
+
+                        n = copy_file_range(bfd, &in, tfd, &out, (size_t)(size - off), 0);
+                        if (n < 0 && (errno == EXDEV || errno == EOPNOTSUPP ||
+                                      errno == ENOSYS || errno == EINVAL)) {
+                                in_kernel = false;      /* another filesystem */
+                                continue;
+                        }
+                } else {
+                        if (!buf && !(buf = malloc(COPY_CHUNK))) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        n = pread(bfd, buf, COPY_CHUNK, off);
+                        if (n > 0 && pwrite(tfd, buf, (size_t)n, off) != n) {
+                                r = -EIO;
+                                break;
+                        }
+                }
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        r = -errno;
+                        break;
+                }
+                if (n == 0)
+                        break;          /* shrunk: the identity check tells */
+                off += n;
+        }
+        free(buf);
+        if (copied)
+                *copied = (uint64_t)off;
+        return r;
+}
+
+static bool same_stat_identity(const struct stat *a, const struct stat *b)
+{
+        return a->st_ino == b->st_ino && a->st_size == b->st_size &&
+               a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+               a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
 /*
- * Files copied for one directory are made durable together: their
- * temporaries are written, then one syncfs(), then each is put in place.  A
- * copy is never in place (with its identity) before its bytes are on disk.
+ * Copies backing file bdfd/name (identity @bst) into a new temporary of mdfd,
+ * named in tmp.  -EAGAIN when the file changed meanwhile (the copy would not
+ * be of @bst; the hoard walk copies it again).  The temporary is removed on
+ * failure.
  */
-struct batch {
-        GArray *items;          /* struct batch_item */
-};
-struct batch_item {
-        char tmp[64];
-        char *name;
-        struct stat st;
-};
-
-static void batch_item_clear(void *p)
+static int copy_to_tmp(int bdfd, int mdfd, const char *name, const struct stat *bst,
+                       char *tmp, size_t tmplen, bool durable, uint64_t *copied)
 {
-        g_free(((struct batch_item *)p)->name);
-}
-
-static int batch_install(struct view *v, int mdfd, struct batch *b)
-{
-        int r = 0;
-
-        if (!b->items->len)
-                return 0;
-        if (syncfs(mdfd) < 0)
-                r = -errno;
-        for (guint i = 0; i < b->items->len; i++) {
-                struct batch_item *it = &g_array_index(b->items, struct batch_item, i);
-                int e = r < 0 ? r : install(v, mdfd, it->tmp, it->name, &it->st, 0);
-
-                if (r < 0)
-                        unlinkat(mdfd, it->tmp, 0);
-                if (e < 0)
-                        log_warn("Failed to mirror '%s' for offline use: %s", it->name,
-                                 strerror(-e));
-        }
-        g_array_set_size(b->items, 0);
-        return r;
-}
-
-/* Copies the backing file bdfd/name into the mirror, through the store;
- * with @batch, it is put in place by batch_install(). */
-static int copy_file(struct view *v, int bdfd, int mdfd, const char *name,
-                     const struct stat *bst, struct batch *batch)
-{
-        char tmp[64], *buf;
-        struct sobj *o = NULL;
-        bool unchanged;
-        int bfd, tfd, r = 0;
-        off_t off = 0;
+        struct stat after;
+        int bfd, tfd, r;
 
         /* O_NOATIME: the copy is the daemon's read, not an application's. */
         bfd = openat(bdfd, name, O_RDONLY | O_NOFOLLOW | O_NOATIME | O_CLOEXEC);
         if (bfd < 0)
                 return -errno;
-        tmp_name(tmp, sizeof(tmp));
+        tmp_name(tmp, tmplen);
         tfd = openat(mdfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        buf = malloc(COPY_CHUNK);
-        if (tfd < 0 || !buf) {
-                r = tfd < 0 ? -errno : -ENOMEM;
-                goto out;
-        }
-        if (store_obj_get(v->store, bst, true, 0, &unchanged, &o) < 0)
-                o = NULL;
-        while (off < bst->st_size) {
-                ssize_t n = o ? store_obj_read(v->store, o, bfd, buf, COPY_CHUNK, off)
-                              : pread(bfd, buf, COPY_CHUNK, off);
-
-                if (n < 0) {
-                        r = o ? (int)n : -errno;
-                        break;
-                }
-                if (n == 0)
-                        break;
-                if (write(tfd, buf, (size_t)n) != n) {
-                        r = -EIO;
-                        break;
-                }
-                off += n;
-        }
-        if (r == 0 && !batch && fsync(tfd) < 0)
+        if (tfd < 0) {
                 r = -errno;
-        if (r == 0 && batch) {
-                struct batch_item it = { .name = g_strdup(name), .st = *bst };
-
-                g_strlcpy(it.tmp, tmp, sizeof(it.tmp));
-                g_array_append_val(batch->items, it);
-        } else if (r == 0) {
-                close(tfd);
-                tfd = -1;
-                r = install(v, mdfd, tmp, name, bst, 0);
-        } else {
-                unlinkat(mdfd, tmp, 0);
+                close(bfd);
+                return r;
         }
-out:
-        if (o)
-                store_obj_put(v->store, o);
-        if (tfd >= 0)
-                close(tfd);
-        free(buf);
+        r = copy_content(bfd, tfd, bst->st_size, copied);
+        if (r == 0 && (fstat(bfd, &after) < 0 || !same_stat_identity(&after, bst)))
+                r = -EAGAIN;
+        if (r == 0 && durable && fsync(tfd) < 0)
+                r = -errno;
+        close(tfd);
         close(bfd);
+        if (r < 0)
+                unlinkat(mdfd, tmp, 0);
         return r;
+}
+
+/* A pin's pass: progress, cancellation, what it fetched. */
+static bool fill_cancelled(const struct mirror_fill *fill)
+{
+        return fill && fill->job && fill->job->cancel;
+}
+
+static void fill_file_done(struct mirror_fill *fill, uint64_t copied, bool ok)
+{
+        if (!fill)
+                return;
+        fill->res->files++;
+        fill->res->fetched += copied;
+        if (!ok)
+                fill->res->failed++;
+        if (fill->job && fill->job->progress)
+                fill->job->progress(fill->job, fill->res);
+}
+
+/*
+ * The files to copy, across the directories of one walk: fetched in
+ * parallel by a pool of workers (a network backing gains from many requests
+ * in flight), made durable together by one syncfs(), then each put in
+ * place.  A copy is never in place (with its identity) before its bytes are
+ * on disk, and a directory is marked complete (and given its times) only
+ * after its files are in place: a directory finished while files are queued
+ * waits in the batch too.  A batch is flushed every BATCH_MAX files or
+ * BATCH_FDS descriptors held, and at the end of the walk.
+ */
+struct batch {
+        GArray *items;          /* struct batch_item */
+        GArray *finishes;       /* struct dir_finish, children before parents */
+        unsigned fds;           /* descriptors the queued entries hold */
+        guint next;             /* the next item a worker takes */
+};
+/* A directory pair queued files copy between, shared by them. */
+struct dirref {
+        int bdfd, mdfd;
+        unsigned refs;
+        struct batch *batch;
+};
+struct batch_item {
+        char tmp[64];
+        char *name;
+        struct stat st;
+        struct dirref *dir;
+        uint64_t copied;
+        int err;
+};
+struct dir_finish {
+        int mdfd;               /* the directory's parent in the mirror (a dup) */
+        char *name;
+        struct stat st;
+        uint32_t flags;
+};
+
+static struct dirref *dirref_new(struct batch *b, int bdfd, int mdfd)
+{
+        struct dirref *d = g_new0(struct dirref, 1);
+
+        d->bdfd = fcntl(bdfd, F_DUPFD_CLOEXEC, 0);
+        d->mdfd = fcntl(mdfd, F_DUPFD_CLOEXEC, 0);
+        if (d->bdfd < 0 || d->mdfd < 0) {
+                if (d->bdfd >= 0)
+                        close(d->bdfd);
+                if (d->mdfd >= 0)
+                        close(d->mdfd);
+                g_free(d);
+                return NULL;
+        }
+        d->refs = 1;
+        d->batch = b;
+        b->fds += 2;
+        return d;
+}
+
+static void dirref_put(struct dirref *d)
+{
+        if (!d || --d->refs)
+                return;
+        close(d->bdfd);
+        close(d->mdfd);
+        d->batch->fds -= 2;
+        g_free(d);
+}
+
+static void batch_init(struct batch *b)
+{
+        memset(b, 0, sizeof(*b));
+        b->items = g_array_new(FALSE, TRUE, sizeof(struct batch_item));
+        b->finishes = g_array_new(FALSE, TRUE, sizeof(struct dir_finish));
+}
+
+static bool batch_pending(const struct batch *b)
+{
+        return b && (b->items->len || b->finishes->len);
+}
+
+static bool batch_full(const struct batch *b)
+{
+        return b->items->len >= BATCH_MAX || b->fds >= BATCH_FDS;
+}
+
+static void *batch_worker(void *arg)
+{
+        struct batch *b = arg;
+        guint i;
+
+        while ((i = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED)) < b->items->len) {
+                struct batch_item *it = &g_array_index(b->items, struct batch_item, i);
+
+                it->err = copy_to_tmp(it->dir->bdfd, it->dir->mdfd, it->name, &it->st, it->tmp,
+                                      sizeof(it->tmp), false, &it->copied);
+                /* Here rather than at install: the pool does it in parallel. */
+                if (it->err == 0 && (it->err = prepare(it->dir->mdfd, it->tmp, &it->st, 0)) < 0)
+                        unlinkat(it->dir->mdfd, it->tmp, 0);
+        }
+        return NULL;
+}
+
+static void batch_fetch(struct view *v, struct batch *b)
+{
+        unsigned n = v->cfg->fetch_threads ? v->cfg->fetch_threads : 1, started = 0;
+        pthread_t *tids;
+
+        if (n > b->items->len)
+                n = b->items->len;
+        tids = g_new(pthread_t, n);
+        b->next = 0;
+        for (unsigned i = 1; i < n; i++)
+                if (pthread_create(&tids[started], NULL, batch_worker, b) == 0)
+                        started++;
+        batch_worker(b);
+        for (unsigned i = 0; i < started; i++)
+                pthread_join(tids[i], NULL);
+        g_free(tids);
+}
+
+static void finish_dir(int mdfd, const char *name, const struct stat *bst, uint32_t flags)
+{
+        struct mirror_base want;
+
+        set_owner_mode_times(mdfd, name, bst);
+        base_from_stat(&want, bst, flags);
+        if (set_base(mdfd, name, &want) < 0)
+                log_warn("Failed to mark mirrored directory '%s': %m", name);
+}
+
+/* Drops what is queued: nothing was copied yet (a cancelled walk). */
+static void batch_discard(struct batch *b)
+{
+        for (guint i = 0; i < b->items->len; i++) {
+                struct batch_item *it = &g_array_index(b->items, struct batch_item, i);
+
+                g_free(it->name);
+                dirref_put(it->dir);
+        }
+        for (guint i = 0; i < b->finishes->len; i++) {
+                struct dir_finish *f = &g_array_index(b->finishes, struct dir_finish, i);
+
+                g_free(f->name);
+                close(f->mdfd);
+                b->fds--;
+        }
+        g_array_set_size(b->items, 0);
+        g_array_set_size(b->finishes, 0);
+}
+
+static int batch_install(struct view *v, struct batch *b, struct mirror_fill *fill)
+{
+        int r = 0;
+
+        if (b->items->len) {
+                batch_fetch(v, b);
+                if (syncfs(g_array_index(b->items, struct batch_item, 0).dir->mdfd) < 0)
+                        r = -errno;
+        }
+        for (guint i = 0; i < b->items->len; i++) {
+                struct batch_item *it = &g_array_index(b->items, struct batch_item, i);
+                int mdfd = it->dir->mdfd, e = it->err;
+
+                if (e == 0 && r < 0) {
+                        unlinkat(mdfd, it->tmp, 0);
+                        e = r;
+                } else if (e == 0) {
+                        e = install(v, mdfd, it->tmp, it->name, &it->st, 0, true);
+                }
+                if (e < 0)
+                        log_warn("Failed to mirror '%s' for offline use: %s", it->name,
+                                 strerror(-e));
+                fill_file_done(fill, e == 0 ? it->copied : 0, e == 0);
+                g_free(it->name);
+                dirref_put(it->dir);
+        }
+        for (guint i = 0; i < b->finishes->len; i++) {
+                struct dir_finish *f = &g_array_index(b->finishes, struct dir_finish, i);
+
+                if (r == 0)
+                        finish_dir(f->mdfd, f->name, &f->st, f->flags);
+                g_free(f->name);
+                close(f->mdfd);
+                b->fds--;
+        }
+        store_batch_commit(v->store);
+        g_array_set_size(b->items, 0);
+        g_array_set_size(b->finishes, 0);
+        return r;
+}
+
+static void batch_free(struct batch *b)
+{
+        batch_discard(b);
+        g_array_free(b->items, TRUE);
+        g_array_free(b->finishes, TRUE);
+}
+
+/* Directory mdfd/name is finished now, or when the queued files are in place. */
+static void dir_done(struct batch *b, int mdfd, const char *name, const struct stat *bst,
+                     uint32_t flags)
+{
+        struct dir_finish f = { .name = g_strdup(name), .st = *bst, .flags = flags };
+
+        if (batch_pending(b) && (f.mdfd = fcntl(mdfd, F_DUPFD_CLOEXEC, 0)) >= 0) {
+                g_array_append_val(b->finishes, f);
+                b->fds++;
+                return;
+        }
+        g_free(f.name);
+        finish_dir(mdfd, name, bst, flags);
+}
+
+/* Copies the backing file bdfd/name into the mirror; with @batch, it is
+ * queued (in the pair *dir, made at the first), copied and put in place by
+ * batch_install().  Returns 1 when queued. */
+static int copy_file(struct view *v, int bdfd, int mdfd, const char *name,
+                     const struct stat *bst, struct batch *batch, struct dirref **dir,
+                     uint64_t *copied)
+{
+        char tmp[64];
+        int r;
+
+        if (batch && dir && (*dir || (*dir = dirref_new(batch, bdfd, mdfd)))) {
+                struct batch_item it = { .name = g_strdup(name), .st = *bst, .dir = *dir };
+
+                (*dir)->refs++;
+                g_array_append_val(batch->items, it);
+                return 1;
+        }
+        r = copy_to_tmp(bdfd, mdfd, name, bst, tmp, sizeof(tmp), true, copied);
+        return r < 0 ? r : install(v, mdfd, tmp, name, bst, 0, false);
 }
 
 static int copy_special(struct view *v, int bdfd, int mdfd, const char *name,
@@ -414,10 +722,11 @@ static int copy_special(struct view *v, int bdfd, int mdfd, const char *name,
         } else if (mknodat(mdfd, tmp, bst->st_mode, bst->st_rdev) < 0) {
                 return -errno;
         }
-        return install(v, mdfd, tmp, name, bst, 0);
+        return install(v, mdfd, tmp, name, bst, 0, false);
 }
 
-static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth);
+static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth,
+                             struct batch *batch, struct mirror_fill *fill);
 
 /*
  * New content of a file with several names whose mirror object they share:
@@ -427,15 +736,12 @@ static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth);
  * never half a file under a valid identity.
  */
 static int rewrite_shared(struct view *v, int bdfd, int mdfd, const char *name,
-                          const struct stat *bst)
+                          const struct stat *bst, uint64_t *copied)
 {
         struct mirror_base want;
-        char p[PATH_MAX], *buf = malloc(COPY_CHUNK);
+        char p[PATH_MAX];
         int bfd = -1, mfd = -1, r = 0;
-        off_t off = 0;
 
-        if (!buf)
-                return -ENOMEM;
         entry_path(p, sizeof(p), mdfd, name);
         if (lremovexattr(p, XATTR_BASE) < 0 && errno != ENODATA)
                 r = -errno;
@@ -443,17 +749,8 @@ static int rewrite_shared(struct view *v, int bdfd, int mdfd, const char *name,
                 r = -errno;
         if (r == 0 && (mfd = openat(mdfd, name, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC)) < 0)
                 r = -errno;
-        while (r == 0 && off < bst->st_size) {
-                ssize_t n = pread(bfd, buf, COPY_CHUNK, off);
-
-                if (n < 0)
-                        r = -errno;
-                if (n <= 0)
-                        break;
-                if (pwrite(mfd, buf, (size_t)n, off) != n)
-                        r = -EIO;
-                off += n;
-        }
+        if (r == 0)
+                r = copy_content(bfd, mfd, bst->st_size, copied);
         if (r == 0 && fsync(mfd) < 0)
                 r = -errno;
         if (r == 0) {
@@ -461,13 +758,14 @@ static int rewrite_shared(struct view *v, int bdfd, int mdfd, const char *name,
                 base_from_stat(&want, bst, 0);
                 r = set_base(mdfd, name, &want);
         }
-        if (r == 0)
+        if (r == 0) {
                 index_links(v, mdfd, name, bst);
+                note_container(v, mdfd, name, bst);
+        }
         if (mfd >= 0)
                 close(mfd);
         if (bfd >= 0)
                 close(bfd);
-        free(buf);
         return r;
 }
 
@@ -516,12 +814,21 @@ static int adopt_same(int bdfd, int mdfd, const char *name, const struct stat *b
         return r;
 }
 
+static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
+                     const struct stat *bst, bool exists, bool based,
+                     const struct mirror_base *have, struct batch *batch, struct dirref **dir,
+                     uint64_t *copied);
+static int sync_other(struct view *v, int bdfd, int mdfd, const char *name,
+                      const struct stat *bst, bool based, const struct mirror_base *have);
+
 /*
  * Makes mdfd/name what bdfd/name is.  A directory's children are mirrored
  * too when recursive (it is then marked complete); else only the directory.
+ * @fill: a pin's pass, which marks every regular file it meets and counts.
  */
 static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool recursive,
-                      int depth, struct batch *batch)
+                      int depth, struct batch *batch, struct dirref **dir,
+                      struct mirror_fill *fill)
 {
         struct mirror_base have, want;
         struct stat bst, mst;
@@ -561,45 +868,103 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
                                 close(cb);
                                 return r;
                         }
-                        r = sync_dir_children(v, cb, cm, depth + 1);
+                        r = sync_dir_children(v, cb, cm, depth + 1, batch, fill);
                         close(cb);
                         close(cm);
                         if (r < 0)
                                 return r;
                 }
-                set_owner_mode_times(mdfd, name, &bst);
-                base_from_stat(&want, &bst, flags);
-                return set_base(mdfd, name, &want);
+                if (fill)
+                        fill->res->dirs++;
+                dir_done(batch, mdfd, name, &bst, flags);
+                return 0;
         }
-        r = link_partner(v, mdfd, name, &bst);
+        if (S_ISREG(bst.st_mode)) {
+                uint64_t copied = 0;
+
+                store_batch_begin(v->store);
+                if (fill) {
+                        fill->res->total_bytes += (uint64_t)bst.st_size;
+                        if (fill->mark(v, &bst, fill) < 0)
+                                fill->res->failed++;
+                }
+                r = sync_file(v, bdfd, mdfd, name, &bst, exists, based, &have, batch, dir,
+                              &copied);
+                if (r != 1)
+                        fill_file_done(fill, copied, r == 0);
+                return r < 0 ? r : 0;
+        }
+        return sync_other(v, bdfd, mdfd, name, &bst, based, &have);
+}
+
+/* A regular file: 1 when queued in @batch. */
+static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
+                     const struct stat *bst, bool exists, bool based,
+                     const struct mirror_base *have, struct batch *batch, struct dirref **dir,
+                     uint64_t *copied)
+{
+        struct mirror_base want;
+        struct stat mst;
+        int r;
+
+        base_from_stat(&want, bst, 0);
+        r = link_partner(v, mdfd, name, bst);
+        if (r == 0)
+                note_container(v, mdfd, name, bst);
         if (r != -ENOENT)
                 return r;
         /* A link added or removed elsewhere changed only its count (and ctime):
          * the same object keeps its content, and is indexed for the new name. */
-        if (based && S_ISREG(bst.st_mode) && have.ver.nlink != want.ver.nlink &&
-            same_content(&have, &want)) {
-                set_owner_mode_times(mdfd, name, &bst);
+        if (based && have->ver.nlink != want.ver.nlink && same_content(have, &want)) {
+                set_owner_mode_times(mdfd, name, bst);
                 r = set_base(mdfd, name, &want);
-                if (r == 0)
-                        index_links(v, mdfd, name, &bst);
+                if (r == 0) {
+                        index_links(v, mdfd, name, bst);
+                        note_container(v, mdfd, name, bst);
+                }
                 return r;
         }
-        if (based && same_identity(&have, &want)) {
-                if (have.ver.uid != want.ver.uid || have.ver.gid != want.ver.gid ||
-                    have.ver.nlink != want.ver.nlink) {
-                        set_owner_mode_times(mdfd, name, &bst);
+        if (based && same_identity(have, &want)) {
+                r = 0;
+                if (have->ver.uid != want.ver.uid || have->ver.gid != want.ver.gid) {
+                        set_owner_mode_times(mdfd, name, bst);
+                        r = set_base(mdfd, name, &want);
+                }
+                /* Also a mirror made before containers, or a store that lost it. */
+                note_container(v, mdfd, name, bst);
+                return r;
+        }
+        if (exists && bst->st_nlink > 1 && based && fstatat(mdfd, name, &mst, AT_SYMLINK_NOFOLLOW) == 0 &&
+            mst.st_nlink > 1 && have->ver.ino == want.ver.ino)
+                return rewrite_shared(v, bdfd, mdfd, name, bst, copied);
+        if (exists && fstatat(mdfd, name, &mst, AT_SYMLINK_NOFOLLOW) == 0 &&
+            adopt_same(bdfd, mdfd, name, bst, &mst, &want) == 0) {
+                note_container(v, mdfd, name, bst);
+                return 0;
+        }
+        return copy_file(v, bdfd, mdfd, name, bst, batch, dir, copied);
+}
+
+/* Symlinks and special files. */
+static int sync_other(struct view *v, int bdfd, int mdfd, const char *name,
+                      const struct stat *bst, bool based, const struct mirror_base *have)
+{
+        struct mirror_base want;
+        int r;
+
+        base_from_stat(&want, bst, 0);
+        r = link_partner(v, mdfd, name, bst);
+        if (r != -ENOENT)
+                return r;
+        if (based && same_identity(have, &want)) {
+                if (have->ver.uid != want.ver.uid || have->ver.gid != want.ver.gid ||
+                    have->ver.nlink != want.ver.nlink) {
+                        set_owner_mode_times(mdfd, name, bst);
                         return set_base(mdfd, name, &want);
                 }
                 return 0;
         }
-        if (S_ISREG(bst.st_mode) && bst.st_nlink > 1 && based && mst.st_nlink > 1 &&
-            have.ver.ino == want.ver.ino)
-                return rewrite_shared(v, bdfd, mdfd, name, &bst);
-        if (exists && adopt_same(bdfd, mdfd, name, &bst, &mst, &want) == 0)
-                return 0;
-        if (S_ISREG(bst.st_mode))
-                return copy_file(v, bdfd, mdfd, name, &bst, batch);
-        return copy_special(v, bdfd, mdfd, name, &bst);
+        return copy_special(v, bdfd, mdfd, name, bst);
 }
 
 static bool is_tmp(const char *name)
@@ -607,21 +972,31 @@ static bool is_tmp(const char *name)
         return !strncmp(name, ".fcache-mirror.", 15);
 }
 
-static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth)
+/* This process's temporaries may be in use by another of its walks (the
+ * hoard thread and a pin, copies in flight); others' were left by a worker
+ * that died. */
+static bool is_own_tmp(const char *name)
 {
-        struct batch batch = { g_array_new(FALSE, TRUE, sizeof(struct batch_item)) };
+        char mine[48];
+
+        snprintf(mine, sizeof(mine), ".fcache-mirror.%d.", (int)getpid());
+        return !strncmp(name, mine, strlen(mine));
+}
+
+static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth,
+                             struct batch *batch, struct mirror_fill *fill)
+{
+        struct dirref *dir = NULL;
         struct dirent *de;
         struct stat st;
         int r = 0, dup_fd;
         DIR *d;
 
-        g_array_set_clear_func(batch.items, batch_item_clear);
         dup_fd = openat(bdfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dup_fd < 0 || !(d = fdopendir(dup_fd))) {
                 r = -errno;
                 if (dup_fd >= 0)
                         close(dup_fd);
-                g_array_free(batch.items, TRUE);
                 return r;
         }
         while ((de = readdir(d))) {
@@ -629,21 +1004,25 @@ static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth)
 
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
                         continue;
-                e = sync_entry(v, bdfd, mdfd, de->d_name, true, depth, &batch);
+                if (fill_cancelled(fill)) {
+                        r = -ECANCELED;
+                        break;
+                }
+                e = sync_entry(v, bdfd, mdfd, de->d_name, true, depth, batch, &dir, fill);
+                if (e == -ECANCELED) {
+                        r = e;
+                        break;
+                }
                 if (e < 0) {
                         log_warn("Failed to mirror '%s' for offline use: %s", de->d_name,
                                  strerror(-e));
                         r = e;
                 }
-        }
-        closedir(d);
-        {
-                int e = batch_install(v, mdfd, &batch);
-
-                if (e < 0)
+                if (batch_full(batch) && (e = batch_install(v, batch, fill)) < 0)
                         r = e;
         }
-        g_array_free(batch.items, TRUE);
+        closedir(d);
+        dirref_put(dir);
         /* Entries the backing no longer has (and leftover temporaries). */
         dup_fd = openat(mdfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dup_fd < 0)
@@ -654,7 +1033,8 @@ static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth)
                 return -errno;
         }
         while ((de = readdir(d))) {
-                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+                    is_own_tmp(de->d_name))
                         continue;
                 if (is_tmp(de->d_name) ||
                     (fstatat(bdfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT))
@@ -682,11 +1062,27 @@ static gchar **components(const char *rel)
 }
 
 /* The caller holds mode_lock (shared or exclusive) and the view is online. */
-static int sync_path(struct view *v, const char *rel, bool recursive)
+/* What the walk queued goes in place (or, cancelled, is dropped). */
+static int batch_end(struct view *v, struct batch *b, struct mirror_fill *fill, int r)
+{
+        int e;
+
+        if (r == -ECANCELED) {
+                batch_discard(b);
+                return r;
+        }
+        e = batch_install(v, b, fill);
+        return r < 0 ? r : e;
+}
+
+static int sync_path(struct view *v, const char *rel, bool recursive, struct mirror_fill *fill)
 {
         gchar **parts = components(rel);
+        struct dirref *dir = NULL;
+        struct batch batch;
         int bdfd, mdfd, r = 0;
 
+        batch_init(&batch);
         if (v->mirror_fd < 0) {
                 g_strfreev(parts);
                 return -ENOTDIR;
@@ -701,8 +1097,9 @@ static int sync_path(struct view *v, const char *rel, bool recursive)
                 struct mirror_base b;
                 struct stat st;
 
-                r = sync_dir_children(v, bdfd, mdfd, 0);
-                if (fstat(bdfd, &st) == 0) {
+                r = sync_dir_children(v, bdfd, mdfd, 0, &batch, fill);
+                r = batch_end(v, &batch, fill, r);
+                if (r != -ECANCELED && fstat(bdfd, &st) == 0) {
                         base_from_stat(&b, &st, MIRROR_COMPLETE);
                         set_owner_mode_times(mdfd, ".", &st);
                         set_base(mdfd, "", &b);
@@ -711,10 +1108,22 @@ static int sync_path(struct view *v, const char *rel, bool recursive)
         }
         for (unsigned i = 0; parts[i] && r == 0; i++) {
                 bool last = !parts[i + 1];
+                struct stat st;
                 int nb, nm;
 
-                r = sync_entry(v, bdfd, mdfd, parts[i], last && recursive, 0, NULL);
-                if (r < 0 || last)
+                if (last) {
+                        /* A single file is copied and made durable by itself. */
+                        bool one_file = fstatat(bdfd, parts[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                                        S_ISREG(st.st_mode);
+
+                        r = sync_entry(v, bdfd, mdfd, parts[i], recursive, 0,
+                                       one_file ? NULL : &batch, &dir, fill);
+                        dirref_put(dir);
+                        r = batch_end(v, &batch, fill, r);
+                        break;
+                }
+                r = sync_entry(v, bdfd, mdfd, parts[i], false, 0, NULL, NULL, NULL);
+                if (r < 0)
                         break;
                 nb = openat(bdfd, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 nm = openat(mdfd, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -732,6 +1141,8 @@ static int sync_path(struct view *v, const char *rel, bool recursive)
                 mdfd = nm;
         }
 out:
+        batch_free(&batch);
+        store_batch_commit(v->store);
         if (bdfd >= 0)
                 close(bdfd);
         if (mdfd >= 0)
@@ -740,21 +1151,26 @@ out:
         return r;
 }
 
-int mirror_sync_path(struct view *v, const char *rel, bool recursive)
+int mirror_fill_path(struct view *v, const char *rel, bool recursive, struct mirror_fill *fill)
 {
         int r = -EHOSTDOWN;
 
         /* Never while offline: the mirror then holds changes the server lacks. */
         view_change_begin(v);
         if (!view_offline(v))
-                r = sync_path(v, rel, recursive);
+                r = sync_path(v, rel, recursive, fill);
         view_change_end(v);
         return r;
 }
 
+int mirror_sync_path(struct view *v, const char *rel, bool recursive)
+{
+        return mirror_fill_path(v, rel, recursive, NULL);
+}
+
 static int resync_pin(void *ud, const char *path, int prio)
 {
-        int r = sync_path(ud, path, true);
+        int r = sync_path(ud, path, true, NULL);
 
         if (r < 0)
                 log_warn("Failed to mirror pinned '%s' for offline use: %s", path, strerror(-r));
@@ -766,6 +1182,7 @@ int mirror_sync_all(struct view *v)
         int r = store_pin_foreach(v->store, resync_pin, v);
 
         prune_links(v);
+        store_check_containers(v->store);
         return r;
 }
 
@@ -805,6 +1222,48 @@ int mirror_unpin_path(struct view *v, const char *rel)
         return r;
 }
 
+static int open_beneath(int dfd, const char *path, int flags)
+{
+        struct open_how how = { .flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
+                                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                           RESOLVE_NO_MAGICLINKS };
+        int fd = (int)syscall(SYS_openat2, dfd, path, &how, sizeof(how));
+
+        return fd < 0 ? -errno : fd;
+}
+
+/*
+ * The store's container function: the mirror file at id->path, if it holds
+ * exactly that identity: its base says so, and its own size and mtime are
+ * still the base's (a change made offline moves them).
+ */
+static int container_open(void *ud, const struct store_identity *id)
+{
+        struct view *v = ud;
+        struct mirror_base b;
+        struct stat st;
+        int fd, r;
+
+        if (!id->path)
+                return -ENOENT;
+        fd = open_beneath(v->mirror_fd, id->path, O_RDONLY | O_NOATIME);
+        if (fd == -EPERM)
+                fd = open_beneath(v->mirror_fd, id->path, O_RDONLY);
+        if (fd < 0)
+                return fd;
+        r = fstat(fd, &st) < 0 ? -errno : mirror_get_base(fd, NULL, &b);
+        if (r == 0 && (b.ver.ino != id->ino || (int64_t)b.ver.size != id->size ||
+                       b.ver.mtime_ns != id->mtime_ns || b.ver.ctime_ns != id->ctime_ns ||
+                       st.st_size != id->size ||
+                       (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec != id->mtime_ns))
+                r = -ESTALE;
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
+        return fd;
+}
+
 int mirror_open(struct view *v)
 {
         char *dir = g_build_filename(v->cfg->cache_dir, "mirror", NULL);
@@ -827,6 +1286,8 @@ int mirror_open(struct view *v)
                 log_warn("Failed to create %s (hard links are mirrored as copies): %m", dir);
         v->mirror_links_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
         g_free(dir);
+        store_set_container_fn(v->store, container_open, v);
+        store_check_containers(v->store);
         return 0;
 }
 
@@ -866,7 +1327,7 @@ void mirror_note_change(struct view *v, int dfd, const char *name)
         /* Only what lies in a complete (pinned) directory is kept current. */
         r = mirror_get_base(v->mirror_fd, strcmp(dir, ".") ? dir : NULL, &b);
         if (r == 0 && (b.flags & MIRROR_COMPLETE)) {
-                r = sync_path(v, rel, true);
+                r = sync_path(v, rel, true, NULL);
                 if (r < 0)
                         log_warn("Failed to bring the offline mirror of '%s' up to date: %s"
                                  " (the hoard walk retries)", rel, strerror(-r));

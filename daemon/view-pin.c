@@ -4,14 +4,20 @@
  * flushes.  A pin is admitted before anything is fetched: the sizes of the
  * files not yet pinned must fit in CacheSize minus Reserve minus what is
  * already pinned, else it fails at once with the size it needs.  Then every
- * file is fetched completely into the store and marked pinned (never
- * culled).  The hoard thread repeats the walk for every recorded pin, so a
- * pinned subtree stays complete as it changes on the server.
+ * file is marked pinned in the store (never culled) and fetched completely
+ * into the mirror, which is its one local copy (the store serves it from
+ * there: view-mirror.c), by a pool of FetchThreads copies in flight.  A
+ * non-recursive pin of a directory pins the files in it without mirroring
+ * them: those are fetched into the store's blocks.  The hoard thread
+ * repeats the pin for every recorded pin, so a pinned subtree stays complete
+ * as it changes on the server.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <linux/openat2.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -130,12 +136,48 @@ struct fill_ctx {
         struct pin_job *job;
 };
 
+/* Marks backing file @st pinned in the store (its content is fetched by the
+ * caller); a job remembers what it newly pinned, to undo a cancel. */
+static int mark_pinned(struct view *v, const struct stat *st, int prio, struct pin_job *job,
+                       struct sobj **out)
+{
+        struct sobj *o;
+        bool same;
+        int r;
+
+        if (job) {
+                struct sobj_info info;
+                uint64_t ino = (uint64_t)st->st_ino;
+
+                if (store_info_ino(v->store, st->st_ino, &info) < 0 || info.pin < 0)
+                        g_array_append_val(job->newly_pinned, ino);
+        }
+        r = store_obj_get(v->store, st, true, 0, &same, &o);
+        if (r == 0) {
+                r = store_obj_set_pin(v->store, o, prio);
+                if (r == 0 && out)
+                        *out = o;
+                else
+                        store_obj_put(v->store, o);
+        }
+        if (r < 0)
+                log_warn("Failed to pin inode %" PRIu64 ": %s", (uint64_t)st->st_ino,
+                         strerror(-r));
+        return r;
+}
+
+static int mark_for_mirror(struct view *v, const struct stat *st, struct mirror_fill *fill)
+{
+        return mark_pinned(v, st, fill->prio, fill->job, NULL);
+}
+
+/* A file pinned without its mirror (a directory pinned non-recursively):
+ * fetched into the store's blocks. */
 static int pin_one(struct view *v, int dfd, const char *name, const struct stat *lst, void *ud)
 {
         struct fill_ctx *c = ud;
         struct sobj *o;
         struct stat st;
-        bool same;
         int fd, r;
 
         fd = open_file(dfd, name);
@@ -146,23 +188,14 @@ static int pin_one(struct view *v, int dfd, const char *name, const struct stat 
                 close(fd);
                 return r;
         }
-        if (c->job) {
-                struct sobj_info info;
-                uint64_t ino = (uint64_t)st.st_ino;
-
-                if (store_info_ino(v->store, st.st_ino, &info) < 0 || info.pin < 0)
-                        g_array_append_val(c->job->newly_pinned, ino);
-        }
-        r = store_obj_get(v->store, &st, true, 0, &same, &o);
+        r = mark_pinned(v, &st, c->prio, c->job, &o);
         if (r == 0) {
-                r = store_obj_set_pin(v->store, o, c->prio);
-                if (r == 0)
-                        r = store_obj_fill(v->store, o, fd, &c->res->fetched);
+                r = store_obj_fill(v->store, o, fd, &c->res->fetched);
                 store_obj_put(v->store, o);
+                if (r < 0)
+                        log_warn("Failed to hoard inode %" PRIu64 ": %s",
+                                 (uint64_t)st.st_ino, strerror(-r));
         }
-        if (r < 0)
-                log_warn("Failed to hoard inode %" PRIu64 ": %s", (uint64_t)st.st_ino,
-                         strerror(-r));
         close(fd);
         return r;
 }
@@ -175,7 +208,7 @@ static int unpin_ino(struct view *v, uint64_t ino)
 
         if (store_obj_find(v->store, ino, &o) < 0)
                 return 0;
-        r = store_obj_set_pin(v->store, o, -1);
+        r = store_obj_unpin(v->store, o);
         store_obj_put(v->store, o);
         return r;
 }
@@ -191,7 +224,10 @@ int pin_subtree(struct view *v, int fd, bool recursive, int prio, bool dry_run,
                 struct pin_result *res, uint64_t *available, struct pin_job *job)
 {
         struct fill_ctx c = { res, prio, job };
+        struct mirror_fill fill = { res, job, prio, mark_for_mirror };
         struct store_stats st;
+        struct stat fst;
+        char *rel;
         int r;
 
         memset(res, 0, sizeof(*res));
@@ -210,9 +246,26 @@ int pin_subtree(struct view *v, int fd, bool recursive, int prio, bool dry_run,
                 memset(res, 0, sizeof(*res));
                 res->needed = 0;
         }
-        r = walk(v, fd, recursive, pin_one, &c, res, job);
-        if (r == -ECANCELED)
+        if (fstat(fd, &fst) < 0)
+                return -errno;
+        rel = view_rel_path(v->root_fd, fd, NULL);
+        if (!rel)
+                return -ENAMETOOLONG;
+        if (recursive || !S_ISDIR(fst.st_mode)) {
+                r = mirror_fill_path(v, rel, recursive, &fill);
+                res->mirror_err = r == -ECANCELED ? 0 : r;
+                if (r != -ECANCELED)
+                        r = 0;  /* what failed is counted; the hoard walk retries */
+        } else {
+                r = walk(v, fd, recursive, pin_one, &c, res, job);
+                res->mirror_err = r < 0 ? 0 : mirror_sync_path(v, rel, false);
+        }
+        if (r == -ECANCELED) {
                 pin_job_undo(v, job);
+                /* What it mirrored goes, unless another pin holds it. */
+                mirror_unpin_path(v, rel);
+        }
+        g_free(rel);
         return r;
 }
 
@@ -271,7 +324,6 @@ static int hoard_one(void *ud, const char *path, int prio)
         }
         pin_subtree(v, fd, true, prio, false, &res, NULL, NULL);
         close(fd);
-        mirror_sync_path(v, path, true);
         if (res.fetched)
                 log_info("Hoard walk of '%s' fetched %" PRIu64 " bytes", path, res.fetched);
         return 0;
@@ -307,4 +359,121 @@ int view_open_path(struct view *v, const char *path, int flags)
                 path = ".";
         fd = (int)syscall(SYS_openat2, v->root_fd, path, &how, sizeof(how));
         return fd < 0 ? -errno : fd;
+}
+
+/*
+ * prefetch: the files of a subtree fetched completely into the store
+ * (unpinned: cullable as any cached file), FetchThreads at a time, as a
+ * pin's copies are.  The walk queues the files; each batch of PREFETCH_BATCH
+ * is fetched by the pool before the walk goes on.
+ */
+#define PREFETCH_BATCH 64
+
+struct prefetch_item {
+        int dfd;                /* a dup of the directory's descriptor, or the file's own */
+        char *name;             /* NULL: dfd is the file */
+};
+
+struct prefetch {
+        struct view *v;
+        struct pin_result *res;
+        GArray *items;          /* struct prefetch_item */
+        guint next;             /* the next item a worker takes */
+};
+
+static void *prefetch_worker(void *arg)
+{
+        struct prefetch *p = arg;
+        guint i;
+
+        while ((i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED)) < p->items->len) {
+                struct prefetch_item *it = &g_array_index(p->items, struct prefetch_item, i);
+                uint64_t got = 0;
+                struct sobj *o;
+                struct stat st;
+                bool same;
+                int fd = open_file(it->dfd, it->name), r;
+
+                r = fd < 0 ? fd : fstat(fd, &st) < 0 ? -errno : 0;
+                if (r == 0)
+                        r = store_obj_get(p->v->store, &st, true, 0, &same, &o);
+                if (r == 0) {
+                        r = store_obj_fill(p->v->store, o, fd, &got);
+                        store_obj_put(p->v->store, o);
+                }
+                if (fd >= 0)
+                        close(fd);
+                __atomic_add_fetch(&p->res->fetched, got, __ATOMIC_RELAXED);
+                if (r < 0) {
+                        __atomic_add_fetch(&p->res->failed, 1, __ATOMIC_RELAXED);
+                        log_warn("Failed to prefetch '%s': %s", it->name ? it->name : ".",
+                                 strerror(-r));
+                }
+        }
+        return NULL;
+}
+
+static void prefetch_flush(struct prefetch *p)
+{
+        unsigned n = p->v->cfg->fetch_threads ? p->v->cfg->fetch_threads : 1, started = 0;
+        pthread_t *tids;
+
+        if (!p->items->len)
+                return;
+        if (n > p->items->len)
+                n = p->items->len;
+        tids = g_new(pthread_t, n);
+        p->next = 0;
+        for (unsigned i = 1; i < n; i++)
+                if (pthread_create(&tids[started], NULL, prefetch_worker, p) == 0)
+                        started++;
+        prefetch_worker(p);
+        for (unsigned i = 0; i < started; i++)
+                pthread_join(tids[i], NULL);
+        g_free(tids);
+        for (guint i = 0; i < p->items->len; i++) {
+                struct prefetch_item *it = &g_array_index(p->items, struct prefetch_item, i);
+
+                close(it->dfd);
+                g_free(it->name);
+        }
+        g_array_set_size(p->items, 0);
+}
+
+static int prefetch_queue(struct view *v, int dfd, const char *name, const struct stat *st,
+                          void *ud)
+{
+        struct prefetch *p = ud;
+        struct prefetch_item it = { fcntl(dfd, F_DUPFD_CLOEXEC, 0), g_strdup(name) };
+
+        if (it.dfd < 0) {
+                g_free(it.name);
+                return -errno;
+        }
+        g_array_append_val(p->items, it);
+        if (p->items->len >= PREFETCH_BATCH)
+                prefetch_flush(p);
+        return 0;
+}
+
+int prefetch_subtree(struct view *v, int fd, bool recursive, struct pin_result *res,
+                     struct pin_job *job)
+{
+        struct prefetch p = { v, res, g_array_new(FALSE, TRUE, sizeof(struct prefetch_item)), 0 };
+        int r;
+
+        memset(res, 0, sizeof(*res));
+        r = walk(v, fd, recursive, prefetch_queue, &p, res, job);
+        if (r == -ECANCELED) {
+                for (guint i = 0; i < p.items->len; i++) {
+                        close(g_array_index(p.items, struct prefetch_item, i).dfd);
+                        g_free(g_array_index(p.items, struct prefetch_item, i).name);
+                }
+                g_array_set_size(p.items, 0);
+        }
+        prefetch_flush(&p);
+        g_array_free(p.items, TRUE);
+        if (job && job->progress && r != -ECANCELED)
+                job->progress(job, res);
+        return r;
 }

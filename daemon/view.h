@@ -210,6 +210,7 @@ void out_lines(struct ctl_out *o, const char *text);
 /* view-pin.c: hoarding walks */
 struct pin_result {
         uint64_t files, dirs, total_bytes, needed, fetched, failed;
+        int mirror_err;         /* why the pinned tree is not completely mirrored, or 0 */
 };
 /*
  * A pin run as a job of the control socket ("job pin ..."): progress as it
@@ -226,6 +227,10 @@ int pin_subtree(struct view *v, int fd, bool recursive, int prio, bool dry_run,
                 struct pin_result *res, uint64_t *available, struct pin_job *job);
 int unpin_subtree(struct view *v, int fd, bool recursive, struct pin_result *res);
 int flush_subtree(struct view *v, int fd, bool recursive, struct pin_result *res);
+/* Fetches the files completely into the store (not pinned), FetchThreads at a
+ * time; @job may be NULL. */
+int prefetch_subtree(struct view *v, int fd, bool recursive, struct pin_result *res,
+                     struct pin_job *job);
 int pin_walk_all(struct view *v);
 /* Opens path (relative to the volume root, or absolute under the mountpoint). */
 int view_open_path(struct view *v, const char *path, int flags);
@@ -310,6 +315,18 @@ int mirror_take_identity(int dfd, const char *name, const struct mirror_base *b)
 /* Mirrors volume path rel (and its subtree when recursive) from the backing;
  * -EHOSTDOWN while offline. */
 int mirror_sync_path(struct view *v, const char *rel, bool recursive);
+/*
+ * A pin's fetch into the mirror: mark() is called for every regular file
+ * met (to pin it in the store), res counts files, directories and bytes
+ * fetched, job (may be NULL) follows and can cancel it (-ECANCELED).
+ */
+struct mirror_fill {
+        struct pin_result *res;
+        struct pin_job *job;
+        int prio;
+        int (*mark)(struct view *v, const struct stat *st, struct mirror_fill *fill);
+};
+int mirror_fill_path(struct view *v, const char *rel, bool recursive, struct mirror_fill *fill);
 /* Every pin again; the caller holds mode_lock and the view is online. */
 int mirror_sync_all(struct view *v);
 int mirror_unpin_path(struct view *v, const char *rel);

@@ -23,6 +23,7 @@
 #define DEFAULT_BACKING_TIMEOUT_MS 10000
 #define DEFAULT_HOARD_INTERVAL_MS 600000
 #define DEFAULT_THREADS 4
+#define DEFAULT_FETCH_THREADS 8
 
 void volume_config_init(struct volume_config *c)
 {
@@ -32,6 +33,7 @@ void volume_config_init(struct volume_config *c)
         c->backing_timeout_ms = DEFAULT_BACKING_TIMEOUT_MS;
         c->hoard_interval_ms = DEFAULT_HOARD_INTERVAL_MS;
         c->threads = DEFAULT_THREADS;
+        c->fetch_threads = DEFAULT_FETCH_THREADS;
 }
 
 void volume_config_free(struct volume_config *c)
@@ -200,6 +202,14 @@ int volume_config_set(struct volume_config *c, const char *key, const char *valu
                 c->metered_ignore = value[0] == 'i';
                 return 0;
         }
+        if (!strcmp(key, "FetchThreads")) {
+                r = volume_config_parse_size(value, &v);
+                if (r < 0 || v < 1 || v > 64)
+                        return fail(err, errlen, "%s: '%s' is not a number from 1 to 64",
+                                    key, value);
+                c->fetch_threads = (unsigned)v;
+                return 0;
+        }
         return fail(err, errlen, "%s: unknown key", key);
 }
 
@@ -226,6 +236,7 @@ int volume_config_load(struct volume_config *c, const char *path, char *err, siz
         static const char *const keys[] = {
                 "Backing", "Mountpoint", "CacheDir", "Server", "CacheSize", "Reserve",
                 "AttrLease", "BackingTimeout", "HoardInterval", "Threads", "CacheFiles",
+                "FetchThreads",
         };
 
         if (!f) {

@@ -25,6 +25,7 @@ struct volume_config {
         uint64_t hoard_interval_ms;  /* HoardInterval=: period of the pin (hoard) walk */
         unsigned threads;       /* Threads=: FUSE worker threads */
         bool metered_ignore;    /* Metered=ignore: hoard on a metered connection too */
+        unsigned fetch_threads; /* FetchThreads=: copies in flight for pins and hoarding */
 };
 
 /* Fills defaults; every pointer NULL. */

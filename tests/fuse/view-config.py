@@ -34,6 +34,7 @@ def main():
         ("just words\n", ":1: 'just words': not a Key=Value line"),
         ("Mountpoint=/mnt/v\nCacheDir=/c\n", "Backing: missing"),
         (base + "CacheSize=1G\nReserve=2G\n", "Reserve: 2147483648 bytes leaves no room"),
+        (base + "FetchThreads=0\n", ":5: FetchThreads: '0' is not a number from 1 to 64"),
     ]
     for text, want in cases:
         path, r = run_conf(text)
@@ -48,7 +49,7 @@ def main():
     os.makedirs("/etc/fcache/volumes.d", exist_ok=True)
     write_file(conf, (f"[Volume]\nBacking={vol.backing}\nMountpoint={vol.mnt}\n"
                       f"CacheDir={vol.cache}\nCacheSize=64M\nReserve=8M\nAttrLease=5s\n"
-                      f"Server=localhost\nBackingTimeout=3s\nHoardInterval=10min\n").encode())
+                      f"Server=localhost\nBackingTimeout=3s\nHoardInterval=10min\nFetchThreads=4\n").encode())
     try:
         vol.args = [VIEW, name]
         vol.start()

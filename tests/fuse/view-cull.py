@@ -92,7 +92,10 @@ def main():
 
     r = vol.ctl("unpin recursive", "hoard")
     eq((r["unpinned"], r["pins_removed"]), ("4", "1"), "unpin recursive")
-    eq(vol.ctl("query cached", "hoard/h0")["pinned"], "no", "unpinned file")
+    q = vol.ctl("query cached", "hoard/h0")
+    eq((q["pinned"], q["cached"]), ("no", "complete"),
+       "unpinned file: its mirror copy stays cached, in the store")
+    eq(read_file(vol.v("hoard", "h0")), files["hoard/h0"], "and reads back right")
     eq(int(vol.ctl("query cache")["pinned"]), 5 * MiB, "only the other pin is counted")
 
     # the number of objects is bounded too (CacheFiles, cachefilesd's frun/fcull/fstop)

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The store of a volume: validity within the lease, partial fill, write-through,
-flush, set cacheable off, corruption detection, and deep paths near PATH_MAX.
+flush, set cacheable off, prefetch, one local copy of a pinned file (its mirror file,
+the container, serves online reads), corruption detection, and deep paths
+near PATH_MAX.
 
 O_DIRECT reads through the view bypass the kernel's page cache (the view's
 O_DIRECT policy), so they show what the store serves.
@@ -136,6 +138,71 @@ def main():
     eq((q["cached"], int(q["cached_bytes"]), q["pinned"]), ("complete", len(newp), "yes"),
        "after one access the changed pinned file is complete again in the store")
     eq(read_direct(vol.v("hoard", "p")), newp, "with the new content")
+
+    # --- a pinned file has one local copy: its mirror file is the container
+    os.mkdir(vol.b("one"))
+    one = rand_bytes(2 * 1024 * 1024 + 77, 12)
+    write_file(vol.b("one", "f"), one)
+    eq(read_file(vol.v("one", "f")), one, "read before the pin (fills the store)")
+    ino = os.stat(vol.b("one", "f")).st_ino
+    blob = os.path.join(vol.cache, "objects", f"{ino & 0xff:02x}", str(ino))
+    check(os.path.exists(blob), "the store holds a copy of the unpinned file")
+    r = vol.ctl("pin recursive", "one")
+    eq((r["mirrored"], int(r["fetched"])), ("yes", len(one)), "the pin fetches it into the mirror")
+    check(not os.path.exists(blob), "pinned, the store holds no second copy of it")
+    q = vol.ctl("query cached", "one/f")
+    eq((q["cached"], int(q["cached_bytes"]), q["pinned"]), ("complete", len(one), "yes"),
+       "query cached: complete and pinned")
+    mirror = os.path.join(vol.cache, "mirror", "one", "f")
+    eq(read_file(mirror), one, "the mirror's file holds the content")
+    st = os.stat(mirror)
+    with open(mirror, "r+b") as f:             # behind the view's back, size and mtime kept
+        f.seek(BLOCK + 5)
+        f.write(b"CONTAINER")
+    os.utime(mirror, ns=(st.st_atime_ns, st.st_mtime_ns))
+    marked = bytearray(one)
+    marked[BLOCK + 5:BLOCK + 14] = b"CONTAINER"
+    eq(read_direct(vol.v("one", "f")), bytes(marked), "online reads are served from the container")
+    with open(mirror, "r+b") as f:
+        f.seek(BLOCK + 5)
+        f.write(one[BLOCK + 5:BLOCK + 14])
+    os.utime(mirror, ns=(st.st_atime_ns, st.st_mtime_ns))
+    used = int(vol.ctl("query cache")["used"])
+    check(used >= len(one), f"the container's bytes count as used ({used})")
+    with open(vol.v("one", "f"), "r+b") as f:  # written through the view: on the server
+        f.seek(10)
+        f.write(b"written online")
+    one2 = bytearray(one)
+    one2[10:24] = b"written online"
+    eq(read_direct(vol.v("one", "f")), bytes(one2), "after a write through the view, reads are right")
+    eq(read_file(mirror), bytes(one2), "and the container was brought up to date at close")
+    os.truncate(vol.b("one", "f"), 1000)         # changed on the server
+    time.sleep(LEASE + 0.5)
+    eq(read_direct(vol.v("one", "f")), bytes(one2[:1000]),
+       "a server change is seen (the stale container is not served)")
+    vol.stop()
+    vol.start()
+    eq(read_direct(vol.v("one", "f")), bytes(one2[:1000]), "and after a restart")
+    eq(vol.ctl("pin recursive", "one")["mirrored"], "yes", "a pin again brings the container up to date")
+    q = vol.ctl("query cached", "one/f")
+    eq((q["cached"], int(q["cached_bytes"])), ("complete", 1000), "complete again, one copy")
+    check(not os.path.exists(blob), "still no second copy in the store")
+
+    # --- prefetch: a subtree fetched into the store, not pinned
+    os.makedirs(vol.b("pre", "d"))
+    pre = {f"pre/f{i:02d}": rand_bytes(200000 + i, 20 + i) for i in range(70)}
+    pre["pre/d/g"] = rand_bytes(300000, 99)
+    for name, content in pre.items():
+        write_file(vol.b(name), content)
+    r = vol.ctl("prefetch recursive", "pre")
+    eq((int(r["files"]), int(r["fetched"]), r["failed"]), (71, sum(map(len, pre.values())), "0"),
+       "prefetch recursive fetches every file of the subtree (more than one batch)")
+    states = {(vol.ctl("query cached", n)["cached"], vol.ctl("query cached", n)["pinned"])
+              for n in pre}
+    eq(states, {("complete", "no")}, "... into the store: complete, not pinned")
+    eq(read_direct(vol.v("pre", "d", "g")), pre["pre/d/g"], "prefetched content reads back")
+    r = vol.ctl("prefetch", "pre/f00")
+    eq((r["files"], r["fetched"]), ("1", "0"), "prefetch of a cached file fetches nothing")
 
     # --- bad commands are refused with the word that was wrong
     r = vol.ctl("frobnicate", ok=False)
