@@ -785,6 +785,10 @@ static int conflict(struct ctx *c, const struct rec *r, struct oplog_object *o,
         e = keep_local(c, r, local);
         if (e >= 0)
                 e = keep_remote(c, remote_pfd, remote_name, remote_st, remote);
+        /* Settled "local", the record is replayed after the mirror was resynced
+         * with the server's bytes: it keeps its own copy of the container's. */
+        if (e >= 0 && r->r.kind == OPLOG_CONTENT)
+                e = oplog_content_detach(c->log, r->r.seq);
         if (e < 0)
                 return e;
         fault_point(FAULT_REINT_CONFLICT_RECORD);
