@@ -1003,6 +1003,20 @@ fuse_ino_t vnode_id_of_ino(struct view *v, uint64_t ino)
         return id;
 }
 
+fuse_ino_t vnode_parent_id(struct view *v, fuse_ino_t id)
+{
+        struct vnode *n;
+        uint64_t key = id;
+        fuse_ino_t parent = 0;
+
+        pthread_mutex_lock(&v->itab_lock);
+        n = g_hash_table_lookup(v->nodes, &key);
+        if (n && n->id != FUSE_ROOT_ID)
+                parent = n->parent;
+        pthread_mutex_unlock(&v->itab_lock);
+        return parent;
+}
+
 void vnode_set_alt_floor(struct view *v, uint64_t id)
 {
         pthread_mutex_lock(&v->itab_lock);

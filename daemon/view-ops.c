@@ -58,6 +58,8 @@ struct vfile {
                                  * of the backing, whose rules then update its atime */
         bool pt_counted;        /* immutable: counted in view-passthrough.c's node modes */
         bool passthrough;       /* immutable: the kernel reads and writes it without us */
+        bool local;             /* opened from the store alone within the lease: fd
+                                 * stays -1 until something needs the backing */
         struct timespec pt_logged; /* offline, passed through: mtime when last logged */
         off_t pt_logged_size;      /* and size */
 };
@@ -412,35 +414,45 @@ static void attach_store(struct view *v, struct vfile *f, bool *keep_cache)
                 refill_pinned(v, f->obj, f->fd);
 }
 
-/* Returns the open file of fi with its backing descriptor, reopening it
- * after a takeover. */
-static struct vfile *vfile_of(struct view *v, struct fuse_file_info *fi, int *err)
+/* The open file of fi, as it is (its descriptor may still be -1). */
+static struct vfile *vfile_find(struct view *v, struct fuse_file_info *fi, int *err)
 {
         struct vfile *f;
-        struct vnode *n;
         uint64_t key = fi->fh;
-        int fd, pfd;
-        bool keep;
 
         pthread_mutex_lock(&v->ftab_lock);
         f = g_hash_table_lookup(v->files, &key);
         pthread_mutex_unlock(&v->ftab_lock);
-        if (!f) {
+        if (!f)
                 *err = EBADF;
-                return NULL;
-        }
-        if (__atomic_load_n(&f->fd, __ATOMIC_ACQUIRE) >= 0)
+        return f;
+}
+
+/* Returns the open file of fi with its backing descriptor, opening it now
+ * for a file opened from the store alone, or after a takeover. */
+static struct vfile *vfile_of(struct view *v, struct fuse_file_info *fi, int *err)
+{
+        struct vfile *f = vfile_find(v, fi, err);
+        struct vnode *n;
+        int fd, pfd;
+        bool keep;
+
+        if (!f || __atomic_load_n(&f->fd, __ATOMIC_ACQUIRE) >= 0)
                 return f;
         pthread_mutex_lock(&f->lock);
         if (f->fd < 0) {
+again:
                 pfd = vnode_get(v, f->id, &n);
                 if (pfd < 0) {
                         pthread_mutex_unlock(&f->lock);
                         *err = -pfd;
                         return NULL;
                 }
-                fd = backing_reopen(pfd, f->flags & ~O_TRUNC);
+                /* As the daemon: the caller's permission was checked at its open. */
+                fd = backing_reopen_bounded(v, pfd, f->flags & ~O_TRUNC, NULL);
                 vnode_put(v, n);
+                if (fd == -ETIMEDOUT && view_wait_offline(v))
+                        goto again;     /* the mirror's object now */
                 if (fd < 0) {
                         pthread_mutex_unlock(&f->lock);
                         log_warn("Failed to reopen file handle %" PRIu64 " after takeover: %s",
@@ -449,11 +461,26 @@ static struct vfile *vfile_of(struct view *v, struct fuse_file_info *fi, int *er
                         return NULL;
                 }
                 __atomic_store_n(&f->fd, fd, __ATOMIC_RELEASE);
-                if (!f->dir)
+                /* A local open keeps its copy: reads revalidate it past the lease. */
+                if (f->local)
+                        __atomic_store_n(&f->local, false, __ATOMIC_RELEASE);
+                else if (!f->dir)
                         attach_store(v, f, &keep);
         }
         pthread_mutex_unlock(&f->lock);
         return f;
+}
+
+/* A file opened locally reads from its store copy while that is complete
+ * and within its lease, without a backing descriptor. */
+static bool local_copy_serves(struct view *v, struct vfile *f)
+{
+        struct sobj_info info;
+
+        if (!__atomic_load_n(&f->local, __ATOMIC_ACQUIRE) || view_offline(v))
+                return false;
+        store_obj_info(f->obj, &info);
+        return info.complete && !store_obj_stale(f->obj, now_ns(), (uint64_t)(v->lease_s * 1e9));
 }
 
 /* ---- helpers ---- */
@@ -1230,6 +1257,74 @@ static bool complete_copy(struct vfile *f, bool unchanged)
         return info.complete;
 }
 
+/*
+ * Within its lease a complete store copy answers a read-only open of a
+ * network backing's file by itself, without a round trip: the kernel has
+ * checked the caller's permission (default_permissions), and the background
+ * pass (view-revalidate.c) keeps the copy's validity.  A local backing keeps
+ * close-to-open: asking it costs nothing.  The object, referenced, or NULL.
+ */
+static struct sobj *local_copy_for_open(struct view *v, fuse_ino_t ino, struct vnode *n)
+{
+        struct sobj_info info;
+        struct sobj *o;
+
+        if (v->backing_local || !S_ISREG(vnode_type(n)) ||
+            store_obj_find(v->store, vnode_ino(n), &o) < 0)
+                return NULL;
+        store_obj_info(o, &info);
+        if (info.complete && !store_obj_stale(o, now_ns(), (uint64_t)(v->lease_s * 1e9)) &&
+            vnode_cacheable(v, ino))
+                return o;
+        store_obj_put(v->store, o);
+        return NULL;
+}
+
+/* Replies to an open of f (bid: its passthrough backing id, or 0). */
+static void reply_open(fuse_req_t req, struct view *v, struct vfile *f, struct fuse_file_info *fi,
+                       int bid, bool keep, bool writing)
+{
+        int r;
+
+        fi->fh = f->fh;
+        fi->keep_cache = keep;
+        /* A writer's close brings the mirror up to date (online) or logs its
+         * content (offline): only readers may skip FLUSH. */
+        fi->noflush = !writing;
+        passthrough_reply_begin(bid);
+        r = fuse_reply_open(req, fi);
+        passthrough_reply_end();
+        if (r < 0)
+                vfile_remove(v, f);     /* the open was interrupted */
+}
+
+/* Opens node ino (n) for reading from its store copy alone. */
+static void open_locally(fuse_req_t req, struct view *v, fuse_ino_t ino, struct sobj *o,
+                         struct fuse_file_info *fi)
+{
+        struct vfile *f = vfile_add(v, 0, ino, -1, open_flags(fi), false);
+        int bid;
+
+        if (!f) {
+                store_obj_put(v->store, o);
+                fuse_reply_err(req, ENOMEM);
+                return;
+        }
+        f->obj = o;
+        f->local = true;
+        bid = passthrough_open(v, ino, -1, fi->flags, true, false, false);
+        if (bid < 0) {
+                vfile_remove(v, f);
+                fuse_reply_err(req, -bid);
+                return;
+        }
+        f->pt_counted = passthrough_on();
+        f->passthrough = bid > 0;
+        vfile_log_mode(v, f, bid);
+        revalidate_note(v, ino);
+        reply_open(req, v, f, fi, bid, true, false);
+}
+
 /* FOPEN_NOFLUSH: close(2) need not wait for a FLUSH when it has nothing
  * to do: a reader's, and online a writer's on a local backing (the flush's
  * dup+close reports write-back errors of network filesystems; offline it
@@ -1241,6 +1336,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         bool writing = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
         struct vfile *f;
         struct creds c;
+        struct sobj *o;
         bool keep = false, offline, regular;
         uint64_t lid = 0;
         int r, bfd, bid;
@@ -1256,6 +1352,11 @@ again:
                 if (writing)
                         view_change_end(v);
                 fuse_reply_err(req, -fd);
+                return;
+        }
+        if (!writing && !offline && (o = local_copy_for_open(v, ino, n))) {
+                vnode_put(v, n);
+                open_locally(req, v, ino, o, fi);
                 return;
         }
         /* Offline, a file opened for writing is registered with its base
@@ -1335,16 +1436,7 @@ again:
                 if (!f->passthrough)
                         attach_store(v, f, &keep);
         }
-        fi->fh = f->fh;
-        fi->keep_cache = keep;
-        /* A writer's close brings the mirror up to date (online) or logs its
-         * content (offline): only readers may skip FLUSH. */
-        fi->noflush = !writing;
-        passthrough_reply_begin(bid);
-        r = fuse_reply_open(req, fi);
-        passthrough_reply_end();
-        if (r < 0)
-                vfile_remove(v, f);     /* the open was interrupted */
+        reply_open(req, v, f, fi, bid, keep, writing);
 }
 
 /*
@@ -1497,7 +1589,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         int err;
 
         passthrough_count_read();
-        f = vfile_of(v, fi, &err);
+        f = vfile_find(v, fi, &err);
+        if (f && !local_copy_serves(v, f))
+                f = vfile_of(v, fi, &err);
         if (!f) {
                 fuse_reply_err(req, err);
                 return;
@@ -1507,7 +1601,18 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                 fuse_reply_err(req, ENOMEM);
                 return;
         }
-        if (f->obj && !view_offline(v)) {
+        n = -EBADF;
+        if (__atomic_load_n(&f->fd, __ATOMIC_ACQUIRE) < 0)
+                n = store_obj_read(v->store, f->obj, -1, buf, size, off);
+        /* A block found corrupt is fetched again: that needs the backing. */
+        if (n < 0 && !(f = vfile_of(v, fi, &err))) {
+                free(buf);
+                fuse_reply_err(req, err);
+                return;
+        }
+        if (n >= 0) {
+                /* served from the store alone */
+        } else if (f->obj && !view_offline(v)) {
                 uint64_t lease_ns = (uint64_t)(v->lease_s * 1e9);
 
                 if (store_obj_stale(f->obj, now_ns(), lease_ns)) {

@@ -11,6 +11,7 @@
  *   view-creds.c    per-thread caller credentials
  *   view-control.c  the control socket (query/flush/pin/set)
  *   view-passthrough.c  FUSE passthrough of open files to local files
+ *   view-revalidate.c   store copies checked against the backing in the background
  *   view-command.c  the command grammar subset the control socket speaks
  *   store*.c        the persistent store
  *
@@ -150,6 +151,8 @@ void vnode_name_gone(struct view *v, uint64_t ino, uint64_t parent, const char *
 bool vnode_cacheable(struct view *v, fuse_ino_t id);
 /* The kernel's nodeid of a backing inode, or 0 if the kernel does not know it. */
 fuse_ino_t vnode_id_of_ino(struct view *v, uint64_t ino);
+/* The parent the node table knows node id under, 0 for none (the root). */
+fuse_ino_t vnode_parent_id(struct view *v, fuse_ino_t id);
 /* Recreates a node from the takeover log (its kernel lookup count is unknown). */
 int vnode_restore(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint64_t parent,
                   const char *name, const void *handle, unsigned hlen, int htype);
@@ -203,6 +206,10 @@ struct ctl_out {
 void out_kv(struct ctl_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The "key=value" lines of a text the view made itself, without names in it. */
 void out_lines(struct ctl_out *o, const char *text);
+
+/* view-revalidate.c: a read-only open of node id served from its store copy
+ * alone; its directory's copies are then revalidated in the background. */
+void revalidate_note(struct view *v, fuse_ino_t id);
 
 /* view-pin.c: hoarding walks */
 struct pin_result {

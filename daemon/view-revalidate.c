@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * view-revalidate.c: the store's copies checked against the backing in the
+ * background, a directory at a time.
+ *
+ * A read-only open of a copy within its lease costs no round trip
+ * (view-ops.c); the directories such opens happened in are "hot" for ten
+ * leases.  Every half lease one pass lists each hot directory on the backing
+ * and compares the attributes of its files with their store copies: the
+ * listing brings them in one exchange where the backing can (NFS
+ * READDIRPLUS, sshfs's readdir with attributes, which fill the stats that
+ * follow), rather than a stat round trip per file opened.  An unchanged copy
+ * gets a new lease; a changed one is dropped (a pinned one fetched again),
+ * and the kernel's pages and attributes of it go
+ * (fuse_lowlevel_notify_inval_inode); a name that now leads to another
+ * object, or to none, is invalidated in the kernel's dentries
+ * (fuse_lowlevel_notify_inval_entry).
+ *
+ * The pass calls the backing directly on its own thread, holding no lock an
+ * operation needs: a server that is gone stops the pass, nothing else.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "view.h"
+
+#define HOT_LEASES 10
+
+struct hot_dir {
+        uint64_t id;            /* nodeid of the directory */
+        uint64_t used_ns;       /* under rv.lock: last local open in it */
+        GHashTable *names;      /* the pass's own: name -> inode number at the last pass */
+};
+
+static struct {
+        pthread_mutex_t lock;
+        GHashTable *hot;        /* under lock: nodeid -> struct hot_dir */
+        bool started;           /* under lock */
+} rv = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static uint64_t lease_ns(struct view *v)
+{
+        return (uint64_t)(v->lease_s * 1e9);
+}
+
+/* A changed copy: dropped by the caller's revalidation; a pinned one is
+ * fetched again at once (as on access), then the kernel forgets its own. */
+static void copy_changed(struct view *v, int dfd, const char *name, struct sobj *o, uint64_t ino)
+{
+        fuse_ino_t id = vnode_id_of_ino(v, ino);
+
+        if (store_obj_pin(o) >= 0) {
+                int fd = openat(dfd, name, O_RDONLY | O_NOATIME | O_NOFOLLOW | O_CLOEXEC);
+                uint64_t got = 0;
+
+                if (fd >= 0) {
+                        if (store_obj_fill(v->store, o, fd, &got) < 0)
+                                log_warn("Failed to fetch the changed pinned file '%s' again",
+                                         name);
+                        close(fd);
+                }
+        }
+        if (id)
+                fuse_lowlevel_notify_inval_inode(v->se, id, 0, 0);
+}
+
+static void forget_name(struct view *v, uint64_t dir, const char *name)
+{
+        fuse_lowlevel_notify_inval_entry(v->se, dir, name, strlen(name));
+}
+
+/* One directory: its files' copies renewed or dropped. */
+static void pass_dir(struct view *v, struct hot_dir *hd)
+{
+        GHashTable *names = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+        GHashTableIter it;
+        gpointer key, val;
+        struct dirent *de;
+        struct vnode *n;
+        DIR *d;
+        int pfd, dfd;
+
+        pfd = vnode_get(v, hd->id, &n);
+        if (pfd < 0) {
+                g_hash_table_destroy(names);
+                return;
+        }
+        /* Not held across the backing call: while a node has users, its
+         * descriptor of the tree served before a switch serves on. */
+        pfd = fcntl(pfd, F_DUPFD_CLOEXEC, 0);
+        vnode_put(v, n);
+        dfd = pfd >= 0 ? openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+        if (pfd >= 0)
+                close(pfd);
+        d = dfd >= 0 ? fdopendir(dfd) : NULL;
+        if (!d) {
+                if (dfd >= 0)
+                        close(dfd);
+                g_hash_table_destroy(names);
+                return;
+        }
+        while ((de = readdir(d)) && !view_offline(v)) {
+                uint64_t *was;
+                struct stat st;
+                struct sobj *o;
+                bool same;
+
+                if (de->d_type != DT_REG && de->d_type != DT_UNKNOWN)
+                        continue;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                    !S_ISREG(st.st_mode))
+                        continue;
+                was = hd->names ? g_hash_table_lookup(hd->names, de->d_name) : NULL;
+                if (was && *was != (uint64_t)st.st_ino)
+                        forget_name(v, hd->id, de->d_name);
+                g_hash_table_insert(names, g_strdup(de->d_name), g_memdup2(&st.st_ino, sizeof(uint64_t)));
+                if (store_obj_find(v->store, st.st_ino, &o) < 0)
+                        continue;
+                if (store_obj_revalidate(v->store, o, &st, &same) == 0 && !same)
+                        copy_changed(v, dirfd(d), de->d_name, o, st.st_ino);
+                store_obj_put(v->store, o);
+        }
+        closedir(d);
+        if (view_offline(v)) {
+                g_hash_table_destroy(names);
+                return;
+        }
+        if (hd->names) {
+                g_hash_table_iter_init(&it, hd->names);
+                while (g_hash_table_iter_next(&it, &key, &val))
+                        if (!g_hash_table_contains(names, key))
+                                forget_name(v, hd->id, key);        /* gone */
+                g_hash_table_destroy(hd->names);
+        }
+        hd->names = names;
+}
+
+static void hot_dir_free(gpointer p)
+{
+        struct hot_dir *hd = p;
+
+        if (hd->names)
+                g_hash_table_destroy(hd->names);
+        g_free(hd);
+}
+
+static void *revalidate_thread(void *arg)
+{
+        struct view *v = arg;
+        uint64_t period = lease_ns(v) / 2;
+
+        if (period < 200000000)
+                period = 200000000;
+        for (;;) {
+                struct timespec ts = { (time_t)(period / 1000000000), (long)(period % 1000000000) };
+                GPtrArray *dirs = g_ptr_array_new();
+                GHashTableIter it;
+                gpointer key, val;
+                uint64_t now;
+
+                nanosleep(&ts, NULL);
+                if (view_offline(v)) {
+                        g_ptr_array_free(dirs, TRUE);
+                        continue;
+                }
+                now = now_ns();
+                pthread_mutex_lock(&rv.lock);
+                g_hash_table_iter_init(&it, rv.hot);
+                while (g_hash_table_iter_next(&it, &key, &val)) {
+                        struct hot_dir *hd = val;
+
+                        if (now - hd->used_ns > HOT_LEASES * lease_ns(v))
+                                g_hash_table_iter_remove(&it);  /* only this thread frees */
+                        else
+                                g_ptr_array_add(dirs, hd);
+                }
+                pthread_mutex_unlock(&rv.lock);
+                for (guint i = 0; i < dirs->len && !view_offline(v); i++)
+                        pass_dir(v, g_ptr_array_index(dirs, i));
+                g_ptr_array_free(dirs, TRUE);
+        }
+        return NULL;
+}
+
+void revalidate_note(struct view *v, fuse_ino_t id)
+{
+        fuse_ino_t dir = vnode_parent_id(v, id);
+        struct hot_dir *hd;
+        pthread_t t;
+
+        if (!dir)
+                return;
+        pthread_mutex_lock(&rv.lock);
+        if (!rv.started) {
+                rv.hot = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, hot_dir_free);
+                if (pthread_create(&t, NULL, revalidate_thread, v) == 0) {
+                        pthread_detach(t);
+                        rv.started = true;
+                } else {
+                        g_hash_table_destroy(rv.hot);
+                        rv.hot = NULL;
+                        pthread_mutex_unlock(&rv.lock);
+                        return;
+                }
+        }
+        hd = g_hash_table_lookup(rv.hot, &dir);
+        if (!hd) {
+                hd = g_new0(struct hot_dir, 1);
+                hd->id = dir;
+                g_hash_table_insert(rv.hot, &hd->id, hd);
+        }
+        hd->used_ns = now_ns();
+        pthread_mutex_unlock(&rv.lock);
+}
