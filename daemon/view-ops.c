@@ -1335,7 +1335,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         struct view *v = V(req);
         bool writing = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
         struct vfile *f;
-        struct creds c;
         struct sobj *o;
         bool keep = false, offline, regular;
         uint64_t lid = 0;
@@ -1362,8 +1361,6 @@ again:
         /* Offline, a file opened for writing is registered with its base
          * content before anything (O_TRUNC first) changes it. */
         r = offline && writing && S_ISREG(vnode_type(n)) ? lid_before_change(v, ino, fd, &lid) : 0;
-        if (r >= 0)
-                r = creds_enter(req, &c);
         if (r < 0) {
                 vnode_put(v, n);
                 if (writing)
@@ -1371,28 +1368,29 @@ again:
                 fuse_reply_err(req, -r);
                 return;
         }
-        /* Reading, a helper thread opens it as the caller (bounded). */
-        if (writing) {
-                bfd = backing_reopen(fd, open_flags(fi));
-        } else {
-                struct caller_id id;
+        /* A helper thread opens it as the caller (bounded). */
+        struct caller_id id;
 
-                creds_leave(&c);
-                creds_capture(req, &id);
-                bfd = backing_reopen_bounded(v, fd, open_flags(fi), &id);
-                /* execve() needs execute permission only, which the kernel
-                 * has checked (default_permissions); the backing would ask
-                 * for read permission too.  What execve() reads through this
-                 * open stays in the kernel. */
-                if (bfd == -EACCES && (fi->flags & OPEN_FOR_EXEC))
-                        bfd = backing_reopen_bounded(v, fd, open_flags(fi), NULL);
-        }
-        if (writing)
-                creds_leave(&c);
+        creds_capture(req, &id);
+        bfd = backing_reopen_bounded(v, fd, open_flags(fi), &id);
+        /* execve() needs execute permission only, which the kernel has
+         * checked (default_permissions); the backing would ask for read
+         * permission too.  What execve() reads through this open stays in
+         * the kernel. */
+        if (bfd == -EACCES && !writing && (fi->flags & OPEN_FOR_EXEC))
+                bfd = backing_reopen_bounded(v, fd, open_flags(fi), NULL);
         regular = S_ISREG(vnode_type(n));
         vnode_put(v, n);
-        if (bfd == -ETIMEDOUT && !writing && view_wait_offline(v))
-                goto again;
+        /* The server did not answer in time: the open is made again in the
+         * local copy, which the volume now serves. */
+        if (bfd == -ETIMEDOUT && !offline) {
+                if (writing)
+                        view_change_end(v);
+                if (view_wait_offline(v))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
+        }
         if (bfd < 0) {
                 if (writing)
                         view_change_end(v);
@@ -1652,6 +1650,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
         ssize_t n;
         int err;
 
+again:
         view_change_begin(v);
         f = vfile_of(v, fi, &err);
         if (!f) {
@@ -1666,9 +1665,26 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
                 return;
         }
         before = as_writer(req, fi, f->fd);
-        n = pwrite(f->fd, buf, size, off);
-        err = errno;
+        if (offline) {
+                n = pwrite(f->fd, buf, size, off);
+                err = errno;
+        } else {
+                struct caller_id id;
+
+                creds_capture(req, &id);
+                n = backing_pwrite(v, f->fd, buf, size, off, before ? &id : NULL);
+                err = n < 0 ? (int)-n : 0;
+        }
         leave_writer(before);
+        /* The server did not answer in time: the write is made again in the
+         * local copy, which the volume now serves (and logs). */
+        if (n == -ETIMEDOUT) {
+                view_change_end(v);
+                if (view_wait_offline(v))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
+        }
         if (n >= 0 && (before & (S_ISUID | S_ISGID)))
                 mode_changed_check(v, ino, f->fd, before);
         if (n < 0) {
@@ -1700,6 +1716,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         struct vfile *f;
         int err;
 
+again:
         view_change_begin(v);
         f = vfile_of(v, fi, &err);
         if (!f) {
@@ -1718,8 +1735,15 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
          * errors at close(), as they would for the application (bounded: a
          * server that is gone makes it EIO, and the volume goes offline). */
         err = -backing_flush(v, f->fd);
-        if (err == ETIMEDOUT)
-                err = EIO;
+        /* The server did not answer in time: the content is logged from the
+         * local copy, which the volume now serves. */
+        if (err == ETIMEDOUT) {
+                view_change_end(v);
+                if (view_wait_offline(v))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
+        }
         /* At close, not at release (which close does not wait for): a
          * disconnect in between would leave the mirror with the old bytes. */
         if (!err && f->written && !f->dir) {

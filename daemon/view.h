@@ -341,6 +341,9 @@ int backing_openat(struct view *v, int dirfd, const char *name, int flags);
 /* Reopens pathfd as the caller @id (NULL: as root). */
 int backing_reopen_bounded(struct view *v, int pathfd, int flags, const struct caller_id *id);
 /* Flushes (closes a duplicate of) fd, bounded; backing_close closes it on a helper. */
+/* pwrite(2) of a backing file, as the caller id if given (bounded). */
+ssize_t backing_pwrite(struct view *v, int fd, const void *buf, size_t size, off_t off,
+                       const struct caller_id *id);
 int backing_flush(struct view *v, int fd);
 void backing_close(struct view *v, int fd);
 /* Probes the backing root on a helper even offline: 0 when it answers in time. */

@@ -95,7 +95,7 @@ def main():
         local = os.path.join(vol.top, "local-read")
         subprocess.run(["cp", "-a", os.path.join(link.server, "read"), local], check=True)
         t = time.perf_counter()
-        vol.ctl("pin recursive", "read")
+        vol.ctl("pin recursive", "read", timeout=1800)
         print(f"# pinned {NREAD} files for the read row in {time.perf_counter() - t:.1f} s")
         read_all(vol.v("read"), names)
         read_all(local, names)
@@ -138,7 +138,7 @@ def lease_s():
 
 def pin_time(vol, path):
     t = time.perf_counter()
-    vol.ctl("pin recursive", path)
+    vol.ctl("pin recursive", path, timeout=1800)
     return time.perf_counter() - t
 
 
