@@ -1411,6 +1411,10 @@ again:
         f->written = !offline && (fi->flags & O_TRUNC);
         if (!writing)
                 attach_store(v, f, &keep);
+        /* Its directory's copies are kept valid from now on, so that the
+         * next opens there are local (a network backing). */
+        if (!writing && !offline && !v->backing_local && complete_copy(f, keep))
+                revalidate_note(v, ino);
         bid = passthrough_open(v, ino, bfd, fi->flags, regular, offline || complete_copy(f, keep),
                                false);
         if (bid < 0) {

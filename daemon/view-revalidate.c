@@ -16,8 +16,11 @@
  * object, or to none, is invalidated in the kernel's dentries
  * (fuse_lowlevel_notify_inval_entry).
  *
- * The pass calls the backing directly on its own thread, holding no lock an
- * operation needs: a server that is gone stops the pass, nothing else.
+ * Each pass first probes the backing under BackingTimeout: opens served
+ * locally ask the server nothing, so this is what takes the volume offline
+ * when the server goes silent.  The pass then calls the backing directly on
+ * its own thread, holding no lock an operation needs: a server that goes
+ * away during it stops the pass, nothing else.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -165,7 +168,9 @@ static void *revalidate_thread(void *arg)
                 uint64_t now;
 
                 nanosleep(&ts, NULL);
-                if (view_offline(v)) {
+                /* Opens served locally ask the backing nothing: this probe
+                 * (bounded) is what notices that a server went silent. */
+                if (view_offline(v) || (v->cfg->backing_timeout_ms && backing_probe(v) < 0)) {
                         g_ptr_array_free(dirs, TRUE);
                         continue;
                 }
