@@ -728,6 +728,39 @@ static int lookup_once(struct view *v, fuse_ino_t parent, const char *name,
         return r;
 }
 
+/*
+ * Within the lease, a name of a directory the background pass keeps
+ * (view-revalidate.c) is answered from what that pass listed, for a regular
+ * file whose node the table knows by that name and whose store copy is
+ * complete: no round trip.  Anything else asks the backing.
+ */
+static int lookup_locally(struct view *v, fuse_ino_t parent, const char *name,
+                          struct fuse_entry_param *e)
+{
+        struct sobj_info info;
+        struct stat st;
+        struct sobj *o;
+        fuse_ino_t id;
+        bool valid;
+
+        if (v->backing_local || view_offline(v) || __atomic_load_n(&v->conflicts, __ATOMIC_ACQUIRE) ||
+            revalidate_lookup(v, parent, name, &st) < 0 || !S_ISREG(st.st_mode) ||
+            store_obj_find(v->store, st.st_ino, &o) < 0)
+                return -ENOENT;
+        store_obj_info(o, &info);
+        valid = info.complete && info.size == (uint64_t)st.st_size &&
+                !store_obj_stale(o, now_ns(), (uint64_t)(v->lease_s * 1e9));
+        store_obj_put(v->store, o);
+        if (!valid || !(id = vnode_lookup_known(v, parent, name, st.st_ino, st.st_mode)))
+                return -ENOENT;
+        memset(e, 0, sizeof(*e));
+        e->ino = id;
+        e->attr = st;
+        e->attr_timeout = v->lease_s;
+        e->entry_timeout = v->lease_s;
+        return 0;
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
         struct view *v = V(req);
@@ -739,6 +772,10 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         if (!strcmp(name, ".") || !strcmp(name, "..")) {
                 r = vnode_lookup_dot(v, parent, name[1] == '.', &e);
                 reply_entry_or_err(req, r == -ENOENT ? -ESTALE : r, &e);
+                return;
+        }
+        if (lookup_locally(v, parent, name, &e) == 0) {
+                fuse_reply_entry(req, &e);
                 return;
         }
         r = lookup_once(v, parent, name, &e);

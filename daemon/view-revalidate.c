@@ -10,7 +10,8 @@
  * listing brings them in one exchange where the backing can (NFS
  * READDIRPLUS, sshfs's readdir with attributes, which fill the stats that
  * follow), rather than a stat round trip per file opened.  An unchanged copy
- * gets a new lease; a changed one is dropped (a pinned one fetched again),
+ * gets a new lease; a changed one is dropped (a pinned one fills again as it
+ * is read, or at the hoard walk),
  * and the kernel's pages and attributes of it go
  * (fuse_lowlevel_notify_inval_inode); a name that now leads to another
  * object, or to none, is invalidated in the kernel's dentries
@@ -38,7 +39,9 @@
 struct hot_dir {
         uint64_t id;            /* nodeid of the directory */
         uint64_t used_ns;       /* under rv.lock: last local open in it */
-        GHashTable *names;      /* the pass's own: name -> inode number at the last pass */
+        GHashTable *names;      /* under rv.lock: name -> struct stat at the last pass */
+        uint64_t taken_ns;      /* under rv.lock: when that pass began */
+        uint64_t changes;       /* under rv.lock: view.changes then */
 };
 
 static struct {
@@ -52,23 +55,13 @@ static uint64_t lease_ns(struct view *v)
         return (uint64_t)(v->lease_s * 1e9);
 }
 
-/* A changed copy: dropped by the caller's revalidation; a pinned one is
- * fetched again at once (as on access), then the kernel forgets its own. */
-static void copy_changed(struct view *v, int dfd, const char *name, struct sobj *o, uint64_t ino)
+/* A changed copy was dropped: the kernel forgets its own.  (A pinned one
+ * fills again as it is read, or at the hoard walk: fetching it here would
+ * hold the object while the server may be going away.) */
+static void copy_changed(struct view *v, uint64_t ino)
 {
         fuse_ino_t id = vnode_id_of_ino(v, ino);
 
-        if (store_obj_pin(o) >= 0) {
-                int fd = openat(dfd, name, O_RDONLY | O_NOATIME | O_NOFOLLOW | O_CLOEXEC);
-                uint64_t got = 0;
-
-                if (fd >= 0) {
-                        if (store_obj_fill(v->store, o, fd, &got) < 0)
-                                log_warn("Failed to fetch the changed pinned file '%s' again",
-                                         name);
-                        close(fd);
-                }
-        }
         if (id)
                 fuse_lowlevel_notify_inval_inode(v->se, id, 0, 0);
 }
@@ -82,6 +75,8 @@ static void forget_name(struct view *v, uint64_t dir, const char *name)
 static void pass_dir(struct view *v, struct hot_dir *hd)
 {
         GHashTable *names = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+        uint64_t began = now_ns(), changes = __atomic_load_n(&v->changes, __ATOMIC_ACQUIRE);
+        GHashTable *old;
         GHashTableIter it;
         gpointer key, val;
         struct dirent *de;
@@ -109,24 +104,32 @@ static void pass_dir(struct view *v, struct hot_dir *hd)
                 return;
         }
         while ((de = readdir(d)) && !view_offline(v)) {
-                uint64_t *was;
+                struct stat *was;
                 struct stat st;
                 struct sobj *o;
-                bool same;
+                bool same, replaced;
 
                 if (de->d_type != DT_REG && de->d_type != DT_UNKNOWN)
                         continue;
                 if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
                     !S_ISREG(st.st_mode))
                         continue;
+                /* Not notified under rv.lock: the kernel takes the
+                 * directory's lock, which a lookup waiting for rv.lock holds. */
+                pthread_mutex_lock(&rv.lock);
                 was = hd->names ? g_hash_table_lookup(hd->names, de->d_name) : NULL;
-                if (was && *was != (uint64_t)st.st_ino)
+                replaced = was && was->st_ino != st.st_ino;
+                pthread_mutex_unlock(&rv.lock);
+                if (replaced)
                         forget_name(v, hd->id, de->d_name);
-                g_hash_table_insert(names, g_strdup(de->d_name), g_memdup2(&st.st_ino, sizeof(uint64_t)));
-                if (store_obj_find(v->store, st.st_ino, &o) < 0)
+                g_hash_table_insert(names, g_strdup(de->d_name), g_memdup2(&st, sizeof(st)));
+                /* A change through the view since the pass began may be
+                 * newer than this stat: its copies are judged next time. */
+                if (__atomic_load_n(&v->changes, __ATOMIC_ACQUIRE) != changes ||
+                    store_obj_find(v->store, st.st_ino, &o) < 0)
                         continue;
                 if (store_obj_revalidate(v->store, o, &st, &same) == 0 && !same)
-                        copy_changed(v, dirfd(d), de->d_name, o, st.st_ino);
+                        copy_changed(v, st.st_ino);
                 store_obj_put(v->store, o);
         }
         closedir(d);
@@ -134,14 +137,37 @@ static void pass_dir(struct view *v, struct hot_dir *hd)
                 g_hash_table_destroy(names);
                 return;
         }
-        if (hd->names) {
-                g_hash_table_iter_init(&it, hd->names);
+        pthread_mutex_lock(&rv.lock);
+        old = hd->names;
+        hd->names = names;
+        hd->taken_ns = began;
+        hd->changes = changes;
+        pthread_mutex_unlock(&rv.lock);
+        if (old) {
+                g_hash_table_iter_init(&it, old);
                 while (g_hash_table_iter_next(&it, &key, &val))
                         if (!g_hash_table_contains(names, key))
                                 forget_name(v, hd->id, key);        /* gone */
-                g_hash_table_destroy(hd->names);
+                g_hash_table_destroy(old);
         }
-        hd->names = names;
+}
+
+int revalidate_lookup(struct view *v, fuse_ino_t parent, const char *name, struct stat *st)
+{
+        struct hot_dir *hd;
+        struct stat *got;
+        int r = -ENOENT;
+
+        pthread_mutex_lock(&rv.lock);
+        hd = rv.hot ? g_hash_table_lookup(rv.hot, &parent) : NULL;
+        got = hd && hd->names ? g_hash_table_lookup(hd->names, name) : NULL;
+        if (got && now_ns() - hd->taken_ns <= lease_ns(v) &&
+            hd->changes == __atomic_load_n(&v->changes, __ATOMIC_ACQUIRE)) {
+                *st = *got;
+                r = 0;
+        }
+        pthread_mutex_unlock(&rv.lock);
+        return r;
 }
 
 static void hot_dir_free(gpointer p)

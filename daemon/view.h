@@ -88,6 +88,7 @@ struct view {
         int mirror_fd;          /* O_PATH|O_DIRECTORY on CacheDir/mirror */
         unsigned conflicts;     /* records kept as conflicts (atomic; 0: no lookup asks) */
         bool timeout_thread;    /* atomic: a backing timeout is being handled */
+        uint64_t changes;       /* atomic: changes begun through the view (view_change_begin) */
         bool auto_reconnect;    /* atomic: offline by a timeout, back when the backing answers */
         dev_t mirror_dev;
         int mirror_links_fd;    /* CacheDir/mirror.links (view-mirror.c), or -1 */
@@ -151,6 +152,10 @@ void vnode_name_gone(struct view *v, uint64_t ino, uint64_t parent, const char *
 bool vnode_cacheable(struct view *v, fuse_ino_t id);
 /* The kernel's nodeid of a backing inode, or 0 if the kernel does not know it. */
 fuse_ino_t vnode_id_of_ino(struct view *v, uint64_t ino);
+/* A lookup answered without the backing: the node of inode ino, if the
+ * table knows it as parent/name, counts one more lookup; its nodeid, or 0. */
+fuse_ino_t vnode_lookup_known(struct view *v, fuse_ino_t parent, const char *name, uint64_t ino,
+                              mode_t type);
 /* The parent the node table knows node id under, 0 for none (the root). */
 fuse_ino_t vnode_parent_id(struct view *v, fuse_ino_t id);
 /* Recreates a node from the takeover log (its kernel lookup count is unknown). */
@@ -210,6 +215,10 @@ void out_lines(struct ctl_out *o, const char *text);
 /* view-revalidate.c: a read-only open of node id served from its store copy
  * alone; its directory's copies are then revalidated in the background. */
 void revalidate_note(struct view *v, fuse_ino_t id);
+/* The attributes of parent/name as the last pass listed them, if that pass
+ * is within the lease and nothing changed through the view since it began:
+ * 0, or -ENOENT (ask the backing). */
+int revalidate_lookup(struct view *v, fuse_ino_t parent, const char *name, struct stat *st);
 
 /* view-pin.c: hoarding walks */
 struct pin_result {
