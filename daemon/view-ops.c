@@ -1804,7 +1804,9 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         pthread_mutex_lock(&v->ftab_lock);
         f = g_hash_table_lookup(v->files, &key);
         pthread_mutex_unlock(&v->ftab_lock);
-        if (f && f->fd >= 0 && !f->dir) {
+        /* A reader has nothing to log or mirror (and begins no change). */
+        if (f && f->fd >= 0 && !f->dir &&
+            ((f->flags & O_ACCMODE) != O_RDONLY || (f->flags & O_TRUNC))) {
                 view_change_begin(v);
                 if (view_offline(v) && f->dirty && log_content(v, f) < 0)
                         log_error("Offline writes to file handle %" PRIu64 " could not be"
