@@ -71,11 +71,74 @@ static void forget_name(struct view *v, uint64_t dir, const char *name)
         fuse_lowlevel_notify_inval_entry(v->se, dir, name, strlen(name));
 }
 
+#define STATTERS 8
+
+/* One pass over a directory: its entries, stated by STATTERS threads at once
+ * (a network filesystem keeps them all in flight on its connection). */
+struct pass {
+        struct view *v;
+        struct hot_dir *hd;
+        int dfd;
+        uint64_t changes;       /* view.changes when the pass began */
+        GPtrArray *entries;     /* names listed */
+        unsigned next;          /* atomic: the next entry to state */
+        pthread_mutex_t lock;
+        GHashTable *names;      /* under lock: name -> struct stat, regular files */
+};
+
+static void pass_entry(struct pass *p, const char *name)
+{
+        struct view *v = p->v;
+        struct stat *was;
+        struct stat st;
+        struct sobj *o;
+        bool same, replaced;
+
+        if (fstatat(p->dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+                return;
+        /* Not notified under rv.lock: the kernel takes the directory's
+         * lock, which a lookup waiting for rv.lock holds. */
+        pthread_mutex_lock(&rv.lock);
+        was = p->hd->names ? g_hash_table_lookup(p->hd->names, name) : NULL;
+        replaced = was && was->st_ino != st.st_ino;
+        pthread_mutex_unlock(&rv.lock);
+        if (replaced)
+                forget_name(v, p->hd->id, name);
+        pthread_mutex_lock(&p->lock);
+        g_hash_table_insert(p->names, g_strdup(name), g_memdup2(&st, sizeof(st)));
+        pthread_mutex_unlock(&p->lock);
+        /* A change through the view since the pass began may be newer than
+         * this stat: its copies are judged next time. */
+        if (__atomic_load_n(&v->changes, __ATOMIC_ACQUIRE) != p->changes ||
+            store_obj_find(v->store, st.st_ino, &o) < 0)
+                return;
+        if (store_obj_revalidate(v->store, o, &st, &same) == 0 && !same)
+                copy_changed(v, st.st_ino);
+        store_obj_put(v->store, o);
+}
+
+static void *statter(void *arg)
+{
+        struct pass *p = arg;
+
+        for (;;) {
+                unsigned i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
+
+                if (i >= p->entries->len || view_offline(p->v))
+                        break;
+                pass_entry(p, g_ptr_array_index(p->entries, i));
+        }
+        return NULL;
+}
+
 /* One directory: its files' copies renewed or dropped. */
 static void pass_dir(struct view *v, struct hot_dir *hd)
 {
         GHashTable *names = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
         uint64_t began = now_ns(), changes = __atomic_load_n(&v->changes, __ATOMIC_ACQUIRE);
+        struct pass p = { .v = v, .hd = hd, .changes = changes, .names = names };
+        pthread_t tids[STATTERS];
+        unsigned started = 0;
         GHashTable *old;
         GHashTableIter it;
         gpointer key, val;
@@ -103,35 +166,21 @@ static void pass_dir(struct view *v, struct hot_dir *hd)
                 g_hash_table_destroy(names);
                 return;
         }
-        while ((de = readdir(d)) && !view_offline(v)) {
-                struct stat *was;
-                struct stat st;
-                struct sobj *o;
-                bool same, replaced;
-
-                if (de->d_type != DT_REG && de->d_type != DT_UNKNOWN)
-                        continue;
-                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-                    !S_ISREG(st.st_mode))
-                        continue;
-                /* Not notified under rv.lock: the kernel takes the
-                 * directory's lock, which a lookup waiting for rv.lock holds. */
-                pthread_mutex_lock(&rv.lock);
-                was = hd->names ? g_hash_table_lookup(hd->names, de->d_name) : NULL;
-                replaced = was && was->st_ino != st.st_ino;
-                pthread_mutex_unlock(&rv.lock);
-                if (replaced)
-                        forget_name(v, hd->id, de->d_name);
-                g_hash_table_insert(names, g_strdup(de->d_name), g_memdup2(&st, sizeof(st)));
-                /* A change through the view since the pass began may be
-                 * newer than this stat: its copies are judged next time. */
-                if (__atomic_load_n(&v->changes, __ATOMIC_ACQUIRE) != changes ||
-                    store_obj_find(v->store, st.st_ino, &o) < 0)
-                        continue;
-                if (store_obj_revalidate(v->store, o, &st, &same) == 0 && !same)
-                        copy_changed(v, st.st_ino);
-                store_obj_put(v->store, o);
-        }
+        p.entries = g_ptr_array_new_with_free_func(g_free);
+        while ((de = readdir(d)))
+                if (de->d_type == DT_REG || de->d_type == DT_UNKNOWN)
+                        g_ptr_array_add(p.entries, g_strdup(de->d_name));
+        p.dfd = dirfd(d);
+        pthread_mutex_init(&p.lock, NULL);
+        while (started < STATTERS && started < p.entries->len &&
+               pthread_create(&tids[started], NULL, statter, &p) == 0)
+                started++;
+        if (!started)
+                statter(&p);
+        for (unsigned i = 0; i < started; i++)
+                pthread_join(tids[i], NULL);
+        pthread_mutex_destroy(&p.lock);
+        g_ptr_array_free(p.entries, TRUE);
         closedir(d);
         if (view_offline(v)) {
                 g_hash_table_destroy(names);
