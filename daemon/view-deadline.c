@@ -14,22 +14,27 @@
  * Without BackingTimeout (0) the calls are made directly.
  */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "view.h"
 
 #define HELPERS 8
 
-enum call { CALL_FSTATAT, CALL_OPENAT, CALL_REOPEN, CALL_CLOSE };
+enum call { CALL_FSTATAT, CALL_OPENAT, CALL_REOPEN, CALL_CLOSE, CALL_PROBE, CALL_PWRITE };
 
 struct job {
         enum call call;
         int dirfd;              /* owned: a dup() */
         char *name;             /* owned */
         int flags;
+        void *buf;              /* owned: CALL_PWRITE's bytes */
+        size_t size;
+        off_t off;
         bool as_caller;
         struct caller_id id;    /* CALL_REOPEN as_caller: whose identity */
         /* results, under lock */
@@ -56,6 +61,7 @@ static void job_unref(struct job *j)
         if (j->dirfd >= 0)
                 close(j->dirfd);
         free(j->name);
+        free(j->buf);
         free(j);
 }
 
@@ -73,6 +79,33 @@ static void run(struct job *j)
                 r = openat(j->dirfd, j->name, j->flags);
                 j->result = r < 0 ? -errno : r;
                 break;
+        case CALL_PROBE: {
+                /* What must reach the server: neither the kernel's cached
+                 * attributes of a network mount (FORCE_SYNC), nor a client's
+                 * own attribute cache (sshfs keeps one 20 s) answer these. */
+                struct statx stx;
+                struct statfs sfs;
+
+                r = statx(j->dirfd, "", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, STATX_BASIC_STATS,
+                          &stx);
+                if (r == 0)
+                        r = fstatfs(j->dirfd, &sfs);
+                j->result = r < 0 ? -errno : 0;
+                break;
+        }
+        case CALL_PWRITE: {
+                struct creds c = { false };
+
+                r = j->as_caller ? creds_enter_id(&j->id, &c) : 0;
+                if (r == 0) {
+                        ssize_t n = pwrite(j->dirfd, j->buf, j->size, j->off);
+
+                        r = n < 0 ? -errno : (int)n;
+                }
+                creds_leave(&c);
+                j->result = r;
+                break;
+        }
         case CALL_CLOSE:
                 /* Closing the last descriptor of a network file flushes it. */
                 r = close(j->dirfd);
@@ -166,6 +199,13 @@ static int submit(struct view *v, struct job *j, struct stat *st)
         return r;
 }
 
+/* Frees a job never submitted. */
+static void job_unref_new(struct job *j)
+{
+        j->refs = 1;
+        job_unref(j);
+}
+
 static struct job *job_new(enum call call, int dirfd, const char *name, int flags)
 {
         struct job *j = calloc(1, sizeof(*j));
@@ -244,6 +284,38 @@ int backing_reopen_bounded(struct view *v, int pathfd, int flags, const struct c
         return submit(v, j, NULL);
 }
 
+ssize_t backing_pwrite(struct view *v, int fd, const void *buf, size_t size, off_t off,
+                       const struct caller_id *id)
+{
+        struct creds c = { false };
+        struct job *j;
+        ssize_t n;
+        int r;
+
+        if (!bounded(v) || size > INT_MAX) {
+                r = id ? creds_enter_id(id, &c) : 0;
+                n = r < 0 ? r : pwrite(fd, buf, size, off);
+                if (n < 0 && r == 0)
+                        n = -errno;
+                creds_leave(&c);
+                return n;
+        }
+        j = job_new(CALL_PWRITE, fd, NULL, 0);
+        if (!j || !(j->buf = malloc(size ? size : 1))) {
+                if (j)
+                        job_unref_new(j);
+                return -ENOMEM;
+        }
+        memcpy(j->buf, buf, size);
+        j->size = size;
+        j->off = off;
+        if (id) {
+                j->as_caller = true;
+                j->id = *id;
+        }
+        return submit(v, j, NULL);
+}
+
 int backing_flush(struct view *v, int fd)
 {
         struct job *j;
@@ -278,7 +350,7 @@ void backing_close(struct view *v, int fd)
 
 int backing_probe(struct view *v)
 {
-        struct job *j = job_new(CALL_FSTATAT, v->root_fd, NULL, 0);
+        struct job *j = job_new(CALL_PROBE, v->root_fd, NULL, 0);
 
         return j ? submit(v, j, NULL) : -ENOMEM;
 }

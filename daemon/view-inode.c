@@ -1003,6 +1003,37 @@ fuse_ino_t vnode_id_of_ino(struct view *v, uint64_t ino)
         return id;
 }
 
+fuse_ino_t vnode_lookup_known(struct view *v, fuse_ino_t parent, const char *name, uint64_t ino,
+                              mode_t type)
+{
+        struct vnode *n;
+        fuse_ino_t id = 0;
+
+        pthread_mutex_lock(&v->itab_lock);
+        n = g_hash_table_lookup(v->by_ino, &ino);
+        if (n && n->parent == parent && n->name && !strcmp(n->name, name) &&
+            !((n->type ^ type) & S_IFMT) && !n->detached) {
+                n->nlookup++;
+                id = n->id;
+        }
+        pthread_mutex_unlock(&v->itab_lock);
+        return id;
+}
+
+fuse_ino_t vnode_parent_id(struct view *v, fuse_ino_t id)
+{
+        struct vnode *n;
+        uint64_t key = id;
+        fuse_ino_t parent = 0;
+
+        pthread_mutex_lock(&v->itab_lock);
+        n = g_hash_table_lookup(v->nodes, &key);
+        if (n && n->id != FUSE_ROOT_ID)
+                parent = n->parent;
+        pthread_mutex_unlock(&v->itab_lock);
+        return parent;
+}
+
 void vnode_set_alt_floor(struct view *v, uint64_t id)
 {
         pthread_mutex_lock(&v->itab_lock);

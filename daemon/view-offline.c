@@ -52,6 +52,7 @@ int view_served_root(struct view *v)
 void view_change_begin(struct view *v)
 {
         pthread_rwlock_rdlock(&v->mode_lock);
+        __atomic_add_fetch(&v->changes, 1, __ATOMIC_ACQ_REL); /* view-revalidate.c */
 }
 
 void view_change_end(struct view *v)

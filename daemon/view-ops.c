@@ -58,6 +58,8 @@ struct vfile {
                                  * of the backing, whose rules then update its atime */
         bool pt_counted;        /* immutable: counted in view-passthrough.c's node modes */
         bool passthrough;       /* immutable: the kernel reads and writes it without us */
+        bool local;             /* opened from the store alone within the lease: fd
+                                 * stays -1 until something needs the backing */
         struct timespec pt_logged; /* offline, passed through: mtime when last logged */
         off_t pt_logged_size;      /* and size */
 };
@@ -412,35 +414,45 @@ static void attach_store(struct view *v, struct vfile *f, bool *keep_cache)
                 refill_pinned(v, f->obj, f->fd);
 }
 
-/* Returns the open file of fi with its backing descriptor, reopening it
- * after a takeover. */
-static struct vfile *vfile_of(struct view *v, struct fuse_file_info *fi, int *err)
+/* The open file of fi, as it is (its descriptor may still be -1). */
+static struct vfile *vfile_find(struct view *v, struct fuse_file_info *fi, int *err)
 {
         struct vfile *f;
-        struct vnode *n;
         uint64_t key = fi->fh;
-        int fd, pfd;
-        bool keep;
 
         pthread_mutex_lock(&v->ftab_lock);
         f = g_hash_table_lookup(v->files, &key);
         pthread_mutex_unlock(&v->ftab_lock);
-        if (!f) {
+        if (!f)
                 *err = EBADF;
-                return NULL;
-        }
-        if (__atomic_load_n(&f->fd, __ATOMIC_ACQUIRE) >= 0)
+        return f;
+}
+
+/* Returns the open file of fi with its backing descriptor, opening it now
+ * for a file opened from the store alone, or after a takeover. */
+static struct vfile *vfile_of(struct view *v, struct fuse_file_info *fi, int *err)
+{
+        struct vfile *f = vfile_find(v, fi, err);
+        struct vnode *n;
+        int fd, pfd;
+        bool keep;
+
+        if (!f || __atomic_load_n(&f->fd, __ATOMIC_ACQUIRE) >= 0)
                 return f;
         pthread_mutex_lock(&f->lock);
         if (f->fd < 0) {
+again:
                 pfd = vnode_get(v, f->id, &n);
                 if (pfd < 0) {
                         pthread_mutex_unlock(&f->lock);
                         *err = -pfd;
                         return NULL;
                 }
-                fd = backing_reopen(pfd, f->flags & ~O_TRUNC);
+                /* As the daemon: the caller's permission was checked at its open. */
+                fd = backing_reopen_bounded(v, pfd, f->flags & ~O_TRUNC, NULL);
                 vnode_put(v, n);
+                if (fd == -ETIMEDOUT && view_wait_offline(v))
+                        goto again;     /* the mirror's object now */
                 if (fd < 0) {
                         pthread_mutex_unlock(&f->lock);
                         log_warn("Failed to reopen file handle %" PRIu64 " after takeover: %s",
@@ -449,11 +461,26 @@ static struct vfile *vfile_of(struct view *v, struct fuse_file_info *fi, int *er
                         return NULL;
                 }
                 __atomic_store_n(&f->fd, fd, __ATOMIC_RELEASE);
-                if (!f->dir)
+                /* A local open keeps its copy: reads revalidate it past the lease. */
+                if (f->local)
+                        __atomic_store_n(&f->local, false, __ATOMIC_RELEASE);
+                else if (!f->dir)
                         attach_store(v, f, &keep);
         }
         pthread_mutex_unlock(&f->lock);
         return f;
+}
+
+/* A file opened locally reads from its store copy while that is complete
+ * and within its lease, without a backing descriptor. */
+static bool local_copy_serves(struct view *v, struct vfile *f)
+{
+        struct sobj_info info;
+
+        if (!__atomic_load_n(&f->local, __ATOMIC_ACQUIRE) || view_offline(v))
+                return false;
+        store_obj_info(f->obj, &info);
+        return info.complete && !store_obj_stale(f->obj, now_ns(), (uint64_t)(v->lease_s * 1e9));
 }
 
 /* ---- helpers ---- */
@@ -701,6 +728,39 @@ static int lookup_once(struct view *v, fuse_ino_t parent, const char *name,
         return r;
 }
 
+/*
+ * Within the lease, a name of a directory the background pass keeps
+ * (view-revalidate.c) is answered from what that pass listed, for a regular
+ * file whose node the table knows by that name and whose store copy is
+ * complete: no round trip.  Anything else asks the backing.
+ */
+static int lookup_locally(struct view *v, fuse_ino_t parent, const char *name,
+                          struct fuse_entry_param *e)
+{
+        struct sobj_info info;
+        struct stat st;
+        struct sobj *o;
+        fuse_ino_t id;
+        bool valid;
+
+        if (v->backing_local || view_offline(v) || __atomic_load_n(&v->conflicts, __ATOMIC_ACQUIRE) ||
+            revalidate_lookup(v, parent, name, &st) < 0 || !S_ISREG(st.st_mode) ||
+            store_obj_find(v->store, st.st_ino, &o) < 0)
+                return -ENOENT;
+        store_obj_info(o, &info);
+        valid = info.complete && info.size == (uint64_t)st.st_size &&
+                !store_obj_stale(o, now_ns(), (uint64_t)(v->lease_s * 1e9));
+        store_obj_put(v->store, o);
+        if (!valid || !(id = vnode_lookup_known(v, parent, name, st.st_ino, st.st_mode)))
+                return -ENOENT;
+        memset(e, 0, sizeof(*e));
+        e->ino = id;
+        e->attr = st;
+        e->attr_timeout = v->lease_s;
+        e->entry_timeout = v->lease_s;
+        return 0;
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
         struct view *v = V(req);
@@ -712,6 +772,10 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         if (!strcmp(name, ".") || !strcmp(name, "..")) {
                 r = vnode_lookup_dot(v, parent, name[1] == '.', &e);
                 reply_entry_or_err(req, r == -ENOENT ? -ESTALE : r, &e);
+                return;
+        }
+        if (lookup_locally(v, parent, name, &e) == 0) {
+                fuse_reply_entry(req, &e);
                 return;
         }
         r = lookup_once(v, parent, name, &e);
@@ -1230,6 +1294,74 @@ static bool complete_copy(struct vfile *f, bool unchanged)
         return info.complete;
 }
 
+/*
+ * Within its lease a complete store copy answers a read-only open of a
+ * network backing's file by itself, without a round trip: the kernel has
+ * checked the caller's permission (default_permissions), and the background
+ * pass (view-revalidate.c) keeps the copy's validity.  A local backing keeps
+ * close-to-open: asking it costs nothing.  The object, referenced, or NULL.
+ */
+static struct sobj *local_copy_for_open(struct view *v, fuse_ino_t ino, struct vnode *n)
+{
+        struct sobj_info info;
+        struct sobj *o;
+
+        if (v->backing_local || !S_ISREG(vnode_type(n)) ||
+            store_obj_find(v->store, vnode_ino(n), &o) < 0)
+                return NULL;
+        store_obj_info(o, &info);
+        if (info.complete && !store_obj_stale(o, now_ns(), (uint64_t)(v->lease_s * 1e9)) &&
+            vnode_cacheable(v, ino))
+                return o;
+        store_obj_put(v->store, o);
+        return NULL;
+}
+
+/* Replies to an open of f (bid: its passthrough backing id, or 0). */
+static void reply_open(fuse_req_t req, struct view *v, struct vfile *f, struct fuse_file_info *fi,
+                       int bid, bool keep, bool writing)
+{
+        int r;
+
+        fi->fh = f->fh;
+        fi->keep_cache = keep;
+        /* A writer's close brings the mirror up to date (online) or logs its
+         * content (offline): only readers may skip FLUSH. */
+        fi->noflush = !writing;
+        passthrough_reply_begin(bid);
+        r = fuse_reply_open(req, fi);
+        passthrough_reply_end();
+        if (r < 0)
+                vfile_remove(v, f);     /* the open was interrupted */
+}
+
+/* Opens node ino (n) for reading from its store copy alone. */
+static void open_locally(fuse_req_t req, struct view *v, fuse_ino_t ino, struct sobj *o,
+                         struct fuse_file_info *fi)
+{
+        struct vfile *f = vfile_add(v, 0, ino, -1, open_flags(fi), false);
+        int bid;
+
+        if (!f) {
+                store_obj_put(v->store, o);
+                fuse_reply_err(req, ENOMEM);
+                return;
+        }
+        f->obj = o;
+        f->local = true;
+        bid = passthrough_open(v, ino, -1, fi->flags, true, false, false);
+        if (bid < 0) {
+                vfile_remove(v, f);
+                fuse_reply_err(req, -bid);
+                return;
+        }
+        f->pt_counted = passthrough_on();
+        f->passthrough = bid > 0;
+        vfile_log_mode(v, f, bid);
+        revalidate_note(v, ino);
+        reply_open(req, v, f, fi, bid, true, false);
+}
+
 /* FOPEN_NOFLUSH: close(2) need not wait for a FLUSH when it has nothing
  * to do: a reader's, and online a writer's on a local backing (the flush's
  * dup+close reports write-back errors of network filesystems; offline it
@@ -1240,7 +1372,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         struct view *v = V(req);
         bool writing = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
         struct vfile *f;
-        struct creds c;
+        struct sobj *o;
         bool keep = false, offline, regular;
         uint64_t lid = 0;
         int r, bfd, bid;
@@ -1258,11 +1390,14 @@ again:
                 fuse_reply_err(req, -fd);
                 return;
         }
+        if (!writing && !offline && (o = local_copy_for_open(v, ino, n))) {
+                vnode_put(v, n);
+                open_locally(req, v, ino, o, fi);
+                return;
+        }
         /* Offline, a file opened for writing is registered with its base
          * content before anything (O_TRUNC first) changes it. */
         r = offline && writing && S_ISREG(vnode_type(n)) ? lid_before_change(v, ino, fd, &lid) : 0;
-        if (r >= 0)
-                r = creds_enter(req, &c);
         if (r < 0) {
                 vnode_put(v, n);
                 if (writing)
@@ -1270,28 +1405,29 @@ again:
                 fuse_reply_err(req, -r);
                 return;
         }
-        /* Reading, a helper thread opens it as the caller (bounded). */
-        if (writing) {
-                bfd = backing_reopen(fd, open_flags(fi));
-        } else {
-                struct caller_id id;
+        /* A helper thread opens it as the caller (bounded). */
+        struct caller_id id;
 
-                creds_leave(&c);
-                creds_capture(req, &id);
-                bfd = backing_reopen_bounded(v, fd, open_flags(fi), &id);
-                /* execve() needs execute permission only, which the kernel
-                 * has checked (default_permissions); the backing would ask
-                 * for read permission too.  What execve() reads through this
-                 * open stays in the kernel. */
-                if (bfd == -EACCES && (fi->flags & OPEN_FOR_EXEC))
-                        bfd = backing_reopen_bounded(v, fd, open_flags(fi), NULL);
-        }
-        if (writing)
-                creds_leave(&c);
+        creds_capture(req, &id);
+        bfd = backing_reopen_bounded(v, fd, open_flags(fi), &id);
+        /* execve() needs execute permission only, which the kernel has
+         * checked (default_permissions); the backing would ask for read
+         * permission too.  What execve() reads through this open stays in
+         * the kernel. */
+        if (bfd == -EACCES && !writing && (fi->flags & OPEN_FOR_EXEC))
+                bfd = backing_reopen_bounded(v, fd, open_flags(fi), NULL);
         regular = S_ISREG(vnode_type(n));
         vnode_put(v, n);
-        if (bfd == -ETIMEDOUT && !writing && view_wait_offline(v))
-                goto again;
+        /* The server did not answer in time: the open is made again in the
+         * local copy, which the volume now serves. */
+        if (bfd == -ETIMEDOUT && !offline) {
+                if (writing)
+                        view_change_end(v);
+                if (view_wait_offline(v))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
+        }
         if (bfd < 0) {
                 if (writing)
                         view_change_end(v);
@@ -1312,6 +1448,10 @@ again:
         f->written = !offline && (fi->flags & O_TRUNC);
         if (!writing)
                 attach_store(v, f, &keep);
+        /* Its directory's copies are kept valid from now on, so that the
+         * next opens there are local (a network backing). */
+        if (!writing && !offline && !v->backing_local && complete_copy(f, keep))
+                revalidate_note(v, ino);
         bid = passthrough_open(v, ino, bfd, fi->flags, regular, offline || complete_copy(f, keep),
                                false);
         if (bid < 0) {
@@ -1335,16 +1475,7 @@ again:
                 if (!f->passthrough)
                         attach_store(v, f, &keep);
         }
-        fi->fh = f->fh;
-        fi->keep_cache = keep;
-        /* A writer's close brings the mirror up to date (online) or logs its
-         * content (offline): only readers may skip FLUSH. */
-        fi->noflush = !writing;
-        passthrough_reply_begin(bid);
-        r = fuse_reply_open(req, fi);
-        passthrough_reply_end();
-        if (r < 0)
-                vfile_remove(v, f);     /* the open was interrupted */
+        reply_open(req, v, f, fi, bid, keep, writing);
 }
 
 /*
@@ -1497,7 +1628,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         int err;
 
         passthrough_count_read();
-        f = vfile_of(v, fi, &err);
+        f = vfile_find(v, fi, &err);
+        if (f && !local_copy_serves(v, f))
+                f = vfile_of(v, fi, &err);
         if (!f) {
                 fuse_reply_err(req, err);
                 return;
@@ -1507,7 +1640,18 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                 fuse_reply_err(req, ENOMEM);
                 return;
         }
-        if (f->obj && !view_offline(v)) {
+        n = -EBADF;
+        if (__atomic_load_n(&f->fd, __ATOMIC_ACQUIRE) < 0)
+                n = store_obj_read(v->store, f->obj, -1, buf, size, off);
+        /* A block found corrupt is fetched again: that needs the backing. */
+        if (n < 0 && !(f = vfile_of(v, fi, &err))) {
+                free(buf);
+                fuse_reply_err(req, err);
+                return;
+        }
+        if (n >= 0) {
+                /* served from the store alone */
+        } else if (f->obj && !view_offline(v)) {
                 uint64_t lease_ns = (uint64_t)(v->lease_s * 1e9);
 
                 if (store_obj_stale(f->obj, now_ns(), lease_ns)) {
@@ -1547,6 +1691,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
         ssize_t n;
         int err;
 
+again:
         view_change_begin(v);
         f = vfile_of(v, fi, &err);
         if (!f) {
@@ -1561,9 +1706,26 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
                 return;
         }
         before = as_writer(req, fi, f->fd);
-        n = pwrite(f->fd, buf, size, off);
-        err = errno;
+        if (offline) {
+                n = pwrite(f->fd, buf, size, off);
+                err = errno;
+        } else {
+                struct caller_id id;
+
+                creds_capture(req, &id);
+                n = backing_pwrite(v, f->fd, buf, size, off, before ? &id : NULL);
+                err = n < 0 ? (int)-n : 0;
+        }
         leave_writer(before);
+        /* The server did not answer in time: the write is made again in the
+         * local copy, which the volume now serves (and logs). */
+        if (n == -ETIMEDOUT) {
+                view_change_end(v);
+                if (view_wait_offline(v))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
+        }
         if (n >= 0 && (before & (S_ISUID | S_ISGID)))
                 mode_changed_check(v, ino, f->fd, before);
         if (n < 0) {
@@ -1595,6 +1757,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         struct vfile *f;
         int err;
 
+again:
         view_change_begin(v);
         f = vfile_of(v, fi, &err);
         if (!f) {
@@ -1613,8 +1776,15 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
          * errors at close(), as they would for the application (bounded: a
          * server that is gone makes it EIO, and the volume goes offline). */
         err = -backing_flush(v, f->fd);
-        if (err == ETIMEDOUT)
-                err = EIO;
+        /* The server did not answer in time: the content is logged from the
+         * local copy, which the volume now serves. */
+        if (err == ETIMEDOUT) {
+                view_change_end(v);
+                if (view_wait_offline(v))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
+        }
         /* At close, not at release (which close does not wait for): a
          * disconnect in between would leave the mirror with the old bytes. */
         if (!err && f->written && !f->dir) {
@@ -1634,7 +1804,9 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         pthread_mutex_lock(&v->ftab_lock);
         f = g_hash_table_lookup(v->files, &key);
         pthread_mutex_unlock(&v->ftab_lock);
-        if (f && f->fd >= 0 && !f->dir) {
+        /* A reader has nothing to log or mirror (and begins no change). */
+        if (f && f->fd >= 0 && !f->dir &&
+            ((f->flags & O_ACCMODE) != O_RDONLY || (f->flags & O_TRUNC))) {
                 view_change_begin(v);
                 if (view_offline(v) && f->dirty && log_content(v, f) < 0)
                         log_error("Offline writes to file handle %" PRIu64 " could not be"

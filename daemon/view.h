@@ -11,6 +11,7 @@
  *   view-creds.c    per-thread caller credentials
  *   view-control.c  the control socket (query/flush/pin/set)
  *   view-passthrough.c  FUSE passthrough of open files to local files
+ *   view-revalidate.c   store copies checked against the backing in the background
  *   view-command.c  the command grammar subset the control socket speaks
  *   store*.c        the persistent store
  *
@@ -87,6 +88,7 @@ struct view {
         int mirror_fd;          /* O_PATH|O_DIRECTORY on CacheDir/mirror */
         unsigned conflicts;     /* records kept as conflicts (atomic; 0: no lookup asks) */
         bool timeout_thread;    /* atomic: a backing timeout is being handled */
+        uint64_t changes;       /* atomic: changes begun through the view (view_change_begin) */
         bool auto_reconnect;    /* atomic: offline by a timeout, back when the backing answers */
         bool metered;           /* atomic: fcached says the connection is metered */
         uint64_t reint_done;    /* atomic: records replayed by the running or last reintegration */
@@ -153,6 +155,12 @@ void vnode_name_gone(struct view *v, uint64_t ino, uint64_t parent, const char *
 bool vnode_cacheable(struct view *v, fuse_ino_t id);
 /* The kernel's nodeid of a backing inode, or 0 if the kernel does not know it. */
 fuse_ino_t vnode_id_of_ino(struct view *v, uint64_t ino);
+/* A lookup answered without the backing: the node of inode ino, if the
+ * table knows it as parent/name, counts one more lookup; its nodeid, or 0. */
+fuse_ino_t vnode_lookup_known(struct view *v, fuse_ino_t parent, const char *name, uint64_t ino,
+                              mode_t type);
+/* The parent the node table knows node id under, 0 for none (the root). */
+fuse_ino_t vnode_parent_id(struct view *v, fuse_ino_t id);
 /* Recreates a node from the takeover log (its kernel lookup count is unknown). */
 int vnode_restore(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint64_t parent,
                   const char *name, const void *handle, unsigned hlen, int htype);
@@ -206,6 +214,14 @@ struct ctl_out {
 void out_kv(struct ctl_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The "key=value" lines of a text the view made itself, without names in it. */
 void out_lines(struct ctl_out *o, const char *text);
+
+/* view-revalidate.c: a read-only open of node id served from its store copy
+ * alone; its directory's copies are then revalidated in the background. */
+void revalidate_note(struct view *v, fuse_ino_t id);
+/* The attributes of parent/name as the last pass listed them, if that pass
+ * is within the lease and nothing changed through the view since it began:
+ * 0, or -ENOENT (ask the backing). */
+int revalidate_lookup(struct view *v, fuse_ino_t parent, const char *name, struct stat *st);
 
 /* view-pin.c: hoarding walks */
 struct pin_result {
@@ -364,6 +380,9 @@ int backing_openat(struct view *v, int dirfd, const char *name, int flags);
 /* Reopens pathfd as the caller @id (NULL: as root). */
 int backing_reopen_bounded(struct view *v, int pathfd, int flags, const struct caller_id *id);
 /* Flushes (closes a duplicate of) fd, bounded; backing_close closes it on a helper. */
+/* pwrite(2) of a backing file, as the caller id if given (bounded). */
+ssize_t backing_pwrite(struct view *v, int fd, const void *buf, size_t size, off_t off,
+                       const struct caller_id *id);
 int backing_flush(struct view *v, int fd);
 void backing_close(struct view *v, int fd);
 /* Probes the backing root on a helper even offline: 0 when it answers in time. */

@@ -19,7 +19,7 @@ from viewlib import (RENAME_EXCHANGE, Volume, check, eq, finish, rand_bytes, rea
 PORT = 22000 + os.getpid() % 1000
 
 
-def start_sshd(top):
+def start_sshd(top, port=PORT):
     sshd = shutil.which("sshd") or "/usr/sbin/sshd"
     if not os.access(sshd, os.X_OK) or not shutil.which("sshfs"):
         skip("needs openssh-server (sshd) and sshfs")
@@ -34,7 +34,7 @@ def start_sshd(top):
     os.chmod(auth, 0o600)
     conf = os.path.join(keydir, "sshd_config")
     with open(conf, "w") as f:
-        f.write(f"Port {PORT}\nListenAddress 127.0.0.1\nHostKey {keydir}/host\n"
+        f.write(f"Port {port}\nListenAddress 127.0.0.1\nHostKey {keydir}/host\n"
                 f"AuthorizedKeysFile {auth}\nPasswordAuthentication no\nPermitRootLogin yes\n"
                 f"StrictModes no\nUsePAM no\nPidFile {keydir}/sshd.pid\n"
                 "Subsystem sftp internal-sftp\n")
@@ -46,10 +46,10 @@ def start_sshd(top):
     return p, keydir
 
 
-def mount_sshfs(server_dir, mnt, keydir, options):
-    """sshfs of server_dir over the loopback sshd at mnt (-o allow_other and OPTIONS);
-    the completed process, for its return code and stderr."""
-    return subprocess.run(["sshfs", f"root@127.0.0.1:{server_dir}", mnt, "-p", str(PORT),
+def mount_sshfs(server_dir, mnt, keydir, options, port=PORT):
+    """sshfs of server_dir over the loopback sshd (or a relay to it) on port at mnt
+    (-o allow_other and OPTIONS); the completed process, for its return code and stderr."""
+    return subprocess.run(["sshfs", f"root@127.0.0.1:{server_dir}", mnt, "-p", str(port),
                            "-o", f"IdentityFile={keydir}/id,StrictHostKeyChecking=no,"
                            f"UserKnownHostsFile=/dev/null,allow_other,{options}"],
                           capture_output=True, text=True, timeout=30)

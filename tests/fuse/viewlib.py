@@ -116,9 +116,9 @@ class Volume:
         with open(os.path.join(self.top, "view.log"), "rb") as f:
             return f.read().decode(errors="replace")[-3000:]
 
-    def ctl(self, cmd, path=None, ok=True):
+    def ctl(self, cmd, path=None, ok=True, timeout=120):
         args = [CTL, self.cache, cmd] + ([path] if path is not None else [])
-        r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        r = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
         if ok and r.returncode != 0:
             raise RuntimeError(f"ctl {cmd} {path}: {r.stderr.strip()}")
         out = {}

@@ -1,0 +1,146 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""A volume over a slow link, against local disk and plain sshfs on the same
+link, in one run (tests/fuse/linklib.py: sshfs through a relay that adds
+FCACHE_BENCH_RTT_MS of round trip, default 10):
+
+  read      read 1,000 pinned 8 KiB files through the view, warm: read
+            again within the attribute lease of the previous pass ("warm"),
+            and the first pass after the lease ran out ("lease out");
+            against the same read on local disk (page cache warm) and on the
+            plain sshfs mount (warm: read before)
+  pin100    `pin recursive` of a directory of 100 small files (4 KiB), cold,
+            against `cat` of the same on the raw sshfs mount with 8 in
+            flight and `fcachectl prefetch recursive` there
+  pin1000   the same with 1,000 files
+
+Each round uses fresh directories (nothing cached on any side).  Prints the
+median and range of each column and of the ratios view/baseline per round.
+Environment: FCACHE_BENCH_ROUNDS (default 3), FCACHE_BENCH_ROWS (default
+"read,pin100,pin1000"), FCACHE_BENCH_RTT_MS, FCACHE_BENCH_LEASE (AttrLease,
+default 30s), FCACHECTL (fcachectl to run prefetch with; the column is
+missing without it).
+"""
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "fuse"))
+import linklib  # noqa: E402
+import viewlib  # noqa: E402
+
+ROUNDS = int(os.environ.get("FCACHE_BENCH_ROUNDS", "3"))
+ROWS = os.environ.get("FCACHE_BENCH_ROWS", "read,pin100,pin1000").split(",")
+RTT_MS = float(os.environ.get("FCACHE_BENCH_RTT_MS", "10"))
+LEASE = os.environ.get("FCACHE_BENCH_LEASE", "30s")
+FCACHECTL = os.environ.get("FCACHECTL", "")
+NREAD = 1000
+
+
+def make_tree(d, n, size):
+    os.makedirs(d, exist_ok=True)
+    for i in range(n):
+        with open(os.path.join(d, f"f{i:04d}"), "wb") as f:
+            f.write(os.urandom(size))
+
+
+def read_all(d, names):
+    t = time.perf_counter()
+    for name in names:
+        fd = os.open(os.path.join(d, name), os.O_RDONLY)
+        while os.read(fd, 65536):
+            pass
+        os.close(fd)
+    return time.perf_counter() - t
+
+
+def timed(cmd, **kw):
+    t = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    took = time.perf_counter() - t
+    if r.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} failed: {r.stderr.strip()[-300:]}")
+    return took
+
+
+def cat8(d):
+    return timed(["sh", "-c", 'find "$1" -type f -print0 | xargs -0 -P 8 -n 16 cat > /dev/null',
+                  "cat8", d])
+
+
+def summary(xs):
+    if not xs:
+        return "missing"
+    return f"{statistics.median(xs):.3f} ({min(xs):.3f}-{max(xs):.3f})"
+
+
+def main():
+    viewlib.require_root_fuse()
+    vol = viewlib.Volume("linkbench", lease=LEASE)
+    link = linklib.volume_over_link(vol, RTT_MS / 2)
+    vol.start()
+    print(f"# link: sshfs through a relay adding {RTT_MS:g} ms of round trip;"
+          f" a stat that reaches the server takes {link.rtt_ms():.1f} ms")
+    res = {}
+
+    def add(key, x):
+        res.setdefault(key, []).append(x)
+
+    if "read" in ROWS:
+        names = [f"f{i:04d}" for i in range(NREAD)]
+        make_tree(os.path.join(link.server, "read"), NREAD, 8192)
+        local = os.path.join(vol.top, "local-read")
+        subprocess.run(["cp", "-a", os.path.join(link.server, "read"), local], check=True)
+        t = time.perf_counter()
+        vol.ctl("pin recursive", "read", timeout=1800)
+        print(f"# pinned {NREAD} files for the read row in {time.perf_counter() - t:.1f} s")
+        read_all(vol.v("read"), names)
+        read_all(local, names)
+        read_all(os.path.join(link.mnt, "read"), names)
+        for r in range(ROUNDS):
+            ls = read_all(local, names)
+            vw = read_all(vol.v("read"), names)
+            add("read local", ls)
+            add("read view warm", vw)
+            add("read view warm / local", vw / ls)
+            add("read sshfs", read_all(os.path.join(link.mnt, "read"), names))
+            # Past the lease: what the first pass then costs.
+            time.sleep(lease_s() + 1)
+            add("read view lease out", read_all(vol.v("read"), names))
+            print(f"# read round {r + 1}: local {ls:.3f} view {vw:.3f}", flush=True)
+    for n in (100, 1000):
+        row = f"pin{n}"
+        if row not in ROWS:
+            continue
+        for r in range(ROUNDS):
+            for kind in ("pin", "cat", "pre"):
+                make_tree(os.path.join(link.server, f"{kind}{n}-{r}"), n, 4096)
+            add(f"{row} view pin", pin_time(vol, f"pin{n}-{r}"))
+            add(f"{row} sshfs cat x8", cat8(os.path.join(link.mnt, f"cat{n}-{r}")))
+            if FCACHECTL:
+                add(f"{row} sshfs prefetch", timed([FCACHECTL, "-q", "prefetch", "recursive",
+                                                    os.path.join(link.mnt, f"pre{n}-{r}")]))
+                add(f"{row} view pin / prefetch",
+                    res[f"{row} view pin"][-1] / res[f"{row} sshfs prefetch"][-1])
+            add(f"{row} view pin / cat x8", res[f"{row} view pin"][-1] / res[f"{row} sshfs cat x8"][-1])
+            print(f"# {row} round {r + 1}: pin {res[f'{row} view pin'][-1]:.2f} s", flush=True)
+    print(f"# {ROUNDS} rounds; seconds (or ratios): median (min-max)")
+    for k, xs in res.items():
+        print(f"{k:32s} {summary(xs)}")
+
+
+def lease_s():
+    return float(LEASE.rstrip("s"))
+
+
+def pin_time(vol, path):
+    t = time.perf_counter()
+    vol.ctl("pin recursive", path, timeout=1800)
+    return time.perf_counter() - t
+
+
+if __name__ == "__main__":
+    main()
