@@ -4,7 +4,7 @@
  * fcache volume kept (see fcache-resolve(1)).
  *
  * It speaks the volume's control socket, CacheDir/control.sock, served by
- * fcache-view (daemon/view-conflicts.c):
+ * fcache-view (daemon/view/view-conflicts.c):
  *     query conflicts [TAB PATH]   conflict=ID KIND PATH, conflict_detail=ID DETAIL
  *     conflict-version ID WHICH    size=, content_base64=
  *     resolve ID local|remote|both resolved=, path=, kept=, replayed=, dropped=

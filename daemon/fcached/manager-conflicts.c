@@ -4,7 +4,7 @@
  * reintegration keeps (ListConflicts, GetConflictVersion, ResolveConflict,
  * ResolveConflictMerged) and the ConflictsChanged signal.
  *
- * The conflicts live in each volume's view (daemon/view-conflicts.c); these
+ * The conflicts live in each volume's view (daemon/view/view-conflicts.c); these
  * methods are a front to its control-socket requests (query conflicts,
  * conflict-version, resolve, resolve-merged, merged-chunk), addressed by the
  * object's path instead of the conflict ID.  Each call goes: validate the

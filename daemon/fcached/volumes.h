@@ -5,7 +5,7 @@
  * Each NAME.conf in the volumes directory (/etc/fcache/volumes.d) is one
  * volume, served by its own fcache-view process (the data plane: the FUSE
  * view, the store, the control socket CacheDir/control.sock; see
- * daemon/view.md).  fcached starts that process, starts it again when it
+ * daemon/view/view.md).  fcached starts that process, starts it again when it
  * dies, and adopts one that is already serving (left by an fcached that was
  * restarted or crashed) instead of mounting again, so a restart of fcached
  * is invisible to applications.  Stopping fcached leaves the views serving;

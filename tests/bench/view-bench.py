@@ -22,7 +22,7 @@ page cache on each side (folios and their mean size, from /proc/self/pagemap
 and /proc/kpageflags): the warm rows compare two page caches, and a FUSE
 inode's page cache is made of 4 KiB folios where ext4 uses large ones, which
 is most of what separates the view's warm reads from raw (see
-daemon/view.md, Performance).
+daemon/view/view.md, Performance).
 """
 import json
 import os

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""FUSE passthrough of read-only opens (daemon/view-passthrough.c): once the
+"""FUSE passthrough of read-only opens (daemon/view/view-passthrough.c): once the
 store holds a file whole (its first read), reads and mmap of it are served
 by the kernel from the local file, with no FUSE_READ
 (the view's read_requests counter in "query state" does not move); the mode

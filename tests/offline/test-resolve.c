@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * test-resolve.c: settling kept conflicts (daemon/resolve.h) against a real
+ * test-resolve.c: settling kept conflicts (daemon/offline/resolve.h) against a real
  * backing directory.  Table-driven over conflict kind x choice: after
  * resolve_conflict() the server tree equals the model's (tree_dump), the
  * conflict is gone, held records were replayed or dropped; a server that

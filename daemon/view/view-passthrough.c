@@ -45,6 +45,7 @@
 #include <errno.h>
 #include <linux/fuse.h>
 #include <linux/magic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -214,7 +215,10 @@ void passthrough_patch_reply(struct iovec *iov, int count)
         oo = (void *)((char *)iov[1].iov_base + len - sizeof(*oo));
         oo->open_flags |= FOPEN_PASSTHROUGH;
         oo->open_flags &= ~FOPEN_KEEP_CACHE;    /* not allowed with passthrough */
-        oo->padding = (uint32_t)reply_backing_id;       /* backing_id from 7.40 on */
+        /* backing_id from 7.40 on, the field older headers call padding: set by
+         * offset so that the code builds against either */
+        memcpy((char *)oo + offsetof(struct fuse_open_out, open_flags) + sizeof(oo->open_flags),
+               &(int32_t){ reply_backing_id }, sizeof(int32_t));
 }
 
 void passthrough_reply_begin(int backing_id)
