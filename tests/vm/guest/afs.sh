@@ -91,6 +91,11 @@ if ! command -v bosserver >/dev/null || ! command -v aklog-kafs >/dev/null ||
 	diag "SKIP: the AFS servers, krb5kdc or kafs-client are not installed"
 elif afs_cell_up /mnt/afs; then
 	ts "cell up"
+	# kafs's own account of its calls, kept with the results (run.sh --keep)
+	t=/sys/kernel/tracing
+	[ -d $t/events/afs ] || mount -t tracefs tracefs $t 2>/dev/null
+	echo 8192 > $t/buffer_size_kb 2>/dev/null
+	echo 1 > $t/events/afs/enable 2>/dev/null
 	if [ -z "${FCACHECTL:-}" ]; then
 		notok "afs: the guest was given no fcachectl"
 	else
@@ -103,6 +108,10 @@ elif afs_cell_up /mnt/afs; then
 		KNOWN_BAD=kmod afs_matrix kmod
 		check "rmmod fcache" rmmod fcache
 	fi
+	{ cat /proc/fs/afs/servers; timeout 20 vos listaddrs -noresolve -printuuid -localauth
+	  timeout 20 vos listvldb -localauth; } > $RESULTS/afs-state.txt 2>&1
+	cat $t/trace > $RESULTS/afs-trace.txt 2>/dev/null
+	cat /var/log/openafs/FileLog /var/lib/openafs/logs/FileLog > $RESULTS/FileLog 2>/dev/null
 	umount /mnt/afs
 fi
 finish
