@@ -38,7 +38,7 @@ qemu=$(command -v qemu-system-x86_64) || skip "qemu-system-x86_64 is not install
 # the kernel booted is the one the module is built for
 kver=${FCACHE_VM_KVER:-}
 [ -z "$kver" ] && [ -f "$ko" ] && kver=$(modinfo -F vermagic "$ko" | cut -d' ' -f1)
-[ -n "$kver" ] && [ -r "/boot/vmlinuz-$kver" ] && [ -e "/lib/modules/$kver/modules.dep" ] ||
+[ -n "$kver" ] && [ -r "/boot/vmlinuz-$kver" ] && [ -e "/lib/modules/$kver/modules.dep.bin" ] ||
 	skip "no readable /boot/vmlinuz-$kver with its /lib/modules (install linux-image-amd64)"
 n=0 failed=0 todo=0
 report() { n=$((n + 1)); if [ "$1" = ok ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi; }

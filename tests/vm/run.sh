@@ -47,7 +47,7 @@ qemu=$(command -v qemu-system-x86_64) || skip "qemu-system-x86_64 is not install
 # the kernel booted is the one the module is built for (several may be
 # installed: Debian's and a backports one)
 kver=${FCACHE_VM_KVER:-$(modinfo -F vermagic "$ko" | cut -d' ' -f1)}
-[ -n "$kver" ] && [ -r "/boot/vmlinuz-$kver" ] && [ -e "/lib/modules/$kver/modules.dep" ] ||
+[ -n "$kver" ] && [ -r "/boot/vmlinuz-$kver" ] && [ -e "/lib/modules/$kver/modules.dep.bin" ] ||
 	skip "no readable /boot/vmlinuz-$kver with its /lib/modules (install linux-image-amd64)"
 modinfo -F vermagic "$ko" | grep -q "^$kver " ||
 	{ echo "run.sh: $ko is not built for $kver" >&2; exit 1; }
@@ -113,6 +113,7 @@ qrc=$?
 secs=$(( $(date +%s) - start ))
 
 n=0 failed=0
+echo "# guest kernel $kver"
 # the guest copies its TAP lines to the results share at the end; if it
 # never got there, take them from the console
 [ -f "$res/tap" ] || grep -aE '^(ok|not ok) [0-9]+ ' "$res/console.log" > "$res/tap"
