@@ -35,14 +35,11 @@ skip() {
 	echo "SKIP: $*"; exit 77
 }
 qemu=$(command -v qemu-system-x86_64) || skip "qemu-system-x86_64 is not installed"
+# the kernel booted is the one the module is built for
 kver=${FCACHE_VM_KVER:-}
-if [ -z "$kver" ]; then
-	for k in $(ls /boot 2>/dev/null | sed -n 's/^vmlinuz-//p' | sort -V); do
-		[ -e "/lib/modules/$k/modules.dep" ] && kver=$k
-	done
-fi
-[ -n "$kver" ] && [ -r "/boot/vmlinuz-$kver" ] ||
-	skip "no readable /boot/vmlinuz-* with its /lib/modules (install linux-image-amd64)"
+[ -z "$kver" ] && [ -f "$ko" ] && kver=$(modinfo -F vermagic "$ko" | cut -d' ' -f1)
+[ -n "$kver" ] && [ -r "/boot/vmlinuz-$kver" ] && [ -e "/lib/modules/$kver/modules.dep.bin" ] ||
+	skip "no readable /boot/vmlinuz-$kver with its /lib/modules (install linux-image-amd64)"
 n=0 failed=0 todo=0
 report() { n=$((n + 1)); if [ "$1" = ok ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi; }
 bail() { report fail "$*"; echo "1..$n"; [ $tap = 1 ] && exit 0; exit 1; }

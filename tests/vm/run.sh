@@ -42,16 +42,13 @@ skip() {
 }
 
 qemu=$(command -v qemu-system-x86_64) || skip "qemu-system-x86_64 is not installed"
-kver=${FCACHE_VM_KVER:-}
-if [ -z "$kver" ]; then
-	for k in $(ls /boot 2>/dev/null | sed -n 's/^vmlinuz-//p' | sort -V); do
-		[ -e "/lib/modules/$k/modules.dep" ] && kver=$k
-	done
-fi
-[ -n "$kver" ] && [ -r "/boot/vmlinuz-$kver" ] ||
-	skip "no readable /boot/vmlinuz-* with its /lib/modules (install linux-image-amd64)"
 [ -n "$ko" ] && [ -f "$ko" ] || { echo "run.sh: --ko $ko: no module" >&2; exit 1; }
 [ -n "$fcnl" ] && [ -x "$fcnl" ] || { echo "run.sh: --fcnl $fcnl: no client" >&2; exit 1; }
+# the kernel booted is the one the module is built for (several may be
+# installed: Debian's and a backports one)
+kver=${FCACHE_VM_KVER:-$(modinfo -F vermagic "$ko" | cut -d' ' -f1)}
+[ -n "$kver" ] && [ -r "/boot/vmlinuz-$kver" ] && [ -e "/lib/modules/$kver/modules.dep.bin" ] ||
+	skip "no readable /boot/vmlinuz-$kver with its /lib/modules (install linux-image-amd64)"
 modinfo -F vermagic "$ko" | grep -q "^$kver " ||
 	{ echo "run.sh: $ko is not built for $kver" >&2; exit 1; }
 
@@ -116,6 +113,7 @@ qrc=$?
 secs=$(( $(date +%s) - start ))
 
 n=0 failed=0
+echo "# guest kernel $kver"
 # the guest copies its TAP lines to the results share at the end; if it
 # never got there, take them from the console
 [ -f "$res/tap" ] || grep -aE '^(ok|not ok) [0-9]+ ' "$res/console.log" > "$res/tap"

@@ -11,14 +11,6 @@ ip link set lo up
 hostname afs
 ts setup
 
-# check, or for the backend named in KNOWN_BAD, a TODO when it fails
-acheck() {
-	_d=$1; shift
-	if "$@"; then ok "$_d"
-	elif [ "${KNOWN_BAD:-}" = "$be" ]; then todo "$_d: $(printf "%s" "${LAST:-}" | tr "\n" " " | head -c 200)"
-	else notok "$_d"; fi
-}
-
 # afs_matrix BACKEND: the command set on files of root.cell
 afs_matrix() {
 	be=$1 d=/mnt/afs/m-$1 p="afs ($1)"
@@ -30,60 +22,84 @@ afs_matrix() {
 	sync
 
 	ctl query cached $d/a
-	acheck "$p: query cached: backend=$be, pages_total=2048" \
+	check "$p: query cached: backend=$be, pages_total=2048" \
 		eq "$(cerr):$(ckey backend):$(ckey pages_total)" 0:OK:$be:2048
 	ctl flush $d/a
-	acheck "$p: flush: 0 pages cached" eq "$(cerr):$(ckey pages_cached)" 0:OK:0
-	acheck "$p: ... fincore sees 0 pages" eq "$(incore $d/a)" 0
+	check "$p: flush: 0 pages cached" eq "$(cerr):$(ckey pages_cached)" 0:OK:0
+	check "$p: ... fincore sees 0 pages" eq "$(incore $d/a)" 0
 	ctl prefetch $d/a
-	acheck "$p: prefetch: 2048 pages cached" eq "$(cerr):$(ckey pages_cached)" 0:OK:2048
-	acheck "$p: ... fincore sees 2048 pages" eq "$(incore $d/a)" 2048
-	acheck "$p: ... and a new opener still sees them (the callback holds them)" \
+	check "$p: prefetch: 2048 pages cached" eq "$(cerr):$(ckey pages_cached)" 0:OK:2048
+	check "$p: ... fincore sees 2048 pages" eq "$(incore $d/a)" 2048
+	check "$p: ... and a new opener still sees them (the callback holds them)" \
 		eq "$(cat $d/a > /dev/null; incore $d/a)" 2048
 
 	ctl flush $d/tree
-	acheck "$p: flush of a directory: the subtree, 0 pages" \
+	check "$p: flush of a directory: the subtree, 0 pages" \
 		eq "$(cerr):$(ckey pages_cached):$(incore $d/tree/sub/f5)" 0:OK:0:0
 	ctl prefetch recursive $d/tree
-	acheck "$p: prefetch recursive: 10 files, 2560 pages" \
+	check "$p: prefetch recursive: 10 files, 2560 pages" \
 		eq "$(cerr):$(ckey files):$(ckey pages_cached)" 0:OK:10:2560
 	ctl query cached recursive $d/tree
-	acheck "$p: query cached recursive: 2560 pages" eq "$(ckey pages_cached)" 2560
+	check "$p: query cached recursive: 2560 pages" eq "$(ckey pages_cached)" 2560
 
 	# the seed's own example: flush volume on a path of the AFS volume
 	ctl prefetch $d/b
 	ctl flush volume $d/a
-	acheck "$p: flush volume: >= 4096 pages dropped" \
+	check "$p: flush volume: >= 4096 pages dropped" \
 		eval '[ "$(cerr):$(ckey backend)" = 0:OK:$be ] && ge "$(ckey pages_dropped)" 4096'
-	acheck "$p: ... a, b and the tree have 0 pages" \
+	check "$p: ... a, b and the tree have 0 pages" \
 		eq "$(incore $d/a):$(incore $d/b):$(incore $d/tree/f1)" 0:0:0
 
 	ctl prefetch $d/a
 	ctl flush callbacks $d/a
 	diag "$p: flush callbacks: $LAST"
-	acheck "$p: flush callbacks answers (released or says why not)" \
+	check "$p: flush callbacks answers (released or says why not)" \
 		eval '[ "$(cerr)" = 0:OK ] || echo "$LAST" | grep -q "\"message\""'
 
 	if [ $be = kmod ]; then
 		ctl pin $d/a
-		acheck "$p: pin: pinned=yes" eq "$(cerr):$(ckey pinned)" 0:OK:yes
+		check "$p: pin: pinned=yes" eq "$(cerr):$(ckey pinned)" 0:OK:yes
+		# a plain pin holds the open file, not pages: bring them in
+		ctl prefetch $d/a
 		ctl flush $d/a
-		acheck "$p: flush of a pinned file: EBUSY, pages stay" \
+		check "$p: flush of a pinned file: EBUSY, pages stay" \
 			eq "$(cerr):$(incore $d/a)" 1:EBUSY:2048
 		ctl unpin $d/a
-		acheck "$p: unpin" eq "$(cerr):$(ckey pinned)" 0:OK:no
+		check "$p: unpin" eq "$(cerr):$(ckey pinned)" 0:OK:no
 	fi
 
 	ctl prefetch $d/a
 	ctl flush all
-	acheck "$p: flush all: one network mount, the AFS one" \
+	check "$p: flush all: one network mount, the AFS one" \
 		eq "$(cerr):$(ckey mounts)" 0:OK:1
-	acheck "$p: ... dropped the AFS file" eq "$(incore $d/a)" 0
+	check "$p: ... dropped the AFS file" eq "$(incore $d/a)" 0
 
 	# a user without a token is anonymous to the cell
 	ctl_user prefetch $d/a
-	acheck "$p: uid 1000 without a token: EACCES" eq "$(cerr)" 1:EACCES
+	check "$p: uid 1000 without a token: EACCES" eq "$(cerr)" 1:EACCES
 	ts "$p done"
+}
+
+# a write past a volume's quota: EDQUOT.  6.1's kafs answers EDESTADDRREQ
+# (VOVERQUOTA sends its server rotation to the next server, and with none
+# left it reports that no address answered): a TODO there.
+afs_quota() {
+	LAST=$(timeout 60 vos create localhost a small -maxquota 1000 -localauth 2>&1) &&
+		mkdir -p /mnt/afs-small && mount -t afs "#$AFS_CELL:small." /mnt/afs-small
+	if [ $? != 0 ]; then notok "afs: a volume with a 1000 KB quota mounted"; return; fi
+	LAST=$(dd if=/dev/zero of=/mnt/afs-small/big bs=64k count=32 conv=fsync 2>&1)
+	_d="afs: a write past the volume's quota fails with EDQUOT"
+	case $LAST in
+	*"Disk quota exceeded"*) ok "$_d" ;;
+	*"Destination address required"*)
+		case $(uname -r) in
+		6.1.*) todo "$_d: EDESTADDRREQ on $(uname -r)" ;;
+		*) notok "$_d" ;;
+		esac ;;
+	*) notok "$_d" ;;
+	esac
+	rm -f /mnt/afs-small/big
+	umount /mnt/afs-small
 }
 
 if ! command -v bosserver >/dev/null || ! command -v aklog-kafs >/dev/null ||
@@ -91,18 +107,25 @@ if ! command -v bosserver >/dev/null || ! command -v aklog-kafs >/dev/null ||
 	diag "SKIP: the AFS servers, krb5kdc or kafs-client are not installed"
 elif afs_cell_up /mnt/afs; then
 	ts "cell up"
+	# kafs's own account of its calls, kept with the results (run.sh --keep)
+	t=/sys/kernel/tracing
+	[ -d $t/events/afs ] || mount -t tracefs tracefs $t 2>/dev/null
+	echo 8192 > $t/buffer_size_kb 2>/dev/null
+	echo 1 > $t/events/afs/enable 2>/dev/null
+	echo 0 > $t/events/afs/afs_folio_dirty/enable 2>/dev/null
 	if [ -z "${FCACHECTL:-}" ]; then
 		notok "afs: the guest was given no fcachectl"
 	else
-		# known: on Debian's 6.1 kafs against this OpenAFS 1.8 fileserver,
-		# write-back and fsync fail with EDESTADDRREQ now and then, files
-		# written go missing, and flushes fail; until that is understood
-		# the matrix's failures are reported as TODO, not hidden
-		KNOWN_BAD=user afs_matrix user
+		afs_matrix user
 		check "insmod fcache.ko" insmod "$FCACHE_KO"
-		KNOWN_BAD=kmod afs_matrix kmod
+		afs_matrix kmod
 		check "rmmod fcache" rmmod fcache
 	fi
+	afs_quota
+	{ cat /proc/fs/afs/servers; timeout 20 vos listaddrs -noresolve -printuuid -localauth
+	  timeout 20 vos listvldb -localauth; } > $RESULTS/afs-state.txt 2>&1
+	cat $t/trace > $RESULTS/afs-trace.txt 2>/dev/null
+	cat /var/log/openafs/FileLog /var/lib/openafs/logs/FileLog > $RESULTS/FileLog 2>/dev/null
 	umount /mnt/afs
 fi
 finish
