@@ -64,6 +64,8 @@ trap '[ -n "$keep" ] && cp -a "$res/." "$keep/"; rm -rf "$res"' EXIT
 	[ -n "$ctl" ] && [ -x "$ctl" ] && echo "FCACHECTL=$(abspath "$ctl")"
 	[ -n "$view" ] && [ -x "$view" ] && echo "FCACHE_VIEW=$(abspath "$view")"
 	echo "BENCH_FILES=$bench"
+	# the long probes of a guest script (smb.sh's stall probe): not in CI
+	echo "VM_LONG=${FCACHE_VM_LONG:-0}"
 	echo "GUEST_DIR=$(dirname "$(abspath "$guest")")"
 } > "$res/env.sh"
 # The guest mounts its own tmpfs on /tmp: what it needs from the host's /tmp
