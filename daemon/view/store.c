@@ -9,6 +9,7 @@
  * culler only ever trylocks object locks, so two fillers culling each
  * other's objects cannot deadlock.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -35,6 +36,7 @@
 struct store {
         pthread_mutex_t lock;
         char *dir;
+        char *fault;            /* why the index was found unusable at start and made anew */
         int objdir_fd;
         sqlite3 *db;            /* protected by lock */
         GHashTable *objs;       /* protected by lock: ino -> struct sobj (in use) */
@@ -168,6 +170,103 @@ static int add_container_column(struct store *s)
         return db_exec(s, "ALTER TABLE objects ADD COLUMN container TEXT");
 }
 
+/* Opens the index at @path: -EUCLEAN when it is not a database or is damaged. */
+static int open_index(struct store *s, const char *path)
+{
+        int r = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                                SQLITE_OPEN_NOMUTEX, NULL);
+
+        if (r != SQLITE_OK) {
+                log_error("Failed to open the store database %s: %s", path,
+                          s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(r));
+                return -EIO;
+        }
+        sqlite3_busy_timeout(s->db, 5000);
+        r = db_exec(s, schema);
+        if (r >= 0)
+                r = add_container_column(s);
+        if (r < 0) {
+                int code = sqlite3_errcode(s->db);
+
+                if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT) {
+                        free(s->fault);
+                        s->fault = g_strdup_printf("%s: %s", path, sqlite3_errstr(code));
+                        return -EUCLEAN;
+                }
+        }
+        return r;
+}
+
+/* Empties objects/XX/ (the block files, a cache that no index row describes now). */
+static int remove_cached_blocks(struct store *s)
+{
+        int dfd = dup(s->objdir_fd);
+        DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+        struct dirent *de;
+
+        if (!d) {
+                if (dfd >= 0)
+                        close(dfd);
+                return -errno;
+        }
+        while ((de = readdir(d))) {
+                int sub;
+                DIR *sd;
+                struct dirent *e;
+
+                if (de->d_name[0] == '.')
+                        continue;
+                sub = openat(s->objdir_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+                             O_CLOEXEC);
+                sd = sub >= 0 ? fdopendir(sub) : NULL;
+                if (!sd) {
+                        if (sub >= 0)
+                                close(sub);
+                        continue;
+                }
+                while ((e = readdir(sd)))
+                        if (e->d_name[0] != '.')
+                                (void)unlinkat(sub, e->d_name, 0);
+                closedir(sd);
+        }
+        closedir(d);
+        return 0;
+}
+
+/*
+ * A damaged index is kept for diagnosis as store.db.corrupt-TIME (with its
+ * -wal and -shm) and the cache starts empty: the blocks under objects/ are
+ * a cache of the backing and go, the pins recorded in the index are lost
+ * (query state says so); the mirror, what is served offline, is untouched.
+ */
+static int index_set_aside(struct store *s, const char *path)
+{
+        static const char *const suffix[] = { "", "-wal", "-shm" };
+        time_t now = time(NULL);
+
+        sqlite3_close(s->db);
+        s->db = NULL;
+        log_error("The store database is unusable (%s): kept as %s.corrupt-%lld, starting with "
+                  "an empty cache; the pins it recorded are lost", s->fault, path,
+                  (long long)now);
+        for (size_t i = 0; i < G_N_ELEMENTS(suffix); i++) {
+                char *from = g_strdup_printf("%s%s", path, suffix[i]);
+                char *to = g_strdup_printf("%s.corrupt-%lld%s", path, (long long)now, suffix[i]);
+                int e = rename(from, to) < 0 && errno != ENOENT ? -errno : 0;
+
+                g_free(from);
+                g_free(to);
+                if (e < 0)
+                        return e;
+        }
+        return remove_cached_blocks(s);
+}
+
+const char *store_fault(struct store *s)
+{
+        return s->fault;
+}
+
 int store_open(struct store **out, const char *dir, uint64_t cache_size, uint64_t reserve,
                uint64_t max_files)
 {
@@ -217,18 +316,12 @@ int store_open(struct store **out, const char *dir, uint64_t cache_size, uint64_
                 r = -ENOMEM;
                 goto fail;
         }
-        r = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                            SQLITE_OPEN_NOMUTEX, NULL);
-        if (r != SQLITE_OK) {
-                log_error("Failed to open the store database %s: %s", path,
-                          s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(r));
-                r = -EIO;
-                goto fail;
+        r = open_index(s, path);
+        if (r == -EUCLEAN) {
+                r = index_set_aside(s, path);
+                if (r >= 0)
+                        r = open_index(s, path);
         }
-        sqlite3_busy_timeout(s->db, 5000);
-        r = db_exec(s, schema);
-        if (r >= 0)
-                r = add_container_column(s);
         if (r < 0)
                 goto fail;
         /* Counters are derived from the committed rows, never trusted from a
@@ -286,6 +379,7 @@ void store_close(struct store *s)
         if (s->rows)
                 g_hash_table_destroy(s->rows);
         free(s->dir);
+        free(s->fault);
         pthread_mutex_destroy(&s->lock);
         free(s);
 }

@@ -69,6 +69,9 @@ struct sobj_info {
 int store_open(struct store **out, const char *dir, uint64_t cache_size, uint64_t reserve,
                uint64_t max_files);
 void store_close(struct store *s);
+/* Why the index was found damaged at start and made anew (the cache and its
+ * pins lost), or NULL when it opened as it was. */
+const char *store_fault(struct store *s);
 int store_set_limits(struct store *s, uint64_t cache_size, uint64_t reserve);
 void store_get_stats(struct store *s, struct store_stats *st);
 

@@ -861,4 +861,9 @@ void view_state_out(struct view *v, GString *out)
         g_string_append_printf(out, "reintegration_done=%" PRIu64 "\nreintegration_total=%" PRIu64
                                "\n", __atomic_load_n(&v->reint_done, __ATOMIC_ACQUIRE),
                                __atomic_load_n(&v->reint_total, __ATOMIC_ACQUIRE));
+        if (store_fault(v->store))
+                g_string_append_printf(out, "store=rebuilt\nstore_reason=%s\n",
+                                       store_fault(v->store));
+        else
+                g_string_append(out, "store=ok\n");
 }
