@@ -719,12 +719,19 @@ int view_reconnect(struct view *v, GString *out, GString *err)
                 log_warn("Not reconnecting: %s", err->str);
                 return r;
         }
+        __atomic_store_n(&v->reint_done, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&v->reint_total, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&v->state, VIEW_REINTEGRATING, __ATOMIC_RELEASE);
         vfile_flush_dirty(v);
-        __atomic_store_n(&v->reint_done, 0, __ATOMIC_RELEASE);
         opts.progress = reintegration_progress;
         opts.userdata = v;
         pthread_mutex_lock(&v->offline_lock);
+        {
+                uint64_t pending = 0;
+
+                oplog_count(v->oplog, OPLOG_PENDING, &pending);
+                __atomic_store_n(&v->reint_total, pending, __ATOMIC_RELEASE);
+        }
         r = reintegrate_run(v->oplog, v->root_fd, &opts, &stats);
         __atomic_store_n(&v->reint_total, stats.total, __ATOMIC_RELEASE);
         if (r == 0)
@@ -851,16 +858,27 @@ int view_conflict_errno(struct view *v, uint64_t ino)
 void view_state_out(struct view *v, GString *out)
 {
         uint64_t pending = 0, conflicts = 0;
+        uint64_t total = __atomic_load_n(&v->reint_total, __ATOMIC_ACQUIRE);
+        uint64_t done = __atomic_load_n(&v->reint_done, __ATOMIC_ACQUIRE);
 
-        pthread_mutex_lock(&v->offline_lock);
-        oplog_count(v->oplog, OPLOG_PENDING, &pending);
-        oplog_count(v->oplog, OPLOG_CONFLICT, &conflicts);
-        pthread_mutex_unlock(&v->offline_lock);
+        if (done > total)
+                done = total;
+        if (__atomic_load_n(&v->state, __ATOMIC_ACQUIRE) == VIEW_REINTEGRATING) {
+                /* The replay holds the offline lock and the log for as long as it
+                 * runs: answer from its progress, so that a client polling during a
+                 * long reconnect sees it move instead of waiting for the end. */
+                pending = total - done;
+                conflicts = __atomic_load_n(&v->conflicts, __ATOMIC_ACQUIRE);
+        } else {
+                pthread_mutex_lock(&v->offline_lock);
+                oplog_count(v->oplog, OPLOG_PENDING, &pending);
+                oplog_count(v->oplog, OPLOG_CONFLICT, &conflicts);
+                pthread_mutex_unlock(&v->offline_lock);
+        }
         g_string_append_printf(out, "state=%s\npending=%" PRIu64 "\nconflicts=%" PRIu64 "\n",
                                view_state_name(v), pending, conflicts);
         g_string_append_printf(out, "reintegration_done=%" PRIu64 "\nreintegration_total=%" PRIu64
-                               "\n", __atomic_load_n(&v->reint_done, __ATOMIC_ACQUIRE),
-                               __atomic_load_n(&v->reint_total, __ATOMIC_ACQUIRE));
+                               "\n", done, total);
         if (store_fault(v->store))
                 g_string_append_printf(out, "store=rebuilt\nstore_reason=%s\n",
                                        store_fault(v->store));
