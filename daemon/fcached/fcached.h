@@ -145,6 +145,7 @@ struct fcd_conflict_row {
         char *kind;
         char *rel;                 /* relative to the volume root, "" for the root */
         char *detail;
+        guint64 recorded_us, local_changed_us; /* 0: unknown */
 };
 /* The rows of a `query conflicts` answer: an array of struct fcd_conflict_row that frees them. */
 GArray *fcd_conflicts_parse(GPtrArray *lines);

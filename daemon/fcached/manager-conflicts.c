@@ -269,6 +269,28 @@ GArray *fcd_conflicts_parse(GPtrArray *lines)
                                 row->detail = g_strdup(end + 1);
                 }
         }
+        for (guint i = 0; i < lines->len; i++) {
+                const char *line = lines->pdata[i];
+                guint64 id, rec, loc;
+                char *end;
+
+                if (!g_str_has_prefix(line, "conflict_times="))
+                        continue;
+                id = g_ascii_strtoull(line + 15, &end, 10);
+                if (*end != ' ')
+                        continue;
+                rec = g_ascii_strtoull(end + 1, &end, 10);
+                if (*end != ' ')
+                        continue;
+                loc = g_ascii_strtoull(end + 1, &end, 10);
+                for (guint k = 0; k < rows->len; k++) {
+                        struct fcd_conflict_row *row = &g_array_index(rows, struct fcd_conflict_row, k);
+                        if (row->id == id) {
+                                row->recorded_us = rec;
+                                row->local_changed_us = loc;
+                        }
+                }
+        }
         return rows;
 }
 

@@ -816,6 +816,8 @@ static void update_conflicts(struct fcd_objects *objs, const struct fcd_volume_i
                 set_prop(o, &ch, "Detail", g_variant_new_string(row->detail ? row->detail : ""));
                 set_prop(o, &ch, "RemoteChanged", g_variant_new_uint64(
                         g_array_index(remote_us, guint64, i)));
+                set_prop(o, &ch, "Recorded", g_variant_new_uint64(row->recorded_us));
+                set_prop(o, &ch, "LocalChanged", g_variant_new_uint64(row->local_changed_us));
                 g_variant_builder_clear(&ch);
                 g_ptr_array_add(probes, probe_of(o, NULL));
         }

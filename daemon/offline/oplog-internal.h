@@ -72,7 +72,8 @@ int oplog_intents(struct oplog *log, int (*fn)(void *ud, uint64_t seq, uint64_t 
 /* Inserts a conflict row; *out_id (may be NULL) gets its id. */
 int oplog_add_conflict(struct oplog *log, uint64_t seq, uint64_t lid, const char *kind,
                        const char *path, const char *base, const char *local,
-                       const char *remote, const char *detail, uint64_t *out_id);
+                       const char *remote, const char *detail, int64_t local_changed_us,
+                       uint64_t *out_id);
 /* Calls @fn with every (directory lid, name) any record of @lid named it by. */
 int oplog_names_of(struct oplog *log, uint64_t lid,
                    int (*fn)(void *ud, uint64_t parent, const char *name), void *ud);

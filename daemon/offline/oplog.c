@@ -27,6 +27,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fault.h"
@@ -59,7 +60,8 @@ static const char schema[] =
         " PRIMARY KEY (lid, parent, name));"
         "CREATE TABLE IF NOT EXISTS conflicts("
         " id INTEGER PRIMARY KEY, seq INTEGER, lid INTEGER, kind TEXT NOT NULL, path TEXT,"
-        " base TEXT, local TEXT, remote TEXT, detail TEXT);";
+        " base TEXT, local TEXT, remote TEXT, detail TEXT,"
+        " recorded INTEGER NOT NULL DEFAULT 0, local_changed INTEGER NOT NULL DEFAULT 0);";
 
 static const char *const kind_names[_OPLOG_KIND_MAX] = {
         [OPLOG_CONTENT] = "content",   [OPLOG_CREATE] = "create",
@@ -349,6 +351,28 @@ static int add_container_column(struct oplog *log)
         return oplog_exec(log, "ALTER TABLE ops ADD COLUMN container BLOB");
 }
 
+static int64_t now_us(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* A log made before conflicts kept their times: theirs are 0 (unknown). */
+static int add_conflict_time_columns(struct oplog *log)
+{
+        sqlite3_stmt *st = NULL;
+
+        if (prep(log, &st, "SELECT recorded, local_changed FROM conflicts LIMIT 0") == 0) {
+                sqlite3_finalize(st);
+                return 0;
+        }
+        return oplog_exec(log, "ALTER TABLE conflicts ADD COLUMN recorded INTEGER NOT NULL"
+                               " DEFAULT 0; ALTER TABLE conflicts ADD COLUMN local_changed"
+                               " INTEGER NOT NULL DEFAULT 0");
+}
+
 /* Removes content files that no committed row names (a crash before a commit). */
 static int sweep_content(struct oplog *log)
 {
@@ -491,6 +515,8 @@ int oplog_open(struct oplog **out, const char *dir, const struct oplog_options *
                 e = oplog_exec(log, schema);
         if (e >= 0)
                 e = add_container_column(log);
+        if (e >= 0)
+                e = add_conflict_time_columns(log);
         if (e >= 0)
                 e = oplog_exec(log, "INSERT OR IGNORE INTO meta(key, value) VALUES"
                                     " ('format', '" LOG_FORMAT "')");
@@ -1818,8 +1844,8 @@ int oplog_conflict_foreach(struct oplog *log,
         if (!log || !fn)
                 return -EINVAL;
         e = prep(log, &st, "SELECT id, seq, lid, kind, ifnull(path, ''), ifnull(base, ''),"
-                           " ifnull(local, ''), ifnull(remote, ''), ifnull(detail, '')"
-                           " FROM conflicts ORDER BY id");
+                           " ifnull(local, ''), ifnull(remote, ''), ifnull(detail, ''),"
+                           " recorded, local_changed FROM conflicts ORDER BY id");
         if (e < 0)
                 return e;
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -1833,6 +1859,8 @@ int oplog_conflict_foreach(struct oplog *log,
                         .local = col_text(st, 6),
                         .remote = col_text(st, 7),
                         .detail = col_text(st, 8),
+                        .recorded_us = sqlite3_column_int64(st, 9),
+                        .local_changed_us = sqlite3_column_int64(st, 10),
                 };
 
                 e = fn(ud, &c);
@@ -1959,13 +1987,15 @@ int oplog_names_of(struct oplog *log, uint64_t lid,
 
 int oplog_add_conflict(struct oplog *log, uint64_t seq, uint64_t lid, const char *kind,
                        const char *path, const char *base, const char *local,
-                       const char *remote, const char *detail, uint64_t *out_id)
+                       const char *remote, const char *detail, int64_t local_changed_us,
+                       uint64_t *out_id)
 {
         sqlite3_stmt *st = NULL;
         int e;
 
         e = prep(log, &st, "INSERT INTO conflicts(seq, lid, kind, path, base, local, remote,"
-                           " detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+                           " detail, recorded, local_changed)"
+                           " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
         if (e < 0)
                 return e;
         sqlite3_bind_int64(st, 1, (sqlite3_int64)seq);
@@ -1976,6 +2006,8 @@ int oplog_add_conflict(struct oplog *log, uint64_t seq, uint64_t lid, const char
         bind_text(st, 6, local);
         bind_text(st, 7, remote);
         bind_text(st, 8, detail);
+        sqlite3_bind_int64(st, 9, now_us());
+        sqlite3_bind_int64(st, 10, local_changed_us);
         e = step_done(st);
         if (e >= 0 && out_id)
                 *out_id = (uint64_t)sqlite3_last_insert_rowid(log->db);

@@ -284,6 +284,8 @@ struct oplog_conflict {
         const char *local;
         const char *remote;
         const char *detail;     /* record kind and what was found */
+        int64_t recorded_us;    /* when it was recorded, µs since the epoch (0: unknown) */
+        int64_t local_changed_us; /* when the local side last changed (0: unknown) */
 };
 int oplog_conflict_foreach(struct oplog *log,
                            int (*fn)(void *ud, const struct oplog_conflict *c), void *ud);

@@ -772,6 +772,7 @@ static int conflict(struct ctx *c, const struct rec *r, struct oplog_object *o,
 {
         char local[FCACHE_MERGE_ID_SIZE], remote[FCACHE_MERGE_ID_SIZE];
         const char *kname = fcache_conflict_kind_to_string(kind);
+        int64_t local_us = 0;
         char *full = NULL;
         uint64_t id = 0;
         int e;
@@ -781,6 +782,18 @@ static int conflict(struct ctx *c, const struct rec *r, struct oplog_object *o,
                 o->conflict = UINT64_MAX; /* later records of it show as held */
                 g_ptr_array_set_size(c->dirty, 0);
                 return REINTEGRATE_CONFLICT;
+        }
+        if (r->r.kind == OPLOG_CONTENT) {
+                /* When the local side changed: its container's mtime, before
+                 * the bytes are copied away below. */
+                int fd = oplog_content_open(c->log, r->r.seq);
+                struct stat lst;
+
+                if (fd >= 0 && fstat(fd, &lst) == 0)
+                        local_us = (int64_t)lst.st_mtim.tv_sec * 1000000 +
+                                   lst.st_mtim.tv_nsec / 1000;
+                if (fd >= 0)
+                        close(fd);
         }
         e = keep_local(c, r, local);
         if (e >= 0)
@@ -800,7 +813,7 @@ static int conflict(struct ctx *c, const struct rec *r, struct oplog_object *o,
         if (e >= 0)
                 e = oplog_add_conflict(c->log, r->r.seq, o->lid, kname, c->path,
                                        o->orig[0] ? o->orig : o->base.content, local, remote,
-                                       full, &id);
+                                       full, local_us, &id);
         if (e >= 0) {
                 o->conflict = id;
                 dirty(c, o);

@@ -7,6 +7,8 @@
  *   query conflicts               conflicts=N, then per conflict under the
  *                                 request's target conflict=ID KIND PATH
  *                                 and conflict_detail=ID DETAIL
+ *                                 and conflict_times=ID RECORDED LOCAL_CHANGED
+ *                                 (µs since the epoch, 0 unknown)
  *   conflict-version ID WHICH     WHICH base|local|remote: size=N,
  *                                 content_base64=...
  *   resolve ID local|remote|both  resolved=ID path= kept= replayed= dropped=
@@ -42,6 +44,7 @@ struct conflict_row {
         char *kind;
         char *path;
         char *detail;
+        int64_t recorded_us, local_changed_us;
 };
 
 static void row_clear(void *p)
@@ -87,6 +90,8 @@ static int collect_one(void *ud, const struct oplog_conflict *c)
         row.kind = g_strdup(c->kind ? c->kind : "unknown");
         row.path = g_strdup(path);
         row.detail = g_strdup(c->detail ? c->detail : "");
+        row.recorded_us = c->recorded_us;
+        row.local_changed_us = c->local_changed_us;
         g_array_append_val(cl->rows, row);
         return 0;
 }
@@ -187,6 +192,12 @@ static int do_query(struct view *v, char **words, const char *under, struct ctl_
                 struct conflict_row *c = &g_array_index(rows, struct conflict_row, i);
 
                 out_kv(out, "conflict_detail=%" PRIu64 " %s", c->id, c->detail);
+        }
+        for (guint i = 0; i < rows->len; i++) {
+                struct conflict_row *c = &g_array_index(rows, struct conflict_row, i);
+
+                out_kv(out, "conflict_times=%" PRIu64 " %" PRId64 " %" PRId64, c->id,
+                       c->recorded_us, c->local_changed_us);
         }
         g_array_free(rows, TRUE);
         return 0;

@@ -72,6 +72,14 @@ want=$(/usr/bin/python3 -c 'import os, sys; print(os.stat(sys.argv[1]).st_mtime_
 cprop() { busctl --system get-property "$BUS" "/org/fcache/conflict/lap/$id1" org.fcache.Conflict1 RemoteChanged | cut -d' ' -f2; }
 for _ in $(seq 100); do [ "$(cprop)" = "$want" ] && break; sleep 0.1; done
 expect "Conflict1.RemoteChanged: the server's mtime of doc1 in µs" "$(cprop)" = "$want"
+cget() { busctl --system get-property "$BUS" "/org/fcache/conflict/lap/$id1" org.fcache.Conflict1 "$1" | cut -d' ' -f2; }
+now_us=$(/usr/bin/python3 -c 'import time; print(time.time_ns() // 1000)')
+rec=$(cget Recorded)
+expect "Conflict1.Recorded: when reintegration recorded it, in µs, not in the future ($rec)" \
+        "$(( rec > 0 && rec <= now_us ))" = 1
+loc=$(cget LocalChanged)
+expect "Conflict1.LocalChanged: the local version's mtime, before the conflict was recorded ($loc)" \
+        "$(( loc > 0 && loc <= rec ))" = 1
 cat > "$T/polkit/rules.d/50-fcache-resolve.rules" <<RULE
 polkit.addRule(function(action, subject) {
     if (action.id == "org.fcache.resolve" && subject.user == "$user")
