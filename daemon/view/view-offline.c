@@ -857,13 +857,15 @@ int view_conflict_errno(struct view *v, uint64_t ino)
 
 void view_state_out(struct view *v, GString *out)
 {
-        uint64_t pending = 0, conflicts = 0;
+        /* The state first: a replay resets its totals before it announces itself. */
+        int state = __atomic_load_n(&v->state, __ATOMIC_ACQUIRE);
         uint64_t total = __atomic_load_n(&v->reint_total, __ATOMIC_ACQUIRE);
         uint64_t done = __atomic_load_n(&v->reint_done, __ATOMIC_ACQUIRE);
+        uint64_t pending = 0, conflicts = 0;
 
         if (done > total)
                 done = total;
-        if (__atomic_load_n(&v->state, __ATOMIC_ACQUIRE) == VIEW_REINTEGRATING) {
+        if (state == VIEW_REINTEGRATING) {
                 /* The replay holds the offline lock and the log for as long as it
                  * runs: answer from its progress, so that a client polling during a
                  * long reconnect sees it move instead of waiting for the end. */
@@ -876,7 +878,7 @@ void view_state_out(struct view *v, GString *out)
                 pthread_mutex_unlock(&v->offline_lock);
         }
         g_string_append_printf(out, "state=%s\npending=%" PRIu64 "\nconflicts=%" PRIu64 "\n",
-                               view_state_name(v), pending, conflicts);
+                               state_names[state], pending, conflicts);
         g_string_append_printf(out, "reintegration_done=%" PRIu64 "\nreintegration_total=%" PRIu64
                                "\n", done, total);
         if (store_fault(v->store))
