@@ -42,7 +42,7 @@ static guint16 resolve_family(void)
 /* A new family (or none): the old connection and pin counts belong to the old module. */
 static void set_family(guint16 id)
 {
-        k.family = id;
+        __atomic_store_n(&k.family, id, __ATOMIC_RELAXED);
         kconn_close(&k.conn);
         if (k.holders)
                 g_hash_table_remove_all(k.holders);
