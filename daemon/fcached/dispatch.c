@@ -8,7 +8,8 @@
  *                                                         socket (volumes.c)
  *   plain mount, cache commands                        -> libfcachectl's router
  *                                                         (fcache.ko, else user space)
- *   plain mount, pin / unpin / query pinned / budget   -> the daemon's pins (pins.c)
+ *   plain mount, pin / unpin / query pinned / budget   -> the daemon's pins (pins.c),
+ *                                                         in fcache.ko while it is loaded
  *   plain mount, volume-only commands                  -> NotSupported, saying why
  *
  * The worker half runs with the caller's identity (caller-access.c): the
@@ -27,6 +28,7 @@
 #include "dispatch.h"
 #include "fcachectl.h"
 #include "operation.h"
+#include "kmod-link.h"
 #include "pins.h"
 #include "volumes.h"
 
@@ -141,11 +143,6 @@ out:
         fc_target_close(&t);
 }
 
-static bool kmod_loaded(void)
-{
-        return access("/sys/module/fcache", F_OK) == 0;
-}
-
 bool fcd_dispatch_finish(struct fcd_request *req)
 {
         struct fcd_pins *pins = req->ctx->pins;
@@ -187,7 +184,7 @@ bool fcd_dispatch_finish(struct fcd_request *req)
         case FC_OP_QUERY_STATE:
                 fc_result_add_str(&req->res, "volume", "no");
                 fc_result_add_str(&req->res, "state", "plain-mount");
-                fc_result_add_str(&req->res, "kmod", kmod_loaded() ? "loaded" : "absent");
+                fc_result_add_str(&req->res, "kmod", fcd_kmod_loaded() ? "loaded" : "absent");
                 fc_result_add_u64(&req->res, "pins", fcd_pins_count(pins));
                 fc_result_add_u64(&req->res, "inotify_rescans", fcd_pins_rescans(pins));
                 break;

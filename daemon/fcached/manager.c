@@ -22,6 +22,7 @@
 #include "fcachectl.h"
 #include "objects.h"
 #include "operation.h"
+#include "kmod-link.h"
 #include "pins.h"
 
 void fcd_request_free(struct fcd_request *req)
@@ -368,7 +369,7 @@ static gboolean on_reconnect(FcManager1 *m, GDBusMethodInvocation *inv, const ch
 
 void fcd_manager_update_properties(struct fcd_context *ctx)
 {
-        fc_manager1_set_kmod_loaded(ctx->manager, access("/sys/module/fcache", F_OK) == 0);
+        fc_manager1_set_kmod_loaded(ctx->manager, fcd_kmod_loaded());
         fc_manager1_set_pin_count(ctx->manager, fcd_pins_count(ctx->pins));
         fc_manager1_set_pinned_bytes(ctx->manager, fcd_pins_bytes(ctx->pins));
         fc_manager1_set_resident_bytes(ctx->manager, fcd_pins_resident(ctx->pins));

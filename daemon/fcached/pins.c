@@ -19,8 +19,16 @@
  * schedule a rescan of the pin in a worker thread, so nothing is missed
  * silently.
  *
+ * While fcache.ko is loaded the files are pinned in the kernel instead
+ * (kmod-link.c): a kernel pin per file, a memory pin (its pages held by the
+ * module, charged to the module's budget) while it fits, so that fcachectl
+ * and the module's own pin list see the same pins.  The module is polled
+ * for: when it appears or goes, every pin is rebuilt the other way.
+ *
  * Persistence: STATE_DIR/pins.ini, replaced atomically (write, fsync,
- * rename) on every change; the file set is rebuilt at start.
+ * rename) on every change; the file set is rebuilt at start.  Kernel pins
+ * are left in place when fcached stops: the next start takes them over (the
+ * kernel gives the same pin for the same file), so a restart leaves no gap.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -38,6 +46,7 @@
 #include <glib/gstdio.h>
 
 #include "caller-access.h"
+#include "kmod-link.h"
 #include "pins.h"
 
 #define WATCH_MASK (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CLOSE_WRITE | \
@@ -45,12 +54,15 @@
 #define FILE_WATCH_MASK (IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF)
 #define DEPTH_MAX 256
 #define RESCAN_DELAY_MS 100
+#define KMOD_POLL_S 2
 
 struct held {                    /* one pinned regular file */
         struct file_handle *fh;  /* NULL if the filesystem has no handles */
         guint64 size;
         void *map;               /* locked mapping while resident, else NULL */
         size_t maplen;
+        struct fcd_kpin kpin;    /* pinned in fcache.ko instead (id 0: not) */
+        bool kmemory;            /* the kernel pin holds the pages: resident */
 };
 
 struct pin {
@@ -80,6 +92,8 @@ struct fcd_pins {
         guint64 files, bytes, resident;  /* totals; resident read by workers (atomics) */
         guint64 rescans;
         guint rescan_timer;
+        guint kmod_timer;
+        bool budget_set;                 /* set cache-size was used: the module gets it too */
 };
 
 struct fcd_pin_build {
@@ -89,6 +103,7 @@ struct fcd_pin_build {
         GHashTable *wds;                 /* wd -> rel */
         int root_fd;
         int mnt_id;
+        bool kmod;                       /* pin files in fcache.ko */
         guint64 bytes, resident, budget_left, files_left, errors, mounts_skipped;
         char first_error[256];
         int status;                      /* 0, or -errno if the build failed */
@@ -97,10 +112,16 @@ struct fcd_pin_build {
         const volatile int *cancel;
 };
 
+static bool held_resident(const struct held *h)
+{
+        return h->map || h->kmemory;
+}
+
 static void held_free(gpointer data)
 {
         struct held *h = data;
 
+        fcd_kmod_unpin(&h->kpin);
         if (h->map) {
                 munlock(h->map, h->maplen);
                 munmap(h->map, h->maplen);
@@ -180,6 +201,33 @@ static bool map_resident(struct held *h, int fd)
         return true;
 }
 
+/*
+ * Pin the open file in fcache.ko: a memory pin while it fits the budget,
+ * else (soft) a plain one.  -ENOSPC: it does not fit and must; other
+ * -errno: the module cannot pin it (gone, or refused).
+ */
+static int hold_in_kernel(struct fcd_pin_build *b, struct held *h, int fd)
+{
+        char msg[256];
+        int r;
+
+        if (!h->size)
+                return fcd_kmod_pin(fd, false, &h->kpin, msg, sizeof(msg));
+        if (b->resident + h->size <= b->budget_left) {
+                r = fcd_kmod_pin(fd, true, &h->kpin, msg, sizeof(msg));
+                if (r == 0) {
+                        h->kmemory = true;
+                        b->resident += h->size;
+                        return 0;
+                }
+                if (r != -ENOSPC)
+                        return r;
+        }
+        if (!b->soft)
+                return -ENOSPC;
+        return fcd_kmod_pin(fd, false, &h->kpin, msg, sizeof(msg));
+}
+
 /* A held file for the open regular file fd; NULL with -errno in *err for a limit. */
 static struct held *hold_fd(struct fcd_pin_build *b, int fd, int *err)
 {
@@ -201,7 +249,17 @@ static struct held *hold_fd(struct fcd_pin_build *b, int fd, int *err)
         h->fh->handle_bytes = MAX_HANDLE_SZ;
         if (name_to_handle_at(fd, "", h->fh, &mnt_id, AT_EMPTY_PATH) < 0)
                 g_clear_pointer(&h->fh, g_free); /* the mapping still holds the file */
-        if (!b->dry_run && h->size) {
+        if (b->kmod && !b->dry_run) {
+                int r = hold_in_kernel(b, h, fd);
+                if (r == -ENOSPC) {
+                        held_free(h);
+                        *err = r;
+                        return NULL;
+                }
+                if (r < 0)
+                        b->kmod = false; /* the module went: hold the rest here */
+        }
+        if (!b->dry_run && h->size && !h->kpin.id) {
                 if (b->resident + h->size <= b->budget_left && map_resident(h, fd)) {
                         b->resident += h->size;
                 } else if (!b->soft) {
@@ -320,6 +378,7 @@ static struct fcd_pin_build *build_new(struct fcd_pins *p, const char *canonical
         b->wds = new_wds();
         b->root_fd = -1;
         b->ifd = p->ifd;
+        b->kmod = fcd_kmod_loaded();
         b->budget_left = used < budget ? budget - used : 0;
         b->files_left = files < p->lim.max_files ? p->lim.max_files - files : 0;
         return b;
@@ -495,6 +554,7 @@ static void pins_save(struct fcd_pins *p)
         gsize len;
 
         g_key_file_set_uint64(kf, "fcached", "budget_bytes", budget_now(p));
+        g_key_file_set_boolean(kf, "fcached", "budget_set", p->budget_set);
         g_key_file_set_uint64(kf, "fcached", "next_id", p->next_id);
         g_hash_table_iter_init(&it, p->pins);
         while (g_hash_table_iter_next(&it, NULL, &value)) {
@@ -778,6 +838,15 @@ int fcd_pins_set_budget(struct fcd_pins *p, guint64 bytes, struct fc_result *res
                         if (((struct pin *)value)->resident < ((struct pin *)value)->bytes)
                                 schedule_rescan(p, value);
         }
+        p->budget_set = true;
+        if (fcd_kmod_loaded()) {
+                char msg[256];
+                int r = fcd_kmod_set_budget(bytes, msg, sizeof(msg));
+                if (r < 0)
+                        return fc_error_set(e, -r, "fcache.ko did not take the pin budget: %s",
+                                            msg);
+                fc_result_add_u64(res, "kmod_pin_budget_bytes", bytes);
+        }
         pins_save(p);
         g_message("Pin budget set to %" G_GUINT64_FORMAT " bytes (was %" G_GUINT64_FORMAT
                   "), %" G_GUINT64_FORMAT " bytes released", bytes, old, released);
@@ -932,7 +1001,7 @@ static void drop_file(struct fcd_pins *p, struct pin *pin, const char *relfile)
                 return;
         totals_add(p, pin, -1);
         pin->bytes -= h->size;
-        if (h->map)
+        if (held_resident(h))
                 pin->resident -= h->size;
         g_hash_table_remove(pin->files, relfile);
         totals_add(p, pin, 1);
@@ -964,7 +1033,7 @@ static void refresh_file(struct fcd_pins *p, struct pin *pin, const char *rel, c
         if (h) {
                 totals_add(p, pin, -1);
                 pin->bytes += h->size;
-                if (h->map)
+                if (held_resident(h))
                         pin->resident += h->size;
                 g_hash_table_replace(pin->files, g_strdup(relfile), h);
                 totals_add(p, pin, 1);
@@ -1049,6 +1118,38 @@ static gboolean on_inotify(gint fd, GIOCondition cond, gpointer data)
         return G_SOURCE_CONTINUE;
 }
 
+/* ---- fcache.ko coming and going ---- */
+
+/* The budget set with set cache-size is the module's too, whenever it is loaded. */
+static void push_budget(struct fcd_pins *p)
+{
+        char msg[256];
+
+        if (fcd_kmod_loaded() && fcd_kmod_set_budget(budget_now(p), msg, sizeof(msg)) < 0)
+                g_warning("Failed to set fcache.ko's pin budget to %" G_GUINT64_FORMAT
+                          " bytes: %s", budget_now(p), msg);
+}
+
+static gboolean on_kmod_poll(gpointer data)
+{
+        struct fcd_pins *p = data;
+        GHashTableIter it;
+        gpointer value;
+
+        if (!fcd_kmod_recheck())
+                return G_SOURCE_CONTINUE;
+        g_message("fcache.ko is %s: pins are now held %s", fcd_kmod_loaded() ? "loaded" :
+                  "gone", fcd_kmod_loaded() ? "in the kernel" : "by fcached");
+        if (p->budget_set)
+                push_budget(p);
+        /* Every pin is built again the new way; the old way's holds go with the old set. */
+        g_hash_table_iter_init(&it, p->pins);
+        while (g_hash_table_iter_next(&it, NULL, &value))
+                schedule_rescan(p, value);
+        fcd_manager_pins_changed(p->ctx);
+        return G_SOURCE_CONTINUE;
+}
+
 /* ---- life cycle ---- */
 
 struct fcd_pins *fcd_pins_new(struct fcd_context *ctx, const char *state_dir,
@@ -1076,6 +1177,8 @@ struct fcd_pins *fcd_pins_new(struct fcd_context *ctx, const char *state_dir,
                           "follow their trees");
         else
                 p->isrc = g_unix_fd_add(p->ifd, G_IO_IN, on_inotify, p);
+        fcd_kmod_recheck(); /* before the pins are loaded: they go where it says */
+        p->kmod_timer = g_timeout_add_seconds(KMOD_POLL_S, on_kmod_poll, p);
         return p;
 }
 
@@ -1085,6 +1188,9 @@ void fcd_pins_free(struct fcd_pins *p)
                 return;
         if (p->rescan_timer)
                 g_source_remove(p->rescan_timer);
+        if (p->kmod_timer)
+                g_source_remove(p->kmod_timer);
+        fcd_kmod_detach(); /* the kernel pins stay for the next start */
         if (p->isrc)
                 g_source_remove(p->isrc);
         g_hash_table_unref(p->pins);
@@ -1110,6 +1216,9 @@ void fcd_pins_load(struct fcd_pins *p)
         }
         if (g_key_file_has_key(kf, "fcached", "budget_bytes", NULL))
                 p->lim.budget_bytes = g_key_file_get_uint64(kf, "fcached", "budget_bytes", NULL);
+        p->budget_set = g_key_file_get_boolean(kf, "fcached", "budget_set", NULL);
+        if (p->budget_set)
+                push_budget(p);
         p->next_id = g_key_file_get_uint64(kf, "fcached", "next_id", NULL);
         groups = g_key_file_get_groups(kf, NULL);
         for (char **g = groups; *g; g++) {
