@@ -18,24 +18,36 @@ static struct {
         GMutex lock;
         struct kconn conn;      /* fd -1 while closed */
         guint16 family;         /* 0: not loaded */
+        ino_t sys_ino;          /* /sys/module/fcache of that load */
         GHashTable *holders;    /* kernel pin id -> holders (GUINT_TO_POINTER) */
         bool detached;
 } k = { .conn = { .fd = -1 } };
 
-/* Resolve the family now: its id, or 0.  Lock held. */
+/*
+ * Resolve the family now: its id, or 0.  Lock held.  sysfs says "not
+ * loaded" without a socket, and "the same load as before" by the inode of
+ * /sys/module/fcache (kernfs numbers a new directory afresh): only a load
+ * not seen before costs a controller request.
+ */
 static guint16 resolve_family(void)
 {
         struct kconn c;
         struct stat st;
         guint16 id;
 
-        /* sysfs says "not loaded" without a socket; a reload needs the controller. */
-        if (stat("/sys/module/fcache", &st) < 0 && stat("/sys/module", &st) == 0)
+        if (stat("/sys/module/fcache", &st) == 0) {
+                if (k.family && st.st_ino == k.sys_ino)
+                        return k.family;
+        } else if (stat("/sys/module", &st) == 0) {
                 return 0;
+        } else {
+                st.st_ino = 0; /* no sysfs: ask the controller every time */
+        }
         if (kconn_open(&c) < 0)
                 return 0;
         id = c.family;
         kconn_close(&c);
+        k.sys_ino = st.st_ino;
         return id;
 }
 

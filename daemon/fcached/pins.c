@@ -117,13 +117,28 @@ static bool held_resident(const struct held *h)
         return h->map || h->kmemory;
 }
 
+/*
+ * mlock(2) and munlock(2) as system calls: the sanitizer runtimes make the
+ * libc functions no-ops (they guard their shadow memory), which would leave
+ * a sanitized fcached holding nothing resident while it says it does.
+ */
+static int lock_pages(void *addr, size_t len)
+{
+        return (int)syscall(SYS_mlock, addr, len);
+}
+
+static void unlock_pages(void *addr, size_t len)
+{
+        syscall(SYS_munlock, addr, len);
+}
+
 static void held_free(gpointer data)
 {
         struct held *h = data;
 
         fcd_kmod_unpin(&h->kpin);
         if (h->map) {
-                munlock(h->map, h->maplen);
+                unlock_pages(h->map, h->maplen);
                 munmap(h->map, h->maplen);
         }
         g_free(h->fh);
@@ -182,7 +197,7 @@ static guint64 resident_now(struct fcd_pins *p)
         return __atomic_load_n(&p->resident, __ATOMIC_RELAXED);
 }
 
-/* Lock the file's pages in memory. Returns true if resident. */
+/* Lock the file's pages in memory (mlock reads them in). Returns true if resident. */
 static bool map_resident(struct held *h, int fd)
 {
         void *m;
@@ -192,7 +207,7 @@ static bool map_resident(struct held *h, int fd)
         m = mmap(NULL, (size_t)h->size, PROT_READ, MAP_SHARED, fd, 0);
         if (m == MAP_FAILED)
                 return false;
-        if (mlock(m, (size_t)h->size) < 0) {
+        if (lock_pages(m, (size_t)h->size) < 0) {
                 munmap(m, (size_t)h->size);
                 return false;
         }
@@ -821,7 +836,7 @@ int fcd_pins_set_budget(struct fcd_pins *p, guint64 bytes, struct fc_result *res
                         struct held *h = value;
                         if (!h->map)
                                 continue;
-                        munlock(h->map, h->maplen);
+                        unlock_pages(h->map, h->maplen);
                         munmap(h->map, h->maplen);
                         h->map = NULL;
                         pin->resident -= h->size;
