@@ -35,6 +35,7 @@ void fcd_request_free(struct fcd_request *req)
         fcd_pins_discard(req->ctx->pins, req->build);
         fc_result_free(&req->res);
         g_free(req->canonical);
+        g_free(req->kernel_pin);
         g_free(req->sender);
         g_free(req->path);
         g_free(req->cmd_text);

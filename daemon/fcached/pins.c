@@ -757,9 +757,9 @@ int fcd_pins_unpin(struct fcd_pins *p, const char *canonical, bool recursive,
 }
 
 void fcd_pins_query(struct fcd_pins *p, const char *canonical, const struct fcd_caller *caller,
-                    struct fc_result *res)
+                    bool kernel_pinned, struct fc_result *res)
 {
-        const char *state = "no";
+        const char *state = kernel_pinned ? "yes" : "no";
         GHashTableIter it;
         gpointer value;
         guint64 n = 0;

@@ -3,7 +3,8 @@
 # daemon-pins.sh: fcached drives fcache.ko for the pins of a plain mount.
 # fcached runs on a private system bus with polkitd; a recursive pin made
 # through it (fcachectl goes to fcached when it runs, so polkit decides) on
-# NFSv4.2 shows in the module's own pin list, takes in a file created
+# NFSv4.2 shows in the module's own pin list (and fcached's query pinned
+# says what the module says), takes in a file created
 # later, survives an fcached restart, is held by fcached itself (resident)
 # after rmmod and comes back in the kernel after insmod; KmodLoaded and the
 # budget set with set cache-size follow the module.  Without fcached,
@@ -55,6 +56,13 @@ cerr() {
 	*) echo "$CRC:no-result" ;;
 	esac
 }
+# dq PATH: query pinned over D-Bus (fcached's answer), busctl's text in LAST;
+# bkey KEY: KEY's value in it
+dq() {
+	LAST=$(busctl --system call $BUS /org/fcache/Manager1 $BUS Control 'ssa{sv}' \
+		"$1" "query pinned" 0 2>&1)
+}
+bkey() { printf '%s\n' "$LAST" | grep -o "\"$1\" [a-z] [^ ]*" | head -n 1 | cut -d' ' -f3 | tr -d '"'; }
 start_fcached() {
 	"$FCACHED" --state-dir=$B/state --operation-linger=5 >> $B/fcached.log 2>&1 &
 	fpid=$!
@@ -94,6 +102,9 @@ check "the module's pin list has the pinned files" eq "$(klist | tr '\n' ' ')" "
 ctl query pinned $D/a
 check "query pinned (the module's answer) sees fcached's pin: memory, 256 pages held" \
 	eq "$(ckey backend):$(ckey pinned):$(ckey pin_mode):$(ckey pages_held)" kmod:yes:memory:256
+dq $D/a
+check "fcached's query pinned (D-Bus) gives the same answer: memory, 256 pages held" \
+	eq "$(bkey backend):$(bkey pinned):$(bkey pin_mode):$(bkey pages_held)" fcached:yes:memory:256
 mkfile $D/c 1
 check "a file created later in the pinned tree is pinned in the kernel" wait_for 30 listed c
 ctl_user pin /mnt/nfs/mine
@@ -111,11 +122,14 @@ check "the kernel pins stay while fcached is stopped" eq "$(nlisted)" 3
 ctl_user pin /mnt/nfs/mine
 check "without fcached uid 1000's pin goes to the module directly" \
 	eq "$(cerr):$(ckey backend):$(ckey pinned)" 0:OK:kmod:yes
-ctl_user unpin /mnt/nfs/mine
 ctl_user pin /mnt/nfs/secret
 check "... whose own checks apply: a file uid 1000 cannot read is EACCES" \
 	eq "$(cerr)" 1:EACCES
 check "fcached starts again" start_fcached
+dq /mnt/nfs/mine
+check "fcached's query pinned sees the module's pin of a direct caller" \
+	eq "$(bkey pinned):$(bkey pin_mode)" yes:plain
+fc unpin /mnt/nfs/mine
 check "after the restart the kernel pins are there once each" eq "$(klist | tr '\n' ' ')" \
 	"a c sub/b "
 ctl query pinned $D
