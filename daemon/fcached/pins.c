@@ -811,6 +811,57 @@ static gint by_priority(gconstpointer a, gconstpointer b)
 
 static void schedule_rescan(struct fcd_pins *p, struct pin *pin);
 
+/* Main loop: open the held file relfile of pin again, as its owner; -errno on failure. */
+static int reopen_held(struct pin *pin, const char *relfile)
+{
+        g_autofree char *full = *relfile ? g_build_filename(pin->path, relfile, NULL)
+                                         : g_strdup(pin->path);
+        g_autofree char *dir = g_path_get_dirname(full), *name = g_path_get_basename(full);
+        struct fcd_identity_saved saved;
+        int dfd, fd;
+
+        if (fcd_identity_enter(&pin->owner, &saved) < 0)
+                return -EPERM;
+        dfd = fcd_open_how(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                           RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+        fd = dfd < 0 ? -errno : fcd_open_regular_at(dfd, name);
+        fcd_identity_leave(&saved);
+        if (dfd >= 0)
+                close(dfd);
+        return fd;
+}
+
+/*
+ * Main loop: give up the pages of a file held resident, the pin staying:
+ * munlock it, or make its kernel memory pin a plain one (fcache.ko keeps a
+ * memory pin above a lowered budget, so it is ended and made again).
+ * False if it could not be done.
+ */
+static bool release_pages(struct pin *pin, const char *relfile, struct held *h)
+{
+        char msg[256];
+        int fd;
+
+        if (h->map) {
+                unlock_pages(h->map, h->maplen);
+                munmap(h->map, h->maplen);
+                h->map = NULL;
+                return true;
+        }
+        if (!h->kmemory)
+                return false;
+        fd = reopen_held(pin, relfile);
+        if (fd < 0)
+                return false;
+        fcd_kmod_unpin(&h->kpin);
+        h->kmemory = false;
+        if (fcd_kmod_pin(fd, false, &h->kpin, msg, sizeof(msg)) < 0)
+                g_warning("Pin %s: %s is no longer pinned in fcache.ko: %s", pin->path,
+                          *relfile ? relfile : ".", msg);
+        close(fd);
+        return true;
+}
+
 int fcd_pins_set_budget(struct fcd_pins *p, guint64 bytes, struct fc_result *res,
                         struct fc_error *e)
 {
@@ -829,16 +880,13 @@ int fcd_pins_set_budget(struct fcd_pins *p, guint64 bytes, struct fc_result *res
         for (guint i = 0; i < order->len && resident_now(p) > bytes; i++) {
                 struct pin *pin = order->pdata[i];
                 GHashTableIter it;
-                gpointer value;
+                gpointer key, value;
 
                 g_hash_table_iter_init(&it, pin->files);
-                while (resident_now(p) > bytes && g_hash_table_iter_next(&it, NULL, &value)) {
+                while (resident_now(p) > bytes && g_hash_table_iter_next(&it, &key, &value)) {
                         struct held *h = value;
-                        if (!h->map)
+                        if (!release_pages(pin, key, h))
                                 continue;
-                        unlock_pages(h->map, h->maplen);
-                        munmap(h->map, h->maplen);
-                        h->map = NULL;
                         pin->resident -= h->size;
                         __atomic_fetch_sub(&p->resident, h->size, __ATOMIC_RELAXED);
                         released += h->size;

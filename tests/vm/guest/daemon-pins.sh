@@ -151,6 +151,12 @@ check "the budget set with set cache-size is the new module's too" \
 	eq "$(key pin_budget)" $((96 << 20))
 ctl query pinned $D/c
 check "... memory pins again" eq "$(ckey pin_mode):$(ckey pages_held)" memory:256
+ctl set cache-size 2M $D
+check "set cache-size 2M, below the 3 MiB held: 1 MiB released" \
+	eq "$(cerr):$(ckey released_bytes):$(ckey resident_bytes)" 0:OK:$((1 << 20)):$((2 << 20))
+ctl query pinned $D
+check "... the module keeps the 3 pins, 2 of them memory pins" \
+	eq "$(ckey pins):$(ckey pins_memory)" 3:2
 
 ctl unpin recursive $D
 check "fcachectl unpin recursive goes through fcached" \
