@@ -882,8 +882,9 @@ void view_state_out(struct view *v, GString *out)
         g_string_append_printf(out, "reintegration_done=%" PRIu64 "\nreintegration_total=%" PRIu64
                                "\n", done, total);
         if (store_fault(v->store))
-                g_string_append_printf(out, "store=rebuilt\nstore_reason=%s\n",
-                                       store_fault(v->store));
+                g_string_append_printf(out, "store=rebuilt\nstore_reason=%s\n"
+                                       "pins_restored=%" PRIu64 "\n", store_fault(v->store),
+                                       store_pins_restored(v->store));
         else
                 g_string_append(out, "store=ok\n");
 }

@@ -128,6 +128,10 @@ int vnode_fd(const struct vnode *n);
 uint64_t vnode_ino(const struct vnode *n);
 mode_t vnode_type(const struct vnode *n);
 void vnode_put(struct view *v, struct vnode *n);
+/* vnode_get of two nodes (a link's or rename's two ends): both held, with
+ * their descriptors in *fa and *fb, or neither and -errno. */
+int vnode_get_pair(struct view *v, fuse_ino_t a, struct vnode **na, int *fa, fuse_ino_t b,
+                   struct vnode **nb, int *fb);
 /* Looks name up under parent (descriptor pfd of node parent), fills e. */
 int vnode_lookup(struct view *v, fuse_ino_t parent, int pfd, const char *name,
                  struct fuse_entry_param *e);

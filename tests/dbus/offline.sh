@@ -16,14 +16,7 @@ mkdir -p "$V" "$T/srv/proj/sub" "$T/mnt"
 chmod 755 "$T/srv" "$T/srv/proj" "$T/srv/proj/sub"
 echo "version 1" > "$T/srv/proj/doc"
 seq 1 1000 > "$T/srv/proj/sub/notes"
-cat > "$V/lap.conf" <<CONF
-[Volume]
-Backing=$T/srv
-Mountpoint=$T/mnt
-CacheDir=$T/cache
-CacheSize=64M
-Reserve=8M
-CONF
+volume_conf lap
 
 nm_state() {
         gdbus call --system --dest org.freedesktop.NetworkManager --object-path /org/freedesktop/NetworkManager \
