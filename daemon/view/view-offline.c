@@ -642,7 +642,7 @@ static void *timeout_thread(void *arg)
                 out = g_string_new(NULL);
                 err = g_string_new(NULL);
                 log_info("The backing answers again: reconnecting");
-                if (view_reconnect(v, out, err) < 0)
+                if (view_reconnect(v, false, out, err) < 0)
                         log_warn("Reconnecting after a backing timeout failed: %s", err->str);
                 g_string_free(out, TRUE);
                 g_string_free(err, TRUE);
@@ -698,7 +698,38 @@ static void reintegration_progress(void *ud, const struct reintegrate_item *it)
         __atomic_store_n(&v->reint_done, it->done, __ATOMIC_RELEASE);
 }
 
-int view_reconnect(struct view *v, GString *out, GString *err)
+/* The reason a reconnect refused, for query state (NULL: it did not). */
+static void set_refused(struct view *v, const char *why)
+{
+        pthread_mutex_lock(&v->offline_lock);
+        g_free(v->reconnect_refused);
+        v->reconnect_refused = g_strdup(why);
+        pthread_mutex_unlock(&v->offline_lock);
+}
+
+/*
+ * mode_lock held exclusively: may the reconnect delete what the server lost
+ * of the pinned copy?  Refused, the volume stays offline and stops probing:
+ * it is a person's call (reconnect force), not the next probe's.
+ */
+static int delete_bound(struct view *v, bool force, GString *err)
+{
+        int r = reconnect_delete_check(v, err);
+
+        if (r == -ECANCELED && force) {
+                log_warn("Reconnecting by force: %s", err->str);
+                g_string_truncate(err, 0);
+                return 0;
+        }
+        if (r == -ECANCELED) {
+                log_error("Not reconnecting: %s", err->str);
+                set_refused(v, err->str);
+                __atomic_store_n(&v->auto_reconnect, false, __ATOMIC_RELEASE);
+        }
+        return r;
+}
+
+int view_reconnect(struct view *v, bool force, GString *out, GString *err)
 {
         struct reintegrate_options opts = REINTEGRATE_OPTIONS_INIT;
         struct reintegrate_stats stats = { 0 };
@@ -719,6 +750,13 @@ int view_reconnect(struct view *v, GString *out, GString *err)
                 log_warn("Not reconnecting: %s", err->str);
                 return r;
         }
+        /* Before any replay: the log's records meet what the server has now. */
+        r = delete_bound(v, force, err);
+        if (r < 0) {
+                pthread_rwlock_unlock(&v->mode_lock);
+                return r;
+        }
+        set_refused(v, NULL);
         __atomic_store_n(&v->reint_done, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&v->reint_total, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&v->state, VIEW_REINTEGRATING, __ATOMIC_RELEASE);
@@ -881,6 +919,17 @@ void view_state_out(struct view *v, GString *out)
                                state_names[state], pending, conflicts);
         g_string_append_printf(out, "reintegration_done=%" PRIu64 "\nreintegration_total=%" PRIu64
                                "\n", done, total);
+        if (state != VIEW_ONLINE) {
+                pthread_mutex_lock(&v->offline_lock);
+                if (v->reconnect_refused)
+                        g_string_append_printf(out, "reconnect_refused=%s\nwould_delete=%" PRIu64
+                                               "\npinned_objects=%" PRIu64 "\n",
+                                               v->reconnect_refused,
+                                               __atomic_load_n(&v->delete_gone, __ATOMIC_ACQUIRE),
+                                               __atomic_load_n(&v->delete_pinned,
+                                                               __ATOMIC_ACQUIRE));
+                pthread_mutex_unlock(&v->offline_lock);
+        }
         if (store_fault(v->store))
                 g_string_append_printf(out, "store=rebuilt\nstore_reason=%s\n",
                                        store_fault(v->store));

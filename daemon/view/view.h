@@ -93,6 +93,9 @@ struct view {
         bool metered;           /* atomic: fcached says the connection is metered */
         uint64_t reint_done;    /* atomic: records replayed by the running or last reintegration */
         uint64_t reint_total;   /* atomic: and the records it had to replay */
+        uint64_t delete_gone;   /* atomic: pinned objects the last reconnect found gone */
+        uint64_t delete_pinned; /* atomic: of the pinned objects it counted */
+        char *reconnect_refused; /* offline_lock: why the last reconnect refused, or NULL */
         dev_t mirror_dev;
         int mirror_links_fd;    /* CacheDir/mirror.links (view-mirror.c), or -1 */
 
@@ -304,7 +307,11 @@ void view_backing_timed_out(struct view *v);
 void view_probe_resume(struct view *v);
 /* After a timeout: waits (briefly) until the volume serves offline; true if it does. */
 bool view_wait_offline(struct view *v);
-int view_reconnect(struct view *v, GString *out, GString *err);
+/* @force: even when more pinned objects would go than ReconnectDeleteLimit. */
+int view_reconnect(struct view *v, bool force, GString *out, GString *err);
+/* view-delete-bound.c: -ECANCELED with the figures in @why when reconnecting
+ * would delete more of the pinned copy than ReconnectDeleteLimit. */
+int reconnect_delete_check(struct view *v, GString *why);
 int view_reintegration_dry_run(struct view *v, struct ctl_out *out, GString *err);
 void view_state_out(struct view *v, GString *out);
 /* Recounts the conflicts (after a reconnect or a resolve). */
