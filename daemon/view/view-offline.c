@@ -609,8 +609,24 @@ static int disconnect(struct view *v, bool forced, GString *err)
         return r;
 }
 
+/* Why the volume is offline by itself, for query state (NULL: by hand, or online). */
+static void set_offline_reason(struct view *v, const char *why)
+{
+        pthread_mutex_lock(&v->offline_lock);
+        g_free(v->offline_reason);
+        v->offline_reason = g_strdup(why);
+        pthread_mutex_unlock(&v->offline_lock);
+}
+
 void view_start_offline(struct view *v, const char *why)
 {
+        if (v->state != VIEW_ONLINE) {
+                log_error("%s: the volume was offline and stays so", why);
+                if (__atomic_load_n(&v->auto_reconnect, __ATOMIC_ACQUIRE))
+                        set_offline_reason(v, why);
+                return;
+        }
+        set_offline_reason(v, why);
         log_error("%s: the volume starts offline, serving its local copy", why);
         v->state = VIEW_OFFLINE;
         __atomic_store_n(&v->auto_reconnect, true, __ATOMIC_RELEASE);
@@ -659,6 +675,7 @@ void view_backing_timed_out(struct view *v)
                 return;
         log_warn("The backing did not answer within BackingTimeout (%" PRIu64 " ms): going"
                  " offline", v->cfg->backing_timeout_ms);
+        set_offline_reason(v, "the backing did not answer within BackingTimeout");
         __atomic_store_n(&v->auto_reconnect, true, __ATOMIC_RELEASE);
         if (pthread_create(&t, NULL, timeout_thread, v) != 0) {
                 __atomic_store_n(&v->timeout_thread, false, __ATOMIC_RELEASE);
@@ -757,6 +774,7 @@ int view_reconnect(struct view *v, bool force, GString *out, GString *err)
                 return r;
         }
         set_refused(v, NULL);
+        set_offline_reason(v, NULL);
         __atomic_store_n(&v->reint_done, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&v->reint_total, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&v->state, VIEW_REINTEGRATING, __ATOMIC_RELEASE);
@@ -921,6 +939,8 @@ void view_state_out(struct view *v, GString *out)
                                "\n", done, total);
         if (state != VIEW_ONLINE) {
                 pthread_mutex_lock(&v->offline_lock);
+                if (v->offline_reason)
+                        g_string_append_printf(out, "offline_reason=%s\n", v->offline_reason);
                 if (v->reconnect_refused)
                         g_string_append_printf(out, "reconnect_refused=%s\nwould_delete=%" PRIu64
                                                "\npinned_objects=%" PRIu64 "\n",
