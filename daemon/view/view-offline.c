@@ -834,51 +834,6 @@ int view_reconnect(struct view *v, bool force, GString *out, GString *err)
         return 0;
 }
 
-/* One record of the dry run: one result, its path inside it whatever bytes it holds. */
-static void dry_run_item(void *ud, const struct reintegrate_item *it)
-{
-        struct ctl_out *out = ud;
-        char conflict[64] = "";
-
-        if (it->outcome == REINTEGRATE_CONFLICT)
-                snprintf(conflict, sizeof(conflict), " conflict=%s",
-                         fcache_conflict_kind_to_string(it->conflict));
-        out_kv(out, "record=%" PRIu64 " kind=%s outcome=%s%s path=%s", it->record->seq,
-               oplog_kind_to_string(it->record->kind),
-               reintegrate_outcome_to_string(it->outcome), conflict, it->path ? it->path : "");
-}
-
-int view_reintegration_dry_run(struct view *v, struct ctl_out *out, GString *err)
-{
-        struct reintegrate_options opts = REINTEGRATE_OPTIONS_INIT;
-        struct reintegrate_stats st = { 0 };
-        struct ctl_out items;
-        int r;
-
-        ctlmsg_init(&items.msg, CTLMSG_ANSWER);
-        opts.dry_run = true;
-        opts.progress = dry_run_item;
-        opts.userdata = &items;
-        pthread_mutex_lock(&v->offline_lock);
-        r = reintegrate_run(v->oplog, v->root_fd, &opts, &st);
-        pthread_mutex_unlock(&v->offline_lock);
-        if (r < 0) {
-                ctlmsg_free(&items.msg);
-                g_string_printf(err, "cannot compare the log with the server: %s", strerror(-r));
-                return r;
-        }
-        out_kv(out, "records=%" PRIu64, st.total);
-        out_kv(out, "apply=%" PRIu64, st.applied);
-        out_kv(out, "already=%" PRIu64, st.already);
-        out_kv(out, "merge=%" PRIu64, st.merged);
-        out_kv(out, "conflict=%" PRIu64, st.conflicts);
-        out_kv(out, "held=%" PRIu64, st.held);
-        /* The records after the totals, as they came. */
-        ctlmsg_append_attrs(&out->msg, &items.msg);
-        ctlmsg_free(&items.msg);
-        return 0;
-}
-
 void view_conflicts_recount(struct view *v)
 {
         uint64_t n = 0;
