@@ -160,6 +160,17 @@ static void enqueue(struct job *j)
         pthread_cond_signal(&queued);
 }
 
+static void deadline_from_now(struct timespec *until, uint64_t ms)
+{
+        clock_gettime(CLOCK_REALTIME, until);
+        until->tv_sec += (time_t)(ms / 1000);
+        until->tv_nsec += (long)(ms % 1000) * 1000000;
+        if (until->tv_nsec >= 1000000000) {
+                until->tv_sec++;
+                until->tv_nsec -= 1000000000;
+        }
+}
+
 /* Runs j on a helper, waiting at most the bound; -ETIMEDOUT past it (and
  * the volume goes offline, if @notice). */
 static int submit_job(struct view *v, struct job *j, struct stat *st, bool notice)
@@ -168,13 +179,7 @@ static int submit_job(struct view *v, struct job *j, struct stat *st, bool notic
         struct timespec until;
         int r = 0;
 
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += (time_t)(ms / 1000);
-        until.tv_nsec += (long)(ms % 1000) * 1000000;
-        if (until.tv_nsec >= 1000000000) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000;
-        }
+        deadline_from_now(&until, ms);
         pthread_mutex_lock(&lock);
         j->refs = 2;
         enqueue(j);
@@ -401,5 +406,105 @@ int backing_probe(struct view *v)
         r = backing_call(v, probe_path, path, free);
         if (r != -ETIMEDOUT)
                 free(path);     /* else free()d by the helper */
+        return r;
+}
+
+/* ---- long work that must keep moving ---- */
+
+struct backing_progress {
+        pthread_mutex_t lock;
+        pthread_cond_t moved;
+        unsigned refs;          /* the requester and the thread */
+        uint64_t steps;
+        bool done, abandoned;
+        int result;
+        int (*fn)(void *arg, struct backing_progress *p);
+        void *arg;
+        void (*drop)(void *arg);
+};
+
+static void progress_unref(struct backing_progress *p)
+{
+        bool last;
+
+        pthread_mutex_lock(&p->lock);
+        last = --p->refs == 0;
+        pthread_mutex_unlock(&p->lock);
+        if (!last)
+                return;
+        if (p->drop && (p->abandoned || p->result == -ETIMEDOUT))
+                p->drop(p->arg);
+        pthread_mutex_destroy(&p->lock);
+        pthread_cond_destroy(&p->moved);
+        free(p);
+}
+
+void backing_progress_step(struct backing_progress *p)
+{
+        pthread_mutex_lock(&p->lock);
+        p->steps++;
+        pthread_cond_broadcast(&p->moved);
+        pthread_mutex_unlock(&p->lock);
+}
+
+static void *progress_thread(void *arg)
+{
+        struct backing_progress *p = arg;
+        int r = p->fn(p->arg, p);
+
+        pthread_mutex_lock(&p->lock);
+        p->result = r;
+        p->done = true;
+        pthread_cond_broadcast(&p->moved);
+        pthread_mutex_unlock(&p->lock);
+        progress_unref(p);
+        return NULL;
+}
+
+int backing_call_moving(struct view *v, int (*fn)(void *arg, struct backing_progress *p),
+                        void *arg, void (*drop)(void *arg), uint64_t *steps)
+{
+        struct backing_progress *p = calloc(1, sizeof(*p));
+        uint64_t ms = v->cfg->backing_timeout_ms, seen = UINT64_MAX;
+        struct timespec until = { 0 };
+        pthread_t t;
+        int r = 0;
+
+        if (!p)
+                return -ENOMEM;
+        pthread_mutex_init(&p->lock, NULL);
+        pthread_cond_init(&p->moved, NULL);
+        p->fn = fn;
+        p->arg = arg;
+        p->drop = drop;
+        p->refs = 2;
+        if (pthread_create(&t, NULL, progress_thread, p) != 0) {
+                p->refs = 1;
+                p->drop = NULL;
+                progress_unref(p);
+                return -EAGAIN;
+        }
+        pthread_detach(t);
+        pthread_mutex_lock(&p->lock);
+        while (!p->done) {
+                if (p->steps != seen) {
+                        seen = p->steps;
+                        deadline_from_now(&until, ms);
+                }
+                if (!ms)
+                        pthread_cond_wait(&p->moved, &p->lock);
+                else if (pthread_cond_timedwait(&p->moved, &p->lock, &until) == ETIMEDOUT &&
+                         p->steps == seen && !p->done) {
+                        p->abandoned = true;
+                        r = -ETIMEDOUT;
+                        break;
+                }
+        }
+        if (r == 0)
+                r = p->result;
+        if (steps)
+                *steps = p->steps;
+        pthread_mutex_unlock(&p->lock);
+        progress_unref(p);
         return r;
 }

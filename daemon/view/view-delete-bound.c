@@ -13,7 +13,9 @@
  * offline, serving its copy, with the figures in `query state`, until
  * `reconnect force`.
  *
- * One listing per mirrored directory, no stat per file.  An object the
+ * One listing per mirrored directory, no stat per file, off every lock on a
+ * thread of its own, given up when the server stops answering
+ * (backing_call_moving).  An object the
  * offline log knows (renamed or changed offline) is left to the replay,
  * which keeps a conflict where the server deleted it; objects made offline
  * are not the server's to lose.
@@ -33,6 +35,7 @@
 
 struct census {
         struct view *v;
+        struct backing_progress *progress;
         uint64_t pinned;        /* pinned objects of the local copy that came from the server */
         uint64_t gone;          /* of which the server has no longer */
 };
@@ -175,6 +178,7 @@ static int census_dir(struct census *c, int bdfd, int mdfd, int depth)
         names = backing_names(bdfd, &r);
         if (!names)
                 return r;
+        backing_progress_step(c->progress);
         fd = openat(mdfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         d = fd >= 0 ? fdopendir(fd) : NULL;
         if (!d) {
@@ -276,41 +280,63 @@ out:
         return r;
 }
 
-int reconnect_delete_check(struct view *v, GString *why)
+static int census_work(void *arg, struct backing_progress *p)
 {
         GPtrArray *pins = g_ptr_array_new_with_free_func(g_free);
-        struct census c = { .v = v };
+        struct census *c = arg;
         const char *top = NULL;
-        uint64_t allowed;
         int r = 0;
 
-        store_pin_foreach(v->store, collect_pin, pins);
+        c->progress = p;
+        store_pin_foreach(c->v->store, collect_pin, pins);
         g_ptr_array_sort(pins, by_path);
         /* Sorted, a pin inside another comes after it: counted once. */
         for (guint i = 0; i < pins->len && r == 0; i++) {
-                const char *p = g_ptr_array_index(pins, i);
+                const char *path = g_ptr_array_index(pins, i);
 
-                if (top && under(p, top))
+                if (top && under(path, top))
                         continue;
-                top = p;
-                r = census_pin(&c, p);
+                top = path;
+                r = census_pin(c, path);
+                backing_progress_step(p);
         }
         g_ptr_array_free(pins, TRUE);
+        return r == -ETIMEDOUT ? -EIO : r;      /* -ETIMEDOUT: given up on */
+}
+
+int reconnect_delete_check(struct view *v, GString *why)
+{
+        struct census *c = g_new0(struct census, 1);
+        uint64_t allowed, pinned, gone;
+        int r;
+
+        c->v = v;
+        /* Off every lock: offline changes go on while the server is listed. */
+        r = backing_call_moving(v, census_work, c, g_free, NULL);
+        if (r == -ETIMEDOUT) {
+                g_string_printf(why, "Backing %s did not answer within BackingTimeout (%" PRIu64
+                                " ms) while the pinned copy was compared with it",
+                                v->cfg->backing, v->cfg->backing_timeout_ms);
+                return r;       /* c is the thread's */
+        }
+        pinned = c->pinned;
+        gone = c->gone;
+        g_free(c);
         if (r < 0) {
                 g_string_printf(why, "cannot compare the pinned copy with Backing %s: %s",
                                 v->cfg->backing, strerror(-r));
                 return r;
         }
-        allowed = v->cfg->delete_limit_percent ? c.pinned * v->cfg->delete_limit / 100 :
+        allowed = v->cfg->delete_limit_percent ? pinned * v->cfg->delete_limit / 100 :
                   v->cfg->delete_limit;
-        __atomic_store_n(&v->delete_gone, c.gone, __ATOMIC_RELEASE);
-        __atomic_store_n(&v->delete_pinned, c.pinned, __ATOMIC_RELEASE);
-        if (c.gone <= allowed)
+        __atomic_store_n(&v->delete_gone, gone, __ATOMIC_RELEASE);
+        __atomic_store_n(&v->delete_pinned, pinned, __ATOMIC_RELEASE);
+        if (gone <= allowed)
                 return 0;
         g_string_printf(why, "reconnecting would delete %" PRIu64 " of %" PRIu64 " pinned objects"
                         " from the local copy (the server no longer has them; "
                         "ReconnectDeleteLimit=%" PRIu64 "%s): is the right export mounted at %s? "
-                        "'reconnect force' deletes them", c.gone, c.pinned, v->cfg->delete_limit,
+                        "'reconnect force' deletes them", gone, pinned, v->cfg->delete_limit,
                         v->cfg->delete_limit_percent ? "%" : "", v->cfg->backing);
         return -ECANCELED;
 }

@@ -609,13 +609,17 @@ static int disconnect(struct view *v, bool forced, GString *err)
         return r;
 }
 
+/* Guards the reasons query state gives; never held across anything else (a
+ * reconnect holds offline_lock for as long as it replays). */
+static pthread_mutex_t reason_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* Why the volume is offline by itself, for query state (NULL: by hand, or online). */
 static void set_offline_reason(struct view *v, const char *why)
 {
-        pthread_mutex_lock(&v->offline_lock);
+        pthread_mutex_lock(&reason_lock);
         g_free(v->offline_reason);
         v->offline_reason = g_strdup(why);
-        pthread_mutex_unlock(&v->offline_lock);
+        pthread_mutex_unlock(&reason_lock);
 }
 
 void view_start_offline(struct view *v, const char *why)
@@ -718,16 +722,16 @@ static void reintegration_progress(void *ud, const struct reintegrate_item *it)
 /* The reason a reconnect refused, for query state (NULL: it did not). */
 static void set_refused(struct view *v, const char *why)
 {
-        pthread_mutex_lock(&v->offline_lock);
+        pthread_mutex_lock(&reason_lock);
         g_free(v->reconnect_refused);
         v->reconnect_refused = g_strdup(why);
-        pthread_mutex_unlock(&v->offline_lock);
+        pthread_mutex_unlock(&reason_lock);
 }
 
 /*
- * mode_lock held exclusively: may the reconnect delete what the server lost
- * of the pinned copy?  Refused, the volume stays offline and stops probing:
- * it is a person's call (reconnect force), not the next probe's.
+ * May the reconnect delete what the server lost of the pinned copy?
+ * Refused, the volume stays offline and stops probing: it is a person's call
+ * (reconnect force), not the next probe's.
  */
 static int delete_bound(struct view *v, bool force, GString *err)
 {
@@ -767,11 +771,17 @@ int view_reconnect(struct view *v, bool force, GString *out, GString *err)
                 log_warn("Not reconnecting: %s", err->str);
                 return r;
         }
-        /* Before any replay: the log's records meet what the server has now. */
+        pthread_rwlock_unlock(&v->mode_lock);
+        /* Before any replay (the log's records meet what the server has now),
+         * and without mode_lock: offline changes go on while it lists. */
         r = delete_bound(v, force, err);
-        if (r < 0) {
-                pthread_rwlock_unlock(&v->mode_lock);
+        if (r < 0)
                 return r;
+        pthread_rwlock_wrlock(&v->mode_lock);
+        if (v->state == VIEW_ONLINE) {  /* another reconnect meanwhile */
+                pthread_rwlock_unlock(&v->mode_lock);
+                g_string_append(out, "records=0\napplied=0\nmerged=0\nconflicts=0\n");
+                return 0;
         }
         set_refused(v, NULL);
         set_offline_reason(v, NULL);
@@ -893,7 +903,7 @@ void view_state_out(struct view *v, GString *out)
         g_string_append_printf(out, "reintegration_done=%" PRIu64 "\nreintegration_total=%" PRIu64
                                "\n", done, total);
         if (state != VIEW_ONLINE) {
-                pthread_mutex_lock(&v->offline_lock);
+                pthread_mutex_lock(&reason_lock);
                 if (v->offline_reason)
                         g_string_append_printf(out, "offline_reason=%s\n", v->offline_reason);
                 if (v->reconnect_refused)
@@ -903,7 +913,7 @@ void view_state_out(struct view *v, GString *out)
                                                __atomic_load_n(&v->delete_gone, __ATOMIC_ACQUIRE),
                                                __atomic_load_n(&v->delete_pinned,
                                                                __ATOMIC_ACQUIRE));
-                pthread_mutex_unlock(&v->offline_lock);
+                pthread_mutex_unlock(&reason_lock);
         }
         if (store_fault(v->store))
                 g_string_append_printf(out, "store=rebuilt\nstore_reason=%s\n",

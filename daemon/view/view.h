@@ -96,8 +96,8 @@ struct view {
         uint64_t reint_total;   /* atomic: and the records it had to replay */
         uint64_t delete_gone;   /* atomic: pinned objects the last reconnect found gone */
         uint64_t delete_pinned; /* atomic: of the pinned objects it counted */
-        char *reconnect_refused; /* offline_lock: why the last reconnect refused, or NULL */
-        char *offline_reason;   /* offline_lock: why it went offline by itself, or NULL */
+        char *reconnect_refused; /* view-offline.c's reason_lock: why the last reconnect refused, or NULL */
+        char *offline_reason;   /* reason_lock: why it went offline by itself, or NULL */
         dev_t mirror_dev;
         int mirror_links_fd;    /* CacheDir/mirror.links (view-mirror.c), or -1 */
 
@@ -402,6 +402,17 @@ int backing_probe(struct view *v);
  * the caller's (drop(arg) is called once fn is done with it); else fn's result.
  */
 int backing_call(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(void *arg));
+/*
+ * Long work against the backing (a dry run, a walk): fn(arg) on a thread of
+ * its own, which calls backing_progress_step() as it moves; the caller waits
+ * while it moves and gives up (-ETIMEDOUT, arg then drop()'s as above) once
+ * it stood still for BackingTimeout (0: waits for ever).  *steps (may be
+ * NULL) gets the steps made.
+ */
+struct backing_progress;
+void backing_progress_step(struct backing_progress *p);
+int backing_call_moving(struct view *v, int (*fn)(void *arg, struct backing_progress *p),
+                        void *arg, void (*drop)(void *arg), uint64_t *steps);
 
 /*
  * view-identity.c: the backing is the filesystem and directory the volume
