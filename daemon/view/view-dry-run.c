@@ -11,6 +11,7 @@
  * the copy.  A long log on a slow link takes as long as it takes; a dead
  * server costs one BackingTimeout.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -85,6 +86,24 @@ static int dry_run_work(void *arg, struct backing_progress *p)
         r = reintegrate_run(log, d->root_fd, &opts, &d->st);
         oplog_close(log);
         return r == -ETIMEDOUT ? -EIO : r;      /* -ETIMEDOUT: given up on */
+}
+
+void view_dry_run_sweep(struct view *v)
+{
+        DIR *d = opendir(v->cfg->cache_dir);
+        struct dirent *de;
+
+        while (d && (de = readdir(d))) {
+                char *path;
+
+                if (strncmp(de->d_name, "dry-run.", 8))
+                        continue;
+                path = g_build_filename(v->cfg->cache_dir, de->d_name, NULL);
+                nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+                g_free(path);
+        }
+        if (d)
+                closedir(d);
 }
 
 /* The copy of the log, in a fresh CacheDir/dry-run.XXXXXX. */

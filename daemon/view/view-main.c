@@ -332,6 +332,7 @@ static int worker_setup(struct view *v, struct volume_config *cfg, bool takeover
                 g_string_free(why, TRUE);
                 return r;
         }
+        view_dry_run_sweep(v);
         /* Before the log records the root: a stand-in must not become its base. */
         wrong_backing = why->len || backing_identity_compare(v, &b.id, why) < 0;
         r = view_oplog_open(v, !wrong_backing);

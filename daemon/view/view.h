@@ -315,6 +315,8 @@ int view_reconnect(struct view *v, bool force, GString *out, GString *err);
  * would delete more of the pinned copy than ReconnectDeleteLimit. */
 int reconnect_delete_check(struct view *v, GString *why);
 int view_reintegration_dry_run(struct view *v, struct ctl_out *out, GString *err);
+/* view-dry-run.c: removes the log copies of dry runs a previous worker left. */
+void view_dry_run_sweep(struct view *v);
 void view_state_out(struct view *v, GString *out);
 /* Recounts the conflicts (after a reconnect or a resolve). */
 void view_conflicts_recount(struct view *v);

@@ -104,6 +104,18 @@ def main():
             break
         time.sleep(0.5)
     eq(leftovers, [], "the dry runs' copies of the log are gone")
+
+    # A copy a worker left when it died goes at the next start.
+    stale = os.path.join(vol.cache, "dry-run.stale")
+    os.makedirs(os.path.join(stale, "content"))
+    write_file(os.path.join(stale, "log.db"), b"left behind")
+    os.symlink(vol.cache, os.path.join(stale, "bases"))
+    vol.kill_worker()
+    end = time.time() + 60
+    while time.time() < end and os.path.exists(stale):
+        time.sleep(0.2)
+    check(not os.path.exists(stale), "a copy left by a dead worker is removed by the next one")
+    check(os.path.isdir(os.path.join(vol.cache, "offline")), "and only that (the symlink not followed)")
     finish()
 
 
