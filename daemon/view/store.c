@@ -49,6 +49,8 @@ struct store {
         uint64_t culled, corrupt; /* protected by lock */
         store_container_fn container_fn;
         void *container_ud;
+        store_complete_fn complete_fn;  /* an unpinned object became complete in blocks */
+        store_container_fn remove_fn;   /* removes an unpinned container (culled, stale) */
         bool in_batch;          /* protected by lock: a transaction is open */
 };
 
@@ -68,6 +70,7 @@ struct sobj {
         int cfd;                /* content file, or -1 until needed */
         char *container;        /* where the content is instead of blocks, or NULL */
         int ctfd;               /* the container, or -1 until needed */
+        bool told_complete;     /* complete_fn was told since the content last changed */
 };
 
 /* Bytes of local disk the object's content takes (counted in used). */
@@ -618,16 +621,44 @@ void store_obj_put(struct store *s, struct sobj *o)
         pthread_mutex_unlock(&s->lock);
 }
 
-/* Drops every block of o, and forgets its container (which is the mirror's
- * to remove); o->lock held, store.lock not. */
-static int drop_content(struct store *s, struct sobj *o)
+static void identity_of(const struct sobj *o, struct store_identity *id)
+{
+        id->ino = o->ino;
+        id->size = o->size;
+        id->mtime_ns = o->mtime_ns;
+        id->ctime_ns = o->ctime_ns;
+        id->path = o->container;
+}
+
+/* The container of an unpinned object is the store's own: it goes with the
+ * content (culled, changed on the backing, written through the view).  The
+ * remove function removes it only while it still holds o's identity, so a
+ * file the mirror put there since (a pin's copy, an offline edit) stays. */
+static void remove_own_container(struct store *s, struct sobj *o)
+{
+        struct store_identity id;
+
+        if (!o->container || o->pin >= 0 || !s->remove_fn)
+                return;
+        identity_of(o, &id);
+        if (s->remove_fn(s->container_ud, &id) == 0)
+                log_debug("Removed the container %s of unpinned inode %" PRIu64,
+                          o->container, o->ino);
+}
+
+/* Drops every block of o, and forgets its container; @remove: an unpinned
+ * one is removed too (else it is left to the mirror); o->lock held, store.lock not. */
+static int drop_content_as(struct store *s, struct sobj *o, bool remove)
 {
         uint64_t h = held(o);
         char name[64];
         int r;
 
+        o->told_complete = false;
         if (!o->bytes && !o->container && o->cfd < 0 && !o->nblk)
                 return 0;       /* no row, no content file of ours */
+        if (remove)
+                remove_own_container(s, o);
         pthread_mutex_lock(&s->lock);
         r = db_run(s, NULL, "DELETE FROM blocks WHERE ino=?", 1, (int64_t)o->ino);
         if (r >= 0 && o->container)
@@ -662,6 +693,11 @@ static int drop_content(struct store *s, struct sobj *o)
         }
         o->bytes = 0;
         return 0;
+}
+
+static int drop_content(struct store *s, struct sobj *o)
+{
+        return drop_content_as(s, o, true);
 }
 
 static int record_identity(struct store *s, struct sobj *o, const struct stat *st, uint64_t now)
@@ -915,15 +951,6 @@ static ssize_t fetch_block(struct store *s, struct sobj *o, int bfd, uint32_t id
         return got;
 }
 
-static void identity_of(const struct sobj *o, struct store_identity *id)
-{
-        id->ino = o->ino;
-        id->size = o->size;
-        id->mtime_ns = o->mtime_ns;
-        id->ctime_ns = o->ctime_ns;
-        id->path = o->container;
-}
-
 /* The open container of o (o->lock held); a container that is gone or no
  * longer holds o's identity is forgotten (-ENOENT: fetch from the backing). */
 static int container_fd(struct store *s, struct sobj *o)
@@ -939,7 +966,7 @@ static int container_fd(struct store *s, struct sobj *o)
         log_warn("The container of inode %" PRIu64 " is gone or changed (%s): the store"
                  " forgets it, reads fetch from the backing", o->ino, strerror(-o->ctfd));
         o->ctfd = -1;
-        drop_content(s, o);
+        drop_content_as(s, o, false);
         return -ENOENT;
 }
 
@@ -959,6 +986,30 @@ static ssize_t container_read(int fd, char *buf, size_t size, off_t off)
                 done += (size_t)n;
         }
         return (ssize_t)done;
+}
+
+/* Every block of o present, none short; o->lock held. */
+static bool complete_in_blocks(const struct sobj *o)
+{
+        uint32_t total = (uint32_t)((o->size + STORE_BLOCK - 1) / STORE_BLOCK);
+
+        if (o->container || o->size <= 0 || o->bytes < (uint64_t)o->size || total > o->nblk)
+                return false;
+        for (uint32_t i = 0; i < total; i++)
+                if (o->len[i] < expect_len(o, i))
+                        return false;
+        return true;
+}
+
+/* An unpinned object whose content just became whole in blocks is told to
+ * the view once (it moves it into a container, off the request path). */
+static void note_if_complete(struct store *s, struct sobj *o)
+{
+        if (o->told_complete || o->pin >= 0 || !s->complete_fn ||
+            o->bytes < (uint64_t)o->size || !complete_in_blocks(o))
+                return;
+        o->told_complete = true;
+        s->complete_fn(s->container_ud, o->ino);
 }
 
 ssize_t store_obj_read(struct store *s, struct sobj *o, int bfd, char *buf, size_t size,
@@ -1003,6 +1054,7 @@ ssize_t store_obj_read(struct store *s, struct sobj *o, int bfd, char *buf, size
                 if ((size_t)n < STORE_BLOCK)
                         break;
         }
+        note_if_complete(s, o);
         pthread_mutex_unlock(&o->lock);
         free(blk);
         return done || r == 0 ? (ssize_t)done : r;
@@ -1040,6 +1092,8 @@ int store_obj_fill(struct store *s, struct sobj *o, int bfd, uint64_t *fetched)
                 if (fetched)
                         *fetched += (uint64_t)n;
         }
+        if (r == 0)
+                note_if_complete(s, o);
         pthread_mutex_unlock(&o->lock);
         free(blk);
         return r;
@@ -1052,6 +1106,7 @@ int store_obj_written(struct store *s, struct sobj *o, const char *buf, size_t s
         int r = 0;
 
         pthread_mutex_lock(&o->lock);
+        o->told_complete = false;
         /* The backing has new bytes: the container is stale until the mirror
          * copies the file again. */
         if (o->container)
@@ -1257,8 +1312,9 @@ void store_cull(struct store *s)
                 pthread_mutex_unlock(&s->lock);
                 if (!below_cull(&st, 0, false))
                         return;
-                a = select_inos(s, "SELECT o.ino FROM objects o WHERE o.pin<0 AND EXISTS"
-                                " (SELECT 1 FROM blocks b WHERE b.ino=o.ino)"
+                a = select_inos(s, "SELECT o.ino FROM objects o WHERE o.pin<0 AND"
+                                " (o.container IS NOT NULL OR EXISTS"
+                                " (SELECT 1 FROM blocks b WHERE b.ino=o.ino))"
                                 " ORDER BY o.atime LIMIT 32");
                 progress = false;
                 for (guint i = 0; i < a->len; i++) {
@@ -1347,8 +1403,9 @@ int store_set_container(struct store *s, const struct stat *st, const char *path
                 store_obj_put(s, o);
                 return 0;
         }
-        /* Blocks (the second copy) and any older container go first. */
-        r = drop_content(s, o);
+        /* Blocks (the second copy) and any older container go first (the
+         * mirror has just put the new one in place, maybe at the same path). */
+        r = drop_content_as(s, o, false);
         if (r >= 0) {
                 o->size = st->st_size;
                 o->mtime_ns = ts_ns(&st->st_mtim);
@@ -1385,7 +1442,7 @@ static int adopt_container(struct store *s, struct sobj *o)
         if (cfd < 0)
                 return cfd;
         cfd = dup(cfd);
-        r = drop_content(s, o);         /* forgets the container, no blocks yet */
+        r = drop_content_as(s, o, false);       /* forgets the container, no blocks yet */
         if (r < 0 || cfd < 0)
                 goto out;
         snprintf(dir, sizeof(dir), "%02x", (unsigned)(o->ino & 0xff));
@@ -1545,4 +1602,85 @@ int store_pin_foreach(struct store *s, int (*fn)(void *ud, const char *path, int
         g_ptr_array_free(paths, TRUE);
         g_array_free(prios, TRUE);
         return r;
+}
+
+void store_set_unpinned_fns(struct store *s, store_complete_fn complete, store_container_fn remove)
+{
+        pthread_mutex_lock(&s->lock);
+        s->complete_fn = complete;
+        s->remove_fn = remove;
+        pthread_mutex_unlock(&s->lock);
+}
+
+int store_make_container(struct store *s, const struct stat *st, const char *path,
+                         store_place_fn place, void *pud)
+{
+        uint64_t now = now_ns();
+        char name[64];
+        struct sobj *o;
+        int r, cfd;
+
+        pthread_mutex_lock(&s->lock);
+        r = obj_ref_locked(s, st->st_ino, false, &o);
+        pthread_mutex_unlock(&s->lock);
+        if (r < 0)
+                return r;
+        pthread_mutex_lock(&o->lock);
+        /* Only what is still whole in blocks, unpinned, of this identity. */
+        r = -EAGAIN;
+        if (o->pin >= 0 || !same_identity(o, st) || !complete_in_blocks(o))
+                goto out;
+        cfd = content_fd(s, o);
+        r = cfd < 0 ? cfd : 0;
+        /* The blocks were written without a sync (their checksums tell a torn
+         * one); a container has none, so its bytes are made durable first. */
+        if (r == 0 && (ftruncate(cfd, o->size) < 0 || fdatasync(cfd) < 0))
+                r = -errno;
+        content_name(o->ino, name, sizeof(name));
+        if (r == 0)
+                r = place(pud, s->objdir_fd, name);
+        if (r < 0)
+                goto out;
+        /* The mirror holds the file now: the blocks' rows and the store's
+         * name of it go, and the row names the container. */
+        r = drop_content_as(s, o, false);
+        if (r >= 0) {
+                o->validated_ns = o->persisted_ns = now;
+                pthread_mutex_lock(&s->lock);
+                r = set_container_row(s, o, path, now);
+                if (r >= 0) {
+                        o->container = g_strdup(path);
+                        s->used += (uint64_t)o->size;
+                        s->objects++;
+                }
+                pthread_mutex_unlock(&s->lock);
+        }
+out:
+        pthread_mutex_unlock(&o->lock);
+        store_obj_put(s, o);
+        return r < 0 ? r : 0;
+}
+
+int store_check_unpinned(struct store *s, store_container_fn still_valid)
+{
+        GArray *a = select_inos(s, "SELECT ino FROM objects WHERE container IS NOT NULL"
+                                " AND pin<0");
+        int n = 0;
+
+        for (guint i = 0; i < a->len; i++) {
+                struct store_identity id;
+                struct sobj *o;
+
+                if (store_obj_find(s, (uint64_t)g_array_index(a, gint64, i), &o) < 0)
+                        continue;
+                pthread_mutex_lock(&o->lock);
+                identity_of(o, &id);
+                if (o->container && o->pin < 0 &&
+                    still_valid(s->container_ud, &id) < 0 && drop_content(s, o) == 0)
+                        n++;
+                pthread_mutex_unlock(&o->lock);
+                store_obj_put(s, o);
+        }
+        g_array_free(a, TRUE);
+        return n;
 }

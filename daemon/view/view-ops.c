@@ -1844,6 +1844,19 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
         fuse_reply_err(req, err);
 }
 
+/*
+ * Offline, a mirror directory that is not complete (on the way to a pin, or
+ * holding cached files only) would list some of its entries as if they
+ * were all: its listing is EHOSTDOWN, as a lookup of a name it lacks is.
+ */
+static bool offline_listing_partial(struct view *v, int dfd)
+{
+        if (!view_offline(v) || offline_dir_complete(dfd))
+                return false;
+        log_info("Offline listing of a directory not mirrored completely: EHOSTDOWN");
+        return true;
+}
+
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
         struct view *v = V(req);
@@ -1851,6 +1864,11 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         int dfd;
         WITH_NODE(v, ino, n, fd, req);
 
+        if (offline_listing_partial(v, fd)) {
+                vnode_put(v, n);
+                fuse_reply_err(req, EHOSTDOWN);
+                return;
+        }
         dfd = backing_reopen(fd, O_RDONLY | O_DIRECTORY);
         vnode_put(v, n);
         if (dfd < 0) {
