@@ -71,6 +71,7 @@ struct sobj {
         char *container;        /* where the content is instead of blocks, or NULL */
         int ctfd;               /* the container, or -1 until needed */
         bool told_complete;     /* complete_fn was told since the content last changed */
+        bool own;               /* the container is the store's own (store_make_container) */
 };
 
 /* Bytes of local disk the object's content takes (counted in used). */
@@ -160,17 +161,32 @@ static const char schema[] =
         "CREATE TABLE IF NOT EXISTS pins(path TEXT PRIMARY KEY, prio INTEGER NOT NULL);"
         "CREATE INDEX IF NOT EXISTS objects_lru ON objects(pin, atime);";
 
-/* A store made before containers lacks the column. */
-static int add_container_column(struct store *s)
+/* A store made before a column (containers, own containers) lacks it. */
+static int add_column(struct store *s, const char *name, const char *decl)
 {
         sqlite3_stmt *st;
+        char *sql = g_strdup_printf("SELECT %s FROM objects LIMIT 0", name);
+        int r;
 
-        if (sqlite3_prepare_v2(s->db, "SELECT container FROM objects LIMIT 0", -1, &st,
-                               NULL) == SQLITE_OK) {
+        if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) == SQLITE_OK) {
                 sqlite3_finalize(st);
+                g_free(sql);
                 return 0;
         }
-        return db_exec(s, "ALTER TABLE objects ADD COLUMN container TEXT");
+        g_free(sql);
+        sql = g_strdup_printf("ALTER TABLE objects ADD COLUMN %s %s", name, decl);
+        r = db_exec(s, sql);
+        g_free(sql);
+        return r;
+}
+
+static int add_container_column(struct store *s)
+{
+        int r = add_column(s, "container", "TEXT");
+
+        /* own: the container was the store's content file, moved into the
+         * mirror (an unpinned file cached whole), not a copy the mirror made. */
+        return r < 0 ? r : add_column(s, "own", "INTEGER NOT NULL DEFAULT 0");
 }
 
 /* Opens the index at @path: -EUCLEAN when it is not a database or is damaged. */
@@ -498,8 +514,8 @@ static int load_locked(struct store *s, struct sobj *o)
         sqlite3_stmt *st = NULL;
         int r;
 
-        r = db_run(s, &st, "SELECT size, mtime, ctime, validated, pin, container FROM objects"
-                   " WHERE ino=?", 1, (int64_t)o->ino);
+        r = db_run(s, &st, "SELECT size, mtime, ctime, validated, pin, container, own"
+                   " FROM objects WHERE ino=?", 1, (int64_t)o->ino);
         if (r <= 0)
                 return r;
         o->size = sqlite3_column_int64(st, 0);
@@ -509,6 +525,7 @@ static int load_locked(struct store *s, struct sobj *o)
         o->pin = sqlite3_column_int(st, 4);
         if (sqlite3_column_type(st, 5) == SQLITE_TEXT)
                 o->container = g_strdup((const char *)sqlite3_column_text(st, 5));
+        o->own = o->container && sqlite3_column_int(st, 6);
         sqlite3_finalize(st);
         if (sqlite3_prepare_v2(s->db, "SELECT idx, len, crc FROM blocks WHERE ino=?", -1, &st,
                                NULL) != SQLITE_OK)
@@ -638,7 +655,7 @@ static void remove_own_container(struct store *s, struct sobj *o)
 {
         struct store_identity id;
 
-        if (!o->container || o->pin >= 0 || !s->remove_fn)
+        if (!o->container || !o->own || o->pin >= 0 || !s->remove_fn)
                 return;
         identity_of(o, &id);
         if (s->remove_fn(s->container_ud, &id) == 0)
@@ -662,7 +679,7 @@ static int drop_content_as(struct store *s, struct sobj *o, bool remove)
         pthread_mutex_lock(&s->lock);
         r = db_run(s, NULL, "DELETE FROM blocks WHERE ino=?", 1, (int64_t)o->ino);
         if (r >= 0 && o->container)
-                r = db_run(s, NULL, "UPDATE objects SET container=NULL WHERE ino=?", 1,
+                r = db_run(s, NULL, "UPDATE objects SET container=NULL, own=0 WHERE ino=?", 1,
                            (int64_t)o->ino);
         if (r >= 0) {
                 s->used -= h < s->used ? h : s->used;
@@ -675,6 +692,7 @@ static int drop_content_as(struct store *s, struct sobj *o, bool remove)
         if (r < 0)
                 return r;
         g_clear_pointer(&o->container, g_free);
+        o->own = false;
         if (o->ctfd >= 0) {
                 close(o->ctfd);
                 o->ctfd = -1;
@@ -1099,6 +1117,8 @@ int store_obj_fill(struct store *s, struct sobj *o, int bfd, uint64_t *fetched)
         return r;
 }
 
+static int container_to_blocks(struct store *s, struct sobj *o);
+
 int store_obj_written(struct store *s, struct sobj *o, const char *buf, size_t size,
                       off_t off, const struct stat *st)
 {
@@ -1107,9 +1127,10 @@ int store_obj_written(struct store *s, struct sobj *o, const char *buf, size_t s
 
         pthread_mutex_lock(&o->lock);
         o->told_complete = false;
-        /* The backing has new bytes: the container is stale until the mirror
-         * copies the file again. */
-        if (o->container)
+        /* The backing has new bytes: a pinned container is stale until the
+         * mirror copies the file again; an unpinned one goes back to blocks,
+         * which are patched below. */
+        if (o->container && (!o->own || o->pin >= 0 || container_to_blocks(s, o) < 0))
                 drop_content(s, o);
         for (size_t done = 0; done < size;) {
                 off_t pos = off + (off_t)done;
@@ -1150,7 +1171,8 @@ int store_obj_changed_range(struct store *s, struct sobj *o, off_t off, off_t le
                             const struct stat *st)
 {
         pthread_mutex_lock(&o->lock);
-        if (o->container)
+        o->told_complete = false;
+        if (o->container && (!o->own || o->pin >= 0 || container_to_blocks(s, o) < 0))
                 drop_content(s, o);
         for (uint32_t i = (uint32_t)(off / STORE_BLOCK); i < o->nblk; i++) {
                 if (len >= 0 && (off_t)i * STORE_BLOCK >= off + len)
@@ -1313,7 +1335,7 @@ void store_cull(struct store *s)
                 if (!below_cull(&st, 0, false))
                         return;
                 a = select_inos(s, "SELECT o.ino FROM objects o WHERE o.pin<0 AND"
-                                " (o.container IS NOT NULL OR EXISTS"
+                                " ((o.container IS NOT NULL AND o.own=1) OR EXISTS"
                                 " (SELECT 1 FROM blocks b WHERE b.ino=o.ino))"
                                 " ORDER BY o.atime LIMIT 32");
                 progress = false;
@@ -1338,10 +1360,11 @@ void store_cull(struct store *s)
 }
 
 /* The row of o says its content is in the container at @path; store.lock held. */
-static int set_container_row(struct store *s, struct sobj *o, const char *path, uint64_t now)
+static int set_container_row(struct store *s, struct sobj *o, const char *path, uint64_t now,
+                             bool own)
 {
         static const char sql[] = "UPDATE objects SET container=?, size=?, mtime=?, ctime=?,"
-                                  " validated=? WHERE ino=?";
+                                  " validated=?, own=? WHERE ino=?";
         sqlite3_stmt *st;
         int r = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
 
@@ -1351,7 +1374,8 @@ static int set_container_row(struct store *s, struct sobj *o, const char *path, 
                 sqlite3_bind_int64(st, 3, o->mtime_ns);
                 sqlite3_bind_int64(st, 4, o->ctime_ns);
                 sqlite3_bind_int64(st, 5, (int64_t)now);
-                sqlite3_bind_int64(st, 6, (int64_t)o->ino);
+                sqlite3_bind_int64(st, 6, own);
+                sqlite3_bind_int64(st, 7, (int64_t)o->ino);
                 r = sqlite3_step(st);
                 sqlite3_finalize(st);
         }
@@ -1412,7 +1436,7 @@ int store_set_container(struct store *s, const struct stat *st, const char *path
                 o->ctime_ns = ts_ns(&st->st_ctim);
                 o->validated_ns = o->persisted_ns = now;
                 pthread_mutex_lock(&s->lock);
-                r = set_container_row(s, o, path, now);
+                r = set_container_row(s, o, path, now, false);
                 if (r >= 0) {
                         o->container = g_strdup(path);
                         s->used += (uint64_t)o->size;
@@ -1473,6 +1497,26 @@ out:
         free(blk);
         if (cfd >= 0)
                 close(cfd);
+        return r;
+}
+
+/*
+ * An unpinned container about to change (a write or truncate through the
+ * view) goes back into blocks, to be patched there: its file becomes the
+ * store's again and the mirror's name of it goes (a later complete read
+ * moves it back, again without a copy); o->lock held.
+ */
+static int container_to_blocks(struct store *s, struct sobj *o)
+{
+        struct store_identity id;
+        int r;
+
+        identity_of(o, &id);
+        id.path = g_strdup(o->container);
+        r = adopt_container(s, o);
+        if (r == 0 && s->remove_fn)
+                s->remove_fn(s->container_ud, &id);
+        g_free((char *)id.path);
         return r;
 }
 
@@ -1647,9 +1691,10 @@ int store_make_container(struct store *s, const struct stat *st, const char *pat
         if (r >= 0) {
                 o->validated_ns = o->persisted_ns = now;
                 pthread_mutex_lock(&s->lock);
-                r = set_container_row(s, o, path, now);
+                r = set_container_row(s, o, path, now, true);
                 if (r >= 0) {
                         o->container = g_strdup(path);
+                        o->own = true;
                         s->used += (uint64_t)o->size;
                         s->objects++;
                 }
@@ -1664,7 +1709,7 @@ out:
 int store_check_unpinned(struct store *s, store_container_fn still_valid)
 {
         GArray *a = select_inos(s, "SELECT ino FROM objects WHERE container IS NOT NULL"
-                                " AND pin<0");
+                                " AND own=1 AND pin<0");
         int n = 0;
 
         for (guint i = 0; i < a->len; i++) {
@@ -1675,7 +1720,7 @@ int store_check_unpinned(struct store *s, store_container_fn still_valid)
                         continue;
                 pthread_mutex_lock(&o->lock);
                 identity_of(o, &id);
-                if (o->container && o->pin < 0 &&
+                if (o->container && o->own && o->pin < 0 &&
                     still_valid(s->container_ud, &id) < 0 && drop_content(s, o) == 0)
                         n++;
                 pthread_mutex_unlock(&o->lock);

@@ -15,11 +15,12 @@
  * dropped and fetched again).  Corrupt content is never served.
  *
  * Containers: an object's content may instead live whole in a file outside
- * the block store, its container (the mirror's file of a pinned file; the
- * store keeps its path, relative to the mirror).  The store then holds no block of
- * it: reads are served from the container as long as the view's container
- * function finds one holding exactly the object's identity, its size counts
- * as used (and pinned, when pinned), and culling never touches it.
+ * the block store, its container (the mirror's file of a file pinned or
+ * cached whole; the store keeps its path, relative to the mirror).  The store
+ * then holds no block of it: reads are served from the container as long as
+ * the view's container function finds one holding exactly the object's
+ * identity, its size counts as used (and pinned, when pinned), and culling
+ * never touches a pinned one (an unpinned one is culled: see below).
  */
 #pragma once
 

@@ -1429,7 +1429,9 @@ int mirror_cache_file(struct view *v, int bdfd, const char *name)
         struct stat bst;
         int r;
 
-        view_change_begin(v);
+        /* No switch meanwhile; not a change through the view (which would
+         * keep view-revalidate.c's pass from answering lookups). */
+        pthread_rwlock_rdlock(&v->mode_lock);
         r = -EHOSTDOWN;
         if (view_offline(v) || v->mirror_fd < 0)
                 goto out;
@@ -1454,7 +1456,7 @@ int mirror_cache_file(struct view *v, int bdfd, const char *name)
                 close(c.mdfd);
         }
 out:
-        view_change_end(v);
+        pthread_rwlock_unlock(&v->mode_lock);
         if (r < 0 && r != -EAGAIN && r != -EHOSTDOWN && r != -EMLINK)
                 log_debug("The cached copy of '%s' stays in the store's blocks: %s",
                           rel ? rel : name, strerror(-r));
