@@ -1848,6 +1848,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
  * Offline, a mirror directory that is not complete (on the way to a pin, or
  * holding cached files only) would list some of its entries as if they
  * were all: its listing is EHOSTDOWN, as a lookup of a name it lacks is.
+ * It still opens (a descriptor for *at() calls, fsync, a cwd).
  */
 static bool offline_listing_partial(struct view *v, int dfd)
 {
@@ -1864,11 +1865,6 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         int dfd;
         WITH_NODE(v, ino, n, fd, req);
 
-        if (offline_listing_partial(v, fd)) {
-                vnode_put(v, n);
-                fuse_reply_err(req, EHOSTDOWN);
-                return;
-        }
         dfd = backing_reopen(fd, O_RDONLY | O_DIRECTORY);
         vnode_put(v, n);
         if (dfd < 0) {
@@ -1920,7 +1916,9 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         /* Offsets are the backing's own d_off cookies: stateless, so a
          * successor process continues a listing where this one stopped. */
         pthread_mutex_lock(&f->lock);
-        if (lseek(f->fd, off, SEEK_SET) < 0) {
+        if (offline_listing_partial(v, f->fd)) {
+                err = EHOSTDOWN;
+        } else if (lseek(f->fd, off, SEEK_SET) < 0) {
                 err = errno;
         } else {
                 bool full = false;
