@@ -769,6 +769,15 @@ int store_obj_revalidate(struct store *s, struct sobj *o, const struct stat *st,
         return r;
 }
 
+static void note_if_complete(struct store *s, struct sobj *o);
+
+void store_obj_opened_ro(struct store *s, struct sobj *o)
+{
+        pthread_mutex_lock(&o->lock);
+        note_if_complete(s, o);
+        pthread_mutex_unlock(&o->lock);
+}
+
 int store_obj_get(struct store *s, const struct stat *st, bool create, uint64_t lease_ns,
                   bool *unchanged, struct sobj **out)
 {

@@ -162,6 +162,10 @@ typedef int (*store_place_fn)(void *pud, int dirfd, const char *name);
 void store_set_unpinned_fns(struct store *s, store_complete_fn complete, store_container_fn remove);
 int store_make_container(struct store *s, const struct stat *st, const char *path,
                          store_place_fn place, void *pud);
+/* A read-only open of o: told to complete() if o is whole in blocks (written
+ * through the view since it was read; reads passed through to a local file
+ * never reach the store). */
+void store_obj_opened_ro(struct store *s, struct sobj *o);
 /* Drops (and removes) every unpinned container for which still_valid(ud, id)
  * fails (after a reconnect: the server's copy changed meanwhile); returns how many. */
 int store_check_unpinned(struct store *s, store_container_fn still_valid);

@@ -1366,16 +1366,18 @@ struct cache_place {
 static int place_cached(void *pud, int dirfd, const char *cname)
 {
         struct cache_place *c = pud;
-        struct stat mst;
+        struct stat mst, cst;
         uint64_t lid;
         char tmp[64];
         int r;
 
         /* Never over something the mirror holds for itself: a directory, a
-         * file made offline, a shared object. */
+         * file made offline, a shared object (but this very file, put there
+         * by a worker that died before the store's rows said so). */
         if (fstatat(c->mdfd, c->name, &mst, AT_SYMLINK_NOFOLLOW) == 0 &&
-            (!S_ISREG(mst.st_mode) || mst.st_nlink > 1 ||
-             mirror_get_lid(c->mdfd, c->name, &lid) == 0))
+            (!S_ISREG(mst.st_mode) || mirror_get_lid(c->mdfd, c->name, &lid) == 0 ||
+             (mst.st_nlink > 1 && (fstatat(dirfd, cname, &cst, 0) < 0 ||
+                                   cst.st_ino != mst.st_ino || cst.st_dev != mst.st_dev))))
                 return -EEXIST;
         tmp_name(tmp, sizeof(tmp));
         if (linkat(dirfd, cname, c->mdfd, tmp, 0) < 0)

@@ -143,6 +143,31 @@ def main():
     for name in ("d/f0", "d/f2", "d/f3", "d/f5", "d/sub/deep"):
         eq(read_direct(v(name)), full[name], f"after culling {name} reads right")
 
+    # ---- a write through the view: back into blocks, patched, then moved in again
+    name = "d/sub/deep"
+    cont = os.path.join(mirror, name)
+    check(wait_for(lambda: os.path.exists(cont)), f"{name} is in its container")
+    with open(v(name), "r+b") as f:
+        f.seek(5000)
+        f.write(b"WRITTEN THROUGH")
+    new = bytearray(full[name])
+    new[5000:5015] = b"WRITTEN THROUGH"
+    check(not os.path.exists(cont), "a write through the view takes the file out of the mirror")
+    eq(read_file(b(name)), bytes(new), "the write reached the server")
+    q = vol.ctl("query cached", name)
+    eq((q["cached"], q["valid"]), ("complete", "yes"), "the store's copy was patched, complete")
+    eq(read_file(v(name)), bytes(new), "and reads right")
+    check(wait_for(lambda: os.path.exists(cont) and read_file(cont) == bytes(new)),
+          "read whole again, it is back in its container with the new bytes")
+
+    # ---- across a restart: the containers are the store's still, served offline
+    vol.stop()
+    vol.start()
+    eq(vol.ctl("query cached", name)["cached"], "complete", "after a restart: still complete")
+    vol.ctl("disconnect")
+    eq(read_direct(v(name)), bytes(new), "after a restart, offline the container is served")
+    vol.ctl("reconnect")
+
     randomized(vol)
     vol.stop()
     finish()
