@@ -1523,7 +1523,9 @@ static int container_to_blocks(struct store *s, struct sobj *o)
         identity_of(o, &id);
         id.path = g_strdup(o->container);
         r = adopt_container(s, o);
-        if (r == 0 && s->remove_fn)
+        /* Also when it failed: the content changes, the mirror's name must
+         * not keep the old bytes under the old identity. */
+        if (s->remove_fn)
                 s->remove_fn(s->container_ud, &id);
         g_free((char *)id.path);
         return r;
@@ -1665,6 +1667,32 @@ void store_set_unpinned_fns(struct store *s, store_complete_fn complete, store_c
         pthread_mutex_unlock(&s->lock);
 }
 
+/* Every block's bytes match its checksum (a container has none after it,
+ * and blocks found in the store at start were not all read since); a
+ * corrupt one is dropped (-EAGAIN: fetched again when read); o->lock held. */
+static int blocks_verified(struct store *s, struct sobj *o, int cfd)
+{
+        uint32_t total = (uint32_t)((o->size + STORE_BLOCK - 1) / STORE_BLOCK);
+        char *blk = malloc(STORE_BLOCK);
+        int r = blk ? 0 : -ENOMEM;
+
+        for (uint32_t i = 0; r == 0 && i < total; i++) {
+                ssize_t n = pread(cfd, blk, o->len[i], (off_t)i * STORE_BLOCK);
+
+                if (n == (ssize_t)o->len[i] && store_crc32c(0, blk, (size_t)n) == o->crc[i])
+                        continue;
+                log_warn("Store block %" PRIu32 " of inode %" PRIu64 " is corrupt, fetching"
+                         " it again", i, o->ino);
+                pthread_mutex_lock(&s->lock);
+                s->corrupt++;
+                pthread_mutex_unlock(&s->lock);
+                uncommit_block(s, o, i);
+                r = -EAGAIN;
+        }
+        free(blk);
+        return r;
+}
+
 int store_make_container(struct store *s, const struct stat *st, const char *path,
                          store_place_fn place, void *pud)
 {
@@ -1687,6 +1715,8 @@ int store_make_container(struct store *s, const struct stat *st, const char *pat
         r = cfd < 0 ? cfd : 0;
         /* The blocks were written without a sync (their checksums tell a torn
          * one); a container has none, so its bytes are made durable first. */
+        if (r == 0)
+                r = blocks_verified(s, o, cfd);
         if (r == 0 && (ftruncate(cfd, o->size) < 0 || fdatasync(cfd) < 0))
                 r = -errno;
         content_name(o->ino, name, sizeof(name));
