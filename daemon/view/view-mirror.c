@@ -1631,6 +1631,7 @@ void mirror_check_cached(struct view *v)
  */
 static void drop_moved_cached(struct view *v, int dfd, const char *name, const char *rel)
 {
+        struct sobj_info info;
         struct mirror_base b;
         struct stat bst, mst;
         uint64_t lid;
@@ -1640,8 +1641,10 @@ static void drop_moved_cached(struct view *v, int dfd, const char *name, const c
                 return;
         r = fstatat(dfd, name ? name : "", &bst,
                     AT_SYMLINK_NOFOLLOW | (name && *name ? 0 : AT_EMPTY_PATH));
+        /* A file pinned by itself is the hoard walk's to bring up to date. */
         if (fstat(fd, &mst) == 0 && S_ISREG(mst.st_mode) && mst.st_nlink == 1 &&
             mirror_get_base(fd, NULL, &b) == 0 && mirror_get_lid(fd, NULL, &lid) < 0 &&
+            (store_info_ino(v->store, b.ver.ino, &info) < 0 || info.pin < 0) &&
             (r < 0 || (uint64_t)bst.st_ino != b.ver.ino || bst.st_size != (off_t)b.ver.size ||
              (int64_t)bst.st_mtim.tv_sec * 1000000000 + bst.st_mtim.tv_nsec != b.ver.mtime_ns))
                 remove_entry_of(v, rel, fd);

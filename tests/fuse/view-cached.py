@@ -168,6 +168,15 @@ def main():
     eq(read_direct(v(name)), bytes(new), "after a restart, offline the container is served")
     vol.ctl("reconnect")
 
+    # ---- a file pinned by itself (its directory not complete) is never removed
+    os.makedirs(b("solo"))
+    write_file(b("solo", "p"), rand_bytes(200 * KiB, 55))
+    eq(vol.ctl("pin", "solo/p")["mirrored"], "yes", "a file pinned by itself is mirrored")
+    with open(v("solo", "p"), "r+b") as f:
+        f.write(b"online")
+    check(os.path.exists(os.path.join(mirror, "solo", "p")),
+          "written through the view, its mirror copy stays (the hoard walk's to renew)")
+
     randomized(vol)
     vol.stop()
     finish()
