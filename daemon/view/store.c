@@ -50,6 +50,8 @@ struct store {
         uint64_t culled, corrupt; /* protected by lock */
         store_container_fn container_fn;
         void *container_ud;
+        store_complete_fn complete_fn;  /* an unpinned object became complete in blocks */
+        store_container_fn remove_fn;   /* removes an unpinned container (culled, stale) */
         bool in_batch;          /* protected by lock: a transaction is open */
 };
 
@@ -69,6 +71,8 @@ struct sobj {
         int cfd;                /* content file, or -1 until needed */
         char *container;        /* where the content is instead of blocks, or NULL */
         int ctfd;               /* the container, or -1 until needed */
+        bool told_complete;     /* complete_fn was told since the content last changed */
+        bool own;               /* the container is the store's own (store_make_container) */
 };
 
 /* Bytes of local disk the object's content takes (counted in used). */
@@ -158,17 +162,32 @@ static const char schema[] =
         "CREATE TABLE IF NOT EXISTS pins(path TEXT PRIMARY KEY, prio INTEGER NOT NULL);"
         "CREATE INDEX IF NOT EXISTS objects_lru ON objects(pin, atime);";
 
-/* A store made before containers lacks the column. */
-static int add_container_column(struct store *s)
+/* A store made before a column (containers, own containers) lacks it. */
+static int add_column(struct store *s, const char *name, const char *decl)
 {
         sqlite3_stmt *st;
+        char *sql = g_strdup_printf("SELECT %s FROM objects LIMIT 0", name);
+        int r;
 
-        if (sqlite3_prepare_v2(s->db, "SELECT container FROM objects LIMIT 0", -1, &st,
-                               NULL) == SQLITE_OK) {
+        if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) == SQLITE_OK) {
                 sqlite3_finalize(st);
+                g_free(sql);
                 return 0;
         }
-        return db_exec(s, "ALTER TABLE objects ADD COLUMN container TEXT");
+        g_free(sql);
+        sql = g_strdup_printf("ALTER TABLE objects ADD COLUMN %s %s", name, decl);
+        r = db_exec(s, sql);
+        g_free(sql);
+        return r;
+}
+
+static int add_container_column(struct store *s)
+{
+        int r = add_column(s, "container", "TEXT");
+
+        /* own: the container was the store's content file, moved into the
+         * mirror (an unpinned file cached whole), not a copy the mirror made. */
+        return r < 0 ? r : add_column(s, "own", "INTEGER NOT NULL DEFAULT 0");
 }
 
 /* Opens the index at @path: -EUCLEAN when it is not a database or is damaged. */
@@ -501,8 +520,8 @@ static int load_locked(struct store *s, struct sobj *o)
         sqlite3_stmt *st = NULL;
         int r;
 
-        r = db_run(s, &st, "SELECT size, mtime, ctime, validated, pin, container FROM objects"
-                   " WHERE ino=?", 1, (int64_t)o->ino);
+        r = db_run(s, &st, "SELECT size, mtime, ctime, validated, pin, container, own"
+                   " FROM objects WHERE ino=?", 1, (int64_t)o->ino);
         if (r <= 0)
                 return r;
         o->size = sqlite3_column_int64(st, 0);
@@ -512,6 +531,7 @@ static int load_locked(struct store *s, struct sobj *o)
         o->pin = sqlite3_column_int(st, 4);
         if (sqlite3_column_type(st, 5) == SQLITE_TEXT)
                 o->container = g_strdup((const char *)sqlite3_column_text(st, 5));
+        o->own = o->container && sqlite3_column_int(st, 6);
         sqlite3_finalize(st);
         if (sqlite3_prepare_v2(s->db, "SELECT idx, len, crc FROM blocks WHERE ino=?", -1, &st,
                                NULL) != SQLITE_OK)
@@ -624,20 +644,48 @@ void store_obj_put(struct store *s, struct sobj *o)
         pthread_mutex_unlock(&s->lock);
 }
 
-/* Drops every block of o, and forgets its container (which is the mirror's
- * to remove); o->lock held, store.lock not. */
-static int drop_content(struct store *s, struct sobj *o)
+static void identity_of(const struct sobj *o, struct store_identity *id)
+{
+        id->ino = o->ino;
+        id->size = o->size;
+        id->mtime_ns = o->mtime_ns;
+        id->ctime_ns = o->ctime_ns;
+        id->path = o->container;
+}
+
+/* The container of an unpinned object is the store's own: it goes with the
+ * content (culled, changed on the backing, written through the view).  The
+ * remove function removes it only while it still holds o's identity, so a
+ * file the mirror put there since (a pin's copy, an offline edit) stays. */
+static void remove_own_container(struct store *s, struct sobj *o)
+{
+        struct store_identity id;
+
+        if (!o->container || !o->own || o->pin >= 0 || !s->remove_fn)
+                return;
+        identity_of(o, &id);
+        if (s->remove_fn(s->container_ud, &id) == 0)
+                log_debug("Removed the container %s of unpinned inode %" PRIu64,
+                          o->container, o->ino);
+}
+
+/* Drops every block of o, and forgets its container; @remove: an unpinned
+ * one is removed too (else it is left to the mirror); o->lock held, store.lock not. */
+static int drop_content_as(struct store *s, struct sobj *o, bool remove)
 {
         uint64_t h = held(o);
         char name[64];
         int r;
 
+        o->told_complete = false;
         if (!o->bytes && !o->container && o->cfd < 0 && !o->nblk)
                 return 0;       /* no row, no content file of ours */
+        if (remove)
+                remove_own_container(s, o);
         pthread_mutex_lock(&s->lock);
         r = db_run(s, NULL, "DELETE FROM blocks WHERE ino=?", 1, (int64_t)o->ino);
         if (r >= 0 && o->container)
-                r = db_run(s, NULL, "UPDATE objects SET container=NULL WHERE ino=?", 1,
+                r = db_run(s, NULL, "UPDATE objects SET container=NULL, own=0 WHERE ino=?", 1,
                            (int64_t)o->ino);
         if (r >= 0) {
                 s->used -= h < s->used ? h : s->used;
@@ -650,6 +698,7 @@ static int drop_content(struct store *s, struct sobj *o)
         if (r < 0)
                 return r;
         g_clear_pointer(&o->container, g_free);
+        o->own = false;
         if (o->ctfd >= 0) {
                 close(o->ctfd);
                 o->ctfd = -1;
@@ -668,6 +717,11 @@ static int drop_content(struct store *s, struct sobj *o)
         }
         o->bytes = 0;
         return 0;
+}
+
+static int drop_content(struct store *s, struct sobj *o)
+{
+        return drop_content_as(s, o, true);
 }
 
 static int record_identity(struct store *s, struct sobj *o, const struct stat *st, uint64_t now)
@@ -719,6 +773,15 @@ int store_obj_revalidate(struct store *s, struct sobj *o, const struct stat *st,
         if (unchanged)
                 *unchanged = same;
         return r;
+}
+
+static void note_if_complete(struct store *s, struct sobj *o);
+
+void store_obj_opened_ro(struct store *s, struct sobj *o)
+{
+        pthread_mutex_lock(&o->lock);
+        note_if_complete(s, o);
+        pthread_mutex_unlock(&o->lock);
 }
 
 int store_obj_get(struct store *s, const struct stat *st, bool create, uint64_t lease_ns,
@@ -921,15 +984,6 @@ static ssize_t fetch_block(struct store *s, struct sobj *o, int bfd, uint32_t id
         return got;
 }
 
-static void identity_of(const struct sobj *o, struct store_identity *id)
-{
-        id->ino = o->ino;
-        id->size = o->size;
-        id->mtime_ns = o->mtime_ns;
-        id->ctime_ns = o->ctime_ns;
-        id->path = o->container;
-}
-
 /* The open container of o (o->lock held); a container that is gone or no
  * longer holds o's identity is forgotten (-ENOENT: fetch from the backing). */
 static int container_fd(struct store *s, struct sobj *o)
@@ -945,7 +999,7 @@ static int container_fd(struct store *s, struct sobj *o)
         log_warn("The container of inode %" PRIu64 " is gone or changed (%s): the store"
                  " forgets it, reads fetch from the backing", o->ino, strerror(-o->ctfd));
         o->ctfd = -1;
-        drop_content(s, o);
+        drop_content_as(s, o, false);
         return -ENOENT;
 }
 
@@ -965,6 +1019,30 @@ static ssize_t container_read(int fd, char *buf, size_t size, off_t off)
                 done += (size_t)n;
         }
         return (ssize_t)done;
+}
+
+/* Every block of o present, none short; o->lock held. */
+static bool complete_in_blocks(const struct sobj *o)
+{
+        uint32_t total = (uint32_t)((o->size + STORE_BLOCK - 1) / STORE_BLOCK);
+
+        if (o->container || o->size <= 0 || o->bytes < (uint64_t)o->size || total > o->nblk)
+                return false;
+        for (uint32_t i = 0; i < total; i++)
+                if (o->len[i] < expect_len(o, i))
+                        return false;
+        return true;
+}
+
+/* An unpinned object whose content just became whole in blocks is told to
+ * the view once (it moves it into a container, off the request path). */
+static void note_if_complete(struct store *s, struct sobj *o)
+{
+        if (o->told_complete || o->pin >= 0 || !s->complete_fn ||
+            o->bytes < (uint64_t)o->size || !complete_in_blocks(o))
+                return;
+        o->told_complete = true;
+        s->complete_fn(s->container_ud, o->ino);
 }
 
 ssize_t store_obj_read(struct store *s, struct sobj *o, int bfd, char *buf, size_t size,
@@ -1009,6 +1087,7 @@ ssize_t store_obj_read(struct store *s, struct sobj *o, int bfd, char *buf, size
                 if ((size_t)n < STORE_BLOCK)
                         break;
         }
+        note_if_complete(s, o);
         pthread_mutex_unlock(&o->lock);
         free(blk);
         return done || r == 0 ? (ssize_t)done : r;
@@ -1046,10 +1125,14 @@ int store_obj_fill(struct store *s, struct sobj *o, int bfd, uint64_t *fetched)
                 if (fetched)
                         *fetched += (uint64_t)n;
         }
+        if (r == 0)
+                note_if_complete(s, o);
         pthread_mutex_unlock(&o->lock);
         free(blk);
         return r;
 }
+
+static int container_to_blocks(struct store *s, struct sobj *o);
 
 int store_obj_written(struct store *s, struct sobj *o, const char *buf, size_t size,
                       off_t off, const struct stat *st)
@@ -1058,9 +1141,11 @@ int store_obj_written(struct store *s, struct sobj *o, const char *buf, size_t s
         int r = 0;
 
         pthread_mutex_lock(&o->lock);
-        /* The backing has new bytes: the container is stale until the mirror
-         * copies the file again. */
-        if (o->container)
+        o->told_complete = false;
+        /* The backing has new bytes: a pinned container is stale until the
+         * mirror copies the file again; an unpinned one goes back to blocks,
+         * which are patched below. */
+        if (o->container && (!o->own || o->pin >= 0 || container_to_blocks(s, o) < 0))
                 drop_content(s, o);
         for (size_t done = 0; done < size;) {
                 off_t pos = off + (off_t)done;
@@ -1101,7 +1186,8 @@ int store_obj_changed_range(struct store *s, struct sobj *o, off_t off, off_t le
                             const struct stat *st)
 {
         pthread_mutex_lock(&o->lock);
-        if (o->container)
+        o->told_complete = false;
+        if (o->container && (!o->own || o->pin >= 0 || container_to_blocks(s, o) < 0))
                 drop_content(s, o);
         for (uint32_t i = (uint32_t)(off / STORE_BLOCK); i < o->nblk; i++) {
                 if (len >= 0 && (off_t)i * STORE_BLOCK >= off + len)
@@ -1263,8 +1349,9 @@ void store_cull(struct store *s)
                 pthread_mutex_unlock(&s->lock);
                 if (!below_cull(&st, 0, false))
                         return;
-                a = select_inos(s, "SELECT o.ino FROM objects o WHERE o.pin<0 AND EXISTS"
-                                " (SELECT 1 FROM blocks b WHERE b.ino=o.ino)"
+                a = select_inos(s, "SELECT o.ino FROM objects o WHERE o.pin<0 AND"
+                                " ((o.container IS NOT NULL AND o.own=1) OR EXISTS"
+                                " (SELECT 1 FROM blocks b WHERE b.ino=o.ino))"
                                 " ORDER BY o.atime LIMIT 32");
                 progress = false;
                 for (guint i = 0; i < a->len; i++) {
@@ -1288,10 +1375,11 @@ void store_cull(struct store *s)
 }
 
 /* The row of o says its content is in the container at @path; store.lock held. */
-static int set_container_row(struct store *s, struct sobj *o, const char *path, uint64_t now)
+static int set_container_row(struct store *s, struct sobj *o, const char *path, uint64_t now,
+                             bool own)
 {
         static const char sql[] = "UPDATE objects SET container=?, size=?, mtime=?, ctime=?,"
-                                  " validated=? WHERE ino=?";
+                                  " validated=?, own=? WHERE ino=?";
         sqlite3_stmt *st;
         int r = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
 
@@ -1301,7 +1389,8 @@ static int set_container_row(struct store *s, struct sobj *o, const char *path, 
                 sqlite3_bind_int64(st, 3, o->mtime_ns);
                 sqlite3_bind_int64(st, 4, o->ctime_ns);
                 sqlite3_bind_int64(st, 5, (int64_t)now);
-                sqlite3_bind_int64(st, 6, (int64_t)o->ino);
+                sqlite3_bind_int64(st, 6, own);
+                sqlite3_bind_int64(st, 7, (int64_t)o->ino);
                 r = sqlite3_step(st);
                 sqlite3_finalize(st);
         }
@@ -1353,15 +1442,16 @@ int store_set_container(struct store *s, const struct stat *st, const char *path
                 store_obj_put(s, o);
                 return 0;
         }
-        /* Blocks (the second copy) and any older container go first. */
-        r = drop_content(s, o);
+        /* Blocks (the second copy) and any older container go first (the
+         * mirror has just put the new one in place, maybe at the same path). */
+        r = drop_content_as(s, o, false);
         if (r >= 0) {
                 o->size = st->st_size;
                 o->mtime_ns = ts_ns(&st->st_mtim);
                 o->ctime_ns = ts_ns(&st->st_ctim);
                 o->validated_ns = o->persisted_ns = now;
                 pthread_mutex_lock(&s->lock);
-                r = set_container_row(s, o, path, now);
+                r = set_container_row(s, o, path, now, false);
                 if (r >= 0) {
                         o->container = g_strdup(path);
                         s->used += (uint64_t)o->size;
@@ -1391,7 +1481,7 @@ static int adopt_container(struct store *s, struct sobj *o)
         if (cfd < 0)
                 return cfd;
         cfd = dup(cfd);
-        r = drop_content(s, o);         /* forgets the container, no blocks yet */
+        r = drop_content_as(s, o, false);       /* forgets the container, no blocks yet */
         if (r < 0 || cfd < 0)
                 goto out;
         snprintf(dir, sizeof(dir), "%02x", (unsigned)(o->ino & 0xff));
@@ -1422,6 +1512,28 @@ out:
         free(blk);
         if (cfd >= 0)
                 close(cfd);
+        return r;
+}
+
+/*
+ * An unpinned container about to change (a write or truncate through the
+ * view) goes back into blocks, to be patched there: its file becomes the
+ * store's again and the mirror's name of it goes (a later complete read
+ * moves it back, again without a copy); o->lock held.
+ */
+static int container_to_blocks(struct store *s, struct sobj *o)
+{
+        struct store_identity id;
+        int r;
+
+        identity_of(o, &id);
+        id.path = g_strdup(o->container);
+        r = adopt_container(s, o);
+        /* Also when it failed: the content changes, the mirror's name must
+         * not keep the old bytes under the old identity. */
+        if (s->remove_fn)
+                s->remove_fn(s->container_ud, &id);
+        g_free((char *)id.path);
         return r;
 }
 
@@ -1632,4 +1744,114 @@ int store_pin_foreach(struct store *s, int (*fn)(void *ud, const char *path, int
         g_ptr_array_free(paths, TRUE);
         g_array_free(prios, TRUE);
         return r;
+}
+
+void store_set_unpinned_fns(struct store *s, store_complete_fn complete, store_container_fn remove)
+{
+        pthread_mutex_lock(&s->lock);
+        s->complete_fn = complete;
+        s->remove_fn = remove;
+        pthread_mutex_unlock(&s->lock);
+}
+
+/* Every block's bytes match its checksum (a container has none after it,
+ * and blocks found in the store at start were not all read since); a
+ * corrupt one is dropped (-EAGAIN: fetched again when read); o->lock held. */
+static int blocks_verified(struct store *s, struct sobj *o, int cfd)
+{
+        uint32_t total = (uint32_t)((o->size + STORE_BLOCK - 1) / STORE_BLOCK);
+        char *blk = malloc(STORE_BLOCK);
+        int r = blk ? 0 : -ENOMEM;
+
+        for (uint32_t i = 0; r == 0 && i < total; i++) {
+                ssize_t n = pread(cfd, blk, o->len[i], (off_t)i * STORE_BLOCK);
+
+                if (n == (ssize_t)o->len[i] && store_crc32c(0, blk, (size_t)n) == o->crc[i])
+                        continue;
+                log_warn("Store block %" PRIu32 " of inode %" PRIu64 " is corrupt, fetching"
+                         " it again", i, o->ino);
+                pthread_mutex_lock(&s->lock);
+                s->corrupt++;
+                pthread_mutex_unlock(&s->lock);
+                uncommit_block(s, o, i);
+                r = -EAGAIN;
+        }
+        free(blk);
+        return r;
+}
+
+int store_make_container(struct store *s, const struct stat *st, const char *path,
+                         store_place_fn place, void *pud)
+{
+        uint64_t now = now_ns();
+        char name[64];
+        struct sobj *o;
+        int r, cfd;
+
+        pthread_mutex_lock(&s->lock);
+        r = obj_ref_locked(s, st->st_ino, false, &o);
+        pthread_mutex_unlock(&s->lock);
+        if (r < 0)
+                return r;
+        pthread_mutex_lock(&o->lock);
+        /* Only what is still whole in blocks, unpinned, of this identity. */
+        r = -EAGAIN;
+        if (o->pin >= 0 || !same_identity(o, st) || !complete_in_blocks(o))
+                goto out;
+        cfd = content_fd(s, o);
+        r = cfd < 0 ? cfd : 0;
+        /* The blocks were written without a sync (their checksums tell a torn
+         * one); a container has none, so its bytes are made durable first. */
+        if (r == 0)
+                r = blocks_verified(s, o, cfd);
+        if (r == 0 && (ftruncate(cfd, o->size) < 0 || fdatasync(cfd) < 0))
+                r = -errno;
+        content_name(o->ino, name, sizeof(name));
+        if (r == 0)
+                r = place(pud, s->objdir_fd, name);
+        if (r < 0)
+                goto out;
+        /* The mirror holds the file now: the blocks' rows and the store's
+         * name of it go, and the row names the container. */
+        r = drop_content_as(s, o, false);
+        if (r >= 0) {
+                o->validated_ns = o->persisted_ns = now;
+                pthread_mutex_lock(&s->lock);
+                r = set_container_row(s, o, path, now, true);
+                if (r >= 0) {
+                        o->container = g_strdup(path);
+                        o->own = true;
+                        s->used += (uint64_t)o->size;
+                        s->objects++;
+                }
+                pthread_mutex_unlock(&s->lock);
+        }
+out:
+        pthread_mutex_unlock(&o->lock);
+        store_obj_put(s, o);
+        return r < 0 ? r : 0;
+}
+
+int store_check_unpinned(struct store *s, store_container_fn still_valid)
+{
+        GArray *a = select_inos(s, "SELECT ino FROM objects WHERE container IS NOT NULL"
+                                " AND own=1 AND pin<0");
+        int n = 0;
+
+        for (guint i = 0; i < a->len; i++) {
+                struct store_identity id;
+                struct sobj *o;
+
+                if (store_obj_find(s, (uint64_t)g_array_index(a, gint64, i), &o) < 0)
+                        continue;
+                pthread_mutex_lock(&o->lock);
+                identity_of(o, &id);
+                if (o->container && o->own && o->pin < 0 &&
+                    still_valid(s->container_ud, &id) < 0 && drop_content(s, o) == 0)
+                        n++;
+                pthread_mutex_unlock(&o->lock);
+                store_obj_put(s, o);
+        }
+        g_array_free(a, TRUE);
+        return n;
 }

@@ -15,11 +15,12 @@
  * dropped and fetched again).  Corrupt content is never served.
  *
  * Containers: an object's content may instead live whole in a file outside
- * the block store, its container (the mirror's file of a pinned file; the
- * store keeps its path, relative to the mirror).  The store then holds no block of
- * it: reads are served from the container as long as the view's container
- * function finds one holding exactly the object's identity, its size counts
- * as used (and pinned, when pinned), and culling never touches it.
+ * the block store, its container (the mirror's file of a file pinned or
+ * cached whole; the store keeps its path, relative to the mirror).  The store
+ * then holds no block of it: reads are served from the container as long as
+ * the view's container function finds one holding exactly the object's
+ * identity, its size counts as used (and pinned, when pinned), and culling
+ * never touches a pinned one (an unpinned one is culled: see below).
  */
 #pragma once
 
@@ -143,6 +144,31 @@ int store_set_container(struct store *s, const struct stat *st, const char *path
 int store_obj_unpin(struct store *s, struct sobj *o);
 /* Forgets the containers the container function no longer finds. */
 void store_check_containers(struct store *s);
+
+/*
+ * Unpinned containers: an unpinned object whose content becomes complete in
+ * blocks (a full read, a prefetch) is told to complete(ud, ino), once, from
+ * the reading thread with the object locked (it must only queue the work).
+ * The view then calls store_make_container(): with the object locked, if it
+ * is still complete, unpinned and of identity @st, place(pud, dirfd, name)
+ * links the store's content file dirfd/name into the mirror at @path (no
+ * copy) and the object's blocks go; -EAGAIN when it no longer qualifies.
+ * Such a container is the store's own: culled (remove(ud, id) deletes it
+ * while it holds that identity), dropped when the backing's copy changes
+ * or is written, like blocks.  A pin of the object just marks it pinned.
+ */
+typedef void (*store_complete_fn)(void *ud, uint64_t ino);
+typedef int (*store_place_fn)(void *pud, int dirfd, const char *name);
+void store_set_unpinned_fns(struct store *s, store_complete_fn complete, store_container_fn remove);
+int store_make_container(struct store *s, const struct stat *st, const char *path,
+                         store_place_fn place, void *pud);
+/* A read-only open of o: told to complete() if o is whole in blocks (written
+ * through the view since it was read; reads passed through to a local file
+ * never reach the store). */
+void store_obj_opened_ro(struct store *s, struct sobj *o);
+/* Drops (and removes) every unpinned container for which still_valid(ud, id)
+ * fails (after a reconnect: the server's copy changed meanwhile); returns how many. */
+int store_check_unpinned(struct store *s, store_container_fn still_valid);
 
 /* set cacheable off|on on a directory (or file) inode. */
 int store_set_nocache(struct store *s, uint64_t ino, bool nocache);

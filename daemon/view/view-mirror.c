@@ -45,6 +45,10 @@
 #define BATCH_MAX 1024          /* files copied before one syncfs, at most */
 #define BATCH_FDS 512           /* descriptors a batch holds, at most */
 
+static void cache_complete(void *ud, uint64_t ino);
+static int container_remove(void *ud, const struct store_identity *id);
+static void drop_moved_cached(struct view *v, int dfd, const char *name, const char *rel);
+
 /* The path to reach dfd/name (or dfd itself: the magic link is then to be
  * followed, as the l*xattr calls would act on the link). */
 static bool entry_path(char *buf, size_t len, int dfd, const char *name)
@@ -1183,6 +1187,7 @@ int mirror_sync_all(struct view *v)
 
         prune_links(v);
         store_check_containers(v->store);
+        mirror_check_cached(v);
         return r;
 }
 
@@ -1287,6 +1292,7 @@ int mirror_open(struct view *v)
         v->mirror_links_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
         g_free(dir);
         store_set_container_fn(v->store, container_open, v);
+        store_set_unpinned_fns(v->store, cache_complete, container_remove);
         store_check_containers(v->store);
         return 0;
 }
@@ -1331,7 +1337,316 @@ void mirror_note_change(struct view *v, int dfd, const char *name)
                 if (r < 0)
                         log_warn("Failed to bring the offline mirror of '%s' up to date: %s"
                                  " (the hoard walk retries)", rel, strerror(-r));
+        } else {
+                drop_moved_cached(v, dfd, name, rel);
         }
         g_free(dir);
         g_free(rel);
+}
+
+/*
+ * Unpinned containers.  A file read (or prefetched) completely while
+ * unpinned moves from the store's blocks into the mirror at its path: the
+ * store's content file is linked there (no copy) and its blocks go, so the
+ * mirror holds every whole object the volume caches, and offline serves it.
+ * The directories on its way are mirrored without MIRROR_COMPLETE: offline,
+ * a name they lack stays EHOSTDOWN and they are not listed.  Such a
+ * container is the store's: culled by removing it, removed when the server's
+ * copy changes (store.h).
+ */
+struct cache_place {
+        struct view *v;
+        int mdfd;
+        const char *name;
+        const struct stat *bst;
+};
+
+/* The store's place function: its content file dirfd/cname becomes the
+ * mirror's mdfd/name, with the server file's owner, mode, times and identity. */
+static int place_cached(void *pud, int dirfd, const char *cname)
+{
+        struct cache_place *c = pud;
+        struct stat mst, cst;
+        uint64_t lid;
+        char tmp[64];
+        int r;
+
+        /* Never over something the mirror holds for itself: a directory, a
+         * file made offline, a shared object (but this very file, put there
+         * by a worker that died before the store's rows said so). */
+        if (fstatat(c->mdfd, c->name, &mst, AT_SYMLINK_NOFOLLOW) == 0 &&
+            (!S_ISREG(mst.st_mode) || mirror_get_lid(c->mdfd, c->name, &lid) == 0 ||
+             (mst.st_nlink > 1 && (fstatat(dirfd, cname, &cst, 0) < 0 ||
+                                   cst.st_ino != mst.st_ino || cst.st_dev != mst.st_dev))))
+                return -EEXIST;
+        tmp_name(tmp, sizeof(tmp));
+        if (linkat(dirfd, cname, c->mdfd, tmp, 0) < 0)
+                return -errno;
+        r = prepare(c->mdfd, tmp, c->bst, 0);
+        if (r == 0 && renameat(c->mdfd, tmp, c->mdfd, c->name) < 0)
+                r = -errno;
+        if (r < 0)
+                unlinkat(c->mdfd, tmp, 0);
+        return r;
+}
+
+/* The mirror directory of volume path @dir, made (not complete) where it is
+ * missing, as an O_RDONLY descriptor; or -errno. */
+static int cached_dir(struct view *v, const char *dir)
+{
+        gchar **parts = components(dir);
+        int bdfd, mdfd, r = 0;
+
+        bdfd = openat(v->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        mdfd = openat(v->mirror_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (bdfd < 0 || mdfd < 0)
+                r = -errno;
+        for (unsigned i = 0; r == 0 && parts[i]; i++) {
+                int nb, nm;
+
+                r = sync_entry(v, bdfd, mdfd, parts[i], false, 0, NULL, NULL, NULL);
+                if (r < 0)
+                        break;
+                nb = openat(bdfd, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                nm = openat(mdfd, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (nb < 0 || nm < 0)
+                        r = -errno;
+                close(bdfd);
+                close(mdfd);
+                bdfd = nb;
+                mdfd = nm;
+        }
+        if (bdfd >= 0)
+                close(bdfd);
+        g_strfreev(parts);
+        if (r < 0 && mdfd >= 0)
+                close(mdfd);
+        return r < 0 ? r : mdfd;
+}
+
+int mirror_cache_file(struct view *v, int bdfd, const char *name)
+{
+        struct cache_place c = { .v = v };
+        char *rel = NULL, *dir = NULL, *base = NULL;
+        struct stat bst;
+        int r;
+
+        /* No switch meanwhile; not a change through the view (which would
+         * keep view-revalidate.c's pass from answering lookups). */
+        pthread_rwlock_rdlock(&v->mode_lock);
+        r = -EHOSTDOWN;
+        if (view_offline(v) || v->mirror_fd < 0)
+                goto out;
+        r = fstatat(bdfd, name ? name : "", &bst,
+                    AT_SYMLINK_NOFOLLOW | (name && *name ? 0 : AT_EMPTY_PATH)) < 0 ? -errno : 0;
+        /* A file of several names stays in blocks (the mirror keeps links
+         * of pinned files only). */
+        if (r == 0 && (!S_ISREG(bst.st_mode) || bst.st_nlink != 1))
+                r = -EMLINK;
+        if (r == 0 && !(rel = view_rel_path(v->root_fd, bdfd, name)))
+                r = -ENAMETOOLONG;
+        if (r < 0 || !strcmp(rel, "."))
+                goto out;
+        dir = g_path_get_dirname(rel);
+        base = g_path_get_basename(rel);
+        c.mdfd = cached_dir(v, dir);
+        c.name = base;
+        c.bst = &bst;
+        r = c.mdfd;
+        if (r >= 0) {
+                r = store_make_container(v->store, &bst, rel, place_cached, &c);
+                close(c.mdfd);
+        }
+out:
+        pthread_rwlock_unlock(&v->mode_lock);
+        if (r < 0 && r != -EAGAIN && r != -EHOSTDOWN && r != -EMLINK)
+                log_debug("The cached copy of '%s' stays in the store's blocks: %s",
+                          rel ? rel : name, strerror(-r));
+        g_free(rel);
+        g_free(dir);
+        g_free(base);
+        return r;
+}
+
+/* Objects told complete by the store, moved into the mirror by one thread. */
+static GAsyncQueue *cache_queue;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static struct view *cache_view;
+
+static void cache_by_ino(struct view *v, uint64_t ino)
+{
+        fuse_ino_t id = vnode_id_of_ino(v, ino);
+        struct vnode *p;
+        uint64_t parent;
+        char *name = NULL;
+        int pfd;
+
+        /* The name the node table knows it by (a file read through the view). */
+        if (!id || vnode_parent_of(v, id, 0, &parent, &name) < 0)
+                return;
+        pfd = vnode_get(v, parent, &p);
+        if (pfd >= 0) {
+                mirror_cache_file(v, pfd, name);
+                vnode_put(v, p);
+        }
+        g_free(name);
+}
+
+static void *cache_thread(void *arg)
+{
+        (void)arg;
+        for (;;) {
+                uint64_t *ino = g_async_queue_pop(cache_queue);
+
+                cache_by_ino(cache_view, *ino);
+                g_free(ino);
+        }
+        return NULL;
+}
+
+static void cache_start(void)
+{
+        pthread_t t;
+
+        cache_queue = g_async_queue_new();
+        if (pthread_create(&t, NULL, cache_thread, NULL) == 0)
+                pthread_detach(t);
+        else
+                log_warn("Failed to start the thread that moves cached files into the mirror");
+}
+
+static void cache_complete(void *ud, uint64_t ino)
+{
+        cache_view = ud;
+        pthread_once(&cache_once, cache_start);
+        g_async_queue_push(cache_queue, g_memdup2(&ino, sizeof(ino)));
+}
+
+/* Removes empty directories on the way to @rel that only cached files made. */
+static void prune_cached_dirs(struct view *v, const char *rel)
+{
+        char *dir = g_path_get_dirname(rel);
+
+        while (strcmp(dir, ".") && strcmp(dir, "/")) {
+                char *up = g_path_get_dirname(dir), *base = g_path_get_basename(dir);
+                struct mirror_base b;
+                uint64_t lid;
+                int ufd = strcmp(up, ".") ? open_beneath(v->mirror_fd, up, O_PATH | O_DIRECTORY)
+                                          : dup(v->mirror_fd);
+                bool gone = ufd >= 0 && mirror_get_base(ufd, base, &b) == 0 &&
+                            !(b.flags & MIRROR_COMPLETE) &&
+                            mirror_get_lid(ufd, base, &lid) < 0 &&
+                            unlinkat(ufd, base, AT_REMOVEDIR) == 0;
+
+                if (ufd >= 0)
+                        close(ufd);
+                g_free(base);
+                g_free(dir);
+                dir = up;
+                if (!gone)
+                        break;
+        }
+        g_free(dir);
+}
+
+/* The entry @rel of the mirror, if it is the regular file of descriptor fd. */
+static int remove_entry_of(struct view *v, const char *rel, int fd)
+{
+        char *dir = g_path_get_dirname(rel), *base = g_path_get_basename(rel);
+        int dfd = strcmp(dir, ".") ? open_beneath(v->mirror_fd, dir, O_PATH | O_DIRECTORY)
+                                   : dup(v->mirror_fd);
+        struct stat a, b;
+        int r = dfd < 0 ? dfd : 0;
+
+        if (r == 0 && (fstat(fd, &a) < 0 || fstatat(dfd, base, &b, AT_SYMLINK_NOFOLLOW) < 0))
+                r = -errno;
+        if (r == 0 && (a.st_ino != b.st_ino || a.st_dev != b.st_dev))
+                r = -ESTALE;
+        if (r == 0 && unlinkat(dfd, base, 0) < 0)
+                r = -errno;
+        if (dfd >= 0)
+                close(dfd);
+        g_free(dir);
+        g_free(base);
+        if (r == 0)
+                prune_cached_dirs(v, rel);
+        return r;
+}
+
+/* The store's remove function: the container at id->path goes if it still
+ * holds exactly that identity (not a pin's copy or an offline edit since). */
+static int container_remove(void *ud, const struct store_identity *id)
+{
+        struct view *v = ud;
+        int fd = container_open(ud, id), r;
+
+        if (fd < 0)
+                return fd;
+        r = remove_entry_of(v, id->path, fd);
+        close(fd);
+        return r;
+}
+
+/* After a reconnect: is the server's file at id->path still of that identity?
+ * A stale one's container goes (also one edited offline: its edit has been
+ * replayed, unless conflicts hold records). */
+static int cached_still_valid(void *ud, const struct store_identity *id)
+{
+        struct view *v = ud;
+        struct mirror_base b;
+        struct stat st;
+        int fd = open_beneath(v->root_fd, id->path, O_PATH), r;
+
+        r = fd < 0 ? fd : fstat(fd, &st) < 0 ? -errno : 0;
+        if (fd >= 0)
+                close(fd);
+        if (r == 0 && (st.st_ino != id->ino || st.st_size != id->size ||
+                       (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec != id->mtime_ns ||
+                       (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec != id->ctime_ns))
+                r = -ESTALE;
+        if (r == 0)
+                return 0;
+        fd = open_beneath(v->mirror_fd, id->path, O_RDONLY);
+        if (fd >= 0 && !__atomic_load_n(&v->conflicts, __ATOMIC_RELAXED) &&
+            mirror_get_base(fd, NULL, &b) == 0 && b.ver.ino == id->ino &&
+            fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1)
+                remove_entry_of(v, id->path, fd);
+        if (fd >= 0)
+                close(fd);
+        return r;
+}
+
+void mirror_check_cached(struct view *v)
+{
+        int n = store_check_unpinned(v->store, cached_still_valid);
+
+        if (n)
+                log_info("Dropped %d cached files the server changed meanwhile", n);
+}
+
+/*
+ * A change online to dfd/name in a directory the mirror does not keep
+ * complete: a cached container there that no longer is the server's file at
+ * that name (renamed, removed, replaced) goes.
+ */
+static void drop_moved_cached(struct view *v, int dfd, const char *name, const char *rel)
+{
+        struct sobj_info info;
+        struct mirror_base b;
+        struct stat bst, mst;
+        uint64_t lid;
+        int fd = open_beneath(v->mirror_fd, rel, O_RDONLY), r;
+
+        if (fd < 0)
+                return;
+        r = fstatat(dfd, name ? name : "", &bst,
+                    AT_SYMLINK_NOFOLLOW | (name && *name ? 0 : AT_EMPTY_PATH));
+        /* A file pinned by itself is the hoard walk's to bring up to date. */
+        if (fstat(fd, &mst) == 0 && S_ISREG(mst.st_mode) && mst.st_nlink == 1 &&
+            mirror_get_base(fd, NULL, &b) == 0 && mirror_get_lid(fd, NULL, &lid) < 0 &&
+            (store_info_ino(v->store, b.ver.ino, &info) < 0 || info.pin < 0) &&
+            (r < 0 || (uint64_t)bst.st_ino != b.ver.ino || bst.st_size != (off_t)b.ver.size ||
+             (int64_t)bst.st_mtim.tv_sec * 1000000000 + bst.st_mtim.tv_nsec != b.ver.mtime_ns))
+                remove_entry_of(v, rel, fd);
+        close(fd);
 }

@@ -412,6 +412,8 @@ static void attach_store(struct view *v, struct vfile *f, bool *keep_cache)
         }
         if (!unchanged && reading && store_obj_pin(f->obj) >= 0)
                 refill_pinned(v, f->obj, f->fd);
+        else if (unchanged && (f->flags & O_ACCMODE) == O_RDONLY)
+                store_obj_opened_ro(v->store, f->obj);
 }
 
 /* The open file of fi, as it is (its descriptor may still be -1). */
@@ -1830,6 +1832,20 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
         fuse_reply_err(req, err);
 }
 
+/*
+ * Offline, a mirror directory that is not complete (on the way to a pin, or
+ * holding cached files only) would list some of its entries as if they
+ * were all: its listing is EHOSTDOWN, as a lookup of a name it lacks is.
+ * It still opens (a descriptor for *at() calls, fsync, a cwd).
+ */
+static bool offline_listing_partial(struct view *v, int dfd)
+{
+        if (!view_offline(v) || offline_dir_complete(dfd))
+                return false;
+        log_info("Offline listing of a directory not mirrored completely: EHOSTDOWN");
+        return true;
+}
+
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
         struct view *v = V(req);
@@ -1888,7 +1904,9 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         /* Offsets are the backing's own d_off cookies: stateless, so a
          * successor process continues a listing where this one stopped. */
         pthread_mutex_lock(&f->lock);
-        if (lseek(f->fd, off, SEEK_SET) < 0) {
+        if (offline_listing_partial(v, f->fd)) {
+                err = EHOSTDOWN;
+        } else if (lseek(f->fd, off, SEEK_SET) < 0) {
                 err = errno;
         } else {
                 bool full = false;

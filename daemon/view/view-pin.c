@@ -401,6 +401,10 @@ static void *prefetch_worker(void *arg)
                         r = store_obj_fill(p->v->store, o, fd, &got);
                         store_obj_put(p->v->store, o);
                 }
+                /* Whole now: into its container (the store's thread would
+                 * not find a name for a file never looked up). */
+                if (r == 0)
+                        mirror_cache_file(p->v, it->dfd, it->name);
                 if (fd >= 0)
                         close(fd);
                 __atomic_add_fetch(&p->res->fetched, got, __ATOMIC_RELAXED);

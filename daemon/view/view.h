@@ -361,6 +361,13 @@ int mirror_fill_path(struct view *v, const char *rel, bool recursive, struct mir
 /* Every pin again; the caller holds mode_lock and the view is online. */
 int mirror_sync_all(struct view *v);
 int mirror_unpin_path(struct view *v, const char *rel);
+/* Backing file bdfd/name (or bdfd itself), complete in the store's blocks
+ * and unpinned, becomes a container in the mirror at its path (the store's
+ * file linked there, no copy); its directories are mirrored not complete.
+ * -EAGAIN when it no longer qualifies, -EHOSTDOWN offline. */
+int mirror_cache_file(struct view *v, int bdfd, const char *name);
+/* After a reconnect: the unpinned containers whose server file changed go. */
+void mirror_check_cached(struct view *v);
 /* The path of object dfd[/name] relative to directory root_fd ("." for the
  * root itself), found through /proc/self/fd; NULL if it is not under it. */
 char *view_rel_path(int root_fd, int dfd, const char *name);
