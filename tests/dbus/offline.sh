@@ -83,7 +83,7 @@ expect "refused: the volume stays offline" "$(vol_state)" = offline
 expect "refused: the pinned copy still reads" "$(cat "$T/mnt/proj/doc")" = "second edit"
 check "fcachectl reconnect --force" "$FCACHECTL" reconnect --force "$T/mnt/proj"
 mnt_state() { "$FCACHECTL" query state "$T/mnt" 2>/dev/null | sed -n 's/^state[=: ]*//p' | head -1; }
-for _ in $(seq 100); do [ "$(mnt_state)" = online ] && break; sleep 0.1; done
+for _ in $(seq 600); do [ "$(mnt_state)" = online ] && break; sleep 0.1; done
 expect "forced: online" "$(mnt_state)" = online
 expect "forced: the tree the server lost is gone from the volume" "$(ls -A "$T/mnt")" = ""
 

@@ -27,4 +27,4 @@ trap 'stop_views; cleanup' EXIT
 wait_mounted() { for _ in $(seq 200); do mountpoint -q "$1" && [ -S "$2/control.sock" ] && return 0; sleep 0.05; done; return 1; }
 # vol_state: the state of the volume at $T/mnt as fcachectl reports it; wait_state STATE.
 vol_state() { "$FCACHECTL" query state "$T/mnt/proj" 2>/dev/null | sed -n 's/^state[=: ]*//p' | head -1; }
-wait_state() { for _ in $(seq 100); do [ "$(vol_state)" = "$1" ] && return 0; sleep 0.1; done; return 1; }
+wait_state() { for _ in $(seq 600); do [ "$(vol_state)" = "$1" ] && return 0; sleep 0.1; done; return 1; }
