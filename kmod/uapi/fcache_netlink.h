@@ -64,7 +64,7 @@ enum fcache_attr {
 	FCACHE_A_PAGES_CACHED,	/* u64 */
 	FCACHE_A_PAGES_DIRTY,	/* u64 */
 	FCACHE_A_PAGES_WRITEBACK, /* u64 */
-	FCACHE_A_PAGES_EVICTED,	/* u64: shadow entries (recently evicted) */
+	FCACHE_A_PAGES_EVICTED,	/* u64: pages of shadow entries (evicted) */
 	FCACHE_A_PAGES_UNSTABLE, /* u64: NFS written, not yet committed */
 	FCACHE_A_PAGES_DROPPED,	/* u64: pages removed by a flush */
 	FCACHE_A_PAGES_HELD,	/* u64: folio pages held by memory pins */
@@ -91,6 +91,7 @@ enum fcache_attr {
 	FCACHE_A_DELEG_HELD,	/* u64: NFSv4 delegations held on the target(s) */
 	FCACHE_A_DELEG_RETURNED, /* u64: of them, returned to the server now */
 	FCACHE_A_DELEG_AT_CLOSE, /* u64: returned when the file's last user lets go */
+	FCACHE_A_FILES_DIRTY,	/* u64: regular files with dirty pages */
 
 	__FCACHE_A_MAX,
 	FCACHE_A_MAX = __FCACHE_A_MAX - 1

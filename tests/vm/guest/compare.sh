@@ -163,26 +163,10 @@ check "rmmod fcache" rmmod fcache
 
 steps user
 /usr/bin/python3 "$GUEST_DIR/compare-results.py" /tmp/cmp > /tmp/cmp/verdicts
-# Known on kernels with cachestat(2) (6.5 on, the newest kernel's run): the
-# user backend reports two keys the module does not (pages_recently_evicted,
-# files_dirty), and 0 pages for a file of an overlay (cachestat looks at the
-# overlay's own mapping, the pages are the real file's).  Those, and only
-# those, are TODO lines until the two backends agree there; anything else
-# that differs fails.
-cachestat=no
-grep -rqs '"method":"cachestat"' /tmp/cmp/user && cachestat=yes
 while IFS= read -r line; do
-	what=$(echo "${line#FAIL }" | cut -d: -f1)
-	rest=$(echo "${line#*: }" | sed 's/pages_recently_evicted=0 without the module, absent with it//;
-		s/files_dirty=0 without the module, absent with it//; s/[; ]//g')
 	case $line in
 	PASS*) ok "same with and without fcache.ko: ${line#PASS }" ;;
-	*) if [ $cachestat = yes ] && { [ -z "$rest" ] || case $what in *" /mnt/ovl"*) true ;; *) false ;; esac; }; then
-		todo "same with and without fcache.ko: $what (the user backend on cachestat(2))"
-		diag "  ${line#FAIL }"
-	   else
-		LAST=$line; notok "same with and without fcache.ko: $what"
-	   fi ;;
+	*) LAST=$line; notok "same with and without fcache.ko: $(echo "${line#FAIL }" | cut -d: -f1)" ;;
 	esac
 done < /tmp/cmp/verdicts
 while IFS= read -r line; do diag "$line"; done < /tmp/cmp/matrix.txt
