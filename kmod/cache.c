@@ -420,7 +420,7 @@ int fc_do_flush_all(struct fc_ctx *ctx)
  * whole file is capped by the readahead limit); the kernel_read() loop
  * waits for it, so the call returns with the data in the cache.
  *
- * Return: 0, -EINTR on a fatal signal or cancellation, or -errno.
+ * Return: 0, -EINTR on a signal (inline) or cancellation (job), or -errno.
  */
 int fc_read_whole(struct fc_ctx *ctx, struct file *f, u64 *bytes)
 {
@@ -446,12 +446,12 @@ int fc_read_whole(struct fc_ctx *ctx, struct file *f, u64 *bytes)
 			if (!n)
 				goto out;	/* file shrank */
 			*bytes += n;
+			if (fc_should_stop(ctx)) {
+				err = -EINTR;
+				goto out;
+			}
+			cond_resched();
 		}
-		if (fc_should_stop(ctx)) {
-			err = -EINTR;
-			break;
-		}
-		cond_resched();
 	}
 out:
 	kvfree(buf);

@@ -19,7 +19,10 @@
  *   later as one FCACHE_CMD_DONE message (same nlmsg_seq, same FCACHE_A_JOB,
  *   FCACHE_A_ERROR plus the result attributes) unicast to the sender's port.
  *   A job is cancelled when its sender's socket closes, so killing the
- *   client interrupts it.
+ *   client interrupts it.  FCACHE_FLAG_ASYNC asks for a job for a small
+ *   PREFETCH or memory PIN too: a client that cancels from another thread
+ *   (a flag, not a signal) then stops waiting at once.  An inline command
+ *   stops with -EINTR when the sender takes a signal.
  * - Counters are u64 unless said otherwise; sizes are bytes.
  */
 #ifndef _UAPI_LINUX_FCACHE_NETLINK_H
@@ -102,7 +105,8 @@ enum fcache_attr {
 #define FCACHE_FLAG_MEMORY	(1U << 1) /* PIN: hold pages (CAP_IPC_LOCK) */
 #define FCACHE_FLAG_SESSION	(1U << 2) /* PIN: drop when my socket closes */
 #define FCACHE_FLAG_DRY_RUN	(1U << 3) /* PIN: check and report only */
-#define FCACHE_FLAGS_ALL	0xfU
+#define FCACHE_FLAG_ASYNC	(1U << 4) /* PREFETCH, memory PIN: a job even if small */
+#define FCACHE_FLAGS_ALL	0x1fU
 
 /* FCACHE_A_PINNED */
 #define FCACHE_PIN_PINNED	(1U << 0)

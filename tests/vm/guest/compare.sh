@@ -7,7 +7,8 @@
 # keys and counts step by step and writes the matrix (shown as diag lines,
 # with each command's time).  Then what flush all may reach: only the
 # mounts of the caller's namespace, never the guest's 9p root under its
-# overlay, nor another namespace's NFS superblock.
+# overlay, nor another namespace's NFS superblock.  Last, a SIGTERM during
+# a long prefetch recursive under the module ends fcachectl (interrupted).
 . "$(dirname "$0")/preamble.sh"
 . "$GUEST_DIR/ctl.sh"
 
@@ -159,6 +160,34 @@ umount /mnt/9p
 touch /run/ns.done
 wait $nspid
 check "kmod: ... nor another namespace's NFS superblock" eq "$(cat /run/ns.pages)" 2048
+
+# SIGTERM during a long prefetch recursive: fcachectl catches it (so it is
+# never fatal), and the module's reads must still let it go.  The tree,
+# 4000 sparse files of 8 MiB (32 GiB, 16 times the guest's memory), cannot
+# be read before the signal; the bound is a hang guard, not a time limit.
+mkdir -p /srv/export/long
+(cd /srv/export/long && truncate -s 8M $(seq -f f%g 1 4000))
+drop_caches
+$FCACHECTL -q -j prefetch recursive /mnt/nfs/long > /run/long.out 2> /run/long.err &
+lpid=$!
+# under way once it has its sockets to the module (its handler is set by then)
+i=0
+while [ $i -lt 3000 ] && kill -0 $lpid 2>/dev/null &&
+	! ls -l /proc/$lpid/fd 2>/dev/null | grep -q socket:; do sleep 0.1; i=$((i + 1)); done
+sleep 1
+lt=$(ms)
+kill -TERM $lpid
+i=0
+while [ $i -lt 6000 ] && kill -0 $lpid 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+lgone=yes
+kill -0 $lpid 2>/dev/null && { lgone=no; kill -KILL $lpid; }
+wait $lpid
+lrc=$?
+diag "kmod: prefetch recursive of 32 GiB, SIGTERM: gone=$lgone in $(( $(ms) - lt )) ms, exit $lrc, $(grep -o '"files":[0-9]*' /run/long.out | head -n 1), stderr: $(tail -n 1 /run/long.err)"
+check "kmod: SIGTERM during a long prefetch recursive ends fcachectl (exit 130, says interrupted)" \
+	eval '[ "$lgone:$lrc" = yes:130 ] && grep -q "interrupted" /run/long.err'
+rm -rf /srv/export/long
+drop_caches
 check "rmmod fcache" rmmod fcache
 
 steps user
