@@ -8,7 +8,8 @@
 # with each command's time).  Then what flush all may reach: only the
 # mounts of the caller's namespace, never the guest's 9p root under its
 # overlay, nor another namespace's NFS superblock.  Last, a SIGTERM during
-# a long prefetch recursive under the module ends fcachectl (interrupted).
+# a long prefetch recursive under the module ends fcachectl (interrupted),
+# also while the module's read waits on a stalled device.
 . "$(dirname "$0")/preamble.sh"
 . "$GUEST_DIR/ctl.sh"
 
@@ -172,7 +173,7 @@ $FCACHECTL -q -j prefetch recursive /mnt/nfs/long > /run/long.out 2> /run/long.e
 lpid=$!
 # under way once it has its sockets to the module (its handler is set by then)
 i=0
-while [ $i -lt 3000 ] && kill -0 $lpid 2>/dev/null &&
+while [ $i -lt 600 ] && kill -0 $lpid 2>/dev/null &&
 	! ls -l /proc/$lpid/fd 2>/dev/null | grep -q socket:; do sleep 0.1; i=$((i + 1)); done
 sleep 1
 lt=$(ms)
@@ -183,11 +184,69 @@ lgone=yes
 kill -0 $lpid 2>/dev/null && { lgone=no; kill -KILL $lpid; }
 wait $lpid
 lrc=$?
-diag "kmod: prefetch recursive of 32 GiB, SIGTERM: gone=$lgone in $(( $(ms) - lt )) ms, exit $lrc, $(grep -o '"files":[0-9]*' /run/long.out | head -n 1), stderr: $(tail -n 1 /run/long.err)"
+diag "kmod: prefetch recursive of 32 GiB, SIGTERM: gone=$lgone in $(( $(ms) - lt )) ms, exit $lrc, stderr: $(tail -n 1 /run/long.err)"
 check "kmod: SIGTERM during a long prefetch recursive ends fcachectl (exit 130, says interrupted)" \
 	eval '[ "$lgone:$lrc" = yes:130 ] && grep -q "interrupted" /run/long.err'
 rm -rf /srv/export/long
 drop_caches
+
+# A stalled server: dm-delay holds every read of an ext4 for 600 s (its
+# files' data on the disk only, written with O_DIRECT; the metadata in
+# memory).  The module's read waits killably, as on a stalled NFS or CIFS
+# server; fcachectl must leave on SIGTERM while that read is still held,
+# not once it returns.  A suspend of the device then lets the reads go.
+# reads dm-delay holds now (its status: reads, writes, flushes held); the
+# guest has no udev, so the device is named by its kernel name (dm-N)
+stall_held() { dmsetup status fcstall | awk '{print $4}'; }
+modprobe dm-delay
+truncate -s 64M /run/stall.img
+sdev=$(losetup -f --show /run/stall.img)
+ssz=$(blockdev --getsz $sdev)
+if dmsetup create --noudevsync fcstall --table "0 $ssz delay $sdev 0 0" &&
+	sdm=$(dmsetup info -c --noheadings -o blkdevname fcstall) &&
+	mkfs.ext4 -q -E lazy_itable_init=0,lazy_journal_init=0 /dev/$sdm &&
+	mkdir -p /mnt/stall && mount -o noatime /dev/$sdm /mnt/stall; then
+	mkdir -p /mnt/stall/t
+	for i in 1 2 3 4; do
+		dd if=/dev/urandom of=/mnt/stall/t/f$i bs=1M count=1 oflag=direct status=none
+	done
+	sync
+	dmsetup suspend --noudevsync fcstall
+	dmsetup reload fcstall --table "0 $ssz delay $sdev 0 600000 $sdev 0 0"
+	dmsetup resume --noudevsync fcstall
+	$FCACHECTL -q -j prefetch recursive /mnt/stall/t > /run/stall.out 2> /run/stall.err &
+	spid=$!
+	i=0
+	while [ $i -lt 600 ] && kill -0 $spid 2>/dev/null && [ "$(stall_held)" = 0 ]; do
+		sleep 0.1; i=$((i + 1))
+	done
+	held=$(stall_held)
+	st=$(ms)
+	kill -TERM $spid
+	i=0
+	while [ $i -lt 600 ] && kill -0 $spid 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+	sgone=yes
+	kill -0 $spid 2>/dev/null && { sgone=no; kill -KILL $spid; }
+	wait $spid
+	src=$?
+	still=$(stall_held)
+	diag "kmod: prefetch recursive, reads held by dm-delay: $held, SIGTERM: gone=$sgone in $(( $(ms) - st )) ms, exit $src, reads still held: $still, stderr: $(tail -n 1 /run/stall.err)"
+	check "kmod: SIGTERM while the module's read is held by a stalled device ends fcachectl (exit 130, says interrupted)" \
+		eval '[ "$sgone:$src" = yes:130 ] && grep -q "interrupted" /run/stall.err'
+	check "kmod: ... before the held read came back" eval '[ "$held" -ge 1 ] && [ "$still" -ge 1 ]'
+	# suspending dm-delay sends the held reads on; the cancelled jobs end
+	dmsetup suspend --noudevsync --nolockfs fcstall
+	dmsetup reload fcstall --table "0 $ssz delay $sdev 0 0"
+	dmsetup resume --noudevsync fcstall
+	i=0
+	until umount /mnt/stall 2>/dev/null || [ $i -ge 600 ]; do sleep 0.1; i=$((i + 1)); done
+	check "the stalled device unmounts (the module let go of its files)" \
+		eval '! grep -q " /mnt/stall " /proc/mounts'
+else
+	notok "kmod: a dm-delay device to stall reads on"
+fi
+dmsetup remove --noudevsync fcstall
+losetup -d $sdev
 check "rmmod fcache" rmmod fcache
 
 steps user
