@@ -98,6 +98,7 @@ static void add_query(struct fc_result *res, const struct kreply *r)
         add_pages(res, "dirty", r->v[FCACHE_A_PAGES_DIRTY]);
         add_pages(res, "writeback", r->v[FCACHE_A_PAGES_WRITEBACK]);
         fc_result_add_u64(res, "pages_evicted", r->v[FCACHE_A_PAGES_EVICTED]);
+        fc_result_add_u64(res, "files_dirty", r->v[FCACHE_A_FILES_DIRTY]);
         fc_result_add_u64(res, "pages_unstable", r->v[FCACHE_A_PAGES_UNSTABLE]);
         add_query_kernel(res, r);
 }
@@ -110,6 +111,7 @@ struct ktally {
         uint32_t flags;
         const volatile int *cancel;
         uint64_t files, bytes, cached_before, dirty_before, cached_after, total, held, failed;
+        uint64_t writeback, evicted, unstable, files_dirty;  /* a query's, as the user backend sums them */
         uint64_t unmeasured;    /* files acted on whose pages the module would not show */
         uint64_t pinned;        /* files a tree flush left alone because they are pinned */
         bool skip_pinned;       /* a tree flush: a pinned file is kept, and counted */
@@ -163,6 +165,10 @@ static int tally_fd(struct ktally *t, int fd)
         t->total += q.v[FCACHE_A_PAGES_TOTAL];
         t->cached_before += q.v[FCACHE_A_PAGES_CACHED];
         t->dirty_before += q.v[FCACHE_A_PAGES_DIRTY];
+        t->writeback += q.v[FCACHE_A_PAGES_WRITEBACK];
+        t->evicted += q.v[FCACHE_A_PAGES_EVICTED];
+        t->unstable += q.v[FCACHE_A_PAGES_UNSTABLE];
+        t->files_dirty += q.v[FCACHE_A_PAGES_DIRTY] > 0;
         if (t->cmd == FCACHE_CMD_PREFETCH)
                 t->cached_after += r.v[FCACHE_A_PAGES_CACHED];
         else if (t->cmd == FCACHE_CMD_FLUSH) {
@@ -211,6 +217,10 @@ static void ktally_merge(void *sum, void *tally, void *arg)
         s->total += t->total;
         s->cached_before += t->cached_before;
         s->dirty_before += t->dirty_before;
+        s->writeback += t->writeback;
+        s->evicted += t->evicted;
+        s->unstable += t->unstable;
+        s->files_dirty += t->files_dirty;
         s->cached_after += t->cached_after;
         s->held += t->held;
         s->unmeasured += t->unmeasured;
@@ -296,7 +306,10 @@ static int run_query(struct fc_request *req, struct kconn *c)
                 r.v[FCACHE_A_PAGES_TOTAL] = sum.total;
                 r.v[FCACHE_A_PAGES_CACHED] = sum.cached_before;
                 r.v[FCACHE_A_PAGES_DIRTY] = sum.dirty_before;
-                r.v[FCACHE_A_PAGES_WRITEBACK] = 0;
+                r.v[FCACHE_A_PAGES_WRITEBACK] = sum.writeback;
+                r.v[FCACHE_A_PAGES_EVICTED] = sum.evicted;
+                r.v[FCACHE_A_PAGES_UNSTABLE] = sum.unstable;
+                r.v[FCACHE_A_FILES_DIRTY] = sum.files_dirty;
                 add_query(req->result, &r);
                 fc_walk_stats_add_result(req->result, &st, sum.failed, sum.first_error);
                 fc_backend_note_pages_kept(req);

@@ -38,7 +38,6 @@ static void pagestat_add(struct fc_pagestat *sum, const struct fc_pagestat *ps)
         sum->dirty += ps->dirty;
         sum->writeback += ps->writeback;
         sum->evicted += ps->evicted;
-        sum->recently_evicted += ps->recently_evicted;
 }
 
 /* The per-file work of every command, on an open regular file. */
@@ -218,7 +217,8 @@ static int run_query(struct fc_request *req)
                 return r;
         if (sum.mincore && req->cmd->op == FC_OP_QUERY_DIRTY)
                 return fc_error_set(req->error, EOPNOTSUPP, "%s: query dirty needs cachestat(2) "
-                                    "(Linux 6.5) or fcache.ko; mincore cannot see dirty pages",
+                                    "(Linux 6.5, and not through an overlay, whose own mapping "
+                                    "holds no pages) or fcache.ko; mincore cannot see dirty pages",
                                     req->target->display);
         fc_result_add_str(res, "measured", "yes");
         fc_result_add_str(res, "method", sum.mincore ? "mincore" : "cachestat");
@@ -231,7 +231,6 @@ static int run_query(struct fc_request *req)
                 add_pages(res, "dirty", sum.before.dirty);
                 add_pages(res, "writeback", sum.before.writeback);
                 fc_result_add_u64(res, "pages_evicted", sum.before.evicted);
-                fc_result_add_u64(res, "pages_recently_evicted", sum.before.recently_evicted);
                 fc_result_add_u64(res, "files_dirty", sum.files_dirty);
         }
         if (walked)

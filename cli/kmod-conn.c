@@ -248,8 +248,8 @@ int kconn_open(struct kconn *c)
         return err;
 }
 
-int kcall(struct kconn *c, uint8_t cmd, int fd, uint32_t flags, struct kreply *r,
-                 const volatile int *cancel)
+static int kcall_once(struct kconn *c, uint8_t cmd, int fd, uint32_t flags, struct kreply *r,
+                      const volatile int *cancel)
 {
         struct kmsg m;
         int err;
@@ -262,4 +262,33 @@ int kcall(struct kconn *c, uint8_t cmd, int fd, uint32_t flags, struct kreply *r
                 kmsg_put_u32(&m, FCACHE_A_FLAGS, flags);
         err = kconn_send(c, &m);
         return err ? err : kconn_wait(c, r, NULL, NULL, cancel);
+}
+
+/*
+ * A cancellable command that reads data (prefetch, memory pin) is asked to
+ * run as a job: an inline one runs inside sendto() and would hold a worker
+ * thread until its file is read, out of reach of the cancel flag (a signal
+ * reaches only the thread that takes it).  A job is left behind at once and
+ * cancelled when the socket closes.  Without a free job slot, or with a
+ * module that does not know the flag, it runs inline.
+ */
+int kcall(struct kconn *c, uint8_t cmd, int fd, uint32_t flags, struct kreply *r,
+          const volatile int *cancel)
+{
+        bool reads = cmd == FCACHE_CMD_PREFETCH ||
+                     (cmd == FCACHE_CMD_PIN && (flags & FCACHE_FLAG_MEMORY) &&
+                      !(flags & FCACHE_FLAG_DRY_RUN));
+        int err;
+
+        if (cancel && *cancel)
+                return -ECANCELED;
+        if (!cancel || !reads)
+                return kcall_once(c, cmd, fd, flags, r, cancel);
+        err = kcall_once(c, cmd, fd, flags | FCACHE_FLAG_ASYNC, r, cancel);
+        if (err == -EAGAIN || err == -EINVAL)
+                err = kcall_once(c, cmd, fd, flags, r, cancel);
+        /* inline, the module stops on the signal that set the flag */
+        if (err == -EINTR && *cancel)
+                err = -ECANCELED;
+        return err;
 }

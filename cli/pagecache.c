@@ -99,13 +99,12 @@ int fc_pagecache_measure(int fd, uint64_t size, struct fc_pagestat *ps,
 
         memset(ps, 0, sizeof(*ps));
         ps->total = (size + page - 1) / page;
-        if (!__atomic_load_n(&cachestat_missing, __ATOMIC_RELAXED)) {
+        if (!__atomic_load_n(&cachestat_missing, __ATOMIC_RELAXED) && !fc_stacked(fd)) {
                 if (syscall(__NR_cachestat, fd, &range, &cs, 0) == 0) {
                         ps->cached = cs.nr_cache;
                         ps->dirty = cs.nr_dirty;
                         ps->writeback = cs.nr_writeback;
                         ps->evicted = cs.nr_evicted;
-                        ps->recently_evicted = cs.nr_recently_evicted;
                         *method = FC_MEASURE_CACHESTAT;
                         return 0;
                 }
@@ -115,6 +114,13 @@ int fc_pagecache_measure(int fd, uint64_t size, struct fc_pagestat *ps,
         }
         *method = FC_MEASURE_MINCORE;
         return size ? measure_mincore(fd, size, ps) : 0;
+}
+
+bool fc_stacked(int fd)
+{
+        struct statfs sfs;
+
+        return fstatfs(fd, &sfs) == 0 && sfs.f_type == OVERLAYFS_SUPER_MAGIC;
 }
 
 bool fc_memory_backed(int fd)

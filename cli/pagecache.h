@@ -2,6 +2,11 @@
 /*
  * pagecache.h: what user space can see and do of one file's page cache:
  * measure it (cachestat(2), else mmap + mincore), drop it, fill it.
+ *
+ * The figures mean what fcache.ko's mean, so that a command says the same
+ * whichever backend serves it: cachestat's nr_recently_evicted is left out,
+ * since the module cannot compute it (the kernel's workingset test is not
+ * exported to modules).
  */
 #pragma once
 
@@ -16,16 +21,23 @@ struct fc_pagestat {
         uint64_t dirty;             /* cachestat only */
         uint64_t writeback;         /* cachestat only */
         uint64_t evicted;           /* cachestat only */
-        uint64_t recently_evicted;  /* cachestat only */
 };
 
 long fc_page_size(void);
 
-/* Measure the page cache of an open regular file of the given size. */
+/*
+ * Measure the page cache of an open regular file of the given size.  A
+ * file of an overlay is measured with mincore: cachestat(2) would look at
+ * the overlay's own mapping, which holds no pages; a mapping of the file
+ * is the real (upper or lower) file's.
+ */
 int fc_pagecache_measure(int fd, uint64_t size, struct fc_pagestat *ps,
                          enum fc_measure_method *method);
 
 const char *fc_measure_method_name(enum fc_measure_method m);
+
+/* True if the file's pages live in another filesystem's file (overlayfs). */
+bool fc_stacked(int fd);
 
 /* True if the file's filesystem keeps data only in memory (tmpfs, ramfs). */
 bool fc_memory_backed(int fd);

@@ -29,7 +29,12 @@ struct fc_counts {
 	u64 cached, dirty, wb, evicted;
 };
 
-/* An RCU walk of the page cache, as filemap_cachestat() does upstream. */
+/*
+ * An RCU walk of the page cache, as filemap_cachestat() does upstream, with
+ * the same meaning for each figure: evicted counts the pages of shadow (or
+ * shmem swap) entries.  cachestat(2)'s nr_recently_evicted has no
+ * counterpart: its test (workingset_test_recent()) is not exported.
+ */
 static void fc_count_pages(struct address_space *mapping, struct fc_counts *c)
 {
 	XA_STATE(xas, &mapping->i_pages, 0);
@@ -42,8 +47,8 @@ static void fc_count_pages(struct address_space *mapping, struct fc_counts *c)
 		if (xas_retry(&xas, folio))
 			continue;
 		if (xa_is_value(folio)) {
-			/* shadow of an evicted page, or shmem swap */
-			c->evicted++;
+			/* shadow of an evicted folio, or shmem swap */
+			c->evicted += 1UL << xas_get_order(&xas);
 			continue;
 		}
 		nr = folio_nr_pages(folio);
@@ -119,6 +124,7 @@ static void fc_query_inode(struct inode *inode, struct fc_result *r)
 	fc_res_add(r, FCACHE_A_PAGES_WRITEBACK, c.wb);
 	fc_res_add(r, FCACHE_A_PAGES_EVICTED, c.evicted);
 	fc_res_add(r, FCACHE_A_PAGES_UNSTABLE, fc_nfs_unstable(inode));
+	fc_res_add(r, FCACHE_A_FILES_DIRTY, S_ISREG(inode->i_mode) && c.dirty);
 }
 
 /*
@@ -207,6 +213,7 @@ int fc_do_query(struct fc_ctx *ctx)
 			FCACHE_A_PAGES_TOTAL, FCACHE_A_PAGES_CACHED,
 			FCACHE_A_PAGES_DIRTY, FCACHE_A_PAGES_WRITEBACK,
 			FCACHE_A_PAGES_EVICTED, FCACHE_A_PAGES_UNSTABLE,
+			FCACHE_A_FILES_DIRTY,
 		};
 		unsigned int i;
 
@@ -413,7 +420,7 @@ int fc_do_flush_all(struct fc_ctx *ctx)
  * whole file is capped by the readahead limit); the kernel_read() loop
  * waits for it, so the call returns with the data in the cache.
  *
- * Return: 0, -EINTR on a fatal signal or cancellation, or -errno.
+ * Return: 0, -EINTR on a signal (inline) or cancellation (job), or -errno.
  */
 int fc_read_whole(struct fc_ctx *ctx, struct file *f, u64 *bytes)
 {
@@ -439,12 +446,12 @@ int fc_read_whole(struct fc_ctx *ctx, struct file *f, u64 *bytes)
 			if (!n)
 				goto out;	/* file shrank */
 			*bytes += n;
+			if (fc_should_stop(ctx)) {
+				err = -EINTR;
+				goto out;
+			}
+			cond_resched();
 		}
-		if (fc_should_stop(ctx)) {
-			err = -EINTR;
-			break;
-		}
-		cond_resched();
 	}
 out:
 	kvfree(buf);

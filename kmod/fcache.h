@@ -10,6 +10,7 @@
 #define FCACHE_H
 
 #include <linux/bitmap.h>
+#include <linux/errno.h>
 #include <linux/fs.h>
 #include <linux/types.h>
 #include <linux/workqueue.h>
@@ -65,6 +66,19 @@ static inline void fc_res_add(struct fc_result *r, int attr, u64 v)
 }
 
 int fc_put_result(struct sk_buff *skb, const struct fc_result *r);
+
+/* a restart code (a read a signal interrupted) must not reach user space */
+static inline int fc_user_err(int err)
+{
+	switch (err) {
+	case -ERESTARTSYS:
+	case -ERESTARTNOINTR:
+	case -ERESTARTNOHAND:
+	case -ERESTART_RESTARTBLOCK:
+		return -EINTR;
+	}
+	return err;
+}
 
 /* cache.c */
 int fc_do_query(struct fc_ctx *ctx);

@@ -48,13 +48,17 @@ static bool fc_jobs_closed;		/* under fc_job_lock */
  * fc_should_stop() - whether a command must give up now
  * @ctx: the command
  *
- * Return: true on a fatal signal (inline) or cancellation (job).
+ * An inline command runs in the sender's sendmsg(), so any signal the
+ * sender takes stops it, as it would stop a read(): a client that catches
+ * SIGTERM to clean up must not wait for a whole file first.
+ *
+ * Return: true on a pending signal (inline) or cancellation (job).
  */
 bool fc_should_stop(struct fc_ctx *ctx)
 {
 	if (ctx->job)
 		return READ_ONCE(ctx->job->cancelled);
-	return fatal_signal_pending(current);
+	return signal_pending(current);
 }
 
 /**
@@ -108,7 +112,7 @@ static void fc_job_work(struct work_struct *work)
 	struct fc_job *job = container_of(work, struct fc_job, work);
 	int err;
 
-	err = job->fn(job->ctx);
+	err = fc_user_err(job->fn(job->ctx));
 	if (READ_ONCE(job->cancelled) && !err)
 		err = -EINTR;
 	fc_job_reply(job, err);

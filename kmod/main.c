@@ -134,7 +134,7 @@ static int fc_run(struct genl_info *info, struct fc_ctx *ctx,
 		fc_job_queue(j);
 		return err;
 	}
-	err = fn(ctx);
+	err = fc_user_err(fn(ctx));
 	if (!err)
 		err = fc_reply(info, ctx, 0);
 	fc_ctx_free(ctx);
@@ -435,7 +435,8 @@ static int fc_prefetch_doit(struct sk_buff *skb, struct genl_info *info)
 		fc_ctx_free(ctx);
 		return err;
 	}
-	return fc_run(info, ctx, fc_do_prefetch, fc_big(ctx));
+	return fc_run(info, ctx, fc_do_prefetch,
+		      fc_big(ctx) || (ctx->flags & FCACHE_FLAG_ASYNC));
 }
 
 static int fc_pin_doit(struct sk_buff *skb, struct genl_info *info)
@@ -473,7 +474,8 @@ static int fc_pin_doit(struct sk_buff *skb, struct genl_info *info)
 		if (err)
 			goto out;
 	}
-	return fc_run(info, ctx, fc_do_pin, memory && fc_big(ctx) &&
+	return fc_run(info, ctx, fc_do_pin, memory &&
+		      (fc_big(ctx) || (ctx->flags & FCACHE_FLAG_ASYNC)) &&
 		      !(ctx->flags & FCACHE_FLAG_DRY_RUN));
 out:
 	fc_ctx_free(ctx);

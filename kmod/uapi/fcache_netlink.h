@@ -19,7 +19,10 @@
  *   later as one FCACHE_CMD_DONE message (same nlmsg_seq, same FCACHE_A_JOB,
  *   FCACHE_A_ERROR plus the result attributes) unicast to the sender's port.
  *   A job is cancelled when its sender's socket closes, so killing the
- *   client interrupts it.
+ *   client interrupts it.  FCACHE_FLAG_ASYNC asks for a job for a small
+ *   PREFETCH or memory PIN too: a client that cancels from another thread
+ *   (a flag, not a signal) then stops waiting at once.  An inline command
+ *   stops with -EINTR when the sender takes a signal.
  * - Counters are u64 unless said otherwise; sizes are bytes.
  */
 #ifndef _UAPI_LINUX_FCACHE_NETLINK_H
@@ -64,7 +67,7 @@ enum fcache_attr {
 	FCACHE_A_PAGES_CACHED,	/* u64 */
 	FCACHE_A_PAGES_DIRTY,	/* u64 */
 	FCACHE_A_PAGES_WRITEBACK, /* u64 */
-	FCACHE_A_PAGES_EVICTED,	/* u64: shadow entries (recently evicted) */
+	FCACHE_A_PAGES_EVICTED,	/* u64: pages of shadow entries (evicted) */
 	FCACHE_A_PAGES_UNSTABLE, /* u64: NFS written, not yet committed */
 	FCACHE_A_PAGES_DROPPED,	/* u64: pages removed by a flush */
 	FCACHE_A_PAGES_HELD,	/* u64: folio pages held by memory pins */
@@ -91,6 +94,7 @@ enum fcache_attr {
 	FCACHE_A_DELEG_HELD,	/* u64: NFSv4 delegations held on the target(s) */
 	FCACHE_A_DELEG_RETURNED, /* u64: of them, returned to the server now */
 	FCACHE_A_DELEG_AT_CLOSE, /* u64: returned when the file's last user lets go */
+	FCACHE_A_FILES_DIRTY,	/* u64: regular files with dirty pages */
 
 	__FCACHE_A_MAX,
 	FCACHE_A_MAX = __FCACHE_A_MAX - 1
@@ -101,7 +105,8 @@ enum fcache_attr {
 #define FCACHE_FLAG_MEMORY	(1U << 1) /* PIN: hold pages (CAP_IPC_LOCK) */
 #define FCACHE_FLAG_SESSION	(1U << 2) /* PIN: drop when my socket closes */
 #define FCACHE_FLAG_DRY_RUN	(1U << 3) /* PIN: check and report only */
-#define FCACHE_FLAGS_ALL	0xfU
+#define FCACHE_FLAG_ASYNC	(1U << 4) /* PREFETCH, memory PIN: a job even if small */
+#define FCACHE_FLAGS_ALL	0x1fU
 
 /* FCACHE_A_PINNED */
 #define FCACHE_PIN_PINNED	(1U << 0)

@@ -16,6 +16,7 @@ KERNEL_ONLY = {
     "pinned", "pin_mode", "pages_held", "pages_stale", "fscache_cookie",
     "fscache_cookie_users", "pages_unstable", "supers", "fs_type", "files_pinned",
     "pages_dirty", "bytes_dirty", "pages_writeback", "bytes_writeback", "pages_evicted",
+    "files_dirty",
     "delegations_held", "delegations_returned", "delegations_returned_at_close",
 }
 # named differently by nature, or words rather than figures
