@@ -4,7 +4,8 @@
  * server, reached only through @backing_dirfd (the volume's Backing=
  * directory) and *at() calls.
  *
- * Records replay in log order.  For each, the server's state of the objects
+ * Records replay in log order, independent ones at the same time
+ * (reintegrate-pool.h).  For each, the server's state of the objects
  * it touches is compared with the base version the log recorded for them:
  *   - unchanged: the change is applied (content through a temporary in the
  *     same directory renamed into place; creates through a temporary renamed
@@ -90,11 +91,20 @@ struct reintegrate_options {
         unsigned structure_flags;
         /* Called after each record. */
         void (*progress)(void *userdata, const struct reintegrate_item *item);
-        /* Checked between records; true stops the run with -ECANCELED (resumable). */
+        /* Checked before each record starts; true stops the run with -ECANCELED
+         * (resumable) once the records in flight have finished. */
         bool (*cancel)(void *userdata);
         /* The server now has content for @lid the store does not (a merge): refetch it. */
         void (*refresh)(void *userdata, uint64_t lid);
         void *userdata;
+        /*
+         * Records replayed at the same time (0: 8), each waiting on the
+         * backing while the others proceed; only records that depend on
+         * each other keep their order (reintegrate-pool.h).  A dry run
+         * replays one at a time, in order.  Callbacks are called one at a
+         * time, from these threads.
+         */
+        unsigned threads;
 };
 #define REINTEGRATE_OPTIONS_VERSION 1
 #define REINTEGRATE_OPTIONS_INIT { REINTEGRATE_OPTIONS_VERSION }
