@@ -41,6 +41,8 @@
 #define EMPTY_BLOB_ID "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
 /* A content record's intent before its temporary exists (no inode has this number). */
 #define TMP_MAY_EXIST UINT64_MAX
+/* A create's intent before its file exists at its name (see create_file()). */
+#define NAME_MAY_EXIST (UINT64_MAX - 1)
 
 const char *reintegrate_outcome_to_string(enum reintegrate_outcome o)
 {
@@ -1427,8 +1429,9 @@ static int make_tmp(const struct rec *r, int pfd, const char *tmp, int *fd_out, 
         switch (r->r.kind) {
         case OPLOG_CREATE:
                 /*
-                 * Empty, so not fsynced: a server that loses it in a crash makes
-                 * the file's later content record an edit-delete conflict, kept.
+                 * Not fsynced when left empty: a server that loses it in a crash
+                 * makes the file's later content record an edit-delete conflict,
+                 * kept (content carried into it is fsynced: carry_content()).
                  */
                 fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                             r->r.mode & 0777);
@@ -1560,10 +1563,52 @@ static int carry_content(struct ctx *c, const struct rec *r, int fd, struct rec 
         return e;
 }
 
+/*
+ * A regular file is created at its name at once, O_EXCL (a name the server
+ * took meanwhile fails it): two directory operations fewer than through a
+ * temporary and a no-replace rename, which sshfs does as link + unlink, and
+ * one directory's operations are one at a time in the kernel.  The intent
+ * goes first as NAME_MAY_EXIST, then with the new inode: a run killed
+ * between the two finds an empty regular file at the name and takes it as
+ * its own, the one case where an empty file the server made there in that
+ * instant would be taken too (nothing of it is lost: it was empty).
+ * Readers of the server may see the file before its bytes, as with any
+ * file being written.
+ */
+static int create_file(struct ctx *c, const struct rec *r, struct oplog_object *o, int pfd)
+{
+        char cid[FCACHE_MERGE_ID_SIZE];
+        struct rec *carried = NULL;
+        struct stat st;
+        int fd = -1, e;
+
+        e = journal_intent(c, r, NAME_MAY_EXIST);
+        if (e < 0)
+                return e;
+        e = BACKING(c, make_tmp(r, pfd, r->name, &fd, &st));
+        if (e == -EEXIST) {
+                if (BACKING(c, fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) < 0)
+                        return -errno;
+                return name_taken(c, r, o, pfd, &st);
+        }
+        if (e < 0)
+                return e;
+        e = journal_intent(c, r, st.st_ino);
+        if (e >= 0)
+                e = carry_content(c, r, fd, &carried, cid);
+        if (e >= 0) {
+                fault_point(FAULT_REINT_AFTER_WRITE);
+                e = created(c, r, o, pfd, fd, carried ? cid : NULL, "applied");
+                if (e >= 0 && carried)
+                        g_hash_table_add(c->run->carried, &carried->r.seq);
+        }
+        BACKING(c, close(fd));
+        return e;
+}
+
 static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
 {
-        char tmp[64], cid[FCACHE_MERGE_ID_SIZE];
-        struct rec *carried = NULL;
+        char tmp[64];
         struct stat st, tst;
         uint64_t intent = 0;
         int pfd, fd = -1, e;
@@ -1587,7 +1632,12 @@ static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
 
                 intent = v ? v[1] : 0;
         }
-        if (intent) {
+        if (intent == NAME_MAY_EXIST) {
+                /* Killed between create_file()'s create and its intent. */
+                if (fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+                    st.st_size == 0)
+                        return created(c, r, o, pfd, -1, NULL, "already");
+        } else if (intent) {
                 if (fstatat(pfd, tmp, &tst, AT_SYMLINK_NOFOLLOW) == 0 && tst.st_ino == intent)
                         goto place;
                 if (fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == intent)
@@ -1604,14 +1654,14 @@ static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
                 set_srv(o, r->r.parent, r->name);
                 return REINTEGRATE_APPLIED;
         }
+        if (r->r.kind == OPLOG_CREATE)
+                return create_file(c, r, o, pfd);
         e = BACKING(c, make_tmp(r, pfd, tmp, &fd, &tst));
         if (e == -EEXIST) {
                 /* A leftover of an attempt that died before its intent was recorded. */
                 BACKING(c, remove_tmp(pfd, tmp, r->r.kind));
                 e = BACKING(c, make_tmp(r, pfd, tmp, &fd, &tst));
         }
-        if (e >= 0 && fd >= 0)
-                e = carry_content(c, r, fd, &carried, cid);
         /* The intent: this inode is ours, whatever name it has when we look again. */
         if (e >= 0)
                 e = journal_intent(c, r, tst.st_ino);
@@ -1633,9 +1683,7 @@ place:
         }
         if (e >= 0) {
                 fault_point(FAULT_REINT_AFTER_WRITE);
-                e = created(c, r, o, pfd, fd, carried ? cid : NULL, "applied");
-                if (e >= 0 && carried)
-                        g_hash_table_add(c->run->carried, &carried->r.seq);
+                e = created(c, r, o, pfd, fd, NULL, "applied");
         }
         if (fd >= 0)
                 BACKING(c, close(fd));

@@ -8,8 +8,9 @@
  * (reintegrate-pool.h).  For each, the server's state of the objects
  * it touches is compared with the base version the log recorded for them:
  *   - unchanged: the change is applied (content through a temporary in the
- *     same directory renamed into place; creates through a temporary renamed
- *     with RENAME_NOREPLACE);
+ *     same directory renamed into place; regular files created O_EXCL at
+ *     their name, with the bytes of their first content record; other
+ *     creates through a temporary renamed with RENAME_NOREPLACE);
  *   - the server already shows the record's result (a replay interrupted
  *     after the server write): marked applied, nothing done twice;
  *   - changed on both sides: classified with fcache_merge_structure(); text
