@@ -51,6 +51,14 @@ const char *reintegrate_outcome_to_string(enum reintegrate_outcome o)
         return (unsigned)o < _REINTEGRATE_OUTCOME_MAX ? names[o] : NULL;
 }
 
+/* What a dry run found for one record, until its turn to be listed. */
+struct dry_item {
+        bool ready;
+        int outcome;
+        fcache_conflict_kind conflict;
+        char *path;
+};
+
 /* A record copied out of the log, so that replay can write while it walks. */
 struct rec {
         struct oplog_record r;
@@ -90,6 +98,9 @@ struct ctx {
         GHashTable *carried;    /* content records whose bytes their create wrote (seq) */
         struct ctx *workers;
         uint64_t done;
+        /* A dry run's results held until every earlier record's is out (log order). */
+        struct dry_item *held;
+        unsigned next_out;
         /* the record in progress */
         fcache_conflict_kind conflict;
         char *path;
@@ -1645,8 +1656,8 @@ static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
                 /* The temporary is gone (cleaned up): start again. */
         }
         if (c->dry) {
-                /* A real run learns this from the no-replace rename below. */
-                if (fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                /* A real run learns this from its O_EXCL create or no-replace rename. */
+                if (BACKING(c, fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) == 0)
                         return name_taken(c, r, o, pfd, &st);
                 if (errno != ENOENT)
                         return -errno;
@@ -2254,9 +2265,9 @@ static int pool_run(void *ud, unsigned worker, unsigned i)
         return e;
 }
 
-static void pool_done(void *ud, unsigned worker, unsigned i, int outcome)
+static void report(struct ctx *run, unsigned i, int outcome, fcache_conflict_kind conflict,
+                   const char *path)
 {
-        struct ctx *run = ud, *c = &run->workers[worker];
         struct reintegrate_item it;
 
         switch (outcome) {
@@ -2268,13 +2279,35 @@ static void pool_done(void *ud, unsigned worker, unsigned i, int outcome)
         }
         run->done++;
         if (run->o->progress) {
-                /* In the order records finish: done only grows. */
                 it = (struct reintegrate_item){
                         .record = pool_record(run, i), .outcome = outcome,
-                        .conflict = c->conflict, .path = c->path, .done = run->done,
+                        .conflict = conflict, .path = path, .done = run->done,
                         .total = run->recs->len,
                 };
                 run->o->progress(run->o->userdata, &it);
+        }
+}
+
+/*
+ * A record finished: reported at once in a real run (in the order records
+ * finish: done only grows); a dry run lists its results in log order, as
+ * the listing reads, so each waits for the records before it.
+ */
+static void pool_done(void *ud, unsigned worker, unsigned i, int outcome)
+{
+        struct ctx *run = ud, *c = &run->workers[worker];
+
+        if (!run->dry) {
+                report(run, i, outcome, c->conflict, c->path);
+                return;
+        }
+        run->held[i] = (struct dry_item){ true, outcome, c->conflict, g_strdup(c->path) };
+        while (run->next_out < run->recs->len && run->held[run->next_out].ready) {
+                struct dry_item *d = &run->held[run->next_out];
+
+                report(run, run->next_out++, d->outcome, d->conflict, d->path);
+                g_free(d->path);
+                d->path = NULL;
         }
 }
 
@@ -2301,21 +2334,19 @@ static void link_next(GPtrArray *recs)
         g_hash_table_destroy(later);
 }
 
-/*
- * Replays the records on the pool (reintegrate-pool.h); a dry run in log
- * order, on this thread, as its listing reads.
- */
+/* Replays the records on the pool (reintegrate-pool.h). */
 static int replay(struct ctx *run)
 {
         static const struct reintegrate_pool_ops ops = {
                 .record = pool_record, .run = pool_run, .done = pool_done,
                 .cancel = pool_cancel,
         };
-        unsigned threads = run->dry ? 1 : run->o->threads ? run->o->threads
-                                                           : REINTEGRATE_POOL_THREADS;
+        unsigned threads = run->o->threads ? run->o->threads : REINTEGRATE_POOL_THREADS;
         pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
         int e;
 
+        if (run->dry)
+                run->held = g_new0(struct dry_item, run->recs->len);
         run->workers = g_new0(struct ctx, threads);
         for (unsigned t = 0; t < threads; t++) {
                 run->workers[t] = *run;
@@ -2330,6 +2361,11 @@ static int replay(struct ctx *run)
         }
         g_free(run->workers);
         run->workers = NULL;
+        if (run->held)
+                for (guint i = 0; i < run->recs->len; i++)
+                        g_free(run->held[i].path);
+        g_free(run->held);
+        run->held = NULL;
         pthread_mutex_destroy(&mu);
         return e;
 }

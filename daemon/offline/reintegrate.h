@@ -90,7 +90,7 @@ struct reintegrate_options {
         unsigned sync_every;
         /* Structure classification flags (FCACHE_MERGE_STRUCTURE_*). */
         unsigned structure_flags;
-        /* Called after each record. */
+        /* Called after each record (a real run: in the order they finish). */
         void (*progress)(void *userdata, const struct reintegrate_item *item);
         /* Checked before each record starts; true stops the run with -ECANCELED
          * (resumable) once the records in flight have finished. */
@@ -102,8 +102,8 @@ struct reintegrate_options {
          * Records replayed at the same time (0: 8), each waiting on the
          * backing while the others proceed; only records that depend on
          * each other keep their order (reintegrate-pool.h).  A dry run
-         * replays one at a time, in order.  Callbacks are called one at a
-         * time, from these threads.
+         * looks as many at once and reports them in log order.  Callbacks
+         * are called one at a time, from these threads.
          */
         unsigned threads;
 };
