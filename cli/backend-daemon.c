@@ -58,6 +58,25 @@ static bool daemon_available(void)
         return true; /* run() says clearly when fcached is not there */
 }
 
+bool fc_daemon_running(void)
+{
+        sd_bus *bus = NULL;
+        sd_bus_message *reply = NULL;
+        int has = 0;
+
+        if (sd_bus_open_system(&bus) < 0)
+                return false;
+        sd_bus_set_method_call_timeout(bus, CALL_TIMEOUT_US);
+        if (sd_bus_call_method(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                               "org.freedesktop.DBus", "NameHasOwner", NULL, &reply, "s",
+                               BUS_NAME) < 0 ||
+            sd_bus_message_read(reply, "b", &has) < 0)
+                has = 0;
+        sd_bus_message_unref(reply);
+        sd_bus_flush_close_unref(bus);
+        return has;
+}
+
 static int map_error(struct fc_request *req, const sd_bus_error *err, int r)
 {
         static const struct { const char *name; int code; } names[] = {

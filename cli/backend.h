@@ -33,6 +33,8 @@ struct fc_backend {
 
 extern const struct fc_backend fc_backend_user;
 extern const struct fc_backend fc_backend_daemon;
+/* Does fcached own its name on the system bus now? */
+bool fc_daemon_running(void);
 
 /* The backend for this command on this target, given FCACHECTL_F_* flags. Never NULL. */
 const struct fc_backend *fc_route(const struct fc_command *cmd, const struct fc_target *t,

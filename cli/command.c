@@ -45,10 +45,10 @@ static const struct op_spec ops[FC_OP_COUNT] = {
         [FC_OP_SET_RESERVE] = { "set", "reserve", 0, ARG_SIZE },
         [FC_OP_SET_CACHE] = { "set", "cache", 0, ARG_NAME },
         [FC_OP_DISCONNECT] = { "disconnect", NULL, 0, ARG_NONE },
-        [FC_OP_RECONNECT] = { "reconnect", NULL, 0, ARG_NONE },
+        [FC_OP_RECONNECT] = { "reconnect", NULL, FC_MOD_FORCE, ARG_NONE },
 };
 
-static const char *const mod_words[] = { "recursive", "priority", "dry-run" };
+static const char *const mod_words[] = { "recursive", "priority", "dry-run", "force" };
 
 const char *fc_op_name(enum fc_op op)
 {
@@ -368,6 +368,8 @@ int fc_command_format(const struct fc_command *c, char *buf, size_t len)
                 n += snprintf(buf + n, len - n, " priority %d", c->priority);
         if (n >= 0 && (size_t)n < len && (c->mods & FC_MOD_DRY_RUN))
                 n += snprintf(buf + n, len - n, " dry-run");
+        if (n >= 0 && (size_t)n < len && (c->mods & FC_MOD_FORCE))
+                n += snprintf(buf + n, len - n, " force");
         if (n < 0 || (size_t)n >= len)
                 return -ERANGE;
         return n;

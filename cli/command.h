@@ -8,7 +8,7 @@
  *   prefetch [recursive]
  *   pin [recursive] [priority N] [dry-run] | unpin [recursive]
  *   set cache-size SIZE | set cacheable on|off | set reserve SIZE | set cache NAME
- *   disconnect | reconnect
+ *   disconnect | reconnect [force]
  *
  * Used by libfcachectl, the CLI, and the daemon's D-Bus methods alike.
  */
@@ -47,6 +47,7 @@ enum fc_op {
 #define FC_MOD_RECURSIVE 0x1u
 #define FC_MOD_PRIORITY 0x2u
 #define FC_MOD_DRY_RUN 0x4u
+#define FC_MOD_FORCE 0x8u
 
 #define FC_PRIORITY_MIN 0
 #define FC_PRIORITY_MAX 1000

@@ -56,7 +56,9 @@ static void usage(FILE *f)
               "  pin [recursive] [priority N] [dry-run] | unpin [recursive]\n"
               "  query pinned | query state | query conflicts | query reintegration\n"
               "  set cache-size SIZE | set cacheable on|off | set reserve SIZE | set cache NAME\n"
-              "  disconnect | reconnect     (these need fcached)\n"
+              "  disconnect | reconnect [force]  (these need fcached; force: even when the\n"
+              "                             server lost more of the pinned copy than\n"
+              "                             ReconnectDeleteLimit allows)\n"
               "\n"
               "Commands on fcached itself (no PATH):\n"
               "  status                     fcached, fcache.ko, pins and each volume: state,\n"
@@ -73,6 +75,7 @@ static void usage(FILE *f)
               "  -w, --workers=N     parallel workers for directory trees\n"
               "  -q, --quiet         no progress line\n"
               "      --no-legend     tables without their header line\n"
+              "      --force         with reconnect: reconnect force\n"
               "  -o, --output=COLS   tables with these columns only, in this order (names as\n"
               "                     in the header, comma-separated)\n"
               "      --no-ask-password  never ask for a password (on a terminal, polkit may\n"
@@ -132,9 +135,10 @@ int main(int argc, char **argv)
                 { "no-ask-password", no_argument, NULL, 'N' },
                 { "no-legend", no_argument, NULL, 'L' },
                 { "output", required_argument, NULL, 'o' },
+                { "force", no_argument, NULL, 'F' },
                 { NULL, 0, NULL, 0 },
         };
-        bool json = false, quiet = false, ask_password = true, no_legend = false;
+        bool json = false, quiet = false, ask_password = true, no_legend = false, force = false;
         const char *output = NULL;
         pid_t agent = 0;
         unsigned atflags = 0, workers = 0;
@@ -152,6 +156,7 @@ int main(int argc, char **argv)
                 case 'N': ask_password = false; break;
                 case 'L': no_legend = true; break;
                 case 'o': output = optarg; break;
+                case 'F': force = true; break;
                 case 'w': {
                         char *end;
                         long v = strtol(optarg, &end, 10);
@@ -181,6 +186,13 @@ int main(int argc, char **argv)
         if (fc_command_parse_words(argv + optind, argc - optind, &cmd, &used, &e) < 0) {
                 fprintf(stderr, "fcachectl: %s\n", e.text);
                 return 2;
+        }
+        if (force) {
+                if (cmd.op != FC_OP_RECONNECT) {
+                        fprintf(stderr, "fcachectl: --force applies to reconnect only\n");
+                        return 2;
+                }
+                cmd.mods |= FC_MOD_FORCE;
         }
         fc_command_format(&cmd, text, sizeof(text));
         char **paths = argv + optind + used;

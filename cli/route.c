@@ -14,10 +14,12 @@
  *   user    everything else, with plain system calls; it explains what it
  *           cannot do
  *
- * fcache.ko comes before fcached because fcached takes pins whether or not
- * it runs: after it, a pin on a plain mount would never reach the module,
- * which holds it in the kernel (DESIGN.md: the module when loaded, the
- * fallback, daemon-held pins, when not).
+ * Pin and unpin on a plain mount go to fcached whenever it runs, so that
+ * polkit decides and the pin is in fcached's registry (persisted,
+ * re-applied, its tree followed); fcached pins in fcache.ko itself while
+ * the module is loaded.  When fcached does not run they go to the module
+ * directly (its own permission checks apply), else fcached's backend
+ * explains that the daemon is needed.
  */
 #include <stddef.h>
 
@@ -30,9 +32,19 @@ static const struct fc_backend *const backends[] = {
         &fc_backend_user,
 };
 
+/* A pin on a plain mount that fcached, running, should hold. */
+static bool pin_for_daemon(const struct fc_command *cmd, unsigned int flags)
+{
+        if (cmd->op != FC_OP_PIN && cmd->op != FC_OP_UNPIN)
+                return false;
+        return !(flags & FCACHECTL_F_LOCAL_ONLY) && fc_daemon_running();
+}
+
 const struct fc_backend *fc_route(const struct fc_command *cmd, const struct fc_target *t,
                                   unsigned int flags)
 {
+        if (pin_for_daemon(cmd, flags))
+                return &fc_backend_daemon;
         for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
                 const struct fc_backend *b = backends[i];
                 /* LOCAL_ONLY: fcached itself runs commands here, never back over the bus. */

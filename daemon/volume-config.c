@@ -24,6 +24,7 @@
 #define DEFAULT_HOARD_INTERVAL_MS 600000
 #define DEFAULT_THREADS 4
 #define DEFAULT_FETCH_THREADS 8
+#define DEFAULT_DELETE_LIMIT_PERCENT 50
 
 void volume_config_init(struct volume_config *c)
 {
@@ -34,6 +35,8 @@ void volume_config_init(struct volume_config *c)
         c->hoard_interval_ms = DEFAULT_HOARD_INTERVAL_MS;
         c->threads = DEFAULT_THREADS;
         c->fetch_threads = DEFAULT_FETCH_THREADS;
+        c->delete_limit = DEFAULT_DELETE_LIMIT_PERCENT;
+        c->delete_limit_percent = true;
 }
 
 void volume_config_free(struct volume_config *c)
@@ -140,6 +143,24 @@ static int set_string(char **dst, const char *value, bool absolute, const char *
         return 0;
 }
 
+/* "100" (pinned objects) or "25%" (of the pinned objects); trailing spaces allowed. */
+static int parse_delete_limit(struct volume_config *c, const char *key, const char *value,
+                              char *err, size_t errlen)
+{
+        const char *suf = "";
+        uint64_t v = 0;
+
+        if (parse_number_suffix(value, &v, &suf) < 0 ||
+            (*suf && strcmp(suf, "%")))
+                return fail(err, errlen, "%s: '%s' is neither a number of pinned objects (e.g. "
+                            "100) nor a percentage of them (e.g. 25%%)", key, value);
+        if (*suf && v > 100)
+                return fail(err, errlen, "%s: '%s' is more than 100%%", key, value);
+        c->delete_limit = v;
+        c->delete_limit_percent = *suf == '%';
+        return 0;
+}
+
 int volume_config_set(struct volume_config *c, const char *key, const char *value,
                       char *err, size_t errlen)
 {
@@ -210,6 +231,8 @@ int volume_config_set(struct volume_config *c, const char *key, const char *valu
                 c->fetch_threads = (unsigned)v;
                 return 0;
         }
+        if (!strcmp(key, "ReconnectDeleteLimit"))
+                return parse_delete_limit(c, key, value, err, errlen);
         return fail(err, errlen, "%s: unknown key", key);
 }
 
@@ -236,7 +259,7 @@ int volume_config_load(struct volume_config *c, const char *path, char *err, siz
         static const char *const keys[] = {
                 "Backing", "Mountpoint", "CacheDir", "Server", "CacheSize", "Reserve",
                 "AttrLease", "BackingTimeout", "HoardInterval", "Threads", "CacheFiles",
-                "FetchThreads",
+                "FetchThreads", "ReconnectDeleteLimit",
         };
 
         if (!f) {

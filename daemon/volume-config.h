@@ -26,6 +26,10 @@ struct volume_config {
         unsigned threads;       /* Threads=: FUSE worker threads */
         bool metered_ignore;    /* Metered=ignore: hoard on a metered connection too */
         unsigned fetch_threads; /* FetchThreads=: copies in flight for pins and hoarding */
+        /* ReconnectDeleteLimit=: pinned objects a reconnect may delete without
+         * force, a count or (delete_limit_percent) a percentage of them */
+        uint64_t delete_limit;
+        bool delete_limit_percent;
 };
 
 /* Fills defaults; every pointer NULL. */

@@ -8,7 +8,10 @@
  *                                                         socket (volumes.c)
  *   plain mount, cache commands                        -> libfcachectl's router
  *                                                         (fcache.ko, else user space)
- *   plain mount, pin / unpin / query pinned / budget   -> the daemon's pins (pins.c)
+ *   plain mount, pin / unpin / query pinned / budget   -> the daemon's pins (pins.c),
+ *                                                         in fcache.ko while it is loaded
+ *                                                         (query pinned adds the module's
+ *                                                         answer)
  *   plain mount, volume-only commands                  -> NotSupported, saying why
  *
  * The worker half runs with the caller's identity (caller-access.c): the
@@ -27,6 +30,7 @@
 #include "dispatch.h"
 #include "fcachectl.h"
 #include "operation.h"
+#include "kmod-link.h"
 #include "pins.h"
 #include "volumes.h"
 
@@ -76,6 +80,58 @@ static void run_core(struct fcd_request *req, struct fc_target *t)
         req->r = fc_run(&r);
 }
 
+/*
+ * query pinned while fcache.ko is loaded: the module's own answer for the
+ * object too (fcached's kernel pins and a direct caller's, whether it holds
+ * the pages), merged with the registry's by the main loop: one answer.
+ */
+static void query_kernel_pin(struct fcd_request *req, struct fc_target *t)
+{
+        struct fcachectl_options o = { .size = sizeof(o), .flags = FCACHECTL_F_LOCAL_ONLY };
+        struct fc_error e = { 0 };
+        struct fc_result res;
+        struct fc_request r = {
+                .cmd = &req->cmd, .target = t, .opts = &o, .result = &res, .error = &e,
+        };
+
+        if (!fcd_kmod_loaded())
+                return;
+        fc_result_init(&res);
+        if (fc_run(&r) == 0 && res.buf && g_str_has_prefix(res.buf, "backend=kmod\n"))
+                req->kernel_pin = g_strdup(res.buf);
+        fc_result_free(&res);
+}
+
+/* KEY's value in result lines, as written (escaped), or NULL. */
+static char *result_value(const char *lines, const char *key)
+{
+        g_auto(GStrv) split = g_strsplit(lines, "\n", -1);
+        size_t n = strlen(key);
+
+        for (char **l = split; *l; l++)
+                if (!strncmp(*l, key, n) && (*l)[n] == '=')
+                        return g_strdup(*l + n + 1);
+        return NULL;
+}
+
+/* The registry's answer, with what the module says of the object. */
+static void query_pinned(struct fcd_request *req)
+{
+        g_autofree char *pinned = NULL, *mode = NULL, *held = NULL;
+
+        if (req->kernel_pin) {
+                pinned = result_value(req->kernel_pin, "pinned");
+                mode = result_value(req->kernel_pin, "pin_mode");
+                held = result_value(req->kernel_pin, "pages_held");
+        }
+        fcd_pins_query(req->ctx->pins, req->canonical, &req->caller,
+                       pinned && !strcmp(pinned, "yes"), &req->res);
+        if (mode)
+                fc_result_add_str(&req->res, "pin_mode", mode);
+        if (held)
+                fc_result_add_u64(&req->res, "pages_held", g_ascii_strtoull(held, NULL, 10));
+}
+
 void fcd_dispatch_thread(struct fcd_request *req)
 {
         struct fcd_identity_saved saved;
@@ -121,6 +177,8 @@ void fcd_dispatch_thread(struct fcd_request *req)
                                            op ? &op->progress : NULL, op ? &op->cancel : NULL,
                                            &req->build, &req->e);
         } else if (daemon_serves(req->cmd.op)) {
+                if (req->cmd.op == FC_OP_QUERY_PINNED)
+                        query_kernel_pin(req, &t);
                 req->r = 0; /* the main loop finishes it */
         } else {
                 req->r = fc_error_set(&req->e, EOPNOTSUPP, "%s: is on a plain mount; %s applies "
@@ -139,11 +197,6 @@ out:
                                    req->op ? &req->op->cancel : NULL, &req->res, &req->e,
                                    &req->r);
         fc_target_close(&t);
-}
-
-static bool kmod_loaded(void)
-{
-        return access("/sys/module/fcache", F_OK) == 0;
 }
 
 bool fcd_dispatch_finish(struct fcd_request *req)
@@ -178,7 +231,7 @@ bool fcd_dispatch_finish(struct fcd_request *req)
                 break;
         }
         case FC_OP_QUERY_PINNED:
-                fcd_pins_query(pins, req->canonical, &req->caller, &req->res);
+                query_pinned(req);
                 break;
         case FC_OP_SET_CACHE_SIZE:
                 req->r = fcd_pins_set_budget(pins, req->cmd.size, &req->res, &req->e);
@@ -187,7 +240,7 @@ bool fcd_dispatch_finish(struct fcd_request *req)
         case FC_OP_QUERY_STATE:
                 fc_result_add_str(&req->res, "volume", "no");
                 fc_result_add_str(&req->res, "state", "plain-mount");
-                fc_result_add_str(&req->res, "kmod", kmod_loaded() ? "loaded" : "absent");
+                fc_result_add_str(&req->res, "kmod", fcd_kmod_loaded() ? "loaded" : "absent");
                 fc_result_add_u64(&req->res, "pins", fcd_pins_count(pins));
                 fc_result_add_u64(&req->res, "inotify_rescans", fcd_pins_rescans(pins));
                 break;

@@ -99,6 +99,7 @@ struct fcd_request {
         mode_t type;                   /* its file type */
         bool volume;                   /* served by a volume's view (forwarded) */
         struct fcd_pin_build *build;   /* pin: the file set to commit */
+        char *kernel_pin;              /* query pinned: fcache.ko's answer (result lines) */
 };
 
 typedef struct fcd_request fcd_request;

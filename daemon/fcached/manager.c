@@ -22,6 +22,7 @@
 #include "fcachectl.h"
 #include "objects.h"
 #include "operation.h"
+#include "kmod-link.h"
 #include "pins.h"
 
 void fcd_request_free(struct fcd_request *req)
@@ -34,6 +35,7 @@ void fcd_request_free(struct fcd_request *req)
         fcd_pins_discard(req->ctx->pins, req->build);
         fc_result_free(&req->res);
         g_free(req->canonical);
+        g_free(req->kernel_pin);
         g_free(req->sender);
         g_free(req->path);
         g_free(req->cmd_text);
@@ -368,7 +370,7 @@ static gboolean on_reconnect(FcManager1 *m, GDBusMethodInvocation *inv, const ch
 
 void fcd_manager_update_properties(struct fcd_context *ctx)
 {
-        fc_manager1_set_kmod_loaded(ctx->manager, access("/sys/module/fcache", F_OK) == 0);
+        fc_manager1_set_kmod_loaded(ctx->manager, fcd_kmod_loaded());
         fc_manager1_set_pin_count(ctx->manager, fcd_pins_count(ctx->pins));
         fc_manager1_set_pinned_bytes(ctx->manager, fcd_pins_bytes(ctx->pins));
         fc_manager1_set_resident_bytes(ctx->manager, fcd_pins_resident(ctx->pins));

@@ -19,8 +19,16 @@
  * schedule a rescan of the pin in a worker thread, so nothing is missed
  * silently.
  *
+ * While fcache.ko is loaded the files are pinned in the kernel instead
+ * (kmod-link.c): a kernel pin per file, a memory pin (its pages held by the
+ * module, charged to the module's budget) while it fits, so that fcachectl
+ * and the module's own pin list see the same pins.  The module is polled
+ * for: when it appears or goes, every pin is rebuilt the other way.
+ *
  * Persistence: STATE_DIR/pins.ini, replaced atomically (write, fsync,
- * rename) on every change; the file set is rebuilt at start.
+ * rename) on every change; the file set is rebuilt at start.  Kernel pins
+ * are left in place when fcached stops: the next start takes them over (the
+ * kernel gives the same pin for the same file), so a restart leaves no gap.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -38,6 +46,7 @@
 #include <glib/gstdio.h>
 
 #include "caller-access.h"
+#include "kmod-link.h"
 #include "pins.h"
 
 #define WATCH_MASK (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CLOSE_WRITE | \
@@ -45,12 +54,15 @@
 #define FILE_WATCH_MASK (IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF)
 #define DEPTH_MAX 256
 #define RESCAN_DELAY_MS 100
+#define KMOD_POLL_S 2
 
 struct held {                    /* one pinned regular file */
         struct file_handle *fh;  /* NULL if the filesystem has no handles */
         guint64 size;
         void *map;               /* locked mapping while resident, else NULL */
         size_t maplen;
+        struct fcd_kpin kpin;    /* pinned in fcache.ko instead (id 0: not) */
+        bool kmemory;            /* the kernel pin holds the pages: resident */
 };
 
 struct pin {
@@ -80,6 +92,8 @@ struct fcd_pins {
         guint64 files, bytes, resident;  /* totals; resident read by workers (atomics) */
         guint64 rescans;
         guint rescan_timer;
+        guint kmod_timer;
+        bool budget_set;                 /* set cache-size was used: the module gets it too */
 };
 
 struct fcd_pin_build {
@@ -89,6 +103,7 @@ struct fcd_pin_build {
         GHashTable *wds;                 /* wd -> rel */
         int root_fd;
         int mnt_id;
+        bool kmod;                       /* pin files in fcache.ko */
         guint64 bytes, resident, budget_left, files_left, errors, mounts_skipped;
         char first_error[256];
         int status;                      /* 0, or -errno if the build failed */
@@ -97,12 +112,33 @@ struct fcd_pin_build {
         const volatile int *cancel;
 };
 
+static bool held_resident(const struct held *h)
+{
+        return h->map || h->kmemory;
+}
+
+/*
+ * mlock(2) and munlock(2) as system calls: the sanitizer runtimes make the
+ * libc functions no-ops (they guard their shadow memory), which would leave
+ * a sanitized fcached holding nothing resident while it says it does.
+ */
+static int lock_pages(void *addr, size_t len)
+{
+        return (int)syscall(SYS_mlock, addr, len);
+}
+
+static void unlock_pages(void *addr, size_t len)
+{
+        syscall(SYS_munlock, addr, len);
+}
+
 static void held_free(gpointer data)
 {
         struct held *h = data;
 
+        fcd_kmod_unpin(&h->kpin);
         if (h->map) {
-                munlock(h->map, h->maplen);
+                unlock_pages(h->map, h->maplen);
                 munmap(h->map, h->maplen);
         }
         g_free(h->fh);
@@ -161,7 +197,7 @@ static guint64 resident_now(struct fcd_pins *p)
         return __atomic_load_n(&p->resident, __ATOMIC_RELAXED);
 }
 
-/* Lock the file's pages in memory. Returns true if resident. */
+/* Lock the file's pages in memory (mlock reads them in). Returns true if resident. */
 static bool map_resident(struct held *h, int fd)
 {
         void *m;
@@ -171,13 +207,40 @@ static bool map_resident(struct held *h, int fd)
         m = mmap(NULL, (size_t)h->size, PROT_READ, MAP_SHARED, fd, 0);
         if (m == MAP_FAILED)
                 return false;
-        if (mlock(m, (size_t)h->size) < 0) {
+        if (lock_pages(m, (size_t)h->size) < 0) {
                 munmap(m, (size_t)h->size);
                 return false;
         }
         h->map = m;
         h->maplen = (size_t)h->size;
         return true;
+}
+
+/*
+ * Pin the open file in fcache.ko: a memory pin while it fits the budget,
+ * else (soft) a plain one.  -ENOSPC: it does not fit and must; other
+ * -errno: the module cannot pin it (gone, or refused).
+ */
+static int hold_in_kernel(struct fcd_pin_build *b, struct held *h, int fd)
+{
+        char msg[256];
+        int r;
+
+        if (!h->size)
+                return fcd_kmod_pin(fd, false, &h->kpin, msg, sizeof(msg));
+        if (b->resident + h->size <= b->budget_left) {
+                r = fcd_kmod_pin(fd, true, &h->kpin, msg, sizeof(msg));
+                if (r == 0) {
+                        h->kmemory = true;
+                        b->resident += h->size;
+                        return 0;
+                }
+                if (r != -ENOSPC)
+                        return r;
+        }
+        if (!b->soft)
+                return -ENOSPC;
+        return fcd_kmod_pin(fd, false, &h->kpin, msg, sizeof(msg));
 }
 
 /* A held file for the open regular file fd; NULL with -errno in *err for a limit. */
@@ -201,7 +264,17 @@ static struct held *hold_fd(struct fcd_pin_build *b, int fd, int *err)
         h->fh->handle_bytes = MAX_HANDLE_SZ;
         if (name_to_handle_at(fd, "", h->fh, &mnt_id, AT_EMPTY_PATH) < 0)
                 g_clear_pointer(&h->fh, g_free); /* the mapping still holds the file */
-        if (!b->dry_run && h->size) {
+        if (b->kmod && !b->dry_run) {
+                int r = hold_in_kernel(b, h, fd);
+                if (r == -ENOSPC) {
+                        held_free(h);
+                        *err = r;
+                        return NULL;
+                }
+                if (r < 0)
+                        b->kmod = false; /* the module went: hold the rest here */
+        }
+        if (!b->dry_run && h->size && !h->kpin.id) {
                 if (b->resident + h->size <= b->budget_left && map_resident(h, fd)) {
                         b->resident += h->size;
                 } else if (!b->soft) {
@@ -320,6 +393,7 @@ static struct fcd_pin_build *build_new(struct fcd_pins *p, const char *canonical
         b->wds = new_wds();
         b->root_fd = -1;
         b->ifd = p->ifd;
+        b->kmod = fcd_kmod_loaded();
         b->budget_left = used < budget ? budget - used : 0;
         b->files_left = files < p->lim.max_files ? p->lim.max_files - files : 0;
         return b;
@@ -495,6 +569,7 @@ static void pins_save(struct fcd_pins *p)
         gsize len;
 
         g_key_file_set_uint64(kf, "fcached", "budget_bytes", budget_now(p));
+        g_key_file_set_boolean(kf, "fcached", "budget_set", p->budget_set);
         g_key_file_set_uint64(kf, "fcached", "next_id", p->next_id);
         g_hash_table_iter_init(&it, p->pins);
         while (g_hash_table_iter_next(&it, NULL, &value)) {
@@ -682,9 +757,9 @@ int fcd_pins_unpin(struct fcd_pins *p, const char *canonical, bool recursive,
 }
 
 void fcd_pins_query(struct fcd_pins *p, const char *canonical, const struct fcd_caller *caller,
-                    struct fc_result *res)
+                    bool kernel_pinned, struct fc_result *res)
 {
-        const char *state = "no";
+        const char *state = kernel_pinned ? "yes" : "no";
         GHashTableIter it;
         gpointer value;
         guint64 n = 0;
@@ -736,6 +811,57 @@ static gint by_priority(gconstpointer a, gconstpointer b)
 
 static void schedule_rescan(struct fcd_pins *p, struct pin *pin);
 
+/* Main loop: open the held file relfile of pin again, as its owner; -errno on failure. */
+static int reopen_held(struct pin *pin, const char *relfile)
+{
+        g_autofree char *full = *relfile ? g_build_filename(pin->path, relfile, NULL)
+                                         : g_strdup(pin->path);
+        g_autofree char *dir = g_path_get_dirname(full), *name = g_path_get_basename(full);
+        struct fcd_identity_saved saved;
+        int dfd, fd;
+
+        if (fcd_identity_enter(&pin->owner, &saved) < 0)
+                return -EPERM;
+        dfd = fcd_open_how(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                           RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+        fd = dfd < 0 ? -errno : fcd_open_regular_at(dfd, name);
+        fcd_identity_leave(&saved);
+        if (dfd >= 0)
+                close(dfd);
+        return fd;
+}
+
+/*
+ * Main loop: give up the pages of a file held resident, the pin staying:
+ * munlock it, or make its kernel memory pin a plain one (fcache.ko keeps a
+ * memory pin above a lowered budget, so it is ended and made again).
+ * False if it could not be done.
+ */
+static bool release_pages(struct pin *pin, const char *relfile, struct held *h)
+{
+        char msg[256];
+        int fd;
+
+        if (h->map) {
+                unlock_pages(h->map, h->maplen);
+                munmap(h->map, h->maplen);
+                h->map = NULL;
+                return true;
+        }
+        if (!h->kmemory)
+                return false;
+        fd = reopen_held(pin, relfile);
+        if (fd < 0)
+                return false;
+        fcd_kmod_unpin(&h->kpin);
+        h->kmemory = false;
+        if (fcd_kmod_pin(fd, false, &h->kpin, msg, sizeof(msg)) < 0)
+                g_warning("Pin %s: %s is no longer pinned in fcache.ko: %s", pin->path,
+                          *relfile ? relfile : ".", msg);
+        close(fd);
+        return true;
+}
+
 int fcd_pins_set_budget(struct fcd_pins *p, guint64 bytes, struct fc_result *res,
                         struct fc_error *e)
 {
@@ -754,16 +880,13 @@ int fcd_pins_set_budget(struct fcd_pins *p, guint64 bytes, struct fc_result *res
         for (guint i = 0; i < order->len && resident_now(p) > bytes; i++) {
                 struct pin *pin = order->pdata[i];
                 GHashTableIter it;
-                gpointer value;
+                gpointer key, value;
 
                 g_hash_table_iter_init(&it, pin->files);
-                while (resident_now(p) > bytes && g_hash_table_iter_next(&it, NULL, &value)) {
+                while (resident_now(p) > bytes && g_hash_table_iter_next(&it, &key, &value)) {
                         struct held *h = value;
-                        if (!h->map)
+                        if (!release_pages(pin, key, h))
                                 continue;
-                        munlock(h->map, h->maplen);
-                        munmap(h->map, h->maplen);
-                        h->map = NULL;
                         pin->resident -= h->size;
                         __atomic_fetch_sub(&p->resident, h->size, __ATOMIC_RELAXED);
                         released += h->size;
@@ -777,6 +900,15 @@ int fcd_pins_set_budget(struct fcd_pins *p, guint64 bytes, struct fc_result *res
                 while (g_hash_table_iter_next(&it, NULL, &value))
                         if (((struct pin *)value)->resident < ((struct pin *)value)->bytes)
                                 schedule_rescan(p, value);
+        }
+        p->budget_set = true;
+        if (fcd_kmod_loaded()) {
+                char msg[256];
+                int r = fcd_kmod_set_budget(bytes, msg, sizeof(msg));
+                if (r < 0)
+                        return fc_error_set(e, -r, "fcache.ko did not take the pin budget: %s",
+                                            msg);
+                fc_result_add_u64(res, "kmod_pin_budget_bytes", bytes);
         }
         pins_save(p);
         g_message("Pin budget set to %" G_GUINT64_FORMAT " bytes (was %" G_GUINT64_FORMAT
@@ -932,7 +1064,7 @@ static void drop_file(struct fcd_pins *p, struct pin *pin, const char *relfile)
                 return;
         totals_add(p, pin, -1);
         pin->bytes -= h->size;
-        if (h->map)
+        if (held_resident(h))
                 pin->resident -= h->size;
         g_hash_table_remove(pin->files, relfile);
         totals_add(p, pin, 1);
@@ -964,7 +1096,7 @@ static void refresh_file(struct fcd_pins *p, struct pin *pin, const char *rel, c
         if (h) {
                 totals_add(p, pin, -1);
                 pin->bytes += h->size;
-                if (h->map)
+                if (held_resident(h))
                         pin->resident += h->size;
                 g_hash_table_replace(pin->files, g_strdup(relfile), h);
                 totals_add(p, pin, 1);
@@ -1049,6 +1181,38 @@ static gboolean on_inotify(gint fd, GIOCondition cond, gpointer data)
         return G_SOURCE_CONTINUE;
 }
 
+/* ---- fcache.ko coming and going ---- */
+
+/* The budget set with set cache-size is the module's too, whenever it is loaded. */
+static void push_budget(struct fcd_pins *p)
+{
+        char msg[256];
+
+        if (fcd_kmod_loaded() && fcd_kmod_set_budget(budget_now(p), msg, sizeof(msg)) < 0)
+                g_warning("Failed to set fcache.ko's pin budget to %" G_GUINT64_FORMAT
+                          " bytes: %s", budget_now(p), msg);
+}
+
+static gboolean on_kmod_poll(gpointer data)
+{
+        struct fcd_pins *p = data;
+        GHashTableIter it;
+        gpointer value;
+
+        if (!fcd_kmod_recheck())
+                return G_SOURCE_CONTINUE;
+        g_message("fcache.ko is %s: pins are now held %s", fcd_kmod_loaded() ? "loaded" :
+                  "gone", fcd_kmod_loaded() ? "in the kernel" : "by fcached");
+        if (p->budget_set)
+                push_budget(p);
+        /* Every pin is built again the new way; the old way's holds go with the old set. */
+        g_hash_table_iter_init(&it, p->pins);
+        while (g_hash_table_iter_next(&it, NULL, &value))
+                schedule_rescan(p, value);
+        fcd_manager_pins_changed(p->ctx);
+        return G_SOURCE_CONTINUE;
+}
+
 /* ---- life cycle ---- */
 
 struct fcd_pins *fcd_pins_new(struct fcd_context *ctx, const char *state_dir,
@@ -1076,6 +1240,8 @@ struct fcd_pins *fcd_pins_new(struct fcd_context *ctx, const char *state_dir,
                           "follow their trees");
         else
                 p->isrc = g_unix_fd_add(p->ifd, G_IO_IN, on_inotify, p);
+        fcd_kmod_recheck(); /* before the pins are loaded: they go where it says */
+        p->kmod_timer = g_timeout_add_seconds(KMOD_POLL_S, on_kmod_poll, p);
         return p;
 }
 
@@ -1085,6 +1251,9 @@ void fcd_pins_free(struct fcd_pins *p)
                 return;
         if (p->rescan_timer)
                 g_source_remove(p->rescan_timer);
+        if (p->kmod_timer)
+                g_source_remove(p->kmod_timer);
+        fcd_kmod_detach(); /* the kernel pins stay for the next start */
         if (p->isrc)
                 g_source_remove(p->isrc);
         g_hash_table_unref(p->pins);
@@ -1110,6 +1279,9 @@ void fcd_pins_load(struct fcd_pins *p)
         }
         if (g_key_file_has_key(kf, "fcached", "budget_bytes", NULL))
                 p->lim.budget_bytes = g_key_file_get_uint64(kf, "fcached", "budget_bytes", NULL);
+        p->budget_set = g_key_file_get_boolean(kf, "fcached", "budget_set", NULL);
+        if (p->budget_set)
+                push_budget(p);
         p->next_id = g_key_file_get_uint64(kf, "fcached", "next_id", NULL);
         groups = g_key_file_get_groups(kf, NULL);
         for (char **g = groups; *g; g++) {

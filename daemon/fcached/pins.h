@@ -50,8 +50,9 @@ int fcd_pins_commit(struct fcd_pins *p, struct fcd_pin_build *b, const struct fc
                     int priority, struct fc_result *res, struct fc_error *e);
 int fcd_pins_unpin(struct fcd_pins *p, const char *canonical, bool recursive,
                    const struct fcd_caller *caller, struct fc_result *res, struct fc_error *e);
+/* kernel_pinned: fcache.ko pins the object (a direct caller's pin counts too). */
 void fcd_pins_query(struct fcd_pins *p, const char *canonical, const struct fcd_caller *caller,
-                    struct fc_result *res);
+                    bool kernel_pinned, struct fc_result *res);
 int fcd_pins_set_budget(struct fcd_pins *p, guint64 bytes, struct fc_result *res,
                         struct fc_error *e);
 

@@ -572,7 +572,8 @@ bool fcd_volume_forward(struct fcd_volumes *vols, const char *canonical, int tar
 
         if (!volume_of(vols, canonical, &name, NULL, &socket_path))
                 return false;
-        if (!strcmp(cmd_text, "disconnect") || !strcmp(cmd_text, "reconnect")) {
+        if (!strcmp(cmd_text, "disconnect") || !strcmp(cmd_text, "reconnect") ||
+            g_str_has_prefix(cmd_text, "reconnect ")) {
                 struct manual *m = g_new0(struct manual, 1);
 
                 /* The link must know, or it would undo a manual disconnect. */

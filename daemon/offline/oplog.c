@@ -254,6 +254,16 @@ static int step_done(sqlite3_stmt *st)
         return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
 }
 
+/* The end of a loop over a statement's rows: @rc the last step's result,
+ * @e the last row's (negative stops the loop and is returned). */
+static int rows_end(sqlite3_stmt *st, int rc, int e)
+{
+        sqlite3_finalize(st);
+        if (e < 0)
+                return e;
+        return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
+}
+
 /* Runs a one-integer query with up to three integer arguments. */
 static int query_int(struct oplog *log, int64_t *out, const char *sql, int n, ...)
 {
@@ -702,10 +712,7 @@ int oplog_objects_of_pending(struct oplog *log,
                 if (e < 0)
                         break;
         }
-        sqlite3_finalize(st);
-        if (e < 0)
-                return e;
-        return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
+        return rows_end(st, rc, e);
 }
 
 int oplog_object_save(struct oplog *log, const struct oplog_object *o)
@@ -1813,10 +1820,7 @@ int oplog_foreach(struct oplog *log, bool pending_only,
                 if (e < 0)
                         break;
         }
-        sqlite3_finalize(st);
-        if (e < 0)
-                return e;
-        return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
+        return rows_end(st, rc, e);
 }
 
 int oplog_count(struct oplog *log, int state, uint64_t *out)
@@ -1867,10 +1871,7 @@ int oplog_conflict_foreach(struct oplog *log,
                 if (e < 0)
                         break;
         }
-        sqlite3_finalize(st);
-        if (e < 0)
-                return e;
-        return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
+        return rows_end(st, rc, e);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1926,10 +1927,7 @@ int oplog_intents(struct oplog *log, int (*fn)(void *ud, uint64_t seq, uint64_t 
                 if (e < 0)
                         break;
         }
-        sqlite3_finalize(st);
-        if (e < 0)
-                return e;
-        return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
+        return rows_end(st, rc, e);
 }
 
 int oplog_pending_content(struct oplog *log, uint64_t lid, uint64_t *out_seq)

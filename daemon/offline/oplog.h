@@ -129,6 +129,12 @@ struct oplog_options {
 /* Opens (creating) the log in directory @dir (created 0700 if missing). */
 int oplog_open(struct oplog **out, const char *dir, const struct oplog_options *opts);
 void oplog_close(struct oplog *log);
+/*
+ * Copies @log as of now into the existing empty directory @dir, a log of
+ * its own for oplog_open() (a dry run on it does not hold @log).  The
+ * copy's content files are hard links: @dir on the log's filesystem.
+ */
+int oplog_snapshot(struct oplog *log, const char *dir);
 
 /* The base store of the log (base, local and remote versions by blob id). */
 fcache_merge_store *oplog_store(struct oplog *log);

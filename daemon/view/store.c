@@ -37,6 +37,7 @@ struct store {
         pthread_mutex_t lock;
         char *dir;
         char *fault;            /* why the index was found unusable at start and made anew */
+        uint64_t pins_restored; /* pins taken back from the pins file at start */
         int objdir_fd;
         sqlite3 *db;            /* protected by lock */
         GHashTable *objs;       /* protected by lock: ino -> struct sobj (in use) */
@@ -236,8 +237,9 @@ static int remove_cached_blocks(struct store *s)
 /*
  * A damaged index is kept for diagnosis as store.db.corrupt-TIME (with its
  * -wal and -shm) and the cache starts empty: the blocks under objects/ are
- * a cache of the backing and go, the pins recorded in the index are lost
- * (query state says so); the mirror, what is served offline, is untouched.
+ * a cache of the backing and go, the pins come back from the pins file
+ * (store-pins.c; query state says so); the mirror, what is served offline,
+ * is untouched.
  */
 static int index_set_aside(struct store *s, const char *path)
 {
@@ -247,7 +249,7 @@ static int index_set_aside(struct store *s, const char *path)
         sqlite3_close(s->db);
         s->db = NULL;
         log_error("The store database is unusable (%s): kept as %s.corrupt-%lld, starting with "
-                  "an empty cache; the pins it recorded are lost", s->fault, path,
+                  "an empty cache and the pins of the pins file", s->fault, path,
                   (long long)now);
         for (size_t i = 0; i < G_N_ELEMENTS(suffix); i++) {
                 char *from = g_strdup_printf("%s%s", path, suffix[i]);
@@ -261,6 +263,8 @@ static int index_set_aside(struct store *s, const char *path)
         }
         return remove_cached_blocks(s);
 }
+
+static int restore_pins(struct store *s);
 
 const char *store_fault(struct store *s)
 {
@@ -322,6 +326,8 @@ int store_open(struct store **out, const char *dir, uint64_t cache_size, uint64_
                 if (r >= 0)
                         r = open_index(s, path);
         }
+        if (r >= 0)
+                r = restore_pins(s);
         if (r < 0)
                 goto fail;
         /* Counters are derived from the committed rows, never trusted from a
@@ -1507,17 +1513,98 @@ static int bind_text_run(struct store *s, const char *sql, const char *text, int
         return r;
 }
 
+static int collect_pin(void *ud, const char *path, int prio)
+{
+        GArray *pins = ud;
+        struct pins_entry e = { g_strdup(path), prio };
+
+        g_array_append_val(pins, e);
+        return 0;
+}
+
+/* Rewrites the pins file from the index, one writer at a time. */
+static int save_pins_file(struct store *s)
+{
+        static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+        GArray *pins = g_array_new(FALSE, FALSE, sizeof(struct pins_entry));
+        int r;
+
+        pthread_mutex_lock(&lock);
+        r = store_pin_foreach(s, collect_pin, pins);
+        if (r >= 0)
+                r = pins_file_save(s->dir, (struct pins_entry *)(void *)pins->data, pins->len);
+        pthread_mutex_unlock(&lock);
+        for (guint i = 0; i < pins->len; i++)
+                g_free((char *)g_array_index(pins, struct pins_entry, i).path);
+        g_array_free(pins, TRUE);
+        if (r < 0)
+                log_error("Failed to save the pins file in %s: %s", s->dir, strerror(-r));
+        return r;
+}
+
 int store_pin_add(struct store *s, const char *path, int prio)
 {
         int r = bind_text_run(s, "INSERT OR REPLACE INTO pins(path, prio) VALUES(?, ?)", path,
                               prio, true);
 
+        if (r >= 0)
+                r = save_pins_file(s);
         return r < 0 ? r : 0;
 }
 
 int store_pin_remove(struct store *s, const char *path)
 {
-        return bind_text_run(s, "DELETE FROM pins WHERE path=?", path, 0, false);
+        int r = bind_text_run(s, "DELETE FROM pins WHERE path=?", path, 0, false);
+
+        if (r > 0) {
+                int e = save_pins_file(s);
+
+                if (e < 0)
+                        return e;
+        }
+        return r;
+}
+
+static int restore_pin(void *ud, const char *path, int prio)
+{
+        struct store *s = ud;
+        int r = bind_text_run(s, "INSERT OR REPLACE INTO pins(path, prio) VALUES(?, ?)", path,
+                              prio, true);
+
+        if (r >= 0)
+                s->pins_restored++;
+        return r < 0 ? r : 0;
+}
+
+/*
+ * An index without pins beside a pins file that has some was made anew
+ * (damaged, or deleted): the pins come back from the file.  An index that
+ * has pins is the newer truth (the file is written after it).
+ */
+static int restore_pins(struct store *s)
+{
+        int r;
+
+        if (db_scalar(s, "SELECT COUNT(*) FROM pins") > 0)
+                return 0;
+        r = pins_file_load(s->dir, restore_pin, s);
+        if (r == -ENOENT)
+                return 0;
+        if (r == -EUCLEAN) {
+                log_error("%s/pins is not a pins file: the pins it held are lost", s->dir);
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        if (s->pins_restored)
+                log_info("%" PRIu64 " pins taken back from %s/pins (the index had none)",
+                         s->pins_restored, s->dir);
+        return 0;
+}
+
+uint64_t store_pins_restored(struct store *s)
+{
+        return s->pins_restored;
 }
 
 int store_pin_foreach(struct store *s, int (*fn)(void *ud, const char *path, int prio),

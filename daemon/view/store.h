@@ -154,6 +154,18 @@ int store_pin_remove(struct store *s, const char *path);
 /* Calls fn for every pin; stops early on a negative return. */
 int store_pin_foreach(struct store *s, int (*fn)(void *ud, const char *path, int prio),
                       void *ud);
+/* How many pins a store that started without any took back from the pins
+ * file (its index made anew): the hoard walk should fetch them again. */
+uint64_t store_pins_restored(struct store *s);
+
+/* store-pins.c: the pins file beside the index (CacheDir/pins). */
+struct pins_entry {
+        const char *path;
+        int prio;
+};
+int pins_file_save(const char *dir, const struct pins_entry *pins, size_t n);
+/* -ENOENT without a file, -EUCLEAN for one that is not a pins file. */
+int pins_file_load(const char *dir, int (*fn)(void *ud, const char *path, int prio), void *ud);
 
 /* Culls unpinned objects, least recently used first, while free < bcull. */
 void store_cull(struct store *s);

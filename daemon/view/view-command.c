@@ -24,6 +24,7 @@ int view_command_parse(const char *cmd, struct view_command *out, char *err, siz
         }
         c.recursive = fc.mods & FC_MOD_RECURSIVE;
         c.dry_run = fc.mods & FC_MOD_DRY_RUN;
+        c.force = fc.mods & FC_MOD_FORCE;
         c.priority = fc.priority;
         c.size = fc.size;
         c.on = fc.on;

@@ -31,6 +31,7 @@ struct view_command {
         enum view_verb verb;
         bool recursive;
         bool dry_run;
+        bool force;             /* reconnect force */
         bool on;                /* set cacheable */
         int priority;           /* pin: 0-1000, default 500 (FC_PRIORITY_*) */
         uint64_t size;          /* set cache-size / reserve */

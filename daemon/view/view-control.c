@@ -237,10 +237,10 @@ static void view_state_lines(struct view *v, struct ctl_out *o)
         g_string_free(text, TRUE);
 }
 
-static int view_reconnect_lines(struct view *v, struct ctl_out *o, GString *err)
+static int view_reconnect_lines(struct view *v, bool force, struct ctl_out *o, GString *err)
 {
         GString *text = g_string_new(NULL);
-        int r = view_reconnect(v, text, err);
+        int r = view_reconnect(v, force, text, err);
 
         out_lines(o, text->str);
         g_string_free(text, TRUE);
@@ -377,7 +377,7 @@ static int execute(struct view *v, const char *cmdline, int tfd, const char *rel
                 break;
         case VERB_RECONNECT:
                 __atomic_store_n(&v->auto_reconnect, false, __ATOMIC_RELEASE);
-                r = view_reconnect_lines(v, o, err);
+                r = view_reconnect_lines(v, c.force, o, err);
                 if (r >= 0)
                         out_kv(o, "state=%s", view_state_name(v));
                 break;

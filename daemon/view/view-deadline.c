@@ -25,7 +25,7 @@
 
 #define HELPERS 8
 
-enum call { CALL_FSTATAT, CALL_OPENAT, CALL_REOPEN, CALL_CLOSE, CALL_PROBE, CALL_PWRITE };
+enum call { CALL_FSTATAT, CALL_OPENAT, CALL_REOPEN, CALL_CLOSE, CALL_PWRITE, CALL_FN };
 
 struct job {
         enum call call;
@@ -37,6 +37,9 @@ struct job {
         off_t off;
         bool as_caller;
         struct caller_id id;    /* CALL_REOPEN as_caller: whose identity */
+        int (*fn)(void *arg);   /* CALL_FN: the work, on arg */
+        void *arg;              /* CALL_FN: the requester's; abandoned, drop()'s */
+        void (*drop)(void *arg);
         /* results, under lock */
         int result;             /* fd or 0, or -errno */
         struct stat st;
@@ -58,6 +61,9 @@ static void job_unref(struct job *j)
         if (j->abandoned && (j->call == CALL_OPENAT || j->call == CALL_REOPEN) &&
             j->result >= 0)
                 close(j->result);       /* nobody will take it */
+        /* -ETIMEDOUT, late or the work's own: the requester no longer has arg. */
+        if (j->call == CALL_FN && j->drop && (j->abandoned || j->result == -ETIMEDOUT))
+                j->drop(j->arg);
         if (j->dirfd >= 0)
                 close(j->dirfd);
         free(j->name);
@@ -79,20 +85,6 @@ static void run(struct job *j)
                 r = openat(j->dirfd, j->name, j->flags);
                 j->result = r < 0 ? -errno : r;
                 break;
-        case CALL_PROBE: {
-                /* What must reach the server: neither the kernel's cached
-                 * attributes of a network mount (FORCE_SYNC), nor a client's
-                 * own attribute cache (sshfs keeps one 20 s) answer these. */
-                struct statx stx;
-                struct statfs sfs;
-
-                r = statx(j->dirfd, "", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, STATX_BASIC_STATS,
-                          &stx);
-                if (r == 0)
-                        r = fstatfs(j->dirfd, &sfs);
-                j->result = r < 0 ? -errno : 0;
-                break;
-        }
         case CALL_PWRITE: {
                 struct creds c = { false };
 
@@ -106,6 +98,9 @@ static void run(struct job *j)
                 j->result = r;
                 break;
         }
+        case CALL_FN:
+                j->result = j->fn(j->arg);
+                break;
         case CALL_CLOSE:
                 /* Closing the last descriptor of a network file flushes it. */
                 r = close(j->dirfd);
@@ -165,20 +160,26 @@ static void enqueue(struct job *j)
         pthread_cond_signal(&queued);
 }
 
-/* Runs j on a helper, waiting at most the bound; -ETIMEDOUT past it. */
-static int submit(struct view *v, struct job *j, struct stat *st)
+static void deadline_from_now(struct timespec *until, uint64_t ms)
+{
+        clock_gettime(CLOCK_REALTIME, until);
+        until->tv_sec += (time_t)(ms / 1000);
+        until->tv_nsec += (long)(ms % 1000) * 1000000;
+        if (until->tv_nsec >= 1000000000) {
+                until->tv_sec++;
+                until->tv_nsec -= 1000000000;
+        }
+}
+
+/* Runs j on a helper, waiting at most the bound; -ETIMEDOUT past it (and
+ * the volume goes offline, if @notice). */
+static int submit_job(struct view *v, struct job *j, struct stat *st, bool notice)
 {
         uint64_t ms = v->cfg->backing_timeout_ms;
         struct timespec until;
         int r = 0;
 
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += (time_t)(ms / 1000);
-        until.tv_nsec += (long)(ms % 1000) * 1000000;
-        if (until.tv_nsec >= 1000000000) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000;
-        }
+        deadline_from_now(&until, ms);
         pthread_mutex_lock(&lock);
         j->refs = 2;
         enqueue(j);
@@ -194,9 +195,14 @@ static int submit(struct view *v, struct job *j, struct stat *st)
         }
         job_unref(j);
         pthread_mutex_unlock(&lock);
-        if (r == -ETIMEDOUT)
+        if (r == -ETIMEDOUT && notice)
                 view_backing_timed_out(v);
         return r;
+}
+
+static int submit(struct view *v, struct job *j, struct stat *st)
+{
+        return submit_job(v, j, st, true);
 }
 
 /* Frees a job never submitted. */
@@ -348,9 +354,157 @@ void backing_close(struct view *v, int fd)
         pthread_mutex_unlock(&lock);
 }
 
+int backing_call(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(void *arg))
+{
+        struct job *j;
+
+        int r;
+
+        if (!v->cfg->backing_timeout_ms) {
+                r = fn(arg);
+                if (r == -ETIMEDOUT && drop)
+                        drop(arg);
+                return r;
+        }
+        j = calloc(1, sizeof(*j));
+        if (!j)
+                return -ENOMEM;
+        j->call = CALL_FN;
+        j->dirfd = -1;
+        j->fn = fn;
+        j->arg = arg;
+        j->drop = drop;
+        return submit_job(v, j, NULL, false);
+}
+
+/* The probe, on a helper: Backing= by its path (a share mounted again is a
+ * new root; the old one may never answer), then what no cache answers. */
+static int probe_path(void *arg)
+{
+        const char *path = arg;
+        struct statx stx;
+        struct statfs sfs;
+        int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC), r;
+
+        if (fd < 0)
+                return -errno;
+        r = statx(fd, "", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, STATX_BASIC_STATS, &stx);
+        if (r == 0)
+                r = fstatfs(fd, &sfs);
+        r = r < 0 ? -errno : 0;
+        close(fd);
+        return r;
+}
+
 int backing_probe(struct view *v)
 {
-        struct job *j = job_new(CALL_PROBE, v->root_fd, NULL, 0);
+        char *path = strdup(v->cfg->backing);
+        int r;
 
-        return j ? submit(v, j, NULL) : -ENOMEM;
+        if (!path)
+                return -ENOMEM;
+        r = backing_call(v, probe_path, path, free);
+        if (r != -ETIMEDOUT)
+                free(path);     /* else free()d by the helper */
+        return r;
+}
+
+/* ---- long work that must keep moving ---- */
+
+struct backing_progress {
+        pthread_mutex_t lock;
+        pthread_cond_t moved;
+        unsigned refs;          /* the requester and the thread */
+        uint64_t steps;
+        bool done, abandoned;
+        int result;
+        int (*fn)(void *arg, struct backing_progress *p);
+        void *arg;
+        void (*drop)(void *arg);
+};
+
+static void progress_unref(struct backing_progress *p)
+{
+        bool last;
+
+        pthread_mutex_lock(&p->lock);
+        last = --p->refs == 0;
+        pthread_mutex_unlock(&p->lock);
+        if (!last)
+                return;
+        if (p->drop && (p->abandoned || p->result == -ETIMEDOUT))
+                p->drop(p->arg);
+        pthread_mutex_destroy(&p->lock);
+        pthread_cond_destroy(&p->moved);
+        free(p);
+}
+
+void backing_progress_step(struct backing_progress *p)
+{
+        pthread_mutex_lock(&p->lock);
+        p->steps++;
+        pthread_cond_broadcast(&p->moved);
+        pthread_mutex_unlock(&p->lock);
+}
+
+static void *progress_thread(void *arg)
+{
+        struct backing_progress *p = arg;
+        int r = p->fn(p->arg, p);
+
+        pthread_mutex_lock(&p->lock);
+        p->result = r;
+        p->done = true;
+        pthread_cond_broadcast(&p->moved);
+        pthread_mutex_unlock(&p->lock);
+        progress_unref(p);
+        return NULL;
+}
+
+int backing_call_moving(struct view *v, int (*fn)(void *arg, struct backing_progress *p),
+                        void *arg, void (*drop)(void *arg), uint64_t *steps)
+{
+        struct backing_progress *p = calloc(1, sizeof(*p));
+        uint64_t ms = v->cfg->backing_timeout_ms, seen = UINT64_MAX;
+        struct timespec until = { 0 };
+        pthread_t t;
+        int r = 0;
+
+        if (!p)
+                return -ENOMEM;
+        pthread_mutex_init(&p->lock, NULL);
+        pthread_cond_init(&p->moved, NULL);
+        p->fn = fn;
+        p->arg = arg;
+        p->drop = drop;
+        p->refs = 2;
+        if (pthread_create(&t, NULL, progress_thread, p) != 0) {
+                p->refs = 1;
+                p->drop = NULL;
+                progress_unref(p);
+                return -EAGAIN;
+        }
+        pthread_detach(t);
+        pthread_mutex_lock(&p->lock);
+        while (!p->done) {
+                if (p->steps != seen) {
+                        seen = p->steps;
+                        deadline_from_now(&until, ms);
+                }
+                if (!ms)
+                        pthread_cond_wait(&p->moved, &p->lock);
+                else if (pthread_cond_timedwait(&p->moved, &p->lock, &until) == ETIMEDOUT &&
+                         p->steps == seen && !p->done) {
+                        p->abandoned = true;
+                        r = -ETIMEDOUT;
+                        break;
+                }
+        }
+        if (r == 0)
+                r = p->result;
+        if (steps)
+                *steps = p->steps;
+        pthread_mutex_unlock(&p->lock);
+        progress_unref(p);
+        return r;
 }

@@ -18,18 +18,13 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
 #include "view.h"
-
-struct backing_identity {
-        uint64_t fstype;
-        uint64_t fsid;
-        uint64_t root_ino;
-};
 
 static int identity_of(int fd, struct backing_identity *id)
 {
@@ -83,17 +78,11 @@ static int identity_save(struct view *v, const struct backing_identity *id)
         return r;
 }
 
-int backing_identity_check(struct view *v, int fd, GString *why)
+int backing_identity_compare(struct view *v, const struct backing_identity *seen, GString *why)
 {
-        struct backing_identity want, have;
-        int r = identity_of(fd, &have);
+        struct backing_identity want, have = *seen;
+        int r = identity_load(v, &want);
 
-        if (r < 0) {
-                g_string_printf(why, "cannot identify Backing %s: %s", v->cfg->backing,
-                                strerror(-r));
-                return r;
-        }
-        r = identity_load(v, &want);
         if (r == -ENOENT) {
                 identity_save(v, &have);        /* first sight: this is the volume's */
                 return 0;
@@ -121,45 +110,127 @@ int backing_identity_check(struct view *v, int fd, GString *why)
         return -EXDEV;
 }
 
+/* Opening Backing=, on a helper: what it asks the server, all of it. */
+struct root_job {
+        char *path;
+        struct backing_root res;
+};
+
+static void root_job_drop(void *arg)
+{
+        struct root_job *j = arg;
+
+        if (j->res.root_fd >= 0)
+                close(j->res.root_fd);
+        if (j->res.mount_fd >= 0)
+                close(j->res.mount_fd);
+        free(j->path);
+        free(j);
+}
+
+static bool handles_work(int root_fd, int mount_fd)
+{
+        struct file_handle *fh = malloc(sizeof(*fh) + MAX_HANDLE_SZ);
+        int mount_id, fd;
+        bool ok = false;
+
+        if (!fh)
+                return false;
+        fh->handle_bytes = MAX_HANDLE_SZ;
+        if (name_to_handle_at(root_fd, "", fh, &mount_id, AT_EMPTY_PATH) < 0) {
+                log_info("Backing has no file handles (name_to_handle_at: %m)");
+        } else {
+                fd = open_by_handle_at(mount_fd, fh, O_PATH | O_CLOEXEC);
+                if (fd >= 0) {
+                        ok = true;
+                        close(fd);
+                } else {
+                        log_info("File handles of the backing cannot be opened"
+                                 " (open_by_handle_at: %m)");
+                }
+        }
+        free(fh);
+        return ok;
+}
+
+static int open_root(void *arg)
+{
+        struct root_job *j = arg;
+        struct backing_root *b = &j->res;
+        int r;
+
+        b->root_fd = open(j->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (b->root_fd < 0)
+                return -errno;
+        /* open_by_handle_at() wants a real (not O_PATH) descriptor on the fs. */
+        b->mount_fd = openat(b->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (b->mount_fd < 0 || fstat(b->root_fd, &b->st) < 0)
+                return -errno;
+        r = identity_of(b->root_fd, &b->id);
+        if (r < 0)
+                return r;
+        b->local = view_fs_is_local(b->root_fd);
+        b->handles = handles_work(b->root_fd, b->mount_fd);
+        return 0;
+}
+
+int backing_open_root(struct view *v, struct backing_root *out)
+{
+        struct root_job *j = calloc(1, sizeof(*j));
+        int r;
+
+        if (!j || !(j->path = strdup(v->cfg->backing))) {
+                free(j);
+                return -ENOMEM;
+        }
+        j->res.root_fd = j->res.mount_fd = -1;
+        r = backing_call(v, open_root, j, root_job_drop);
+        if (r == -ETIMEDOUT)
+                return r;       /* the helper has j now */
+        if (r == 0) {
+                *out = j->res;
+                j->res.root_fd = j->res.mount_fd = -1;
+        }
+        root_job_drop(j);
+        return r;
+}
+
+void backing_root_why(struct view *v, int err, GString *why)
+{
+        if (err == -ETIMEDOUT)
+                g_string_printf(why, "Backing %s did not answer within BackingTimeout (%" PRIu64
+                                " ms)", v->cfg->backing, v->cfg->backing_timeout_ms);
+        else
+                g_string_printf(why, "cannot open Backing %s: %s", v->cfg->backing,
+                                strerror(-err));
+}
+
 int backing_reopen_root(struct view *v, GString *why)
 {
-        struct stat now, cur;
-        int fd, mfd, r;
+        struct backing_root b;
+        int r = backing_open_root(v, &b);
 
-        fd = backing_openat(v, AT_FDCWD, v->cfg->backing, O_PATH | O_DIRECTORY);
-        if (fd < 0) {
-                g_string_printf(why, "cannot open Backing %s: %s", v->cfg->backing,
-                                strerror(-fd));
-                return fd;
-        }
-        r = backing_identity_check(v, fd, why);
         if (r < 0) {
-                close(fd);
+                backing_root_why(v, r, why);
                 return r;
         }
-        if (fstat(fd, &now) < 0 || fstat(v->root_fd, &cur) < 0) {
-                r = -errno;
-                close(fd);
-                return r;
-        }
-        if (now.st_dev == cur.st_dev && now.st_ino == cur.st_ino) {
-                close(fd);
-                return 0;
-        }
-        mfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (mfd < 0) {
-                r = -errno;
-                close(fd);
+        r = backing_identity_compare(v, &b.id, why);
+        if (r < 0 || (b.st.st_dev == v->backing_dev && b.st.st_ino == v->root_ino)) {
+                close(b.root_fd);
+                close(b.mount_fd);
                 return r;
         }
         /*
-         * The share was mounted again.  The old descriptors are left open:
-         * a helper thread may still be stuck in a call on the old mount.
+         * The share was mounted again (or the worker started on its local
+         * copy).  The old descriptors are left open: a helper thread may
+         * still be stuck in a call on the old mount.
          */
         log_info("Backing %s was mounted again: serving the new mount", v->cfg->backing);
-        v->root_fd = fd;
-        v->mount_fd = mfd;
-        v->backing_dev = now.st_dev;
+        v->root_fd = b.root_fd;
+        v->mount_fd = b.mount_fd;
+        v->backing_dev = b.st.st_dev;
+        v->root_ino = b.st.st_ino;
+        v->backing_local = b.local;
         return 0;
 }
 
@@ -171,7 +242,7 @@ int backing_stand_in(struct view *v, int err)
 
         if (identity_load(v, &id) < 0)
                 return -err;    /* never seen: nothing local to serve */
-        log_error("Failed to open Backing %s: %s", v->cfg->backing, strerror(err));
+        log_error("Backing %s: %s", v->cfg->backing, strerror(err));
         dir = g_build_filename(v->cfg->cache_dir, "backing-absent", NULL);
         if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
                 fd = -errno;

@@ -433,6 +433,20 @@ void vnode_put(struct view *v, struct vnode *n)
         pthread_mutex_unlock(&v->itab_lock);
 }
 
+int vnode_get_pair(struct view *v, fuse_ino_t a, struct vnode **na, int *fa, fuse_ino_t b,
+                   struct vnode **nb, int *fb)
+{
+        *fa = vnode_get(v, a, na);
+        if (*fa < 0)
+                return *fa;
+        *fb = vnode_get(v, b, nb);
+        if (*fb < 0) {
+                vnode_put(v, *na);
+                return *fb;
+        }
+        return 0;
+}
+
 int vnode_fill_stat(struct view *v, int fd, struct stat *st)
 {
         if (!view_offline(v))

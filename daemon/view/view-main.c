@@ -272,63 +272,71 @@ static int holder_run(struct volume_config *cfg, int argc, char **argv)
         return holder_stop ? 0 : 1;
 }
 
+/*
+ * Backing= could not be opened in time (a dead hard mount hangs there; the
+ * helper stays stuck, the worker does not): a volume that has seen its
+ * backing starts on its local copy, offline, and probes for the server.
+ */
+static int start_on_stand_in(struct view *v, int err)
+{
+        struct stat st;
+
+        v->root_fd = backing_stand_in(v, -err);
+        if (v->root_fd < 0)
+                return log_error("Failed to open Backing %s: %s", v->cfg->backing,
+                                 strerror(-v->root_fd)), v->root_fd;
+        v->mount_fd = openat(v->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (v->mount_fd < 0 || fstat(v->root_fd, &st) < 0)
+                return -errno;
+        v->backing_dev = st.st_dev;
+        v->root_ino = st.st_ino;
+        /* Whatever comes back is treated as a server: its calls are bounded. */
+        v->backing_local = false;
+        return 0;
+}
+
 static int worker_setup(struct view *v, struct volume_config *cfg, bool takeover)
 {
+        struct backing_root b;
         bool wrong_backing;
         GString *why;
-        struct file_handle *fh;
-        struct stat st;
-        int mount_id, r, fd;
+        int r;
 
         v->cfg = cfg;
         v->takeover = takeover;
         v->lease_s = (double)cfg->attr_lease_ms / 1000.0;
         v->control_fd = -1;
         umask(0);       /* the kernel already applied the caller's umask */
-        v->root_fd = open(cfg->backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (v->root_fd < 0) {
-                /* A volume that has seen its backing serves its local copy meanwhile. */
-                v->root_fd = backing_stand_in(v, errno);
-                if (v->root_fd < 0)
-                        return log_error("Failed to open Backing %s: %s", cfg->backing,
-                                         strerror(-v->root_fd)), v->root_fd;
-        }
-        /* open_by_handle_at() wants a real (not O_PATH) descriptor on the fs. */
-        v->mount_fd = openat(v->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (v->mount_fd < 0)
-                return log_error("Failed to open Backing %s: %m", cfg->backing), -errno;
-        if (fstat(v->root_fd, &st) < 0)
-                return -errno;
-        v->backing_dev = st.st_dev;
-        v->backing_local = view_fs_is_local(v->root_fd);
-        fh = malloc(sizeof(*fh) + MAX_HANDLE_SZ);
-        if (!fh)
-                return -ENOMEM;
-        fh->handle_bytes = MAX_HANDLE_SZ;
-        if (name_to_handle_at(v->root_fd, "", fh, &mount_id, AT_EMPTY_PATH) < 0) {
-                log_info("Backing has no file handles (name_to_handle_at: %m)");
-        } else {
-                fd = open_by_handle_at(v->mount_fd, fh, O_PATH | O_CLOEXEC);
-                if (fd >= 0) {
-                        v->handles = true;
-                        close(fd);
-                } else {
-                        log_info("File handles of the backing cannot be opened"
-                                 " (open_by_handle_at: %m)");
+        why = g_string_new(NULL);
+        r = backing_open_root(v, &b);
+        if (r < 0) {
+                backing_root_why(v, r, why);
+                r = start_on_stand_in(v, r);
+                if (r < 0) {
+                        g_string_free(why, TRUE);
+                        return r;
                 }
+        } else {
+                v->root_fd = b.root_fd;
+                v->mount_fd = b.mount_fd;
+                v->backing_dev = b.st.st_dev;
+                v->root_ino = b.st.st_ino;
+                v->backing_local = b.local;
+                v->handles = b.handles;
+                log_info("Backing %s %s file handles", cfg->backing,
+                         v->handles ? "has" : "has no (nodes re-resolve by parent and name)");
         }
-        free(fh);
-        log_info("Backing %s %s file handles", cfg->backing,
-                 v->handles ? "has" : "has no (nodes re-resolve by parent and name)");
         r = store_open(&v->store, cfg->cache_dir, cfg->cache_size, cfg->reserve,
                        cfg->cache_files);
-        if (r < 0)
+        if (r < 0) {
+                g_string_free(why, TRUE);
                 return r;
+        }
+        view_dry_run_sweep(v);
         /* Before the log records the root: a stand-in must not become its base. */
-        why = g_string_new(NULL);
-        wrong_backing = backing_identity_check(v, v->root_fd, why) < 0;
+        wrong_backing = why->len || backing_identity_compare(v, &b.id, why) < 0;
         r = view_oplog_open(v, !wrong_backing);
-        if (r >= 0 && wrong_backing && v->state == VIEW_ONLINE)
+        if (r >= 0 && wrong_backing)
                 view_start_offline(v, why->str);
         g_string_free(why, TRUE);
         if (r < 0)

@@ -609,8 +609,28 @@ static int disconnect(struct view *v, bool forced, GString *err)
         return r;
 }
 
+/* Guards the reasons query state gives; never held across anything else (a
+ * reconnect holds offline_lock for as long as it replays). */
+static pthread_mutex_t reason_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Why the volume is offline by itself, for query state (NULL: by hand, or online). */
+static void set_offline_reason(struct view *v, const char *why)
+{
+        pthread_mutex_lock(&reason_lock);
+        g_free(v->offline_reason);
+        v->offline_reason = g_strdup(why);
+        pthread_mutex_unlock(&reason_lock);
+}
+
 void view_start_offline(struct view *v, const char *why)
 {
+        if (v->state != VIEW_ONLINE) {
+                log_error("%s: the volume was offline and stays so", why);
+                if (__atomic_load_n(&v->auto_reconnect, __ATOMIC_ACQUIRE))
+                        set_offline_reason(v, why);
+                return;
+        }
+        set_offline_reason(v, why);
         log_error("%s: the volume starts offline, serving its local copy", why);
         v->state = VIEW_OFFLINE;
         __atomic_store_n(&v->auto_reconnect, true, __ATOMIC_RELEASE);
@@ -642,7 +662,7 @@ static void *timeout_thread(void *arg)
                 out = g_string_new(NULL);
                 err = g_string_new(NULL);
                 log_info("The backing answers again: reconnecting");
-                if (view_reconnect(v, out, err) < 0)
+                if (view_reconnect(v, false, out, err) < 0)
                         log_warn("Reconnecting after a backing timeout failed: %s", err->str);
                 g_string_free(out, TRUE);
                 g_string_free(err, TRUE);
@@ -659,6 +679,7 @@ void view_backing_timed_out(struct view *v)
                 return;
         log_warn("The backing did not answer within BackingTimeout (%" PRIu64 " ms): going"
                  " offline", v->cfg->backing_timeout_ms);
+        set_offline_reason(v, "the backing did not answer within BackingTimeout");
         __atomic_store_n(&v->auto_reconnect, true, __ATOMIC_RELEASE);
         if (pthread_create(&t, NULL, timeout_thread, v) != 0) {
                 __atomic_store_n(&v->timeout_thread, false, __ATOMIC_RELEASE);
@@ -698,7 +719,38 @@ static void reintegration_progress(void *ud, const struct reintegrate_item *it)
         __atomic_store_n(&v->reint_done, it->done, __ATOMIC_RELEASE);
 }
 
-int view_reconnect(struct view *v, GString *out, GString *err)
+/* The reason a reconnect refused, for query state (NULL: it did not). */
+static void set_refused(struct view *v, const char *why)
+{
+        pthread_mutex_lock(&reason_lock);
+        g_free(v->reconnect_refused);
+        v->reconnect_refused = g_strdup(why);
+        pthread_mutex_unlock(&reason_lock);
+}
+
+/*
+ * May the reconnect delete what the server lost of the pinned copy?
+ * Refused, the volume stays offline and stops probing: it is a person's call
+ * (reconnect force), not the next probe's.
+ */
+static int delete_bound(struct view *v, bool force, GString *err)
+{
+        int r = reconnect_delete_check(v, err);
+
+        if (r == -ECANCELED && force) {
+                log_warn("Reconnecting by force: %s", err->str);
+                g_string_truncate(err, 0);
+                return 0;
+        }
+        if (r == -ECANCELED) {
+                log_error("Not reconnecting: %s", err->str);
+                set_refused(v, err->str);
+                __atomic_store_n(&v->auto_reconnect, false, __ATOMIC_RELEASE);
+        }
+        return r;
+}
+
+int view_reconnect(struct view *v, bool force, GString *out, GString *err)
 {
         struct reintegrate_options opts = REINTEGRATE_OPTIONS_INIT;
         struct reintegrate_stats stats = { 0 };
@@ -719,6 +771,20 @@ int view_reconnect(struct view *v, GString *out, GString *err)
                 log_warn("Not reconnecting: %s", err->str);
                 return r;
         }
+        pthread_rwlock_unlock(&v->mode_lock);
+        /* Before any replay (the log's records meet what the server has now),
+         * and without mode_lock: offline changes go on while it lists. */
+        r = delete_bound(v, force, err);
+        if (r < 0)
+                return r;
+        pthread_rwlock_wrlock(&v->mode_lock);
+        if (v->state == VIEW_ONLINE) {  /* another reconnect meanwhile */
+                pthread_rwlock_unlock(&v->mode_lock);
+                g_string_append(out, "records=0\napplied=0\nmerged=0\nconflicts=0\n");
+                return 0;
+        }
+        set_refused(v, NULL);
+        set_offline_reason(v, NULL);
         __atomic_store_n(&v->reint_done, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&v->reint_total, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&v->state, VIEW_REINTEGRATING, __ATOMIC_RELEASE);
@@ -780,51 +846,6 @@ int view_reconnect(struct view *v, GString *out, GString *err)
         return 0;
 }
 
-/* One record of the dry run: one result, its path inside it whatever bytes it holds. */
-static void dry_run_item(void *ud, const struct reintegrate_item *it)
-{
-        struct ctl_out *out = ud;
-        char conflict[64] = "";
-
-        if (it->outcome == REINTEGRATE_CONFLICT)
-                snprintf(conflict, sizeof(conflict), " conflict=%s",
-                         fcache_conflict_kind_to_string(it->conflict));
-        out_kv(out, "record=%" PRIu64 " kind=%s outcome=%s%s path=%s", it->record->seq,
-               oplog_kind_to_string(it->record->kind),
-               reintegrate_outcome_to_string(it->outcome), conflict, it->path ? it->path : "");
-}
-
-int view_reintegration_dry_run(struct view *v, struct ctl_out *out, GString *err)
-{
-        struct reintegrate_options opts = REINTEGRATE_OPTIONS_INIT;
-        struct reintegrate_stats st = { 0 };
-        struct ctl_out items;
-        int r;
-
-        ctlmsg_init(&items.msg, CTLMSG_ANSWER);
-        opts.dry_run = true;
-        opts.progress = dry_run_item;
-        opts.userdata = &items;
-        pthread_mutex_lock(&v->offline_lock);
-        r = reintegrate_run(v->oplog, v->root_fd, &opts, &st);
-        pthread_mutex_unlock(&v->offline_lock);
-        if (r < 0) {
-                ctlmsg_free(&items.msg);
-                g_string_printf(err, "cannot compare the log with the server: %s", strerror(-r));
-                return r;
-        }
-        out_kv(out, "records=%" PRIu64, st.total);
-        out_kv(out, "apply=%" PRIu64, st.applied);
-        out_kv(out, "already=%" PRIu64, st.already);
-        out_kv(out, "merge=%" PRIu64, st.merged);
-        out_kv(out, "conflict=%" PRIu64, st.conflicts);
-        out_kv(out, "held=%" PRIu64, st.held);
-        /* The records after the totals, as they came. */
-        ctlmsg_append_attrs(&out->msg, &items.msg);
-        ctlmsg_free(&items.msg);
-        return 0;
-}
-
 void view_conflicts_recount(struct view *v)
 {
         uint64_t n = 0;
@@ -883,9 +904,23 @@ void view_state_out(struct view *v, GString *out)
                                state_names[state], pending, conflicts);
         g_string_append_printf(out, "reintegration_done=%" PRIu64 "\nreintegration_total=%" PRIu64
                                "\n", done, total);
+        if (state != VIEW_ONLINE) {
+                pthread_mutex_lock(&reason_lock);
+                if (v->offline_reason)
+                        g_string_append_printf(out, "offline_reason=%s\n", v->offline_reason);
+                if (v->reconnect_refused)
+                        g_string_append_printf(out, "reconnect_refused=%s\nwould_delete=%" PRIu64
+                                               "\npinned_objects=%" PRIu64 "\n",
+                                               v->reconnect_refused,
+                                               __atomic_load_n(&v->delete_gone, __ATOMIC_ACQUIRE),
+                                               __atomic_load_n(&v->delete_pinned,
+                                                               __ATOMIC_ACQUIRE));
+                pthread_mutex_unlock(&reason_lock);
+        }
         if (store_fault(v->store))
-                g_string_append_printf(out, "store=rebuilt\nstore_reason=%s\n",
-                                       store_fault(v->store));
+                g_string_append_printf(out, "store=rebuilt\nstore_reason=%s\n"
+                                       "pins_restored=%" PRIu64 "\n", store_fault(v->store),
+                                       store_pins_restored(v->store));
         else
                 g_string_append(out, "store=ok\n");
 }

@@ -1102,17 +1102,10 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 
         view_change_begin(v);
         offline = view_offline(v);
-        fd = vnode_get(v, ino, &n);
-        if (fd < 0) {
+        r = vnode_get_pair(v, ino, &n, &fd, newparent, &np, &npfd);
+        if (r < 0) {
                 view_change_end(v);
-                fuse_reply_err(req, -fd);
-                return;
-        }
-        npfd = vnode_get(v, newparent, &np);
-        if (npfd < 0) {
-                vnode_put(v, n);
-                view_change_end(v);
-                fuse_reply_err(req, -npfd);
+                fuse_reply_err(req, -r);
                 return;
         }
         r = offline ? lid_before_change(v, ino, fd, &lid) : 0;
@@ -1211,17 +1204,10 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 
         view_change_begin(v);
         offline = view_offline(v);
-        pfd = vnode_get(v, parent, &p);
-        if (pfd < 0) {
+        r = vnode_get_pair(v, parent, &p, &pfd, newparent, &np, &npfd);
+        if (r < 0) {
                 view_change_end(v);
-                fuse_reply_err(req, -pfd);
-                return;
-        }
-        npfd = vnode_get(v, newparent, &np);
-        if (npfd < 0) {
-                vnode_put(v, p);
-                view_change_end(v);
-                fuse_reply_err(req, -npfd);
+                fuse_reply_err(req, -r);
                 return;
         }
         had = !(flags & RENAME_EXCHANGE) &&

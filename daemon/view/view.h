@@ -51,6 +51,7 @@ struct view {
         struct store *store;
         int root_fd;            /* O_PATH|O_DIRECTORY on Backing, never closed */
         int mount_fd;           /* O_RDONLY on Backing, for open_by_handle_at */
+        ino_t root_ino;         /* of root_fd (with backing_dev): a remount is another */
         dev_t backing_dev;
         bool backing_local;     /* on a local filesystem: no BackingTimeout, passthrough */
         bool handles;           /* the backing supports name_to_handle_at */
@@ -93,6 +94,10 @@ struct view {
         bool metered;           /* atomic: fcached says the connection is metered */
         uint64_t reint_done;    /* atomic: records replayed by the running or last reintegration */
         uint64_t reint_total;   /* atomic: and the records it had to replay */
+        uint64_t delete_gone;   /* atomic: pinned objects the last reconnect found gone */
+        uint64_t delete_pinned; /* atomic: of the pinned objects it counted */
+        char *reconnect_refused; /* view-offline.c's reason_lock: why the last reconnect refused, or NULL */
+        char *offline_reason;   /* reason_lock: why it went offline by itself, or NULL */
         dev_t mirror_dev;
         int mirror_links_fd;    /* CacheDir/mirror.links (view-mirror.c), or -1 */
 
@@ -128,6 +133,10 @@ int vnode_fd(const struct vnode *n);
 uint64_t vnode_ino(const struct vnode *n);
 mode_t vnode_type(const struct vnode *n);
 void vnode_put(struct view *v, struct vnode *n);
+/* vnode_get of two nodes (a link's or rename's two ends): both held, with
+ * their descriptors in *fa and *fb, or neither and -errno. */
+int vnode_get_pair(struct view *v, fuse_ino_t a, struct vnode **na, int *fa, fuse_ino_t b,
+                   struct vnode **nb, int *fb);
 /* Looks name up under parent (descriptor pfd of node parent), fills e. */
 int vnode_lookup(struct view *v, fuse_ino_t parent, int pfd, const char *name,
                  struct fuse_entry_param *e);
@@ -304,8 +313,14 @@ void view_backing_timed_out(struct view *v);
 void view_probe_resume(struct view *v);
 /* After a timeout: waits (briefly) until the volume serves offline; true if it does. */
 bool view_wait_offline(struct view *v);
-int view_reconnect(struct view *v, GString *out, GString *err);
+/* @force: even when more pinned objects would go than ReconnectDeleteLimit. */
+int view_reconnect(struct view *v, bool force, GString *out, GString *err);
+/* view-delete-bound.c: -ECANCELED with the figures in @why when reconnecting
+ * would delete more of the pinned copy than ReconnectDeleteLimit. */
+int reconnect_delete_check(struct view *v, GString *why);
 int view_reintegration_dry_run(struct view *v, struct ctl_out *out, GString *err);
+/* view-dry-run.c: removes the log copies of dry runs a previous worker left. */
+void view_dry_run_sweep(struct view *v);
 void view_state_out(struct view *v, GString *out);
 /* Recounts the conflicts (after a reconnect or a resolve). */
 void view_conflicts_recount(struct view *v);
@@ -385,23 +400,59 @@ ssize_t backing_pwrite(struct view *v, int fd, const void *buf, size_t size, off
                        const struct caller_id *id);
 int backing_flush(struct view *v, int fd);
 void backing_close(struct view *v, int fd);
-/* Probes the backing root on a helper even offline: 0 when it answers in time. */
+/* Probes Backing= (by its path) on a helper even offline: 0 when it answers in time. */
 int backing_probe(struct view *v);
+/*
+ * Runs fn(arg) on a helper, waiting at most BackingTimeout, online or
+ * offline, without taking the volume offline.  -ETIMEDOUT: arg is no longer
+ * the caller's (drop(arg) is called once fn is done with it); else fn's result.
+ */
+int backing_call(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(void *arg));
+/*
+ * Long work against the backing (a dry run, a walk): fn(arg) on a thread of
+ * its own, which calls backing_progress_step() as it moves; the caller waits
+ * while it moves and gives up (-ETIMEDOUT, arg then drop()'s as above) once
+ * it stood still for BackingTimeout (0: waits for ever).  *steps (may be
+ * NULL) gets the steps made.
+ */
+struct backing_progress;
+void backing_progress_step(struct backing_progress *p);
+int backing_call_moving(struct view *v, int (*fn)(void *arg, struct backing_progress *p),
+                        void *arg, void (*drop)(void *arg), uint64_t *steps);
 
 /*
  * view-identity.c: the backing is the filesystem and directory the volume
  * was made on (recorded at first sight in CacheDir/backing.id).
- * backing_identity_check: 0, or -EXDEV with @why.  backing_reopen_root:
- * opens Backing= again (a share mounted again), checks it, and serves it
- * from now on; the caller holds mode_lock exclusively.
  */
-int backing_identity_check(struct view *v, int fd, GString *why);
+struct backing_identity {
+        uint64_t fstype;
+        uint64_t fsid;
+        uint64_t root_ino;
+};
+/* What opening Backing= found. */
+struct backing_root {
+        int root_fd;            /* O_PATH|O_DIRECTORY */
+        int mount_fd;           /* O_RDONLY, for open_by_handle_at */
+        struct stat st;
+        struct backing_identity id;
+        bool local;             /* view_fs_is_local */
+        bool handles;           /* its file handles open again */
+};
+/* Opens Backing= by path and asks what the view needs of it, all on a helper
+ * under BackingTimeout (online or offline): 0, -ETIMEDOUT, or open's -errno. */
+int backing_open_root(struct view *v, struct backing_root *out);
+/* The reason backing_open_root failed with @err, for a person. */
+void backing_root_why(struct view *v, int err, GString *why);
+/* 0 (recorded at first sight), or -EXDEV with @why. */
+int backing_identity_compare(struct view *v, const struct backing_identity *seen, GString *why);
 /*
  * Backing= cannot be opened (@err): for a volume that has seen its backing,
  * an empty private directory stands in for it (the identity check then
  * fails and the volume serves its local copy); else -err.
  */
 int backing_stand_in(struct view *v, int err);
+/* Opens Backing= again (bounded), checks it, and serves it from now on if it
+ * is another mount; the caller holds mode_lock exclusively. */
 int backing_reopen_root(struct view *v, GString *why);
 
 /* view-main.c: the device of the fcache view mounted topmost on @path; -ENOENT if none. */

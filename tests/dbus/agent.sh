@@ -22,11 +22,8 @@ chmod 666 "$T/srv/proj/"*
 mkdir -m 700 "$T/srv/proj/private"
 printf 'secret base\n' > "$T/srv/proj/private/secret"
 echo hidden > "$T/srv2/file"
-for v in lap:srv:mnt:cache hid:srv2:mnt2:cache2; do
-        IFS=: read -r name srv mnt cache <<<"$v"
-        printf '[Volume]\nBacking=%s\nMountpoint=%s\nCacheDir=%s\nCacheSize=64M\nReserve=8M\n' \
-                "$T/$srv" "$T/$mnt" "$T/$cache" > "$V/$name.conf"
-done
+volume_conf lap
+volume_conf hid 2
 
 wait_line() { for _ in $(seq 150); do grep -qE -- "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
 # notify_id PATTERN: the id the mock gave the notification whose Notify call matches PATTERN

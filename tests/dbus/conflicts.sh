@@ -22,14 +22,7 @@ echo "to be deleted on the server" > "$T/srv/proj/gone"
 chmod 644 "$T/srv/proj/"*
 mkdir -m 700 "$T/srv/proj/private"
 echo "secret base" > "$T/srv/proj/private/secret"
-cat > "$V/lap.conf" <<CONF
-[Volume]
-Backing=$T/srv
-Mountpoint=$T/mnt
-CacheDir=$T/cache
-CacheSize=64M
-Reserve=8M
-CONF
+volume_conf lap
 
 # wait_monitor PATTERN: the monitor log shows PATTERN (signals arrive asynchronously).
 wait_monitor() { for _ in $(seq 50); do grep -qF -- "$1" "$T/monitor.log" && return 0; sleep 0.1; done; return 1; }

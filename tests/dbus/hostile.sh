@@ -28,14 +28,7 @@ echo "the user's own" > "$T/srv/u/d/secret"
 ln -s ../private "$T/srv/u/link"
 chown -R "$u1:$u1" "$T/srv/u"
 chown -h "$u1:$u1" "$T/srv/u/link"
-cat > "$V/h.conf" <<CONF
-[Volume]
-Backing=$T/srv
-Mountpoint=$T/mnt
-CacheDir=$T/cache
-CacheSize=64M
-Reserve=8M
-CONF
+volume_conf h
 
 start_bus || exit 1
 start_fcached --volumes-dir="$V" --view="$FCACHE_VIEW" || exit 1

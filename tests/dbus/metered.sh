@@ -20,10 +20,8 @@ chmod 755 "$T/srv" "$T/srv/proj" "$T/srv2" "$T/srv2/proj"
 echo small > "$T/srv/proj/f"
 echo small > "$T/srv2/proj/f"
 chmod 644 "$T/srv/proj/f" "$T/srv2/proj/f"
-printf '[Volume]\nBacking=%s\nMountpoint=%s\nCacheDir=%s\nCacheSize=64M\nReserve=8M\nHoardInterval=1s\n' \
-        "$T/srv" "$T/mnt" "$T/cache" > "$V/lap.conf"
-printf '[Volume]\nBacking=%s\nMountpoint=%s\nCacheDir=%s\nCacheSize=64M\nReserve=8M\nHoardInterval=1s\nMetered=ignore\n' \
-        "$T/srv2" "$T/mnt2" "$T/cache2" > "$V/ign.conf"
+volume_conf lap "" HoardInterval=1s
+volume_conf ign 2 HoardInterval=1s Metered=ignore
 # used DIR: the bytes the volume's store holds (query cache, through fcached).
 used() { "$FCACHECTL" --json query cache "$1" | /usr/bin/python3 -c '
 import json, sys; print(json.load(sys.stdin)["results"][0]["result"]["used"])'; }

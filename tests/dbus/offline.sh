@@ -5,7 +5,8 @@
 # volume offline (its pinned subtree keeps working, edits are logged), back to
 # CONNECTED_GLOBAL reintegrates them; VolumeStateChanged and VolumeStates follow
 # on the bus, fcachectl shows the state; a manual disconnect is sticky across
-# NetworkManager changes until a manual reconnect.
+# NetworkManager changes until a manual reconnect; a reconnect that would
+# delete the pinned copy the server lost is refused until --force.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/volume-lib.sh"
 [ -x "${FCACHECTL:-}" ] || skip_all "FCACHECTL is not set to the fcachectl binary"
@@ -16,14 +17,7 @@ mkdir -p "$V" "$T/srv/proj/sub" "$T/mnt"
 chmod 755 "$T/srv" "$T/srv/proj" "$T/srv/proj/sub"
 echo "version 1" > "$T/srv/proj/doc"
 seq 1 1000 > "$T/srv/proj/sub/notes"
-cat > "$V/lap.conf" <<CONF
-[Volume]
-Backing=$T/srv
-Mountpoint=$T/mnt
-CacheDir=$T/cache
-CacheSize=64M
-Reserve=8M
-CONF
+volume_conf lap
 
 nm_state() {
         gdbus call --system --dest org.freedesktop.NetworkManager --object-path /org/freedesktop/NetworkManager \
@@ -78,6 +72,20 @@ check_fails "an unprivileged user may not disconnect (polkit org.fcache.connecti
         "Not authorized for org.fcache.connection" \
         setpriv --reuid=65534 --regid=65534 --clear-groups "$FCACHECTL" disconnect "$T/mnt/proj"
 expect "and the volume stays online" "$(vol_state)" = online
+
+# The server's side of the pinned tree lost while offline (an export emptied
+# on the same filesystem): the reconnect asks first; --force goes through.
+check "fcachectl disconnect again" "$FCACHECTL" disconnect "$T/mnt/proj"
+rm -rf "$T/srv/proj"
+check_fails "reconnect refuses to delete the pinned copy the server lost" "would delete [0-9]+ of" \
+        "$FCACHECTL" reconnect "$T/mnt/proj"
+expect "refused: the volume stays offline" "$(vol_state)" = offline
+expect "refused: the pinned copy still reads" "$(cat "$T/mnt/proj/doc")" = "second edit"
+check "fcachectl reconnect --force" "$FCACHECTL" reconnect --force "$T/mnt/proj"
+mnt_state() { "$FCACHECTL" query state "$T/mnt" 2>/dev/null | sed -n 's/^state[=: ]*//p' | head -1; }
+for _ in $(seq 100); do [ "$(mnt_state)" = online ] && break; sleep 0.1; done
+expect "forced: online" "$(mnt_state)" = online
+expect "forced: the tree the server lost is gone from the volume" "$(ls -A "$T/mnt")" = ""
 
 stop_fcached
 finish

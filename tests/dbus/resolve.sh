@@ -28,14 +28,7 @@ chown "$user:$user" "$T/srv/proj/"doc*
 chmod 644 "$T/srv/proj/"*
 mkdir -m 700 "$T/srv/proj/private"
 echo "secret base" > "$T/srv/proj/private/secret"
-cat > "$V/lap.conf" <<CONF
-[Volume]
-Backing=$T/srv
-Mountpoint=$T/mnt
-CacheDir=$T/cache
-CacheSize=64M
-Reserve=8M
-CONF
+volume_conf lap
 # resolve USER ARGS...: fcache-resolve as USER (standard input not a terminal).
 resolve() { local u=$1; shift; as "$u" "$FCACHE_RESOLVE" "$@" </dev/null; }
 

@@ -20,11 +20,8 @@ chmod 755 "$T/srv" "$T/srv/proj" "$T/srv3"
 chmod 700 "$T/srv2"
 echo data > "$T/srv/proj/f"
 chmod 644 "$T/srv/proj/f"
-for v in lap:srv:mnt:cache hid:srv2:mnt2:cache2; do
-        IFS=: read -r name srv mnt cache <<<"$v"
-        printf '[Volume]\nBacking=%s\nMountpoint=%s\nCacheDir=%s\nCacheSize=64M\nReserve=8M\n' \
-                "$T/$srv" "$T/$mnt" "$T/$cache" > "$V/$name.conf"
-done
+volume_conf lap
+volume_conf hid 2
 
 start_bus || exit 1
 out=$("$FCACHECTL" status 2>&1); st=$?

@@ -5,6 +5,17 @@
 [ -x "${FCACHE_VIEW:-}" ] || skip_all "FCACHE_VIEW is not set to the fcache-view binary"
 [ -e /dev/fuse ] || skip_all "no /dev/fuse"
 
+# volume_conf NAME [N [LINE...]]: $V/NAME.conf for a volume on $T/srvN,
+# mounted on $T/mntN, cached in $T/cacheN (N empty or a number), with LINEs
+# (KEY=VALUE) added.
+volume_conf() {
+        local name=$1 n=${2:-}
+        shift $(($# < 2 ? $# : 2))
+        printf '[Volume]\nBacking=%s\nMountpoint=%s\nCacheDir=%s\nCacheSize=64M\nReserve=8M\n' \
+                "$T/srv$n" "$T/mnt$n" "$T/cache$n" > "$V/$name.conf"
+        if [ $# -gt 0 ]; then printf '%s\n' "$@" >> "$V/$name.conf"; fi
+}
+
 stop_views() {
         local p
         for p in $(pgrep -f "^$FCACHE_VIEW --config $T/"); do kill "$p" 2>/dev/null; done

@@ -35,6 +35,10 @@ def main():
         ("Mountpoint=/mnt/v\nCacheDir=/c\n", "Backing: missing"),
         (base + "CacheSize=1G\nReserve=2G\n", "Reserve: 2147483648 bytes leaves no room"),
         (base + "FetchThreads=0\n", ":5: FetchThreads: '0' is not a number from 1 to 64"),
+        (base + "ReconnectDeleteLimit=lots\n",
+         ":5: ReconnectDeleteLimit: 'lots' is neither a number of pinned objects"),
+        (base + "ReconnectDeleteLimit=150%\n", ":5: ReconnectDeleteLimit: '150%' is more than 100%"),
+        (base + "ReconnectDeleteLimit=5 files\n", ":5: ReconnectDeleteLimit: '5 files' is neither"),
     ]
     for text, want in cases:
         path, r = run_conf(text)
@@ -49,7 +53,8 @@ def main():
     os.makedirs("/etc/fcache/volumes.d", exist_ok=True)
     write_file(conf, (f"[Volume]\nBacking={vol.backing}\nMountpoint={vol.mnt}\n"
                       f"CacheDir={vol.cache}\nCacheSize=64M\nReserve=8M\nAttrLease=5s\n"
-                      f"Server=localhost\nBackingTimeout=3s\nHoardInterval=10min\nFetchThreads=4\n").encode())
+                      f"Server=localhost\nBackingTimeout=3s\nHoardInterval=10min\nFetchThreads=4\n"
+                      f"ReconnectDeleteLimit=10%\n").encode())
     try:
         vol.args = [VIEW, name]
         vol.start()

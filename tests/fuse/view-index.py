@@ -11,6 +11,7 @@ SQLite header (a damaged one) are both tried.
 import glob
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from viewlib import (Volume, check, eq, finish, rand_bytes, read_file,  # noqa: E402
@@ -29,8 +30,42 @@ def damage(cache, keep_header):
             f.write(rand_bytes(size - keep, 99))
 
 
+def wait_pinned(vol, path, rounds=600):
+    for _ in range(rounds):
+        if vol.ctl("query cached", path, ok=False).get("pinned") == "yes":
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def lost_index():
+    """store.db deleted outright (a cleaned cache directory): the pins file
+    gives the pins back as well."""
+    vol = Volume("index-lost")
+    os.makedirs(vol.b("keep"))
+    write_file(vol.b("keep", "a"), rand_bytes(150000, 7))
+    vol.start()
+    eq(vol.ctl("pin recursive", "keep")["_rc"], 0, "lost: pin")
+    eq(vol.ctl("unpin recursive", "keep")["_rc"], 0, "lost: unpin")
+    eq(vol.ctl("pin recursive", "keep")["_rc"], 0, "lost: pin again")
+    vol.stop()
+    for suffix in ("", "-wal", "-shm"):
+        p = os.path.join(vol.cache, "store.db" + suffix)
+        if os.path.exists(p):
+            os.unlink(p)
+    vol.start()
+    eq(vol.ctl("query pinned")["_lines"], ["pin=500 keep"], "lost: the pin is back")
+    check(wait_pinned(vol, "keep/a"), "lost: its file is pinned again")
+    eq(vol.ctl("unpin recursive", "keep")["_rc"], 0, "lost: unpin")
+    vol.stop()
+    vol.start()
+    eq(vol.ctl("query pinned")["_lines"], [], "lost: an unpin is kept in the pins file too")
+    vol.stop()
+
+
 def main():
     require_root_fuse()
+    lost_index()
     for label, keep in (("not a database", 0), ("damaged after its header", 100)):
         vol = Volume("index")
         os.makedirs(vol.b("tree"))
@@ -51,10 +86,13 @@ def main():
               f" ({st.get('store_reason')})")
         check(glob.glob(os.path.join(vol.cache, "store.db.corrupt-*")) != [],
               f"{label}: the damaged index is kept beside the new one")
+        eq(st.get("pins_restored"), "1", f"{label}: the pin came back from the pins file")
+        eq(vol.ctl("query pinned")["_lines"], ["pin=500 tree"], f"{label}: query pinned lists it")
+        check(wait_pinned(vol, "tree/f1"), f"{label}: the hoard walk marks its files pinned again")
         eq(read_file(vol.v("tree", "f0")), data["f0"], f"{label}: a file reads right online")
         eq(vol.ctl("pin", "other", ok=False)["_rc"], 0, f"{label}: a new pin works")
         eq(vol.ctl("pin recursive", "tree", ok=False)["_rc"], 0,
-           f"{label}: the lost pin can be made again")
+           f"{label}: pinning the tree again works")
         eq(vol.ctl("disconnect")["state"], "offline", f"{label}: disconnect")
         eq(read_file(vol.v("tree", "f2")), data["f2"],
            f"{label}: the pinned tree reads right offline")

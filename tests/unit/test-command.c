@@ -34,6 +34,7 @@ static void test_every_command(void)
                   FC_MOD_RECURSIVE | FC_MOD_PRIORITY | FC_MOD_DRY_RUN },
                 { "unpin", FC_OP_UNPIN, 0 },
                 { "unpin recursive", FC_OP_UNPIN, FC_MOD_RECURSIVE },
+                { "reconnect force", FC_OP_RECONNECT, FC_MOD_FORCE },
                 { "set cache-size 10G", FC_OP_SET_CACHE_SIZE, 0 },
                 { "set cacheable on", FC_OP_SET_CACHEABLE, 0 },
                 { "set cacheable off", FC_OP_SET_CACHEABLE, 0 },
@@ -101,6 +102,8 @@ static void test_errors(void)
                 { "pin priority -1", "pin: priority '-1' is not a number" },
                 { "pin priority 5 priority 6", "pin: 'priority' given twice" },
                 { "unpin dry-run", "unpin: 'dry-run' does not apply here" },
+                { "disconnect force", "disconnect: 'force' does not apply here" },
+                { "reconnect force force", "reconnect: 'force' given twice" },
                 { "set", "set: missing what to set" },
                 { "set colour blue", "set: unknown word 'colour'" },
                 { "set cache-size", "set cache-size: missing SIZE" },
@@ -163,6 +166,7 @@ static void test_round_trip(void)
         static const char *const texts[] = {
                 "query cached recursive", "pin dry-run recursive priority 12", "set cache-size 1K",
                 "set cacheable off", "set cache a", "flush all", "unpin recursive", "reconnect",
+                "reconnect force",
         };
 
         for (size_t i = 0; i < G_N_ELEMENTS(texts); i++) {

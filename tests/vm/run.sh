@@ -4,7 +4,7 @@
 # and report their results.
 #
 #   run.sh [--tap] --ko FCACHE.KO --fcnl FCNL [--fcachectl FCACHECTL]
-#          [--view FCACHE-VIEW] [--guest SCRIPT] [--bench N] [--timeout SECONDS] [--keep DIR]
+#          [--view FCACHE-VIEW] [--fcached FCACHED] [--guest SCRIPT] [--bench N] [--timeout SECONDS] [--keep DIR]
 #
 # The guest sees this machine's / read-only over 9p (so the build
 # directory too) and writes its TAP lines, dmesg and logs to a second,
@@ -14,7 +14,7 @@
 # dmesg fails the run.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-tap=0 ko= fcnl= ctl= view= guest=$here/guest/main.sh bench=${FCACHE_VM_BENCH:-0}
+tap=0 ko= fcnl= ctl= view= fcached= guest=$here/guest/main.sh bench=${FCACHE_VM_BENCH:-0}
 timeout=${FCACHE_VM_TIMEOUT:-900} keep=
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -23,6 +23,7 @@ while [ $# -gt 0 ]; do
 	--fcnl) fcnl=$2; shift ;;
 	--fcachectl) ctl=$2; shift ;;
 	--view) view=$2; shift ;;
+	--fcached) fcached=$2; shift ;;
 	--guest) guest=$2; shift ;;
 	--bench) bench=$2; shift ;;
 	--timeout) timeout=$2; shift ;;
@@ -63,6 +64,7 @@ trap '[ -n "$keep" ] && cp -a "$res/." "$keep/"; rm -rf "$res"' EXIT
 	echo "FCNL=$(abspath "$fcnl")"
 	[ -n "$ctl" ] && [ -x "$ctl" ] && echo "FCACHECTL=$(abspath "$ctl")"
 	[ -n "$view" ] && [ -x "$view" ] && echo "FCACHE_VIEW=$(abspath "$view")"
+	[ -n "$fcached" ] && [ -x "$fcached" ] && echo "FCACHED=$(abspath "$fcached")"
 	echo "BENCH_FILES=$bench"
 	# the long probes of a guest script (smb.sh's stall probe): not in CI
 	echo "VM_LONG=${FCACHE_VM_LONG:-0}"
@@ -73,7 +75,7 @@ trap '[ -n "$keep" ] && cp -a "$res/." "$keep/"; rm -rf "$res"' EXIT
 # same path, by guest/preamble.sh.  Top directories, so that a binary's
 # RUNPATH into its build directory resolves too.
 guest_keep=
-for v in FCACHE_KO FCNL FCACHECTL FCACHE_VIEW GUEST_DIR; do
+for v in FCACHE_KO FCNL FCACHECTL FCACHE_VIEW FCACHED GUEST_DIR; do
 	p=$(sed -n "s/^$v=//p" "$res/env.sh")
 	case $p in
 	/tmp/?*) top=/tmp/$(echo "${p#/tmp/}" | cut -d/ -f1)
