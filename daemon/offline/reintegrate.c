@@ -1581,8 +1581,9 @@ static int carry_content(struct ctx *c, const struct rec *r, int fd, struct rec 
  * one directory's operations are one at a time in the kernel.  The intent
  * goes first as NAME_MAY_EXIST, then with the new inode: a run killed
  * between the two finds an empty regular file at the name and takes it as
- * its own, the one case where an empty file the server made there in that
- * instant would be taken too (nothing of it is lost: it was empty).
+ * its own.  Only then would an empty file the server made at that name be
+ * taken too, instead of kept as a create-create conflict (its bytes are not
+ * lost: it had none; its owner and mode give way to the offline file's).
  * Readers of the server may see the file before its bytes, as with any
  * file being written.
  */
