@@ -35,7 +35,10 @@
  *
  * Known limits: a server file with several hard links gets new content in
  * place (a rename would split its links), so a crash in the middle of that
- * write leaves the record to be settled as a conflict; objects are
+ * write leaves the record to be settled as a conflict; a run killed
+ * between a regular file's create intent and its O_EXCL create takes an
+ * empty file at that name as its own (one the server made there is then
+ * not kept as a conflict); objects are
  * recognized by inode number, so the backing needs stable inode numbers
  * (NFS, SMB with serverino, local filesystems; sshfs without them does not
  * qualify).
