@@ -35,9 +35,14 @@
 
 #include "fault.h"
 #include "oplog-internal.h"
+#include "reintegrate-pool.h"
 #include "reintegrate.h"
 
 #define EMPTY_BLOB_ID "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
+/* A content record's intent before its temporary exists (no inode has this number). */
+#define TMP_MAY_EXIST UINT64_MAX
+/* A create's intent before its file exists at its name (see create_file()). */
+#define NAME_MAY_EXIST (UINT64_MAX - 1)
 
 const char *reintegrate_outcome_to_string(enum reintegrate_outcome o)
 {
@@ -46,14 +51,31 @@ const char *reintegrate_outcome_to_string(enum reintegrate_outcome o)
         return (unsigned)o < _REINTEGRATE_OUTCOME_MAX ? names[o] : NULL;
 }
 
+/* What a dry run found for one record, until its turn to be listed. */
+struct dry_item {
+        bool ready;
+        int outcome;
+        fcache_conflict_kind conflict;
+        char *path;
+};
+
 /* A record copied out of the log, so that replay can write while it walks. */
 struct rec {
         struct oplog_record r;
+        struct rec *next;       /* the next pending record of the same object, or NULL */
         char *name, *name2, *content, *xname;
         void *xvalue;
 };
 
+/*
+ * The state of a run, shared by the threads of reintegrate-pool.c, and the
+ * record in progress (dirty, conflict, path), one per thread: each thread
+ * works in a copy whose @run points to the one the run owns.
+ */
 struct ctx {
+        struct ctx *run;
+        pthread_mutex_t *mu;    /* held while a record runs, dropped around backing calls */
+        unsigned hold;          /* >0: keep it held (mid-bookkeeping) */
         struct oplog *log;
         int root;
         const struct reintegrate_options *o;
@@ -70,6 +92,15 @@ struct ctx {
         GArray *marks;          /* struct pending_mark since the last flush */
         GArray *intents;        /* struct pending_intent since the last flush */
         GHashTable *intent_of;  /* seq -> recorded intent inode (pending records, at start) */
+        /* renameat2(RENAME_NOREPLACE) refused by the backing once: not asked again */
+        bool no_noreplace;
+        GPtrArray *recs;        /* the pending records (struct rec), in log order */
+        GHashTable *carried;    /* content records whose bytes their create wrote (seq) */
+        struct ctx *workers;
+        uint64_t done;
+        /* A dry run's results held until every earlier record's is out (log order). */
+        struct dry_item *held;
+        unsigned next_out;
         /* the record in progress */
         fcache_conflict_kind conflict;
         char *path;
@@ -78,6 +109,32 @@ struct ctx {
 /* ------------------------------------------------------------------------ */
 /* Small helpers                                                            */
 /* ------------------------------------------------------------------------ */
+
+/*
+ * Calls the backing with the run's mutex dropped, so that other records
+ * proceed during the round trip; errno is kept.  Only around calls that
+ * touch nothing shared but what the record owns (reintegrate-pool.h).
+ */
+static void backing_enter(struct ctx *c)
+{
+        if (c->mu && !c->hold)
+                pthread_mutex_unlock(c->mu);
+}
+
+static void backing_leave(struct ctx *c)
+{
+        if (c->mu && !c->hold)
+                pthread_mutex_lock(c->mu);
+}
+
+#define BACKING(c, call) ({                             \
+        backing_enter(c);                               \
+        __typeof__(call) backing_v_ = (call);           \
+        int backing_errno_ = errno;                     \
+        backing_leave(c);                               \
+        errno = backing_errno_;                         \
+        backing_v_;                                     \
+})
 
 static void rec_free(gpointer p)
 {
@@ -213,6 +270,21 @@ static void forget_dirs(struct ctx *c)
         g_hash_table_remove_all(c->dirs);
 }
 
+/* An O_PATH descriptor of directory pfd/name and its stat, -ENOENT if not a directory. */
+static int open_dir(int pfd, const char *name, struct stat *st)
+{
+        int fd = openat(pfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), e;
+
+        if (fd < 0)
+                return errno == ENOTDIR || errno == ELOOP ? -ENOENT : -errno;
+        if (fstat(fd, st) < 0) {
+                e = -errno;
+                close(fd);
+                return e;
+        }
+        return fd;
+}
+
 /*
  * An O_PATH descriptor of directory @lid on the server (not to be closed),
  * -ENOENT if it is not where replay expects it (gone or replaced), or -errno.
@@ -239,13 +311,14 @@ static int dir_fd(struct ctx *c, uint64_t lid, int depth)
         pfd = dir_fd(c, o->srv_parent, depth + 1);
         if (pfd < 0)
                 return pfd;
-        fd = openat(pfd, o->srv_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        fd = BACKING(c, open_dir(pfd, o->srv_name, &st));
         if (fd < 0)
-                return errno == ENOTDIR || errno == ELOOP ? -ENOENT : -errno;
-        if (fstat(fd, &st) < 0) {
-                e = -errno;
+                return fd;
+        /* Another thread may have opened it meanwhile: one descriptor stays. */
+        v = g_hash_table_lookup(c->dirs, &lid);
+        if (v) {
                 close(fd);
-                return e;
+                return GPOINTER_TO_INT(v) - 1;
         }
         if (st.st_ino != o->base.ino) {
                 close(fd);
@@ -499,7 +572,7 @@ static int flush(struct ctx *c)
         g_hash_table_remove_all(c->unsaved);
         g_array_set_size(c->marks, 0);
         g_array_set_size(c->intents, 0);
-        c->since_sync = 0;
+        c->run->since_sync = 0;
         return 0;
 }
 
@@ -509,9 +582,9 @@ static int sync_maybe(struct ctx *c)
 
         if (c->marks->len >= FLUSH_EVERY)
                 return flush(c);
-        if (++c->since_sync < every)
+        if (++c->run->since_sync < every)
                 return 0;
-        c->since_sync = 0;
+        c->run->since_sync = 0;
         if (oplog_no_fsync(c->log))
                 return 0;
         return fdatasync(c->jfd) < 0 ? -errno : 0;
@@ -895,21 +968,47 @@ static void copy_xattrs(int pfd, const char *name, int to)
 }
 
 /*
- * Replaces the content of regular file pfd/name (now @old) with @src_fd's or
- * @buf's: through a temporary in the same directory renamed over it, or in
- * place when the file has other links (a rename would split them).
+ * Gives the new object @fd (or pfd/name when @fd is -1) owner @uid:@gid and
+ * @mode, calling the backing only for what its fresh stat (served from the
+ * attributes its create answered with) does not show already.  A refused
+ * chown (a server that squashes root keeps its own owner) is an error only
+ * if @chown_errors and not EPERM.
  */
+static int own(int pfd, const char *name, int fd, uid_t uid, gid_t gid, mode_t mode,
+               bool chown_errors)
+{
+        int flags = AT_SYMLINK_NOFOLLOW;
+        bool chowned = false;
+        struct stat st;
+
+        if ((fd >= 0 ? fstat(fd, &st) : fstatat(pfd, name, &st, flags)) < 0)
+                return -errno;
+        if (st.st_uid != uid || st.st_gid != gid) {
+                int e = fd >= 0 ? fchown(fd, uid, gid) : fchownat(pfd, name, uid, gid, flags);
+
+                if (e < 0 && chown_errors && errno != EPERM)
+                        return -errno;
+                chowned = e == 0;
+        }
+        /* A chown clears set-id bits: the mode again after one. */
+        if (S_ISLNK(st.st_mode) || (!chowned && (st.st_mode & 07777) == (mode & 07777)))
+                return 0;
+        if ((fd >= 0 ? fchmod(fd, mode & 07777) : fchmodat(pfd, name, mode & 07777, 0)) < 0)
+                return -errno;
+        return 0;
+}
+
 /* Creates the temporary @tmp in @pfd (replacing a leftover) holding @src_fd's or @buf's bytes. */
-static int write_tmp(int pfd, const char *tmp, int src_fd, const char *buf, size_t size,
-                     int *fd_out)
+static int write_tmp(int pfd, const char *tmp, mode_t mode, int src_fd, const char *buf,
+                     size_t size, int *fd_out)
 {
         int fd, e;
 
-        fd = openat(pfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        fd = openat(pfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
         if (fd < 0 && errno == EEXIST) {
                 /* A leftover of an interrupted attempt. */
                 (void)unlinkat(pfd, tmp, 0);
-                fd = openat(pfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+                fd = openat(pfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
         }
         if (fd < 0)
                 return -errno;
@@ -947,6 +1046,36 @@ static int finish_in_place(int pfd, const char *name, const char *tmp, int tmp_f
         return e;
 }
 
+/*
+ * Renames the temporary @tmp (open as @fd, closed here) over pfd/name (now
+ * @old), with @old's owner, mode and extended attributes, durable first.
+ */
+static int rename_over(int pfd, const char *name, const char *tmp, int fd,
+                       const struct stat *old, bool merged)
+{
+        int e = own(pfd, tmp, fd, old->st_uid, old->st_gid, old->st_mode, false);
+
+        if (e >= 0) {
+                copy_xattrs(pfd, name, fd);
+                if (fsync(fd) < 0)
+                        e = -errno;
+        }
+        if (close(fd) < 0 && e >= 0)
+                e = -errno;
+        if (e >= 0 && merged)
+                fault_point(FAULT_REINT_MERGE_OUTPUT);
+        if (e >= 0 && renameat(pfd, tmp, pfd, name) < 0)
+                e = -errno;
+        if (e < 0)
+                (void)unlinkat(pfd, tmp, 0);
+        return e;
+}
+
+/*
+ * Replaces the content of regular file pfd/name (now @old) with @src_fd's or
+ * @buf's: through a temporary in the same directory renamed over it, or in
+ * place when the file has other links (a rename would split them).
+ */
 static int put_content(struct ctx *c, const struct rec *r, int pfd, const char *name,
                        const struct stat *old, int src_fd, const char *buf, size_t size,
                        bool merged)
@@ -955,7 +1084,12 @@ static int put_content(struct ctx *c, const struct rec *r, int pfd, const char *
         int fd = -1, e;
 
         tmp_name(c, r, tmp);
-        e = write_tmp(pfd, tmp, src_fd, buf, size, &fd);
+        /* A temporary may exist from here: a resumed run looks for it (resume_in_place). */
+        e = journal_intent(c, r, TMP_MAY_EXIST);
+        if (e < 0)
+                return e;
+        e = BACKING(c, write_tmp(pfd, tmp, old->st_nlink > 1 ? 0600 : old->st_mode & 07777,
+                                 src_fd, buf, size, &fd));
         if (e < 0)
                 return e;
         if (old->st_nlink > 1) {
@@ -978,42 +1112,29 @@ static int put_content(struct ctx *c, const struct rec *r, int pfd, const char *
                 close(fd);
                 return e;
         }
-        if (e >= 0) {
-                if (fchown(fd, old->st_uid, old->st_gid) < 0) {
-                        /* Best effort: a server that squashes root keeps its own owner. */
-                }
-                if (fchmod(fd, old->st_mode & 07777) < 0)
-                        e = -errno;
-        }
-        if (e >= 0) {
-                copy_xattrs(pfd, name, fd);
-                if (fsync(fd) < 0)
-                        e = -errno;
-        }
-        if (close(fd) < 0 && e >= 0)
-                e = -errno;
-        if (e >= 0 && merged)
-                fault_point(FAULT_REINT_MERGE_OUTPUT);
-        if (e >= 0 && renameat(pfd, tmp, pfd, name) < 0)
-                e = -errno;
-        if (e < 0)
-                (void)unlinkat(pfd, tmp, 0);
-        return e;
+        return BACKING(c, rename_over(pfd, name, tmp, fd, old, merged));
 }
 
-/* renameat2(RENAME_NOREPLACE), with a link+unlink fallback where it is not supported. */
-static int rename_noreplace(int ofd, const char *oname, int nfd, const char *nname, bool is_dir)
+/*
+ * renameat2(RENAME_NOREPLACE), with a link+unlink fallback where it is not
+ * supported (sshfs): asked once per run, the backing's refusal remembered.
+ */
+static int rename_noreplace(struct ctx *c, int ofd, const char *oname, int nfd, const char *nname,
+                            bool is_dir)
 {
         struct stat st;
 
-        if (renameat2(ofd, oname, nfd, nname, RENAME_NOREPLACE) == 0)
-                return 0;
-        if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
-                return -errno;
-        if (!is_dir) {
-                if (linkat(ofd, oname, nfd, nname, 0) < 0)
+        if (!c->run->no_noreplace) {
+                if (BACKING(c, renameat2(ofd, oname, nfd, nname, RENAME_NOREPLACE)) == 0)
+                        return 0;
+                if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
                         return -errno;
-                return unlinkat(ofd, oname, 0) < 0 ? -errno : 0;
+                c->run->no_noreplace = true;
+        }
+        if (!is_dir) {
+                if (BACKING(c, linkat(ofd, oname, nfd, nname, 0)) < 0)
+                        return -errno;
+                return BACKING(c, unlinkat(ofd, oname, 0)) < 0 ? -errno : 0;
         }
         /* Directories cannot be linked: check, then rename (a race window we cannot close). */
         if (fstatat(nfd, nname, &st, AT_SYMLINK_NOFOLLOW) == 0)
@@ -1036,7 +1157,7 @@ static int locate(struct ctx *c, struct oplog_object *o, int *pfd, struct stat *
         if (fd < 0)
                 return fd;
         *pfd = fd;
-        if (fstatat(fd, o->srv_name, st, AT_SYMLINK_NOFOLLOW) < 0)
+        if (BACKING(c, fstatat(fd, o->srv_name, st, AT_SYMLINK_NOFOLLOW)) < 0)
                 return -errno;
         return 0;
 }
@@ -1104,15 +1225,18 @@ static int resume_in_place(struct ctx *c, const struct rec *r, struct oplog_obje
                            const struct stat *st, const struct timespec *mtime)
 {
         uint64_t *v = g_hash_table_lookup(c->intent_of, &r->r.seq);
+        char tmp[64], id[FCACHE_MERGE_ID_SIZE];
         struct stat nst;
-        char tmp[64];
         int fd, e;
 
+        /* No intent: no attempt got as far as a temporary. */
+        if (!v)
+                return 0;
         tmp_name(c, r, tmp);
         fd = openat(pfd, tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return 0;
-        if (!v || v[1] != st->st_ino) {
+        if (v[1] != st->st_ino) {
                 close(fd);
                 (void)unlinkat(pfd, tmp, 0);
                 return 0;
@@ -1126,10 +1250,10 @@ static int resume_in_place(struct ctx *c, const struct rec *r, struct oplog_obje
         if (e < 0)
                 return e;
         /* What was written is the local content or a merge of it: the new base either way. */
-        e = remote_id(pfd, o->srv_name, &nst, o->base.content);
+        e = remote_id(pfd, o->srv_name, &nst, id);
         if (e < 0)
                 return e;
-        set_base(o, &nst, o->base.content);
+        set_base(o, &nst, id);
         dirty(c, o);
         e = mark(c, r, OPLOG_APPLIED, "applied");
         return e < 0 ? e : REINTEGRATE_APPLIED;
@@ -1150,6 +1274,11 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
         set_path(c, o->srv_parent, o->srv_name);
         if (c->dry && g_hash_table_contains(c->virt, &o->lid))
                 return REINTEGRATE_APPLIED;
+        if (!c->dry && g_hash_table_contains(c->run->carried, &r->r.seq)) {
+                /* Its create wrote these bytes, and the new base says so. */
+                e = mark(c, r, OPLOG_APPLIED, "applied");
+                return e < 0 ? e : REINTEGRATE_APPLIED;
+        }
         e = local_content(c, r, lcid, &mtime);
         if (e == -ESTALE) {
                 /* The container is gone: every local name of the object was removed. */
@@ -1179,12 +1308,13 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
         if (st.st_ino == o->base.ino && same_identity(&o->base, &st)) {
                 snprintf(rid, sizeof(rid), "%s", o->base.content);
         } else {
-                e = remote_id(pfd, o->srv_name, &st, rid);
+                e = BACKING(c, remote_id(pfd, o->srv_name, &st, rid));
                 if (e < 0)
                         return e;
                 if (S_ISREG(st.st_mode) && strcmp(rid, lcid) == 0) {
                         /* Our own earlier write (a replay interrupted before its mark). */
-                        if (!c->dry && (e = stamp_mtime(pfd, o->srv_name, &mtime, &st)) < 0)
+                        if (!c->dry &&
+                            (e = BACKING(c, stamp_mtime(pfd, o->srv_name, &mtime, &st))) < 0)
                                 return e;
                         set_base(o, &st, lcid);
                         dirty(c, o);
@@ -1288,7 +1418,7 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
         if (e < 0)
                 return e;
         fault_point(FAULT_REINT_AFTER_WRITE);
-        e = stamp_mtime(pfd, o->srv_name, &mtime, &nst);
+        e = BACKING(c, stamp_mtime(pfd, o->srv_name, &mtime, &nst));
         if (e < 0)
                 return e;
         set_base(o, &nst, lcid);
@@ -1302,31 +1432,34 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
  * stays open in *fd_out (its owner, mode and identity are then set and read
  * through it, without path walks); other kinds leave it -1.
  */
-static int make_tmp(const struct rec *r, int pfd, const char *tmp, int *fd_out)
+static int make_tmp(const struct rec *r, int pfd, const char *tmp, int *fd_out, struct stat *st)
 {
-        int fd;
+        int fd, e;
 
         *fd_out = -1;
         switch (r->r.kind) {
         case OPLOG_CREATE:
                 /*
-                 * Empty, so not fsynced: a server that loses it in a crash makes
-                 * the file's later content record an edit-delete conflict, kept.
+                 * Not fsynced when left empty: a server that loses it in a crash
+                 * makes the file's later content record an edit-delete conflict,
+                 * kept (content carried into it is fsynced: carry_content()).
                  */
-                fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+                fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                            r->r.mode & 0777);
                 if (fd < 0)
                         return -errno;
-                if ((fchown(fd, r->r.uid, r->r.gid) < 0 && errno != EPERM) ||
-                    fchmod(fd, r->r.mode & 07777) < 0) {
-                        int e = -errno;
-
+                e = own(pfd, tmp, fd, r->r.uid, r->r.gid, r->r.mode, true);
+                if (e >= 0 && fstat(fd, st) < 0)
+                        e = -errno;
+                if (e < 0) {
                         close(fd);
+                        (void)unlinkat(pfd, tmp, 0);
                         return e;
                 }
                 *fd_out = fd;
                 return 0;
         case OPLOG_MKDIR:
-                if (mkdirat(pfd, tmp, 0700) < 0)
+                if (mkdirat(pfd, tmp, r->r.mode & 0777) < 0)
                         return -errno;
                 break;
         case OPLOG_SYMLINK:
@@ -1340,30 +1473,30 @@ static int make_tmp(const struct rec *r, int pfd, const char *tmp, int *fd_out)
         default:
                 return -EINVAL;
         }
-        if (fchownat(pfd, tmp, r->r.uid, r->r.gid, AT_SYMLINK_NOFOLLOW) < 0 && errno != EPERM)
-                return -errno;
-        if (r->r.kind != OPLOG_SYMLINK && fchmodat(pfd, tmp, r->r.mode & 07777, 0) < 0)
-                return -errno;
-        return 0;
+        e = own(pfd, tmp, -1, r->r.uid, r->r.gid, r->r.mode, true);
+        if (e >= 0 && fstatat(pfd, tmp, st, AT_SYMLINK_NOFOLLOW) < 0)
+                e = -errno;
+        return e;
 }
 
-static void remove_tmp(int pfd, const char *tmp, enum oplog_kind kind)
+static int remove_tmp(int pfd, const char *tmp, enum oplog_kind kind)
 {
-        (void)unlinkat(pfd, tmp, kind == OPLOG_MKDIR ? AT_REMOVEDIR : 0);
+        return unlinkat(pfd, tmp, kind == OPLOG_MKDIR ? AT_REMOVEDIR : 0);
 }
 
 /* Finishes a create: the object is on the server at parent/name as @st says. */
 static int created(struct ctx *c, const struct rec *r, struct oplog_object *o, int pfd,
-                   int fd, const char *outcome)
+                   int fd, const char *content_id, const char *outcome)
 {
         struct stat st;
         char id[FCACHE_MERGE_ID_SIZE] = "";
         int e;
 
-        if ((fd >= 0 ? fstat(fd, &st) : fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) < 0)
+        if (BACKING(c, fd >= 0 ? fstat(fd, &st) : fstatat(pfd, r->name, &st,
+                                                          AT_SYMLINK_NOFOLLOW)) < 0)
                 return -errno;
         if (r->r.kind == OPLOG_CREATE)
-                snprintf(id, sizeof(id), "%s", EMPTY_BLOB_ID);
+                snprintf(id, sizeof(id), "%s", content_id ? content_id : EMPTY_BLOB_ID);
         else if (r->r.kind == OPLOG_SYMLINK && (e = fcache_merge_blob_id(id, r->content,
                                                                          strlen(r->content))) < 0)
                 return e;
@@ -1375,10 +1508,119 @@ static int created(struct ctx *c, const struct rec *r, struct oplog_object *o, i
         return e < 0 ? e : strcmp(outcome, "already") ? REINTEGRATE_APPLIED : REINTEGRATE_ALREADY;
 }
 
-static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
+/* The server has @st at the name create @r makes: the conflict, classified. */
+static int name_taken(struct ctx *c, const struct rec *r, struct oplog_object *o, int pfd,
+                      const struct stat *st)
 {
         fcache_merge_node ln = FCACHE_MERGE_NODE_INIT, rn = FCACHE_MERGE_NODE_INIT;
-        char tmp[64], ps[24];
+        char ps[24];
+
+        node_set(&ln, (r->r.kind == OPLOG_MKNOD ? r->r.mode : 0) |
+                 (r->r.kind == OPLOG_MKDIR ? S_IFDIR : r->r.kind == OPLOG_SYMLINK
+                  ? S_IFLNK : S_IFREG), r->r.uid, r->r.gid, "local",
+                 lid_str(r->r.parent, ps), r->name);
+        node_set(&rn, st->st_mode, st->st_uid, st->st_gid, "remote", ps, r->name);
+        return structure_conflict(c, r, o, NULL, &ln, &rn, pfd, r->name, st,
+                                  FCACHE_CONFLICT_CREATE_CREATE,
+                                  "the server created the same name");
+}
+
+/* Copies @src's bytes to the new file @fd, durable, with @mtime (UTIME_OMIT: none). */
+static int fill(int fd, int src, const struct timespec *mtime)
+{
+        struct timespec ts[2] = { { 0, UTIME_OMIT }, *mtime };
+        int e = oplog_copy_fd(fd, src);
+
+        if (e >= 0 && fsync(fd) < 0)
+                e = -errno;
+        /* After the data is on the server: a later write-back would move it. */
+        if (e >= 0 && mtime->tv_nsec != UTIME_OMIT)
+                (void)futimens(fd, ts);
+        return e;
+}
+
+/*
+ * A file created offline and then written: the create writes the bytes of
+ * the object's next record, when that is its content, into the new file
+ * before it is placed, and the content record finds them there
+ * (do_content()); a round trip saved for every step of a separate replace.
+ * *carried: that record (NULL: none), @id its content id.  A create resumed
+ * after a crash does not know what its file holds: its content record then
+ * checks and, at worst, writes the same bytes again.
+ */
+static int carry_content(struct ctx *c, const struct rec *r, int fd, struct rec **carried,
+                         char id[FCACHE_MERGE_ID_SIZE])
+{
+        struct rec *next = r->next;
+        struct timespec mtime;
+        int src, e;
+
+        *carried = NULL;
+        if (r->r.kind != OPLOG_CREATE || !next || next->r.kind != OPLOG_CONTENT ||
+            next->r.lid != r->r.lid)
+                return 0;
+        e = local_content(c, next, id, &mtime);
+        if (e == -ESTALE)
+                return 0; /* removed locally since: the content record settles it */
+        if (e < 0)
+                return e;
+        src = oplog_content_open(c->log, next->r.seq);
+        if (src < 0)
+                return src;
+        e = BACKING(c, fill(fd, src, &mtime));
+        close(src);
+        if (e >= 0)
+                *carried = next;
+        return e;
+}
+
+/*
+ * A regular file is created at its name at once, O_EXCL (a name the server
+ * took meanwhile fails it): two directory operations fewer than through a
+ * temporary and a no-replace rename, which sshfs does as link + unlink, and
+ * one directory's operations are one at a time in the kernel.  The intent
+ * goes first as NAME_MAY_EXIST, then with the new inode: a run killed
+ * between the two finds an empty regular file at the name and takes it as
+ * its own.  Only then would an empty file the server made at that name be
+ * taken too, instead of kept as a create-create conflict (its bytes are not
+ * lost: it had none; its owner and mode give way to the offline file's).
+ * Readers of the server may see the file before its bytes, as with any
+ * file being written.
+ */
+static int create_file(struct ctx *c, const struct rec *r, struct oplog_object *o, int pfd)
+{
+        char cid[FCACHE_MERGE_ID_SIZE];
+        struct rec *carried = NULL;
+        struct stat st;
+        int fd = -1, e;
+
+        e = journal_intent(c, r, NAME_MAY_EXIST);
+        if (e < 0)
+                return e;
+        e = BACKING(c, make_tmp(r, pfd, r->name, &fd, &st));
+        if (e == -EEXIST) {
+                if (BACKING(c, fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) < 0)
+                        return -errno;
+                return name_taken(c, r, o, pfd, &st);
+        }
+        if (e < 0)
+                return e;
+        e = journal_intent(c, r, st.st_ino);
+        if (e >= 0)
+                e = carry_content(c, r, fd, &carried, cid);
+        if (e >= 0) {
+                fault_point(FAULT_REINT_AFTER_WRITE);
+                e = created(c, r, o, pfd, fd, carried ? cid : NULL, "applied");
+                if (e >= 0 && carried)
+                        g_hash_table_add(c->run->carried, &carried->r.seq);
+        }
+        BACKING(c, close(fd));
+        return e;
+}
+
+static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
+{
+        char tmp[64];
         struct stat st, tst;
         uint64_t intent = 0;
         int pfd, fd = -1, e;
@@ -1402,38 +1644,36 @@ static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
 
                 intent = v ? v[1] : 0;
         }
-        if (intent) {
+        if (intent == NAME_MAY_EXIST) {
+                /* Killed between create_file()'s create and its intent. */
+                if (fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+                    st.st_size == 0)
+                        return created(c, r, o, pfd, -1, NULL, "already");
+        } else if (intent) {
                 if (fstatat(pfd, tmp, &tst, AT_SYMLINK_NOFOLLOW) == 0 && tst.st_ino == intent)
                         goto place;
                 if (fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == intent)
-                        return created(c, r, o, pfd, -1, "already");
+                        return created(c, r, o, pfd, -1, NULL, "already");
                 /* The temporary is gone (cleaned up): start again. */
         }
-        if (fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-                node_set(&ln, (r->r.kind == OPLOG_MKNOD ? r->r.mode : 0) |
-                         (r->r.kind == OPLOG_MKDIR ? S_IFDIR : r->r.kind == OPLOG_SYMLINK
-                          ? S_IFLNK : S_IFREG), r->r.uid, r->r.gid, "local",
-                         lid_str(r->r.parent, ps), r->name);
-                node_set(&rn, st.st_mode, st.st_uid, st.st_gid, "remote", ps, r->name);
-                return structure_conflict(c, r, o, NULL, &ln, &rn, pfd, r->name, &st,
-                                          FCACHE_CONFLICT_CREATE_CREATE,
-                                          "the server created the same name");
-        } else if (errno != ENOENT) {
-                return -errno;
-        }
         if (c->dry) {
+                /* A real run learns this from its O_EXCL create or no-replace rename. */
+                if (BACKING(c, fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) == 0)
+                        return name_taken(c, r, o, pfd, &st);
+                if (errno != ENOENT)
+                        return -errno;
                 g_hash_table_add(c->virt, &o->lid);
                 set_srv(o, r->r.parent, r->name);
                 return REINTEGRATE_APPLIED;
         }
-        e = make_tmp(r, pfd, tmp, &fd);
+        if (r->r.kind == OPLOG_CREATE)
+                return create_file(c, r, o, pfd);
+        e = BACKING(c, make_tmp(r, pfd, tmp, &fd, &tst));
         if (e == -EEXIST) {
                 /* A leftover of an attempt that died before its intent was recorded. */
-                remove_tmp(pfd, tmp, r->r.kind);
-                e = make_tmp(r, pfd, tmp, &fd);
+                BACKING(c, remove_tmp(pfd, tmp, r->r.kind));
+                e = BACKING(c, make_tmp(r, pfd, tmp, &fd, &tst));
         }
-        if (e >= 0 && (fd >= 0 ? fstat(fd, &tst) : fstatat(pfd, tmp, &tst, AT_SYMLINK_NOFOLLOW)) < 0)
-                e = -errno;
         /* The intent: this inode is ours, whatever name it has when we look again. */
         if (e >= 0)
                 e = journal_intent(c, r, tst.st_ino);
@@ -1444,22 +1684,21 @@ static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
                 return e;
         }
 place:
-        e = rename_noreplace(pfd, tmp, pfd, r->name, r->r.kind == OPLOG_MKDIR);
+        e = rename_noreplace(c, pfd, tmp, pfd, r->name, r->r.kind == OPLOG_MKDIR);
         if (e == -EEXIST || e == -ENOTEMPTY) {
                 if (fd >= 0)
                         close(fd);
                 remove_tmp(pfd, tmp, r->r.kind);
                 if (fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         return -errno;
-                return conflict(c, r, o, FCACHE_CONFLICT_CREATE_CREATE, pfd, r->name, &st,
-                                "the server created the same name");
+                return name_taken(c, r, o, pfd, &st);
         }
         if (e >= 0) {
                 fault_point(FAULT_REINT_AFTER_WRITE);
-                e = created(c, r, o, pfd, fd, "applied");
+                e = created(c, r, o, pfd, fd, NULL, "applied");
         }
         if (fd >= 0)
-                close(fd);
+                BACKING(c, close(fd));
         return e;
 }
 
@@ -1478,7 +1717,7 @@ static int do_link(struct ctx *c, const struct rec *r, struct oplog_object *o)
                                 "the server removed the directory of the new link");
         if (nfd < 0)
                 return nfd;
-        if (fstatat(nfd, r->name2, &nst, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (BACKING(c, fstatat(nfd, r->name2, &nst, AT_SYMLINK_NOFOLLOW)) == 0) {
                 if (nst.st_ino == o->base.ino) {
                         if (locate(c, o, &pfd, &st) == 0 && st.st_ino == o->base.ino) {
                                 set_base(o, &st, o->base.content);
@@ -1500,7 +1739,7 @@ static int do_link(struct ctx *c, const struct rec *r, struct oplog_object *o)
                 return e;
         if (c->dry)
                 return REINTEGRATE_APPLIED;
-        if (linkat(pfd, o->srv_name, nfd, r->name2, 0) < 0) {
+        if (BACKING(c, linkat(pfd, o->srv_name, nfd, r->name2, 0)) < 0) {
                 if (errno == EEXIST) {
                         if (fstatat(nfd, r->name2, &nst, AT_SYMLINK_NOFOLLOW) < 0)
                                 return -errno;
@@ -1510,7 +1749,7 @@ static int do_link(struct ctx *c, const struct rec *r, struct oplog_object *o)
                 return -errno;
         }
         fault_point(FAULT_REINT_AFTER_WRITE);
-        if (fstatat(pfd, o->srv_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        if (BACKING(c, fstatat(pfd, o->srv_name, &st, AT_SYMLINK_NOFOLLOW)) < 0)
                 return -errno;
         set_base(o, &st, o->base.content);
         dirty(c, o);
@@ -1567,7 +1806,7 @@ static int lost_name(struct ctx *c, struct oplog_object *o, uint64_t parent, con
 {
         struct other_name on = { c, o, ino };
         struct stat st;
-        int fd;
+        int fd, e;
 
         if (!o->srv_name || o->srv_parent != parent || strcmp(o->srv_name, name)) {
                 fd = dir_fd(c, o->srv_parent, 0);
@@ -1579,7 +1818,11 @@ static int lost_name(struct ctx *c, struct oplog_object *o, uint64_t parent, con
         set_srv(o, 0, NULL);
         if (nlink <= 1)
                 return 0;
-        return oplog_names_of(c->log, o->lid, other_name, &on);
+        /* Mid-bookkeeping (@o moved, its record not marked yet): no other record meanwhile. */
+        c->hold++;
+        e = oplog_names_of(c->log, o->lid, other_name, &on);
+        c->hold--;
+        return e;
 }
 
 static int do_remove(struct ctx *c, const struct rec *r, struct oplog_object *o)
@@ -1595,7 +1838,8 @@ static int do_remove(struct ctx *c, const struct rec *r, struct oplog_object *o)
         if (c->dry && g_hash_table_contains(c->virt, &o->lid))
                 return REINTEGRATE_APPLIED;
         pfd = dir_fd(c, r->r.parent, 0);
-        e = pfd < 0 ? pfd : fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+        e = pfd < 0 ? pfd : BACKING(c, fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) < 0
+                                ? -errno : 0;
         if (e == -ENOENT) {
                 /*
                  * Gone on the server too (or removed by us before a crash):
@@ -1616,7 +1860,7 @@ static int do_remove(struct ctx *c, const struct rec *r, struct oplog_object *o)
         }
         if (e < 0)
                 return e;
-        e = unchanged(o, pfd, r->name, &st, rid);
+        e = BACKING(c, unchanged(o, pfd, r->name, &st, rid));
         if (e < 0)
                 return e;
         node_set(&bn, o->base.mode, o->base.uid, o->base.gid, o->base.content,
@@ -1632,7 +1876,7 @@ static int do_remove(struct ctx *c, const struct rec *r, struct oplog_object *o)
         }
         if (c->dry)
                 return REINTEGRATE_APPLIED;
-        if (unlinkat(pfd, r->name, dir ? AT_REMOVEDIR : 0) < 0) {
+        if (BACKING(c, unlinkat(pfd, r->name, dir ? AT_REMOVEDIR : 0)) < 0) {
                 if (errno == ENOTEMPTY || errno == EEXIST)
                         return conflict(c, r, o, FCACHE_CONFLICT_DELETE_CHILDREN, pfd, r->name,
                                         &st, "the server added entries to the directory");
@@ -1742,7 +1986,7 @@ static int do_rename(struct ctx *c, const struct rec *r, struct oplog_object *o)
         if (exchange)
                 e = renameat2(pfd, r->name, qfd, r->name2, RENAME_EXCHANGE) < 0 ? -errno : 0;
         else if (!has_b)
-                e = rename_noreplace(pfd, r->name, qfd, r->name2, S_ISDIR(sa.st_mode));
+                e = rename_noreplace(c, pfd, r->name, qfd, r->name2, S_ISDIR(sa.st_mode));
         else
                 e = renameat(pfd, r->name, qfd, r->name2) < 0 ? -errno : 0;
         if (e == -EEXIST || e == -ENOTEMPTY) {
@@ -1828,14 +2072,16 @@ static int do_setattr(struct ctx *c, const struct rec *r, struct oplog_object *o
                 return REINTEGRATE_APPLIED;
         if ((m & OPLOG_SET_MODE) && (st.st_mode & 07777) != (r->r.mode & 07777) &&
             !S_ISLNK(st.st_mode)) {
-                if (fchmodat(pfd, o->srv_name, r->r.mode & 07777, 0) < 0)
+                if (BACKING(c, fchmodat(pfd, o->srv_name, r->r.mode & 07777, 0)) < 0)
                         return -errno;
                 todo = true;
         }
         if (((m & OPLOG_SET_UID) && st.st_uid != r->r.uid) ||
             ((m & OPLOG_SET_GID) && st.st_gid != r->r.gid)) {
-                if (fchownat(pfd, o->srv_name, (m & OPLOG_SET_UID) ? r->r.uid : (uid_t)-1,
-                             (m & OPLOG_SET_GID) ? r->r.gid : (gid_t)-1, AT_SYMLINK_NOFOLLOW) < 0)
+                if (BACKING(c, fchownat(pfd, o->srv_name,
+                                        (m & OPLOG_SET_UID) ? r->r.uid : (uid_t)-1,
+                                        (m & OPLOG_SET_GID) ? r->r.gid : (gid_t)-1,
+                                        AT_SYMLINK_NOFOLLOW)) < 0)
                         return -errno;
                 todo = true;
         }
@@ -1850,12 +2096,12 @@ static int do_setattr(struct ctx *c, const struct rec *r, struct oplog_object *o
                         else
                                 ts[i] = (struct timespec){ t[i] / 1000000000, t[i] % 1000000000 };
                 }
-                if (utimensat(pfd, o->srv_name, ts, AT_SYMLINK_NOFOLLOW) < 0)
+                if (BACKING(c, utimensat(pfd, o->srv_name, ts, AT_SYMLINK_NOFOLLOW)) < 0)
                         return -errno;
                 todo = true;
         }
         fault_point(FAULT_REINT_AFTER_WRITE);
-        if (fstatat(pfd, o->srv_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        if (BACKING(c, fstatat(pfd, o->srv_name, &st, AT_SYMLINK_NOFOLLOW)) < 0)
                 return -errno;
         set_base(o, &st, o->base.content);
         dirty(c, o);
@@ -2004,6 +2250,127 @@ static int load_intent(void *ud, uint64_t seq, uint64_t ino)
         return 0;
 }
 
+static const struct oplog_record *pool_record(void *ud, unsigned i)
+{
+        struct ctx *c = ud;
+
+        return &((struct rec *)c->recs->pdata[i])->r;
+}
+
+static int pool_run(void *ud, unsigned worker, unsigned i)
+{
+        struct ctx *c = &((struct ctx *)ud)->workers[worker];
+        int e = one(c, c->run->recs->pdata[i]);
+
+        g_ptr_array_set_size(c->dirty, 0);
+        return e;
+}
+
+static void report(struct ctx *run, unsigned i, int outcome, fcache_conflict_kind conflict,
+                   const char *path)
+{
+        struct reintegrate_item it;
+
+        switch (outcome) {
+        case REINTEGRATE_APPLIED: run->st.applied++; break;
+        case REINTEGRATE_ALREADY: run->st.already++; break;
+        case REINTEGRATE_MERGED: run->st.merged++; break;
+        case REINTEGRATE_CONFLICT: run->st.conflicts++; break;
+        case REINTEGRATE_HELD: run->st.held++; break;
+        }
+        run->done++;
+        if (run->o->progress) {
+                it = (struct reintegrate_item){
+                        .record = pool_record(run, i), .outcome = outcome,
+                        .conflict = conflict, .path = path, .done = run->done,
+                        .total = run->recs->len,
+                };
+                run->o->progress(run->o->userdata, &it);
+        }
+}
+
+/*
+ * A record finished: reported at once in a real run (in the order records
+ * finish: done only grows); a dry run lists its results in log order, as
+ * the listing reads, so each waits for the records before it.
+ */
+static void pool_done(void *ud, unsigned worker, unsigned i, int outcome)
+{
+        struct ctx *run = ud, *c = &run->workers[worker];
+
+        if (!run->dry) {
+                report(run, i, outcome, c->conflict, c->path);
+                return;
+        }
+        run->held[i] = (struct dry_item){ true, outcome, c->conflict, g_strdup(c->path) };
+        while (run->next_out < run->recs->len && run->held[run->next_out].ready) {
+                struct dry_item *d = &run->held[run->next_out];
+
+                report(run, run->next_out++, d->outcome, d->conflict, d->path);
+                g_free(d->path);
+                d->path = NULL;
+        }
+}
+
+static bool pool_cancel(void *ud)
+{
+        struct ctx *run = ud;
+
+        return run->o->cancel && run->o->cancel(run->o->userdata);
+}
+
+/* Links every record to the next one of its object (as the object or as a rename's other). */
+static void link_next(GPtrArray *recs)
+{
+        GHashTable *later = g_hash_table_new(lid_hash, g_int64_equal);
+
+        for (guint i = recs->len; i-- > 0;) {
+                struct rec *r = recs->pdata[i];
+
+                r->next = g_hash_table_lookup(later, &r->r.lid);
+                g_hash_table_insert(later, &r->r.lid, r);
+                if (r->r.other)
+                        g_hash_table_insert(later, &r->r.other, r);
+        }
+        g_hash_table_destroy(later);
+}
+
+/* Replays the records on the pool (reintegrate-pool.h). */
+static int replay(struct ctx *run)
+{
+        static const struct reintegrate_pool_ops ops = {
+                .record = pool_record, .run = pool_run, .done = pool_done,
+                .cancel = pool_cancel,
+        };
+        unsigned threads = run->o->threads ? run->o->threads : REINTEGRATE_POOL_THREADS;
+        pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+        int e;
+
+        if (run->dry)
+                run->held = g_new0(struct dry_item, run->recs->len);
+        run->workers = g_new0(struct ctx, threads);
+        for (unsigned t = 0; t < threads; t++) {
+                run->workers[t] = *run;
+                run->workers[t].mu = threads > 1 ? &mu : NULL;
+                run->workers[t].dirty = g_ptr_array_new();
+                run->workers[t].path = NULL;
+        }
+        e = reintegrate_pool_run(&mu, threads, run->recs->len, &ops, run);
+        for (unsigned t = 0; t < threads; t++) {
+                g_ptr_array_unref(run->workers[t].dirty);
+                g_free(run->workers[t].path);
+        }
+        g_free(run->workers);
+        run->workers = NULL;
+        if (run->held)
+                for (guint i = 0; i < run->recs->len; i++)
+                        g_free(run->held[i].path);
+        g_free(run->held);
+        run->held = NULL;
+        pthread_mutex_destroy(&mu);
+        return e;
+}
+
 int reintegrate_run(struct oplog *log, int backing_dirfd, const struct reintegrate_options *opts,
                     struct reintegrate_stats *out)
 {
@@ -2057,34 +2424,11 @@ int reintegrate_run(struct oplog *log, int backing_dirfd, const struct reintegra
         c.virt = g_hash_table_new(lid_hash, g_int64_equal);
         c.dirty = g_ptr_array_new();
         c.st.total = recs->len;
-        for (guint i = 0; e >= 0 && i < recs->len; i++) {
-                struct rec *r = recs->pdata[i];
-                struct reintegrate_item it;
-
-                if (c.o->cancel && c.o->cancel(c.o->userdata)) {
-                        e = -ECANCELED;
-                        break;
-                }
-                e = one(&c, r);
-                g_ptr_array_set_size(c.dirty, 0);
-                if (e < 0)
-                        break;
-                switch (e) {
-                case REINTEGRATE_APPLIED: c.st.applied++; break;
-                case REINTEGRATE_ALREADY: c.st.already++; break;
-                case REINTEGRATE_MERGED: c.st.merged++; break;
-                case REINTEGRATE_CONFLICT: c.st.conflicts++; break;
-                case REINTEGRATE_HELD: c.st.held++; break;
-                }
-                if (c.o->progress) {
-                        it = (struct reintegrate_item){
-                                .record = &r->r, .outcome = e, .conflict = c.conflict,
-                                .path = c.path, .done = i + 1, .total = recs->len,
-                        };
-                        c.o->progress(c.o->userdata, &it);
-                }
-                e = 0;
-        }
+        c.run = &c;
+        c.recs = recs;
+        c.carried = g_hash_table_new(lid_hash, g_int64_equal);
+        link_next(recs);
+        e = replay(&c);
         if (!c.dry) {
                 /* Also after an error: what the server got is recorded either way. */
                 e2 = flush(&c);
@@ -2096,9 +2440,9 @@ int reintegrate_run(struct oplog *log, int backing_dirfd, const struct reintegra
         g_hash_table_destroy(c.unsaved);
         g_array_unref(c.marks);
         g_array_unref(c.intents);
-        g_free(c.path);
         g_ptr_array_unref(c.dirty);
         g_hash_table_destroy(c.virt);
+        g_hash_table_destroy(c.carried);
         g_hash_table_destroy(c.dirs);
         g_hash_table_destroy(c.objs);
         g_ptr_array_unref(recs);

@@ -4,11 +4,13 @@
  * server, reached only through @backing_dirfd (the volume's Backing=
  * directory) and *at() calls.
  *
- * Records replay in log order.  For each, the server's state of the objects
+ * Records replay in log order, independent ones at the same time
+ * (reintegrate-pool.h).  For each, the server's state of the objects
  * it touches is compared with the base version the log recorded for them:
  *   - unchanged: the change is applied (content through a temporary in the
- *     same directory renamed into place; creates through a temporary renamed
- *     with RENAME_NOREPLACE);
+ *     same directory renamed into place; regular files created O_EXCL at
+ *     their name, with the bytes of their first content record; other
+ *     creates through a temporary renamed with RENAME_NOREPLACE);
  *   - the server already shows the record's result (a replay interrupted
  *     after the server write): marked applied, nothing done twice;
  *   - changed on both sides: classified with fcache_merge_structure(); text
@@ -33,7 +35,10 @@
  *
  * Known limits: a server file with several hard links gets new content in
  * place (a rename would split its links), so a crash in the middle of that
- * write leaves the record to be settled as a conflict; objects are
+ * write leaves the record to be settled as a conflict; a run killed
+ * between a regular file's create intent and its O_EXCL create takes an
+ * empty file at that name as its own (one the server made there is then
+ * not kept as a conflict); objects are
  * recognized by inode number, so the backing needs stable inode numbers
  * (NFS, SMB with serverino, local filesystems; sshfs without them does not
  * qualify).
@@ -88,13 +93,22 @@ struct reintegrate_options {
         unsigned sync_every;
         /* Structure classification flags (FCACHE_MERGE_STRUCTURE_*). */
         unsigned structure_flags;
-        /* Called after each record. */
+        /* Called after each record (a real run: in the order they finish). */
         void (*progress)(void *userdata, const struct reintegrate_item *item);
-        /* Checked between records; true stops the run with -ECANCELED (resumable). */
+        /* Checked before each record starts; true stops the run with -ECANCELED
+         * (resumable) once the records in flight have finished. */
         bool (*cancel)(void *userdata);
         /* The server now has content for @lid the store does not (a merge): refetch it. */
         void (*refresh)(void *userdata, uint64_t lid);
         void *userdata;
+        /*
+         * Records replayed at the same time (0: 8), each waiting on the
+         * backing while the others proceed; only records that depend on
+         * each other keep their order (reintegrate-pool.h).  A dry run
+         * looks as many at once and reports them in log order.  Callbacks
+         * are called one at a time, from these threads.
+         */
+        unsigned threads;
 };
 #define REINTEGRATE_OPTIONS_VERSION 1
 #define REINTEGRATE_OPTIONS_INIT { REINTEGRATE_OPTIONS_VERSION }

@@ -791,6 +791,8 @@ int view_reconnect(struct view *v, bool force, GString *out, GString *err)
         vfile_flush_dirty(v);
         opts.progress = reintegration_progress;
         opts.userdata = v;
+        /* Records in flight on the backing, as many as fetches. */
+        opts.threads = v->cfg->fetch_threads;
         pthread_mutex_lock(&v->offline_lock);
         {
                 uint64_t pending = 0;

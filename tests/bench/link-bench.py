@@ -13,18 +13,26 @@ FCACHE_BENCH_RTT_MS of round trip, default 10):
             against `cat` of the same on the raw sshfs mount with 8 in
             flight and `fcachectl prefetch recursive` there
   pin1000   the same with 1,000 files
+  reconnect 1,000 files created (64 bytes each) and 100 pinned files edited
+            while the volume is offline, then `reconnect` timed (the
+            replay of the offline log and the mirror's resync); against the
+            same changes made directly on the plain sshfs mount; "replay"
+            is the part until the volume is online (the rest: the mirror of
+            pinned trees resynced with the server)
 
 Each round uses fresh directories (nothing cached on any side).  Prints the
 median and range of each column and of the ratios view/baseline per round.
 Environment: FCACHE_BENCH_ROUNDS (default 3), FCACHE_BENCH_ROWS (default
 "read,pin100,pin1000"), FCACHE_BENCH_RTT_MS, FCACHE_BENCH_LEASE (AttrLease,
-default 30s), FCACHECTL (fcachectl to run prefetch with; the column is
+default 30s), FCACHE_BENCH_CREATES / FCACHE_BENCH_EDITS (reconnect row,
+default 1000 / 100), FCACHECTL (fcachectl to run prefetch with; the column is
 missing without it).
 """
 import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,11 +41,13 @@ import linklib  # noqa: E402
 import viewlib  # noqa: E402
 
 ROUNDS = int(os.environ.get("FCACHE_BENCH_ROUNDS", "3"))
-ROWS = os.environ.get("FCACHE_BENCH_ROWS", "read,pin100,pin1000").split(",")
+ROWS = os.environ.get("FCACHE_BENCH_ROWS", "read,pin100,pin1000,reconnect").split(",")
 RTT_MS = float(os.environ.get("FCACHE_BENCH_RTT_MS", "10"))
 LEASE = os.environ.get("FCACHE_BENCH_LEASE", "30s")
 FCACHECTL = os.environ.get("FCACHECTL", "")
 NREAD = 1000
+NCREATE = int(os.environ.get("FCACHE_BENCH_CREATES", "1000"))
+NEDIT = int(os.environ.get("FCACHE_BENCH_EDITS", "100"))
 
 
 def make_tree(d, n, size):
@@ -127,9 +137,63 @@ def main():
                     res[f"{row} view pin"][-1] / res[f"{row} sshfs prefetch"][-1])
             add(f"{row} view pin / cat x8", res[f"{row} view pin"][-1] / res[f"{row} sshfs cat x8"][-1])
             print(f"# {row} round {r + 1}: pin {res[f'{row} view pin'][-1]:.2f} s", flush=True)
+    if "reconnect" in ROWS:
+        for r in range(ROUNDS):
+            for kind in ("rc", "rd"):
+                make_tree(os.path.join(link.server, f"{kind}-{r}"), NEDIT, 1024)
+            vol.ctl("pin recursive", f"rc-{r}", timeout=1800)
+            vol.ctl("disconnect")
+            changes(vol.v(f"rc-{r}"))
+            q, took, replay = reconnect(vol)
+            if q.get("conflicts", "0") != "0":
+                raise RuntimeError(f"reconnect row: unexpected conflicts: {q}")
+            add("reconnect view", took)
+            add("reconnect view replay", replay)
+            add("reconnect sshfs direct", changes(os.path.join(link.mnt, f"rd-{r}")))
+            add("reconnect view / direct", took / res["reconnect sshfs direct"][-1])
+            # The next round's resync covers its own tree only (a reconnect resyncs every pin).
+            vol.ctl("unpin recursive", f"rc-{r}", timeout=1800)
+            print(f"# reconnect round {r + 1}: {took:.2f} s, replay {replay:.2f} s"
+                  f" ({q.get('records')} records)", flush=True)
     print(f"# {ROUNDS} rounds; seconds (or ratios): median (min-max)")
     for k, xs in res.items():
         print(f"{k:32s} {summary(xs)}")
+
+
+def reconnect(vol):
+    """Runs `reconnect`: its answer, seconds to the answer, and seconds until
+    `query state` left "reintegrating" (the replay; the rest is the mirror's
+    resync with the server), polled every 0.1 s."""
+    res = {}
+    t = time.perf_counter()
+    th = threading.Thread(target=lambda: res.update(vol.ctl("reconnect", timeout=3600)))
+    th.start()
+    replay = None
+    seen = False
+    while th.is_alive():
+        st = vol.state().get("state")
+        seen = seen or st == "reintegrating"
+        if seen and st != "reintegrating" and replay is None:
+            replay = time.perf_counter() - t
+        time.sleep(0.1)
+    th.join()
+    took = time.perf_counter() - t
+    if not res:
+        raise RuntimeError("reconnect failed")
+    return res, took, replay if replay is not None else took
+
+
+def changes(d):
+    """The reconnect row's changes in d (holding NEDIT files f0000...): NCREATE
+    new files of 64 bytes, then every existing file rewritten.  Seconds taken."""
+    t = time.perf_counter()
+    for i in range(NCREATE):
+        with open(os.path.join(d, f"new{i:04d}"), "wb") as f:
+            f.write(b"%063d\n" % i)
+    for i in range(NEDIT):
+        with open(os.path.join(d, f"f{i:04d}"), "r+b") as f:
+            f.write(b"edited offline\n")
+    return time.perf_counter() - t
 
 
 def lease_s():

@@ -844,32 +844,45 @@ static int cmd_reint(const char *dir)
         return 0;
 }
 
+struct conflict_lines {
+        struct oplog *log;
+        GPtrArray *lines;
+};
+
+/* One "CONFLICT" line of the dump; sorted before printing (ids follow the replay's finishing order). */
 static int print_conflict(void *ud, const struct oplog_conflict *c)
 {
-        struct oplog *log = ud;
+        struct conflict_lines *cl = ud;
+        struct oplog *log = cl->log;
         const char *ids[3] = { c->base, c->local, c->remote };
+        GString *out = g_string_new(NULL);
 
-        printf("CONFLICT %s %s", c->kind, c->path);
+        g_string_append_printf(out, "CONFLICT %s %s", c->kind, c->path);
         for (int i = 0; i < 3; i++) {
                 void *data;
                 size_t size;
                 char *sum;
 
                 if (!ids[i][0]) {
-                        printf(" -");
+                        g_string_append(out, " -");
                         continue;
                 }
                 if (fcache_merge_store_get(&data, &size, oplog_store(log), ids[i]) < 0) {
-                        printf(" MISSING");
+                        g_string_append(out, " MISSING");
                         continue;
                 }
                 sum = g_compute_checksum_for_data(G_CHECKSUM_SHA256, data, size);
-                printf(" %.12s", sum);
+                g_string_append_printf(out, " %.12s", sum);
                 g_free(sum);
                 free(data);
         }
-        printf("\n");
+        g_ptr_array_add(cl->lines, g_string_free(out, FALSE));
         return 0;
+}
+
+static gint cmp_str(gconstpointer a, gconstpointer b)
+{
+        return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 static int cmd_dump(const char *dir, const char *which)
@@ -885,8 +898,16 @@ static int cmd_dump(const char *dir, const char *which)
         if (!strcmp(which, "srv")) {
                 struct run r = { 0 };
 
+                struct conflict_lines cl;
+
                 run_open(&r, dir, false);
-                g_assert_cmpint(oplog_conflict_foreach(r.log, print_conflict, r.log), ==, 0);
+                cl.log = r.log;
+                cl.lines = g_ptr_array_new_with_free_func(g_free);
+                g_assert_cmpint(oplog_conflict_foreach(r.log, print_conflict, &cl), ==, 0);
+                g_ptr_array_sort(cl.lines, cmp_str);
+                for (guint i = 0; i < cl.lines->len; i++)
+                        printf("%s\n", (char *)cl.lines->pdata[i]);
+                g_ptr_array_unref(cl.lines);
                 run_close(&r);
         }
         return 0;
