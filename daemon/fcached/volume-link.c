@@ -28,6 +28,7 @@ struct volume_link {
         bool busy;              /* a drive is running */
         bool again;             /* the wanted state changed while it ran */
         bool dead;              /* freed while busy: the drive frees it */
+        bool force;             /* the next reconnect may delete what the server lost */
         unsigned gen;           /* atomic: bumped by every change of the wanted state */
         char state[16];         /* what was last reported */
         char reason[32];
@@ -38,6 +39,7 @@ struct drive {
         enum netstate_state want;
         const unsigned *gen;    /* the link's (alive while the drive runs) */
         unsigned seen;          /* its value when the drive started */
+        bool force;             /* reconnect force */
 };
 
 static void drive_free(gpointer p)
@@ -83,7 +85,8 @@ static void drive_thread(GTask *task, gpointer source, gpointer data, GCancellab
         else if (d->want == NETSTATE_OFFLINE && !strcmp(cur, "online"))
                 r = fcd_control_call(d->socket_path, "disconnect", -1, NULL, lines);
         else if (d->want != NETSTATE_OFFLINE && strcmp(cur, "online"))
-                r = fcd_control_call(d->socket_path, "reconnect", -1, NULL, lines);
+                r = fcd_control_call(d->socket_path, d->force ? "reconnect force" : "reconnect",
+                                     -1, NULL, lines);
         g_task_return_int(task, r);
 }
 
@@ -180,6 +183,13 @@ static void drive(struct volume_link *l)
         d->want = netstate_get(l->ns);
         d->gen = &l->gen;
         d->seen = __atomic_load_n(&l->gen, __ATOMIC_ACQUIRE);
+        /* The drive of a forced manual reconnect is forced too: unforced, it
+         * would be refused, and its failure would take the volume back offline
+         * behind the forced command's back. */
+        if (d->want == NETSTATE_REINTEGRATING) {
+                d->force = l->force;
+                l->force = false;
+        }
         l->busy = true;
         task = g_task_new(NULL, NULL, drive_done, l);
         g_task_set_task_data(task, d, drive_free);
@@ -261,10 +271,11 @@ void volume_link_sync(struct volume_link *l)
         tell_metered(l);
 }
 
-void volume_link_manual(struct volume_link *l, bool disconnect)
+void volume_link_manual(struct volume_link *l, bool disconnect, bool force)
 {
         if (!l)
                 return;
+        l->force = !disconnect && force;
         if (disconnect)
                 netstate_disconnect(l->ns);
         else

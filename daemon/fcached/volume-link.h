@@ -22,8 +22,9 @@ struct volume_link *volume_link_new(const char *name, const char *server, const 
 void volume_link_free(struct volume_link *l);
 /* Makes the view match the current state (after it started or was adopted). */
 void volume_link_sync(struct volume_link *l);
-/* A manual disconnect (sticky until reconnect) or reconnect. */
-void volume_link_manual(struct volume_link *l, bool disconnect);
+/* A manual disconnect (sticky until reconnect) or reconnect (force: reconnect
+ * force, which may delete what the server lost of the pinned copy). */
+void volume_link_manual(struct volume_link *l, bool disconnect, bool force);
 /* The state last reported. */
 const char *volume_link_state(const struct volume_link *l);
 /* Why it last changed (as volume_link_state_fn's @reason). */

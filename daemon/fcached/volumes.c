@@ -483,6 +483,7 @@ struct manual {
         struct fcd_volumes *vols;
         char *name;
         bool disconnect;
+        bool force;             /* reconnect force */
 };
 
 /* Main loop: a manual disconnect or reconnect reaches the volume's link. */
@@ -495,7 +496,7 @@ static gboolean on_manual(gpointer data)
         vol = find_locked(m->vols, m->name, NULL);
         g_mutex_unlock(&m->vols->lock);
         if (vol)
-                volume_link_manual(vol->link, m->disconnect);
+                volume_link_manual(vol->link, m->disconnect, m->force);
         g_free(m->name);
         return G_SOURCE_REMOVE;
 }
@@ -580,6 +581,7 @@ bool fcd_volume_forward(struct fcd_volumes *vols, const char *canonical, int tar
                 m->vols = vols;
                 m->name = g_strdup(name);
                 m->disconnect = cmd_text[0] == 'd';
+                m->force = !strcmp(cmd_text, "reconnect force");
                 g_main_context_invoke_full(NULL, G_PRIORITY_DEFAULT, on_manual, m, g_free);
         }
         *r = control_call_job(socket_path, cmd_text, target_fd, NULL, lines, progress, cancel);

@@ -85,6 +85,7 @@ check "fcachectl reconnect --force" "$FCACHECTL" reconnect --force "$T/mnt/proj"
 mnt_state() { "$FCACHECTL" query state "$T/mnt" 2>/dev/null | sed -n 's/^state[=: ]*//p' | head -1; }
 for _ in $(seq 600); do [ "$(mnt_state)" = online ] && break; sleep 0.1; done
 expect "forced: online" "$(mnt_state)" = online
+[ "$(mnt_state)" = online ] || { "$FCACHECTL" query state "$T/mnt" 2>&1; tail -40 "$T/fcached.log"; } | diag
 expect "forced: the tree the server lost is gone from the volume" "$(ls -A "$T/mnt")" = ""
 
 stop_fcached
