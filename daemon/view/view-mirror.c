@@ -1045,6 +1045,7 @@ static bool is_own_tmp(const char *name)
 }
 
 #define LOOK_CHUNK 256          /* entries looked up at once, at most */
+#define SEEN_MAX 100000         /* names of a listing remembered, at most (the rest asked) */
 
 struct look_chunk {
         int bdfd, mdfd;
@@ -1085,7 +1086,8 @@ static bool read_chunk(DIR *d, struct look_chunk *c, GHashTable *seen)
                         continue;
                 l.name = g_strdup(de->d_name);
                 g_array_append_val(c->looks, l);
-                g_hash_table_add(seen, g_strdup(de->d_name));
+                if (g_hash_table_size(seen) < SEEN_MAX)
+                        g_hash_table_add(seen, g_strdup(de->d_name));
         }
         return true;
 }
