@@ -490,7 +490,6 @@ struct batch {
         GArray *items;          /* struct batch_item */
         GArray *finishes;       /* struct dir_finish, children before parents */
         unsigned fds;           /* descriptors the queued entries hold */
-        guint next;             /* the next item a worker takes */
 };
 /* A directory pair queued files copy between, shared by them. */
 struct dirref {
@@ -560,39 +559,64 @@ static bool batch_full(const struct batch *b)
         return b->items->len >= BATCH_MAX || b->fds >= BATCH_FDS;
 }
 
-static void *batch_worker(void *arg)
+/*
+ * The fetch pool: fn(ctx, i) for every i below n, on up to FetchThreads
+ * threads (the caller's one of them), each taking the next index.  What
+ * waits on the backing's round trips (copies, the resync's look-ups) goes
+ * through it.
+ */
+struct pool_job {
+        void (*fn)(void *ctx, guint i);
+        void *ctx;
+        guint n;
+        guint next;
+};
+
+static void *pool_worker(void *arg)
 {
-        struct batch *b = arg;
+        struct pool_job *job = arg;
         guint i;
 
-        while ((i = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED)) < b->items->len) {
-                struct batch_item *it = &g_array_index(b->items, struct batch_item, i);
-
-                it->err = copy_to_tmp(it->dir->bdfd, it->dir->mdfd, it->name, &it->st, it->tmp,
-                                      sizeof(it->tmp), false, &it->copied);
-                /* Here rather than at install: the pool does it in parallel. */
-                if (it->err == 0 && (it->err = prepare(it->dir->mdfd, it->tmp, &it->st, 0)) < 0)
-                        unlinkat(it->dir->mdfd, it->tmp, 0);
-        }
+        while ((i = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED)) < job->n)
+                job->fn(job->ctx, i);
         return NULL;
+}
+
+static void pool_run(struct view *v, guint n, void (*fn)(void *ctx, guint i), void *ctx)
+{
+        struct pool_job job = { .fn = fn, .ctx = ctx, .n = n };
+        unsigned threads = v->cfg->fetch_threads ? v->cfg->fetch_threads : 1, started = 0;
+        pthread_t *tids;
+
+        if (threads > n)
+                threads = n;
+        if (threads < 1)
+                return;
+        tids = g_new(pthread_t, threads);
+        for (unsigned i = 1; i < threads; i++)
+                if (pthread_create(&tids[started], NULL, pool_worker, &job) == 0)
+                        started++;
+        pool_worker(&job);
+        for (unsigned i = 0; i < started; i++)
+                pthread_join(tids[i], NULL);
+        g_free(tids);
+}
+
+static void fetch_item(void *ctx, guint i)
+{
+        struct batch *b = ctx;
+        struct batch_item *it = &g_array_index(b->items, struct batch_item, i);
+
+        it->err = copy_to_tmp(it->dir->bdfd, it->dir->mdfd, it->name, &it->st, it->tmp,
+                              sizeof(it->tmp), false, &it->copied);
+        /* Here rather than at install: the pool does it in parallel. */
+        if (it->err == 0 && (it->err = prepare(it->dir->mdfd, it->tmp, &it->st, 0)) < 0)
+                unlinkat(it->dir->mdfd, it->tmp, 0);
 }
 
 static void batch_fetch(struct view *v, struct batch *b)
 {
-        unsigned n = v->cfg->fetch_threads ? v->cfg->fetch_threads : 1, started = 0;
-        pthread_t *tids;
-
-        if (n > b->items->len)
-                n = b->items->len;
-        tids = g_new(pthread_t, n);
-        b->next = 0;
-        for (unsigned i = 1; i < n; i++)
-                if (pthread_create(&tids[started], NULL, batch_worker, b) == 0)
-                        started++;
-        batch_worker(b);
-        for (unsigned i = 0; i < started; i++)
-                pthread_join(tids[i], NULL);
-        g_free(tids);
+        pool_run(v, b->items->len, fetch_item, b);
 }
 
 static void finish_dir(int mdfd, const char *name, const struct stat *bst, uint32_t flags)
@@ -792,36 +816,60 @@ static bool same_bytes(int a, int b)
         }
 }
 
-/*
- * A mirror file that already holds the bytes of the server file @bst (one
- * created or edited offline, now replayed) takes the server's identity
- * instead of being copied again: 0 when done, -ENOENT when it does not.
- */
-static int adopt_same(int bdfd, int mdfd, const char *name, const struct stat *bst,
-                      const struct stat *mst, const struct mirror_base *want)
+static bool may_adopt(const struct stat *bst, const struct stat *mst)
 {
-        int bfd, mfd, r = -ENOENT;
+        return S_ISREG(bst->st_mode) && S_ISREG(mst->st_mode) && bst->st_nlink <= 1 &&
+               mst->st_nlink <= 1 && bst->st_size == mst->st_size;
+}
 
-        if (!S_ISREG(bst->st_mode) || !S_ISREG(mst->st_mode) || bst->st_nlink > 1 ||
-            mst->st_nlink > 1 || bst->st_size != mst->st_size)
-                return -ENOENT;
+static bool holds_same_bytes(int bdfd, int mdfd, const char *name)
+{
+        int bfd, mfd;
+        bool same;
+
         bfd = openat(bdfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         mfd = openat(mdfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (bfd >= 0 && mfd >= 0 && same_bytes(bfd, mfd)) {
-                set_owner_mode_times(mdfd, name, bst);
-                r = mirror_take_identity(mdfd, name, want);
-        }
+        same = bfd >= 0 && mfd >= 0 && same_bytes(bfd, mfd);
         if (bfd >= 0)
                 close(bfd);
         if (mfd >= 0)
                 close(mfd);
-        return r;
+        return same;
 }
+
+/*
+ * A mirror file that already holds the bytes of the server file @bst (one
+ * created or edited offline, now replayed) takes the server's identity
+ * instead of being copied again: 0 when done, -ENOENT when it does not.
+ * @known: whether it does, found by a look-up of the pool (-1: not known).
+ */
+static int adopt_same(int bdfd, int mdfd, const char *name, const struct stat *bst,
+                      const struct stat *mst, const struct mirror_base *want, int known)
+{
+        if (!may_adopt(bst, mst) || known == 0 ||
+            (known < 0 && !holds_same_bytes(bdfd, mdfd, name)))
+                return -ENOENT;
+        set_owner_mode_times(mdfd, name, bst);
+        return mirror_take_identity(mdfd, name, want);
+}
+
+/*
+ * What a walk learns of a directory entry from the backing ahead of syncing
+ * it, by the fetch pool for a directory's entries at once: the round trips
+ * overlap instead of adding up.
+ */
+struct entry_look {
+        char *name;
+        int err;                /* of the backing's stat */
+        struct stat bst;        /* the backing's entry */
+        struct stat mst;        /* the mirror's entry, when it may be adopted */
+        int same;               /* mirror entry mst holds the bytes: 1, 0, -1 not looked */
+};
 
 static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
                      const struct stat *bst, bool exists, bool based,
                      const struct mirror_base *have, struct batch *batch, struct dirref **dir,
-                     uint64_t *copied);
+                     const struct entry_look *look, uint64_t *copied);
 static int sync_other(struct view *v, int bdfd, int mdfd, const char *name,
                       const struct stat *bst, bool based, const struct mirror_base *have);
 
@@ -832,18 +880,20 @@ static int sync_other(struct view *v, int bdfd, int mdfd, const char *name,
  */
 static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool recursive,
                       int depth, struct batch *batch, struct dirref **dir,
-                      struct mirror_fill *fill)
+                      struct mirror_fill *fill, const struct entry_look *look)
 {
         struct mirror_base have, want;
         struct stat bst, mst;
         bool exists, based;
         int r;
 
-        if (fstatat(bdfd, name, &bst, AT_SYMLINK_NOFOLLOW) < 0) {
-                if (errno == ENOENT)
-                        return remove_tree(mdfd, name, 0);
-                return -errno;
-        }
+        r = look ? look->err : fstatat(bdfd, name, &bst, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+        if (look && r == 0)
+                bst = look->bst;
+        if (r == -ENOENT)
+                return remove_tree(mdfd, name, 0);
+        if (r < 0)
+                return r;
         exists = fstatat(mdfd, name, &mst, AT_SYMLINK_NOFOLLOW) == 0;
         based = exists && mirror_get_base(mdfd, name, &have) == 0;
         if (exists && (mst.st_mode ^ bst.st_mode) & S_IFMT) {
@@ -893,7 +943,7 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
                                 fill->res->failed++;
                 }
                 r = sync_file(v, bdfd, mdfd, name, &bst, exists, based, &have, batch, dir,
-                              &copied);
+                              look, &copied);
                 if (r != 1)
                         fill_file_done(fill, copied, r == 0);
                 return r < 0 ? r : 0;
@@ -905,11 +955,11 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
 static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
                      const struct stat *bst, bool exists, bool based,
                      const struct mirror_base *have, struct batch *batch, struct dirref **dir,
-                     uint64_t *copied)
+                     const struct entry_look *look, uint64_t *copied)
 {
         struct mirror_base want;
         struct stat mst;
-        int r;
+        int r, known;
 
         base_from_stat(&want, bst, 0);
         r = link_partner(v, mdfd, name, bst);
@@ -941,8 +991,15 @@ static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
         if (exists && bst->st_nlink > 1 && based && fstatat(mdfd, name, &mst, AT_SYMLINK_NOFOLLOW) == 0 &&
             mst.st_nlink > 1 && have->ver.ino == want.ver.ino)
                 return rewrite_shared(v, bdfd, mdfd, name, bst, copied);
-        if (exists && fstatat(mdfd, name, &mst, AT_SYMLINK_NOFOLLOW) == 0 &&
-            adopt_same(bdfd, mdfd, name, bst, &mst, &want) == 0) {
+        if (exists && fstatat(mdfd, name, &mst, AT_SYMLINK_NOFOLLOW) == 0) {
+                /* The look-up's comparison holds while the mirror file is as it saw it. */
+                known = look && look->same >= 0 && same_stat_identity(&mst, &look->mst) ?
+                        look->same : -1;
+                r = adopt_same(bdfd, mdfd, name, bst, &mst, &want, known);
+        } else {
+                r = -ENOENT;
+        }
+        if (r == 0) {
                 note_container(v, mdfd, name, bst);
                 return 0;
         }
@@ -987,13 +1044,76 @@ static bool is_own_tmp(const char *name)
         return !strncmp(name, mine, strlen(mine));
 }
 
+#define LOOK_CHUNK 256          /* entries looked up at once, at most */
+#define SEEN_MAX 100000         /* names of a listing remembered, at most (the rest asked) */
+
+struct look_chunk {
+        int bdfd, mdfd;
+        GArray *looks;          /* struct entry_look */
+};
+
+/* The backing's side of an entry (its stat, and for a mirror file that may
+ * be adopted the byte comparison): only reads, so the pool runs it. */
+static void look_entry(void *ctx, guint i)
+{
+        struct look_chunk *c = ctx;
+        struct entry_look *l = &g_array_index(c->looks, struct entry_look, i);
+        struct mirror_base have, want;
+
+        l->same = -1;
+        l->err = fstatat(c->bdfd, l->name, &l->bst, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+        if (l->err < 0 || !S_ISREG(l->bst.st_mode) ||
+            fstatat(c->mdfd, l->name, &l->mst, AT_SYMLINK_NOFOLLOW) < 0 ||
+            !may_adopt(&l->bst, &l->mst))
+                return;
+        base_from_stat(&want, &l->bst, 0);
+        if (mirror_get_base(c->mdfd, l->name, &have) == 0 && same_identity(&have, &want))
+                return;         /* in sync: nothing to compare */
+        l->same = holds_same_bytes(c->bdfd, c->mdfd, l->name);
+}
+
+/* Reads up to LOOK_CHUNK more names of @d into c->looks (and @seen): false at the end. */
+static bool read_chunk(DIR *d, struct look_chunk *c, GHashTable *seen)
+{
+        struct dirent *de;
+
+        while (c->looks->len < LOOK_CHUNK) {
+                struct entry_look l = { 0 };
+
+                if (!(de = readdir(d)))
+                        return false;
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                        continue;
+                l.name = g_strdup(de->d_name);
+                g_array_append_val(c->looks, l);
+                if (g_hash_table_size(seen) < SEEN_MAX)
+                        g_hash_table_add(seen, g_strdup(de->d_name));
+        }
+        return true;
+}
+
+static void chunk_clear(struct look_chunk *c)
+{
+        for (guint i = 0; i < c->looks->len; i++)
+                g_free(g_array_index(c->looks, struct entry_look, i).name);
+        g_array_set_size(c->looks, 0);
+}
+
+/*
+ * The backing is read a chunk of names at a time, looked up by the fetch
+ * pool, then each entry synced in order (a subdirectory walked before the
+ * next entry, a file's copy queued in @batch).
+ */
 static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth,
                              struct batch *batch, struct mirror_fill *fill)
 {
+        struct look_chunk chunk = { .bdfd = bdfd, .mdfd = mdfd };
         struct dirref *dir = NULL;
+        GHashTable *seen;
         struct dirent *de;
         struct stat st;
         int r = 0, dup_fd;
+        bool more = true;
         DIR *d;
 
         dup_fd = openat(bdfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1003,48 +1123,62 @@ static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth,
                         close(dup_fd);
                 return r;
         }
-        while ((de = readdir(d))) {
-                int e;
-
-                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-                        continue;
-                if (fill_cancelled(fill)) {
+        seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+        chunk.looks = g_array_new(FALSE, TRUE, sizeof(struct entry_look));
+        while (more && r != -ECANCELED) {
+                more = read_chunk(d, &chunk, seen);
+                if (fill_cancelled(fill))
                         r = -ECANCELED;
-                        break;
+                else
+                        pool_run(v, chunk.looks->len, look_entry, &chunk);
+                for (guint i = 0; i < chunk.looks->len && r != -ECANCELED; i++) {
+                        struct entry_look *l = &g_array_index(chunk.looks, struct entry_look, i);
+                        int e;
+
+                        if (fill_cancelled(fill)) {
+                                r = -ECANCELED;
+                                break;
+                        }
+                        e = sync_entry(v, bdfd, mdfd, l->name, true, depth, batch, &dir, fill, l);
+                        if (e == -ECANCELED) {
+                                r = e;
+                                break;
+                        }
+                        if (e < 0) {
+                                log_warn("Failed to mirror '%s' for offline use: %s", l->name,
+                                         strerror(-e));
+                                r = e;
+                        }
+                        if (batch_full(batch) && (e = batch_install(v, batch, fill)) < 0)
+                                r = e;
                 }
-                e = sync_entry(v, bdfd, mdfd, de->d_name, true, depth, batch, &dir, fill);
-                if (e == -ECANCELED) {
-                        r = e;
-                        break;
-                }
-                if (e < 0) {
-                        log_warn("Failed to mirror '%s' for offline use: %s", de->d_name,
-                                 strerror(-e));
-                        r = e;
-                }
-                if (batch_full(batch) && (e = batch_install(v, batch, fill)) < 0)
-                        r = e;
+                chunk_clear(&chunk);
         }
+        g_array_free(chunk.looks, TRUE);
         closedir(d);
         dirref_put(dir);
-        /* Entries the backing no longer has (and leftover temporaries). */
+        /* Entries the backing no longer has (and leftover temporaries): a name
+         * its listing gave is there, only the others are asked about. */
         dup_fd = openat(mdfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dup_fd < 0)
-                return -errno;
-        d = fdopendir(dup_fd);
+        d = dup_fd < 0 ? NULL : fdopendir(dup_fd);
         if (!d) {
-                close(dup_fd);
-                return -errno;
+                r = -errno;
+                if (dup_fd >= 0)
+                        close(dup_fd);
+                g_hash_table_destroy(seen);
+                return r;
         }
         while ((de = readdir(d))) {
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
                     is_own_tmp(de->d_name))
                         continue;
                 if (is_tmp(de->d_name) ||
-                    (fstatat(bdfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT))
+                    (!g_hash_table_contains(seen, de->d_name) &&
+                     fstatat(bdfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT))
                         remove_tree(dirfd(d), de->d_name, 0);
         }
         closedir(d);
+        g_hash_table_destroy(seen);
         return r;
 }
 
@@ -1121,12 +1255,12 @@ static int sync_path(struct view *v, const char *rel, bool recursive, struct mir
                                         S_ISREG(st.st_mode);
 
                         r = sync_entry(v, bdfd, mdfd, parts[i], recursive, 0,
-                                       one_file ? NULL : &batch, &dir, fill);
+                                       one_file ? NULL : &batch, &dir, fill, NULL);
                         dirref_put(dir);
                         r = batch_end(v, &batch, fill, r);
                         break;
                 }
-                r = sync_entry(v, bdfd, mdfd, parts[i], false, 0, NULL, NULL, NULL);
+                r = sync_entry(v, bdfd, mdfd, parts[i], false, 0, NULL, NULL, NULL, NULL);
                 if (r < 0)
                         break;
                 nb = openat(bdfd, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -1404,7 +1538,7 @@ static int cached_dir(struct view *v, const char *dir)
         for (unsigned i = 0; r == 0 && parts[i]; i++) {
                 int nb, nm;
 
-                r = sync_entry(v, bdfd, mdfd, parts[i], false, 0, NULL, NULL, NULL);
+                r = sync_entry(v, bdfd, mdfd, parts[i], false, 0, NULL, NULL, NULL, NULL);
                 if (r < 0)
                         break;
                 nb = openat(bdfd, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

@@ -17,8 +17,8 @@ FCACHE_BENCH_RTT_MS of round trip, default 10):
             while the volume is offline, then `reconnect` timed (the
             replay of the offline log and the mirror's resync); against the
             same changes made directly on the plain sshfs mount; "replay"
-            is the part until the volume is online (the rest: the mirror of
-            pinned trees resynced with the server)
+            is the part until the volume is online, "resync" the rest (the
+            mirror of pinned trees resynced with the server)
 
 Each round uses fresh directories (nothing cached on any side).  Prints the
 median and range of each column and of the ratios view/baseline per round.
@@ -149,12 +149,13 @@ def main():
                 raise RuntimeError(f"reconnect row: unexpected conflicts: {q}")
             add("reconnect view", took)
             add("reconnect view replay", replay)
+            add("reconnect view resync", took - replay)
             add("reconnect sshfs direct", changes(os.path.join(link.mnt, f"rd-{r}")))
             add("reconnect view / direct", took / res["reconnect sshfs direct"][-1])
             # The next round's resync covers its own tree only (a reconnect resyncs every pin).
             vol.ctl("unpin recursive", f"rc-{r}", timeout=1800)
-            print(f"# reconnect round {r + 1}: {took:.2f} s, replay {replay:.2f} s"
-                  f" ({q.get('records')} records)", flush=True)
+            print(f"# reconnect round {r + 1}: {took:.2f} s, replay {replay:.2f} s,"
+                  f" resync {took - replay:.2f} s ({q.get('records')} records)", flush=True)
     print(f"# {ROUNDS} rounds; seconds (or ratios): median (min-max)")
     for k, xs in res.items():
         print(f"{k:32s} {summary(xs)}")
