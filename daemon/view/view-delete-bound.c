@@ -31,7 +31,6 @@
 
 #include "view.h"
 
-#define CENSUS_MAX_DEPTH 2048
 
 struct census {
         struct view *v;
@@ -42,8 +41,7 @@ struct census {
 
 static bool skipped_name(const char *name)
 {
-        return !strcmp(name, ".") || !strcmp(name, "..") ||
-               !strncmp(name, ".fcache-mirror.", 15);   /* a copy's temporary */
+        return !strcmp(name, ".") || !strcmp(name, "..") || mirror_is_tmp(name);
 }
 
 /* Is mirror object @mdfd/@name one the offline log knows (changed offline)? */
@@ -71,7 +69,7 @@ static uint64_t count_subtree(int mdfd, const char *name, int depth)
         if (fstatat(mdfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return 0;
         n = mirror_get_base(mdfd, name, &b) == 0 ? 1 : 0;
-        if (!S_ISDIR(st.st_mode) || depth > CENSUS_MAX_DEPTH)
+        if (!S_ISDIR(st.st_mode) || depth > VIEW_MAX_DEPTH)
                 return n;
         fd = openat(mdfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
@@ -152,7 +150,7 @@ static int census_entry(struct census *c, int bdfd, int mdfd, const char *name, 
                 c->gone += n;
                 return 0;
         }
-        if (depth > CENSUS_MAX_DEPTH)
+        if (depth > VIEW_MAX_DEPTH)
                 return -ELOOP;
         cb = openat(bdfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (cb < 0)

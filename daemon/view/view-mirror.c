@@ -40,7 +40,6 @@
 
 #define XATTR_BASE "trusted.fcache.base"
 #define XATTR_LID "trusted.fcache.lid"
-#define MAX_DEPTH 2048
 #define COPY_CHUNK (1024 * 1024)
 #define BATCH_MAX 1024          /* files copied before one syncfs, at most */
 #define BATCH_FDS 512           /* descriptors a batch holds, at most */
@@ -192,7 +191,7 @@ static int remove_tree(int dfd, const char *name, int depth)
                 return errno == ENOENT ? 0 : -errno;
         if (!S_ISDIR(st.st_mode))
                 return unlinkat(dfd, name, 0) < 0 ? -errno : 0;
-        if (depth > MAX_DEPTH)
+        if (depth > VIEW_MAX_DEPTH)
                 return -ELOOP;
         cfd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (cfd < 0)
@@ -911,7 +910,7 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
                 if (recursive) {
                         int cb, cm;
 
-                        if (depth > MAX_DEPTH)
+                        if (depth > VIEW_MAX_DEPTH)
                                 return -ELOOP;
                         cb = openat(bdfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                         if (cb < 0)
@@ -1028,7 +1027,7 @@ static int sync_other(struct view *v, int bdfd, int mdfd, const char *name,
         return copy_special(v, bdfd, mdfd, name, bst);
 }
 
-static bool is_tmp(const char *name)
+bool mirror_is_tmp(const char *name)
 {
         return !strncmp(name, ".fcache-mirror.", 15);
 }
@@ -1172,7 +1171,7 @@ static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth,
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
                     is_own_tmp(de->d_name))
                         continue;
-                if (is_tmp(de->d_name) ||
+                if (mirror_is_tmp(de->d_name) ||
                     (!g_hash_table_contains(seen, de->d_name) &&
                      fstatat(bdfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT))
                         remove_tree(dirfd(d), de->d_name, 0);

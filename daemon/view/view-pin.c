@@ -24,8 +24,6 @@
 
 #include "view.h"
 
-#define MAX_DEPTH 2048
-
 typedef int (*file_fn)(struct view *v, int dfd, const char *name, const struct stat *st,
                        void *ud);
 
@@ -49,7 +47,7 @@ static int walk_dir(struct walk *w, int dfd, int depth)
         struct dirent *de;
         int r = 0;
 
-        if (depth > MAX_DEPTH)
+        if (depth > VIEW_MAX_DEPTH)
                 return -ELOOP;
         d = fdopendir(dfd);
         if (!d) {

@@ -327,6 +327,9 @@ void view_conflicts_recount(struct view *v);
 /* Online: -FCACHE_ECONFLICT when server inode ino is held by a structural conflict. */
 int view_conflict_errno(struct view *v, uint64_t ino);
 
+/* Directory levels a walk of a tree (pins, mirror, census) follows: ELOOP beyond. */
+#define VIEW_MAX_DEPTH 2048
+
 /* view-mirror.c: the local mirror of the pinned subtrees (see there). */
 #define MIRROR_COMPLETE 1u      /* a directory every entry of which is mirrored */
 struct mirror_base {
@@ -339,6 +342,8 @@ int mirror_get_base(int dfd, const char *name, struct mirror_base *b);
 int mirror_get_lid(int dfd, const char *name, uint64_t *lid);
 int mirror_set_lid(int dfd, const char *name, uint64_t lid);
 bool mirror_xattr_hidden(const char *name);
+/* Is @name a copy's temporary in a mirror directory (never an object)? */
+bool mirror_is_tmp(const char *name);
 /* Is one link of a mirror object (stat st, server inode sino) the index's? */
 bool mirror_links_counted(struct view *v, const struct stat *st, uint64_t sino);
 /* dfd/name becomes the mirror of the server object @b describes (no longer a new one). */
