@@ -19,18 +19,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from viewlib import (Volume, check, eq, finish, rand_bytes, read_direct,  # noqa: E402
+from viewlib import (Volume, check, eq, err_of, finish, rand_bytes, read_direct,  # noqa: E402
                      read_file, require_root_fuse, write_file)
 
 KiB = 1024
-
-
-def err_of(fn):
-    try:
-        fn()
-    except OSError as e:
-        return e.errno
-    return 0
 
 
 def disk_use(top):

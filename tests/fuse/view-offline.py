@@ -10,49 +10,17 @@ while offline: the successor starts offline and loses no acknowledged edit.
 """
 import errno
 import os
-import stat
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from viewlib import (Volume, check, eq, finish, read_file, require_root_fuse,  # noqa: E402
-                     write_file)
+from viewlib import (Volume, check, eq, err_of, finish, read_file,  # noqa: E402
+                     require_root_fuse, tree, write_file)
 
 LINES = [f"line {i}\n" for i in range(1, 21)]
 
 
 def text(lines):
     return "".join(lines).encode()
-
-
-def tree(root):
-    """{relative path: (type, mode, content or target)} of a directory tree."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = os.path.join(dirpath, name)
-            rel = os.path.relpath(p, root)
-            try:
-                st = os.lstat(p)
-            except OSError as e:
-                if e.errno != errno.EUCLEAN:
-                    raise
-                out[rel] = ("conflict", 0, None)
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                out[rel] = ("dir", stat.S_IMODE(st.st_mode), None)
-            elif stat.S_ISLNK(st.st_mode):
-                out[rel] = ("link", 0, os.readlink(p))
-            else:
-                out[rel] = ("file", stat.S_IMODE(st.st_mode), read_file(p))
-    return out
-
-
-def err_of(fn):
-    try:
-        fn()
-    except OSError as e:
-        return e.errno
-    return 0
 
 
 def main():

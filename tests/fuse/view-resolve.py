@@ -16,7 +16,6 @@ import os
 import pty
 import re
 import shutil
-import socket
 import stat
 import subprocess
 import sys

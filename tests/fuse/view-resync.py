@@ -11,31 +11,13 @@ offline again shows the server's tree.  FCACHE_TEST_SEED repeats a run.
 """
 import os
 import random
-import stat
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from viewlib import (Volume, check, eq, finish, read_file, require_root_fuse,  # noqa: E402
+from viewlib import (Volume, check, eq, finish, require_root_fuse, tree,  # noqa: E402
                      write_file)
 
 BIG = 700           # more than two look-up chunks
-
-
-def snapshot(root):
-    """{relative path: (kind, mode, bytes or target)} below root."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = os.path.join(dirpath, name)
-            st = os.lstat(p)
-            rel = os.path.relpath(p, root)
-            if stat.S_ISDIR(st.st_mode):
-                out[rel] = ("dir", stat.S_IMODE(st.st_mode), None)
-            elif stat.S_ISLNK(st.st_mode):
-                out[rel] = ("link", 0, os.readlink(p))
-            else:
-                out[rel] = ("file", stat.S_IMODE(st.st_mode), read_file(p))
-    return out
 
 
 def diff(a, b):
@@ -97,8 +79,8 @@ def main():
     q = vol.ctl("reconnect", timeout=300)
     eq(q["state"], "online", "reconnect answers state=online")
     eq(q.get("conflicts"), "0", "reconnect: no conflicts (each side changed other files)")
-    server = snapshot(b("proj"))
-    got = snapshot(mirror)
+    server = tree(b("proj"))
+    got = tree(mirror)
     eq(diff(got, server), [], "after the reconnect the mirror is exactly the server's tree")
     eq({n: os.stat(os.path.join(mirror, "big", n)).st_ino for n in kept}, kept,
        "files made or edited offline keep their mirror copy (adopted, not copied again)")
@@ -106,7 +88,7 @@ def main():
               for n in created),
           "every file made offline has the server's identity in the mirror")
     eq(vol.ctl("disconnect")["state"], "offline", "disconnect again")
-    eq(diff(snapshot(v("proj")), server), [], "offline again, the view shows the server's tree")
+    eq(diff(tree(v("proj")), server), [], "offline again, the view shows the server's tree")
     finish()
 
 

@@ -13,6 +13,7 @@ import os
 import random
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -300,3 +301,34 @@ def errname(fn):
         return r if r is not None else "ok"
     except OSError as e:
         return "E" + errno.errorcode.get(e.errno, str(e.errno))
+
+
+def err_of(fn):
+    try:
+        fn()
+    except OSError as e:
+        return e.errno
+    return 0
+
+
+def tree(root):
+    """{relative path: (type, mode, content or target)} of a directory tree."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            rel = os.path.relpath(p, root)
+            try:
+                st = os.lstat(p)
+            except OSError as e:
+                if e.errno != errno.EUCLEAN:
+                    raise
+                out[rel] = ("conflict", 0, None)
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir", stat.S_IMODE(st.st_mode), None)
+            elif stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", 0, os.readlink(p))
+            else:
+                out[rel] = ("file", stat.S_IMODE(st.st_mode), read_file(p))
+    return out
