@@ -14,7 +14,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,17 +32,12 @@ struct dry_run {
         struct reintegrate_stats st;
 };
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-        return remove(path) < 0 && errno != ENOENT ? -1 : 0;
-}
-
 static void dry_run_free(void *arg)
 {
         struct dry_run *d = arg;
 
         if (d->dir)
-                nftw(d->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+                view_remove_tree(AT_FDCWD, d->dir);
         if (d->root_fd >= 0)
                 close(d->root_fd);
         ctlmsg_free(&d->items.msg);
@@ -93,15 +87,9 @@ void view_dry_run_sweep(struct view *v)
         DIR *d = opendir(v->cfg->cache_dir);
         struct dirent *de;
 
-        while (d && (de = readdir(d))) {
-                char *path;
-
-                if (strncmp(de->d_name, "dry-run.", 8))
-                        continue;
-                path = g_build_filename(v->cfg->cache_dir, de->d_name, NULL);
-                nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-                g_free(path);
-        }
+        while (d && (de = readdir(d)))
+                if (!strncmp(de->d_name, "dry-run.", 8))
+                        view_remove_tree(dirfd(d), de->d_name);
         if (d)
                 closedir(d);
 }

@@ -208,6 +208,11 @@ static int remove_tree(int dfd, const char *name, int depth)
         return unlinkat(dfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
 }
 
+int view_remove_tree(int dfd, const char *name)
+{
+        return remove_tree(dfd, name, 0);
+}
+
 static void set_owner_mode_times(int mdfd, const char *name, const struct stat *bst)
 {
         struct timespec tv[2] = { bst->st_atim, bst->st_mtim };

@@ -342,6 +342,8 @@ int mirror_get_base(int dfd, const char *name, struct mirror_base *b);
 int mirror_get_lid(int dfd, const char *name, uint64_t *lid);
 int mirror_set_lid(int dfd, const char *name, uint64_t lid);
 bool mirror_xattr_hidden(const char *name);
+/* rm -rf of dfd/name (not following symlinks): 0, or the last step's -errno. */
+int view_remove_tree(int dfd, const char *name);
 /* Is @name a copy's temporary in a mirror directory (never an object)? */
 bool mirror_is_tmp(const char *name);
 /* Is one link of a mirror object (stat st, server inode sino) the index's? */
