@@ -357,7 +357,6 @@ void backing_close(struct view *v, int fd)
 int backing_call(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(void *arg))
 {
         struct job *j;
-
         int r;
 
         if (!v->cfg->backing_timeout_ms) {
