@@ -176,17 +176,10 @@ i=0
 while [ $i -lt 600 ] && kill -0 $lpid 2>/dev/null &&
 	! ls -l /proc/$lpid/fd 2>/dev/null | grep -q socket:; do sleep 0.1; i=$((i + 1)); done
 sleep 1
-lt=$(ms)
-kill -TERM $lpid
-i=0
-while [ $i -lt 6000 ] && kill -0 $lpid 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
-lgone=yes
-kill -0 $lpid 2>/dev/null && { lgone=no; kill -KILL $lpid; }
-wait $lpid
-lrc=$?
-diag "kmod: prefetch recursive of 32 GiB, SIGTERM: gone=$lgone in $(( $(ms) - lt )) ms, exit $lrc, stderr: $(tail -n 1 /run/long.err)"
+term_wait $lpid 6000
+diag "kmod: prefetch recursive of 32 GiB, SIGTERM: gone=$TERM_GONE in $TERM_MS ms, exit $TERM_RC, stderr: $(tail -n 1 /run/long.err)"
 check "kmod: SIGTERM during a long prefetch recursive ends fcachectl (exit 130, says interrupted)" \
-	eval '[ "$lgone:$lrc" = yes:130 ] && grep -q "interrupted" /run/long.err'
+	eval '[ "$TERM_GONE:$TERM_RC" = yes:130 ] && grep -q "interrupted" /run/long.err'
 rm -rf /srv/export/long
 drop_caches
 
@@ -221,18 +214,11 @@ if dmsetup create --noudevsync fcstall --table "0 $ssz delay $sdev 0 0" &&
 		sleep 0.1; i=$((i + 1))
 	done
 	held=$(stall_held)
-	st=$(ms)
-	kill -TERM $spid
-	i=0
-	while [ $i -lt 600 ] && kill -0 $spid 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
-	sgone=yes
-	kill -0 $spid 2>/dev/null && { sgone=no; kill -KILL $spid; }
-	wait $spid
-	src=$?
+	term_wait $spid 600
 	still=$(stall_held)
-	diag "kmod: prefetch recursive, reads held by dm-delay: $held, SIGTERM: gone=$sgone in $(( $(ms) - st )) ms, exit $src, reads still held: $still, stderr: $(tail -n 1 /run/stall.err)"
+	diag "kmod: prefetch recursive, reads held by dm-delay: $held, SIGTERM: gone=$TERM_GONE in $TERM_MS ms, exit $TERM_RC, reads still held: $still, stderr: $(tail -n 1 /run/stall.err)"
 	check "kmod: SIGTERM while the module's read is held by a stalled device ends fcachectl (exit 130, says interrupted)" \
-		eval '[ "$sgone:$src" = yes:130 ] && grep -q "interrupted" /run/stall.err'
+		eval '[ "$TERM_GONE:$TERM_RC" = yes:130 ] && grep -q "interrupted" /run/stall.err'
 	check "kmod: ... before the held read came back" eval '[ "$held" -ge 1 ] && [ "$still" -ge 1 ]'
 	# suspending dm-delay sends the held reads on; the cancelled jobs end
 	dmsetup suspend --noudevsync --nolockfs fcstall

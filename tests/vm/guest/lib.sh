@@ -48,6 +48,21 @@ os.close(f)' "$1" &
 	while [ ! -e /tmp/writer.ready ] && kill -0 $wpid 2>/dev/null; do sleep 0.05; done
 }
 stop_writer() { touch /tmp/writer.done; wait $wpid; }
+# term_wait PID TENTHS: SIGTERM to PID (a background job of this shell), then
+# up to TENTHS tenths of a second for it to end (a hang guard, not a time
+# limit), SIGKILL if it did not; sets TERM_GONE (yes|no), TERM_RC (its exit
+# status) and TERM_MS (from the signal until it was reaped)
+term_wait() {
+	_tt=$(ms)
+	kill -TERM "$1" 2>/dev/null
+	_ti=0
+	while [ $_ti -lt "$2" ] && kill -0 "$1" 2>/dev/null; do sleep 0.1; _ti=$((_ti + 1)); done
+	TERM_GONE=yes
+	kill -0 "$1" 2>/dev/null && { TERM_GONE=no; kill -KILL "$1"; }
+	wait "$1"
+	TERM_RC=$?
+	TERM_MS=$(( $(ms) - _tt ))
+}
 # incore FILE: its pages in the page cache, as fincore(1) (mincore) sees them
 incore() { fincore -n -o PAGES "$1" | tr -d ' '; }
 

@@ -155,16 +155,9 @@ big_tree() {
 	$FCACHECTL -q -j prefetch recursive $2/big > /tmp/big.out 2>&1 &
 	_pid=$!
 	sleep 2
-	_t=$(ms)
-	kill -TERM $_pid 2>/dev/null
-	_i=0
-	while kill -0 $_pid 2>/dev/null && [ $_i -lt 6000 ]; do sleep 0.1; _i=$((_i + 1)); done
-	_gone=yes
-	kill -0 $_pid 2>/dev/null && { _gone=no; kill -KILL $_pid; }
-	wait $_pid
-	_rc=$?
-	diag "$3 $1: prefetch recursive, SIGTERM after 2 s: gone in $(( $(ms) - _t )) ms, exit $_rc"
-	check "$3 $1: prefetch recursive honours SIGTERM" eq "$_gone" yes
+	term_wait $_pid 6000
+	diag "$3 $1: prefetch recursive, SIGTERM after 2 s: gone in $TERM_MS ms, exit $TERM_RC"
+	check "$3 $1: prefetch recursive honours SIGTERM" eq "$TERM_GONE" yes
 }
 
 
@@ -192,15 +185,9 @@ stall_probe() {
 	$FCACHECTL -q -j prefetch recursive /mnt/smb/huge > /dev/null 2>&1 &
 	_pid=$!
 	sleep 3
-	_t=$(ms)
-	kill -TERM $_pid
-	_i=0
-	while kill -0 $_pid 2>/dev/null && [ $_i -lt 3000 ]; do sleep 0.1; _i=$((_i + 1)); done
-	_gone=yes
-	kill -0 $_pid 2>/dev/null && { _gone=no; kill -KILL $_pid; }
-	wait $_pid
-	diag "kmod stall probe: SIGTERM with jobs running: gone in $(( $(ms) - _t )) ms"
-	check "kmod stall probe: SIGTERM with jobs running ends it" eq "$_gone" yes
+	term_wait $_pid 3000
+	diag "kmod stall probe: SIGTERM with jobs running: gone in $TERM_MS ms"
+	check "kmod stall probe: SIGTERM with jobs running ends it" eq "$TERM_GONE" yes
 	# a second session on the same share (its own lease keys) writes while
 	# this one prefetches: each of its opens breaks this client's lease
 	smb_mount lease /mnt/smb2 nosharesock || diag "second mount failed"
@@ -223,15 +210,9 @@ stall_probe() {
 	$FCACHECTL -q -j prefetch recursive /mnt/smb/big > /dev/null 2>&1 &
 	_pid=$!
 	sleep 2
-	_t=$(ms)
-	kill -TERM $_pid
-	_i=0
-	while kill -0 $_pid 2>/dev/null && [ $_i -lt 3000 ]; do sleep 0.1; _i=$((_i + 1)); done
-	_gone=yes
-	kill -0 $_pid 2>/dev/null && { _gone=no; kill -KILL $_pid; }
-	wait $_pid
-	diag "kmod stall probe: SIGTERM during lease breaks: gone in $(( $(ms) - _t )) ms"
-	check "kmod stall probe: SIGTERM during lease breaks ends it" eq "$_gone" yes
+	term_wait $_pid 3000
+	diag "kmod stall probe: SIGTERM during lease breaks: gone in $TERM_MS ms"
+	check "kmod stall probe: SIGTERM during lease breaks ends it" eq "$TERM_GONE" yes
 	touch /run/writer.stop
 	wait $_w
 	umount /mnt/smb2
