@@ -6,7 +6,7 @@
  * The pins are the user's promise of what stays available offline; the
  * index (store.db) is a cache that a damaged disk or a bad shutdown can
  * lose.  So every change of the pins also rewrites this file (a new file,
- * fsync, rename), and a store that starts without pins (its index made
+ * fsync, rename, fsync of the directory), and a store that starts without pins (its index made
  * anew) takes them back from here.
  *
  * Format: a first line "fcache-pins 1", then a line per pin: the priority,
@@ -23,6 +23,7 @@
 #include <glib.h>
 
 #include "store.h"
+#include "view.h"
 
 #define PINS_MAGIC "fcache-pins 1"
 
@@ -34,8 +35,9 @@ static char *pins_path(const char *dir, const char *suffix)
 int pins_file_save(const char *dir, const struct pins_entry *pins, size_t n)
 {
         GString *text = g_string_new(PINS_MAGIC "\n");
-        char *tmp = pins_path(dir, ".new"), *path = pins_path(dir, "");
-        int fd, r = 0, dfd;
+        char *path = pins_path(dir, "");
+        GError *error = NULL;
+        int r = 0, dfd;
 
         for (size_t i = 0; i < n; i++) {
                 char *esc = g_strescape(pins[i].path, NULL);
@@ -43,38 +45,22 @@ int pins_file_save(const char *dir, const struct pins_entry *pins, size_t n)
                 g_string_append_printf(text, "%d\t%s\n", pins[i].prio, esc);
                 g_free(esc);
         }
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (fd < 0) {
-                r = -errno;
-                goto out;
+        if (!g_file_set_contents_full(path, text->str, (gssize)text->len,
+                                      G_FILE_SET_CONTENTS_CONSISTENT |
+                                      G_FILE_SET_CONTENTS_DURABLE, 0600, &error)) {
+                log_error("Failed to write %s: %s", path, error->message);
+                g_error_free(error);
+                r = -EIO;
+        } else {
+                /* The rename itself must survive a power loss too. */
+                dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (dfd >= 0) {
+                        if (fsync(dfd) < 0)
+                                r = -errno;
+                        close(dfd);
+                }
         }
-        for (size_t off = 0; off < text->len && r == 0;) {
-                ssize_t w = write(fd, text->str + off, text->len - off);
-
-                if (w < 0 && errno != EINTR)
-                        r = -errno;
-                else if (w > 0)
-                        off += (size_t)w;
-        }
-        if (r == 0 && fsync(fd) < 0)
-                r = -errno;
-        close(fd);
-        if (r == 0 && rename(tmp, path) < 0)
-                r = -errno;
-        if (r < 0) {
-                unlink(tmp);
-                goto out;
-        }
-        /* The rename itself must survive a power loss too. */
-        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-                if (fsync(dfd) < 0)
-                        r = -errno;
-                close(dfd);
-        }
-out:
         g_string_free(text, TRUE);
-        g_free(tmp);
         g_free(path);
         return r;
 }
