@@ -66,13 +66,22 @@ import json, os, sys
 passed, failed, skipped = int(os.environ["STEPS_PASSED"]), int(os.environ["STEPS_FAILED"]), 0
 for log in sys.argv[1:]:
     for line in open(log):
-        result = json.loads(line)["result"]
+        test = json.loads(line)
+        result = test["result"]
         if result in ("OK", "EXPECTEDFAIL"):
             passed += 1
         elif result == "SKIP":
             skipped += 1
         else:
             failed += 1
+            # Repeated here, next to the count, where a reader of only the end looks.
+            print(f"run-all: {test['name']}: {result}")
+            lines = (test.get("stdout") or "").splitlines()
+            for i, out in enumerate(lines):
+                if out.startswith(("not ok", "Bail out")):
+                    why = [x for x in lines[i + 1:i + 6] if x.startswith("#")]
+                    for x in [out] + why:
+                        print(f"run-all:   {x[:300]}")
 print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
 PY
 exit $status
