@@ -136,7 +136,9 @@ def main():
     vol = Volume("crash", lease="1s").start()
     write_file(vol.b("big"), rand_bytes(BIG, 999))
     kills = 0
-    for rnd_seed in (1, 2):
+    # More rounds (other seeds) for a hunt: FCACHE_CRASH_SEEDS="3 4 5".
+    seeds = [int(x) for x in os.environ.get("FCACHE_CRASH_SEEDS", "1 2").split()]
+    for rnd_seed in seeds:
         out = os.path.join(vol.top, f"model{rnd_seed}.json")
         work = f"work{rnd_seed}"
         os.mkdir(vol.v(work))
@@ -153,8 +155,9 @@ def main():
                 vol.wait_new_worker(old)
             except (RuntimeError, ProcessLookupError) as e:
                 check(False, f"restart after kill -9: {e}")
+                print("# " + "\n# ".join(vol.logtext().splitlines()[-40:]))
                 break
-            if kills > 100:
+            if kills > 50 * len(seeds):
                 break
         try:
             wl.wait(timeout=180)

@@ -38,7 +38,12 @@ else
 	# unused cookies go to fscache's LRU after ~10 s; only then cullable
 	sleep 12
 	for i in 8 9 10; do cat /mnt/nfsc/cull/u$i > /dev/null; done
+	# cachefilesd culls in the background once the cache's free space falls
+	# below bcull: wait for the cache's writes, then for free space >= bcull
 	sleep 6
+	sync
+	cache_free_ge() { df -k /mnt/fscache | awk -v p="$1" 'NR == 2 { exit !($4 * 100 >= $2 * p) }'; }
+	wait_for 120 cache_free_ge 20
 	diag "fscache cache dir use: $(df -k /mnt/fscache | awk 'NR == 2 { print $3 " KiB of " $2 }')"
 	drop_caches
 	r0=$(nfsd_read)

@@ -31,6 +31,13 @@ as_user() { setpriv --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all "$@
 fc_user() { LAST=$(as_user $FCNL "$@" 2>&1); }
 expect_user_err() { _e=$1; shift; fc_user "$@" && return 1; [ "$(key error)" = "$_e" ]; }
 drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+# wait_for SECONDS CMD...: runs CMD until it succeeds, for at most SECONDS (the
+# guest is emulated and the host loaded: what the kernel does in the background
+# is waited for, never assumed done after a fixed sleep).
+wait_for() {
+	_end=$(( $(date +%s) + $1 )); shift
+	until "$@"; do [ "$(date +%s)" -lt $_end ] || return 1; sleep 0.3; done
+}
 mkfile() { dd if=/dev/urandom of="$1" bs=1M count="$2" status=none; }
 # start_writer FILE: write 4 MiB into FILE and keep it open (on NFS every
 # close writes back) until stop_writer
