@@ -272,6 +272,11 @@ int view_worker_run(struct view *v, int fuse_fd)
         sigaddset(&set, SIGINT);
         sigaddset(&set, SIGHUP);
         pthread_sigmask(SIG_BLOCK, &set, &old);
+        /* Before any thread of ours reads the device: the kernel resends
+         * every request read and not answered on it, and one our threads had
+         * read already would be handled twice (a RELEASE beside its READ). */
+        if (v->takeover)
+                send_resend(fuse_fd);
         tids = calloc(v->cfg->threads, sizeof(*tids));
         if (!tids)
                 return -ENOMEM;
@@ -285,8 +290,6 @@ int view_worker_run(struct view *v, int fuse_fd)
         }
         if (pthread_create(&hoard, NULL, hoard_thread, v) == 0)
                 pthread_detach(hoard);
-        if (v->takeover)
-                send_resend(fuse_fd);
         if (v->ready_fd >= 0) {
                 if (write(v->ready_fd, "R", 1) < 0)
                         log_warn("Failed to tell the holder we serve: %m, ignoring");

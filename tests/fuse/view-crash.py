@@ -155,7 +155,7 @@ def main():
                 vol.wait_new_worker(old)
             except (RuntimeError, ProcessLookupError) as e:
                 check(False, f"restart after kill -9: {e}")
-                print("# " + "\n# ".join(vol.logtext().splitlines()[-40:]))
+                print("# " + "\n# ".join(vol.logtext().splitlines()[-160:]))
                 break
             if kills > 50 * len(seeds):
                 break
