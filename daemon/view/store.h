@@ -3,7 +3,7 @@
  * store.h: the persistent local store of one fcache volume.
  *
  * Layout under CacheDir:
- *   store.db            SQLite (WAL): objects, blocks, pins
+ *   store.db            SQLite (WAL): objects, blocks, pins, facts
  *   objects/XX/INO      content of backing inode INO, sparse, block-addressed
  *
  * An object is one backing regular file, keyed by its inode number and
