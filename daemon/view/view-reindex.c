@@ -104,13 +104,14 @@ static int backing_same(struct view *v, int bdfd, const char *name,
 }
 
 /* Removes the stale cached file mdfd/name (volume path rel), open as fd;
- * not once the volume went offline meanwhile (an offline edit may follow). */
+ * not once the volume went offline meanwhile (an offline edit may follow),
+ * nor while conflicts hold records of the log (as at a reconnect). */
 static bool drop_stale(struct view *v, const char *rel, int fd)
 {
         bool gone = false;
 
         pthread_rwlock_rdlock(&v->mode_lock);
-        if (!view_offline(v))
+        if (!view_offline(v) && !__atomic_load_n(&v->conflicts, __ATOMIC_RELAXED))
                 gone = mirror_remove_cached(v, rel, fd) == 0;
         pthread_rwlock_unlock(&v->mode_lock);
         return gone;
@@ -229,7 +230,8 @@ static void *reindex_thread(void *arg)
 
         if (mdfd >= 0 && (mirror_get_base(mdfd, NULL, &b) < 0 || !(b.flags & MIRROR_COMPLETE)))
                 walk_dir(r, mdfd, bdfd, "", 0);
-        if (mdfd >= 0 && store_containers_indexed(v->store) == 0) {
+        if (mdfd >= 0 && store_containers_indexed(v->store) == 0 &&
+            progress.reindexed + progress.dropped) {
                 log_info("Cached files found in the mirror after the index was made anew: %" PRIu64
                          " indexed again (%" PRIu64 " to validate online), %" PRIu64
                          " removed (changed on the server)", progress.reindexed,

@@ -137,6 +137,20 @@ def cached_reindexed():
     vol.ctl("set cache-size 1G")
     for n in kept:
         eq(read_file(vol.v(n)), data[n], f"cached: after culling {n} reads right")
+    check(wait_for(lambda: all(os.path.exists(os.path.join(mirror, n)) for n in kept)),
+          "cached: read whole again, they are containers again")
+
+    # the index deleted under a running worker, which is then killed: the
+    # holder's next worker (a takeover) indexes them again
+    present = [n for n in data if os.path.exists(os.path.join(mirror, n))]
+    delete_index(vol.cache)
+    old = vol.kill_worker()
+    vol.wait_new_worker(old)
+    st = reindexed(vol)
+    eq((st.get("containers_reindexed"), st.get("containers_dropped")), (str(len(present)), "0"),
+       "cached: after a takeover on a deleted index they are indexed again")
+    for n in present:
+        eq(vol.ctl("query cached", n)["cached"], "complete", f"cached: {n} cached after it")
     vol.stop()
 
 
