@@ -18,6 +18,7 @@ unvalidated, served offline, and checked at the reconnect.
 import errno
 import glob
 import os
+import random
 import sys
 import time
 
@@ -190,6 +191,108 @@ def cached_reindexed_offline():
     vol.stop()
 
 
+def randomized():
+    """Seeded rounds (FCACHE_INDEX_SEED to rerun): random files read whole or
+    in part, the volume stopped online or offline, the server changing and
+    removing files meanwhile, the index deleted or damaged; at each start the
+    counts are what the mirror held, offline every cached file reads as it
+    was cached, online every file reads as the server has it.  Last, a start
+    with a CacheSize too small for them culls them."""
+    seed = int(os.environ.get("FCACHE_INDEX_SEED", random.randrange(1 << 30)))
+    print(f"# randomized section: FCACHE_INDEX_SEED={seed}")
+    rnd = random.Random(seed)
+    vol = Volume("index-random", lease="1s")
+    mirror = os.path.join(vol.cache, "mirror")
+    server = {}
+
+    def put(name):
+        server[name] = rand_bytes(rnd.choice([100, 5000, 140 * KiB, 300 * KiB]), rnd.random())
+        os.makedirs(os.path.dirname(vol.b(name)), exist_ok=True)
+        write_file(vol.b(name), server[name])
+
+    for i in range(14):
+        put(f"r/d{i % 3}/x{i}")
+    vol.start()
+    bad = 0
+    for rnd_no in range(4):
+        label = f"random round {rnd_no}"
+        whole = [n for n in sorted(server) if rnd.random() < 0.6]
+        for n in sorted(server):
+            if n in whole:
+                bad += read_file(vol.v(n)) != server[n]
+            elif rnd.random() < 0.5:
+                with open(vol.v(n), "rb") as f:
+                    bad += f.read(4096) != server[n][:4096]
+        wait_for(lambda: all(os.path.exists(os.path.join(mirror, n)) for n in whole))
+        was = dict(server)
+        offline = rnd.random() < 0.4
+        if offline:
+            eq(vol.ctl("disconnect")["state"], "offline", f"{label}: disconnect")
+        vol.stop()
+        # what the mirror holds once stopped (files move in asynchronously)
+        cached = {n for n in server if os.path.exists(os.path.join(mirror, n))}
+        stale = set()
+        for n in sorted(server):
+            r = rnd.random()
+            if r < 0.2:
+                put(n)
+                stale.add(n)
+            elif r < 0.3:
+                os.unlink(vol.b(n))
+                del server[n]
+                stale.add(n)
+        how = rnd.choice(["deleted", "garbage", "damaged"])
+        if how == "deleted":
+            delete_index(vol.cache)
+        else:
+            damage(vol.cache, 0 if how == "garbage" else 100)
+        vol.start()
+        st = reindexed(vol)
+        got = (st.get("containers_reindexed"), st.get("containers_unvalidated"),
+               st.get("containers_dropped"))
+        if offline:
+            eq(got, (str(len(cached)), str(len(cached)), "0"),
+               f"{label} (offline, index {how}): all {len(cached)} cached files indexed,"
+               " unvalidated")
+            for n in sorted(cached):
+                bad += read_direct(vol.v(n)) != was[n]
+            q = vol.ctl("reconnect")
+            eq((q["state"], q.get("conflicts")), ("online", "0"), f"{label}: reconnect")
+            time.sleep(1.2)                     # the attribute lease
+        else:
+            keep = cached - stale
+            eq(got, (str(len(keep)), "0", str(len(cached & stale))),
+               f"{label} (online, index {how}): {len(keep)} indexed again,"
+               f" {len(cached & stale)} dropped")
+            used = int(vol.ctl("query cache")["used"])
+            check(used >= sum(len(server[n]) for n in keep),
+                  f"{label}: the cache's use counts them ({used})")
+        for n in sorted(was):
+            if n in server:
+                bad += read_direct(vol.v(n)) != server[n]
+            else:
+                bad += err_of(lambda: read_file(vol.v(n))) != errno.ENOENT
+                put(n)                          # back for the next round
+        time.sleep(1.2)     # the lease: the view saw removed names as absent
+    eq(bad, 0, f"random rounds: every read right (seed {seed})")
+    for n in sorted(server):
+        read_file(vol.v(n))
+    wait_for(lambda: all(os.path.exists(os.path.join(mirror, n)) for n in server))
+    vol.stop()
+    delete_index(vol.cache)
+    half = sum(len(d) for d in server.values()) // 2048
+    vol.args += ["--set", f"CacheSize={half}K", "--set", "Reserve=16K"]
+    vol.start()
+    reindexed(vol)
+    q = vol.ctl("query cache")
+    check(int(q["used"]) <= int(q["capacity"]),
+          f"a small CacheSize at the start culls them: used {q['used']} <= {q['capacity']}")
+    check(int(q["culled"]) > 0, f"... it culled some ({q['culled']})")
+    for n in sorted(server):
+        eq(read_direct(vol.v(n)), server[n], f"after the start's culling {n} reads right")
+    vol.stop()
+
+
 def lost_index():
     """store.db deleted outright (a cleaned cache directory): the pins file
     gives the pins back as well."""
@@ -220,6 +323,7 @@ def main():
     lost_index()
     cached_reindexed()
     cached_reindexed_offline()
+    randomized()
     for label, keep in (("not a database", 0), ("damaged after its header", 100)):
         vol = Volume("index")
         os.makedirs(vol.b("tree"))
