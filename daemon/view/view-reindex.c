@@ -249,6 +249,25 @@ static void *reindex_thread(void *arg)
         return NULL;
 }
 
+/* A mirror with no entry (a volume's first start) has nothing to give back. */
+static bool mirror_empty(struct view *v)
+{
+        int fd = openat(v->mirror_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        struct dirent *de;
+        bool empty = true;
+
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return false;
+        }
+        while (empty && (de = readdir(d)))
+                empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+        closedir(d);
+        return empty;
+}
+
 void view_reindex_start(struct view *v)
 {
         struct reindex *r;
@@ -256,6 +275,10 @@ void view_reindex_start(struct view *v)
 
         if (v->mirror_fd < 0 || !store_containers_unindexed(v->store))
                 return;
+        if (mirror_empty(v)) {
+                store_containers_indexed(v->store);
+                return;
+        }
         r = g_new0(struct reindex, 1);
         r->v = v;
         r->pins = g_ptr_array_new_with_free_func(g_free);
