@@ -19,6 +19,7 @@ import errno
 import glob
 import os
 import random
+import shutil
 import sys
 import time
 
@@ -90,6 +91,8 @@ def cached_reindexed():
     data["c/sub/deep"] = rand_bytes(200 * KiB, 50)
     data["c/changed"] = rand_bytes(100 * KiB, 51)
     data["c/gone"] = rand_bytes(100 * KiB, 52)
+    data["c/gonedir/y"] = rand_bytes(100 * KiB, 55)
+    os.makedirs(vol.b("c", "gonedir"))
     for name, d in data.items():
         write_file(vol.b(name), d)
     write_file(vol.b("p", "x"), rand_bytes(50 * KiB, 53))
@@ -101,12 +104,13 @@ def cached_reindexed():
     new = rand_bytes(120 * KiB, 54)
     write_file(vol.b("c", "changed"), new)      # the server changes one meanwhile
     os.unlink(vol.b("c", "gone"))               # and removes another
+    shutil.rmtree(vol.b("c", "gonedir"))        # and a directory
     delete_index(vol.cache)
     vol.start()
     st = reindexed(vol)
-    kept = [n for n in data if n not in ("c/changed", "c/gone")]
+    kept = [n for n in data if n not in ("c/changed", "c/gone", "c/gonedir/y")]
     eq((st.get("reindex"), st.get("containers_reindexed"), st.get("containers_unvalidated"),
-        st.get("containers_dropped")), ("done", str(len(kept)), "0", "2"),
+        st.get("containers_dropped")), ("done", str(len(kept)), "0", "3"),
        "cached: query state counts the containers indexed again and those dropped")
     for n in kept:
         eq(vol.ctl("query cached", n)["cached"], "complete", f"cached: {n} is cached again")
@@ -115,9 +119,11 @@ def cached_reindexed():
     used_now = int(vol.ctl("query cache")["used"])
     check(used_now >= kept_bytes, f"cached: the cache's use counts them ({used_now} >="
           f" {kept_bytes}; {used} before the index was lost)")
-    for n in ("c/changed", "c/gone"):
+    for n in ("c/changed", "c/gone", "c/gonedir/y"):
         check(not os.path.exists(os.path.join(mirror, n)),
               f"cached: {n}, changed or removed on the server, is gone from the mirror")
+    check(not os.path.exists(os.path.join(mirror, "c", "gonedir")),
+          "cached: so is the mirror's directory that only it kept")
     eq(read_file(vol.v("c", "changed")), new, "cached: the changed file reads afresh")
     eq(err_of(lambda: read_file(vol.v("c", "gone"))), errno.ENOENT,
        "cached: the removed file is gone")
