@@ -160,6 +160,7 @@ static const char schema[] =
         " ino INTEGER NOT NULL, idx INTEGER NOT NULL, len INTEGER NOT NULL,"
         " crc INTEGER NOT NULL, PRIMARY KEY(ino, idx)) WITHOUT ROWID;"
         "CREATE TABLE IF NOT EXISTS pins(path TEXT PRIMARY KEY, prio INTEGER NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS facts(name TEXT PRIMARY KEY);"
         "CREATE INDEX IF NOT EXISTS objects_lru ON objects(pin, atime);";
 
 /* A store made before a column (containers, own containers) lacks it. */
@@ -339,6 +340,9 @@ int store_open(struct store **out, const char *dir, uint64_t cache_size, uint64_
                 r = -ENOMEM;
                 goto fail;
         }
+        /* A deleted index leaves block files no row describes: they go. */
+        if (access(path, F_OK) < 0 && errno == ENOENT)
+                remove_cached_blocks(s);
         r = open_index(s, path);
         if (r == -EUCLEAN) {
                 r = index_set_aside(s, path);
@@ -1854,4 +1858,64 @@ int store_check_unpinned(struct store *s, store_container_fn still_valid)
         }
         g_array_free(a, TRUE);
         return n;
+}
+
+#define FACT_CONTAINERS_INDEXED "mirror containers indexed"
+
+bool store_containers_unindexed(struct store *s)
+{
+        bool r;
+
+        pthread_mutex_lock(&s->lock);
+        r = db_scalar(s, "SELECT COUNT(*) FROM facts WHERE name='"
+                      FACT_CONTAINERS_INDEXED "'") == 0;
+        pthread_mutex_unlock(&s->lock);
+        return r;
+}
+
+int store_containers_indexed(struct store *s)
+{
+        int r;
+
+        pthread_mutex_lock(&s->lock);
+        r = db_exec(s, "INSERT OR IGNORE INTO facts(name) VALUES('" FACT_CONTAINERS_INDEXED "')");
+        pthread_mutex_unlock(&s->lock);
+        return r;
+}
+
+int store_reindex_container(struct store *s, const struct store_identity *id, bool validated)
+{
+        struct sobj *o;
+        int r;
+
+        pthread_mutex_lock(&s->lock);
+        r = obj_ref_locked(s, id->ino, true, &o);
+        pthread_mutex_unlock(&s->lock);
+        if (r < 0)
+                return r;
+        pthread_mutex_lock(&o->lock);
+        /* What the store holds already (blocks, a container, a pin's mark) is
+         * newer than a file found in the mirror. */
+        r = 0;
+        if (o->pin >= 0 || has_content(o))
+                goto out;
+        o->size = id->size;
+        o->mtime_ns = id->mtime_ns;
+        o->ctime_ns = id->ctime_ns;
+        /* Unvalidated (0): compared with the backing at its first use online. */
+        o->validated_ns = o->persisted_ns = validated ? now_ns() : 0;
+        pthread_mutex_lock(&s->lock);
+        r = set_container_row(s, o, id->path, o->validated_ns, true);
+        if (r >= 0) {
+                o->container = g_strdup(id->path);
+                o->own = true;
+                s->used += (uint64_t)o->size;
+                s->objects++;
+                r = 1;
+        }
+        pthread_mutex_unlock(&s->lock);
+out:
+        pthread_mutex_unlock(&o->lock);
+        store_obj_put(s, o);
+        return r;
 }

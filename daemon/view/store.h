@@ -3,7 +3,7 @@
  * store.h: the persistent local store of one fcache volume.
  *
  * Layout under CacheDir:
- *   store.db            SQLite (WAL): objects, blocks, pins
+ *   store.db            SQLite (WAL): objects, blocks, pins, facts
  *   objects/XX/INO      content of backing inode INO, sparse, block-addressed
  *
  * An object is one backing regular file, keyed by its inode number and
@@ -169,6 +169,21 @@ void store_obj_opened_ro(struct store *s, struct sobj *o);
 /* Drops (and removes) every unpinned container for which still_valid(ud, id)
  * fails (after a reconnect: the server's copy changed meanwhile); returns how many. */
 int store_check_unpinned(struct store *s, store_container_fn still_valid);
+
+/*
+ * After the index was made anew (damaged or deleted at start) the mirror
+ * still holds the unpinned containers: the view finds them again and gives
+ * each back to the store.  unindexed: the index does not yet record that
+ * this was done (a new index, or a walk cut short).  reindex: the container
+ * at id->path holds id's identity; it becomes an unpinned own container
+ * (counted, culled), validated now or, when @validated is false (found
+ * offline), compared with the backing at its first use online.  Returns 1
+ * when indexed, 0 when the store holds that object already (content or a
+ * pin), -errno.
+ */
+bool store_containers_unindexed(struct store *s);
+int store_containers_indexed(struct store *s);
+int store_reindex_container(struct store *s, const struct store_identity *id, bool validated);
 
 /* set cacheable off|on on a directory (or file) inode. */
 int store_set_nocache(struct store *s, uint64_t ino, bool nocache);

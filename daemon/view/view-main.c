@@ -347,7 +347,10 @@ static int worker_setup(struct view *v, struct volume_config *cfg, bool takeover
         pthread_mutex_init(&v->ftab_lock, NULL);
         v->files = g_hash_table_new(g_int64_hash, g_int64_equal);
         v->next_fh = 1;
-        return state_open(v, takeover);
+        r = state_open(v, takeover);
+        if (r >= 0)
+                view_reindex_start(v);
+        return r;
 }
 
 int main(int argc, char **argv)

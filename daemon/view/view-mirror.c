@@ -1711,6 +1711,11 @@ static int remove_entry_of(struct view *v, const char *rel, int fd)
         return r;
 }
 
+int mirror_remove_cached(struct view *v, const char *rel, int fd)
+{
+        return remove_entry_of(v, rel, fd);
+}
+
 /* The store's remove function: the container at id->path goes if it still
  * holds exactly that identity (not a pin's copy or an offline edit since). */
 static int container_remove(void *ud, const struct store_identity *id)

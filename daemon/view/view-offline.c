@@ -923,4 +923,5 @@ void view_state_out(struct view *v, GString *out)
                                        store_pins_restored(v->store));
         else
                 g_string_append(out, "store=ok\n");
+        view_reindex_state(out);
 }

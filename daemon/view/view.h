@@ -373,6 +373,13 @@ int mirror_unpin_path(struct view *v, const char *rel);
  * file linked there, no copy); its directories are mirrored not complete.
  * -EAGAIN when it no longer qualifies, -EHOSTDOWN offline. */
 int mirror_cache_file(struct view *v, int bdfd, const char *name);
+/* The cached (unpinned) file @rel of the mirror, if it is still the file of
+ * descriptor fd, goes, and the directories only it kept. */
+int mirror_remove_cached(struct view *v, const char *rel, int fd);
+/* view-reindex.c: after the index was made anew, the mirror's cached files
+ * are indexed again on a thread of their own (see there); query state. */
+void view_reindex_start(struct view *v);
+void view_reindex_state(GString *out);
 /* After a reconnect: the unpinned containers whose server file changed go. */
 void mirror_check_cached(struct view *v);
 /* The path of object dfd[/name] relative to directory root_fd ("." for the
