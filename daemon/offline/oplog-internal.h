@@ -25,7 +25,7 @@ struct oplog {
         bool handles;           /* content records name containers by file handle */
         int mount_id;           /* of the log's directory: containers must be there */
         char token[17];         /* random, names the server-side temporaries */
-        sqlite3_stmt *stmts[8]; /* prepared once: the statements replay runs per record */
+        sqlite3_stmt *stmts[24]; /* prepared once: the statements run per record (append, replay) */
 };
 
 /* The replay view of one object (table objects). */
