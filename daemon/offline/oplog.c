@@ -127,7 +127,7 @@ enum {
         /* appending a record: each runs at every change an application makes offline */
         STMT_BEGIN, STMT_COMMIT, STMT_EXISTS, STMT_INSERT_ROW, STMT_INSERT_OBJECT,
         STMT_SETATTR_PENDING, STMT_SETATTR_UPDATE, STMT_LAST_SEQ, STMT_DELETE_SEQ,
-        STMT_CONTENT_LAST,
+        STMT_CONTENT_LAST, STMT_CONTENT_PENDING, STMT_CONTENT_DELETE,
         _STMT_MAX,
 };
 
@@ -1027,12 +1027,32 @@ struct drops {
         size_t n;
 };
 
+/* Adds the rows of @st (seq, size, whether a copy; bound, not stepped yet) to @d. */
+static int drops_add_rows(struct drops *d, sqlite3_stmt *st)
+{
+        int rc;
+
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                struct drop *nv = realloc(d->v, (d->n + 1) * sizeof(*nv));
+
+                if (!nv)
+                        return -ENOMEM;
+                d->v = nv;
+                d->v[d->n++] = (struct drop){
+                        .seq = (uint64_t)sqlite3_column_int64(st, 0),
+                        .size = (uint64_t)sqlite3_column_int64(st, 1),
+                        .copy = sqlite3_column_int(st, 2) != 0,
+                };
+        }
+        return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
+}
+
 /* Adds the content rows of @lid selected by @where to @d. */
 static int drops_add_where(struct oplog *log, struct drops *d, uint64_t lid, const char *where)
 {
         sqlite3_stmt *st = NULL;
         char *sql = NULL;
-        int rc, e;
+        int e;
 
         if (asprintf(&sql, "SELECT seq, ifnull(size, 0), container IS NULL FROM ops"
                            " WHERE kind=1 AND %s", where) < 0)
@@ -1042,22 +1062,9 @@ static int drops_add_where(struct oplog *log, struct drops *d, uint64_t lid, con
         if (e < 0)
                 return e;
         sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                struct drop *nv = realloc(d->v, (d->n + 1) * sizeof(*nv));
-
-                if (!nv) {
-                        sqlite3_finalize(st);
-                        return -ENOMEM;
-                }
-                d->v = nv;
-                d->v[d->n++] = (struct drop){
-                        .seq = (uint64_t)sqlite3_column_int64(st, 0),
-                        .size = (uint64_t)sqlite3_column_int64(st, 1),
-                        .copy = sqlite3_column_int(st, 2) != 0,
-                };
-        }
+        e = drops_add_rows(d, st);
         sqlite3_finalize(st);
-        return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
+        return e;
 }
 
 static int drops_add_lid(struct oplog *log, struct drops *d, uint64_t lid)
@@ -1215,12 +1222,27 @@ int oplog_copy_fd(int out, int in)
 /* Copies @fd into content/NAME, fsynced: a container the log cannot name. */
 static int copy_content(struct oplog *log, int fd, const char *name)
 {
-        int out, e;
+        int flags = fcntl(fd, F_GETFL), in = fd, out, e;
 
+        /* A container open for writing only is read through a descriptor of its own. */
+        if (flags >= 0 && (flags & O_ACCMODE) == O_WRONLY) {
+                char path[32];
+
+                snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+                in = open(path, O_RDONLY | O_CLOEXEC);
+                if (in < 0)
+                        return -errno;
+        }
         out = openat(log->content_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (out < 0)
-                return -errno;
-        e = oplog_copy_fd(out, fd);
+        if (out < 0) {
+                e = -errno;
+                if (in != fd)
+                        close(in);
+                return e;
+        }
+        e = oplog_copy_fd(out, in);
+        if (in != fd)
+                close(in);
         if (e >= 0 && !log->opts.no_fsync && fsync(out) < 0)
                 e = -errno;
         if (close(out) < 0 && e >= 0)
@@ -1303,6 +1325,34 @@ static int content_resized(struct oplog *log, uint64_t seq, uint64_t old, uint64
         return 0;
 }
 
+/*
+ * Before a new content row of @lid: its pending content rows (but one whose
+ * in-place write is under way on the server: it stays, to be finished) go,
+ * added to @d.
+ */
+static int content_replaced(struct oplog *log, struct drops *d, uint64_t lid)
+{
+        sqlite3_stmt *st = NULL;
+        int e;
+
+        e = prep_cached(log, STMT_CONTENT_PENDING, &st,
+                        "SELECT seq, ifnull(size, 0), container IS NULL FROM ops"
+                        " WHERE kind=1 AND lid=?1 AND state=0 AND intent IS NULL");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
+        e = drops_add_rows(d, st);
+        release_cached(st);
+        if (e < 0)
+                return e;
+        e = prep_cached(log, STMT_CONTENT_DELETE, &st,
+                        "DELETE FROM ops WHERE lid=?1 AND kind=1 AND state=0 AND intent IS NULL");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
+        return step_done_cached(st);
+}
+
 int oplog_record_content(struct oplog *log, uint64_t lid, int fd)
 {
         union {
@@ -1347,10 +1397,7 @@ int oplog_record_content(struct oplog *log, uint64_t lid, int fd)
                 e = object_exists(log, lid);
         /* A row whose in-place write is under way on the server stays, to be finished. */
         if (e >= 0)
-                e = drops_add_where(log, &d, lid, "lid=?1 AND state=0 AND intent IS NULL");
-        if (e >= 0)
-                e = exec_ids(log, "DELETE FROM ops WHERE lid=?1 AND kind=1 AND state=0 AND"
-                                  " intent IS NULL", 1, (int64_t)lid);
+                e = content_replaced(log, &d, lid);
         if (e >= 0)
                 e = insert_row(log, &r, &seq);
         if (e >= 0 && copied) {

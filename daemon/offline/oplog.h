@@ -172,7 +172,8 @@ int oplog_object_alias(struct oplog *log, uint64_t lid, uint64_t parent, const c
  * current bytes in).  The record names the container, it does not copy it:
  * replay reads the bytes the container has then.  Recording again a
  * container already recorded as the object's last change writes nothing
- * but its size (counted against max_bytes).
+ * but its size (counted against max_bytes).  @fd may be open for writing
+ * only (an application's descriptor).
  */
 int oplog_record_content(struct oplog *log, uint64_t lid, int fd);
 

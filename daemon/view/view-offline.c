@@ -490,15 +490,12 @@ int offline_note_setattr(struct view *v, uint64_t lid, const struct oplog_setatt
 
 int offline_note_content(struct view *v, uint64_t lid, int fd)
 {
-        int r, rfd = backing_reopen(fd, O_RDONLY);
+        int r;
 
-        if (rfd < 0)
-                return rfd;
         /* The record names the container; replay takes its bytes and mtime then. */
         pthread_mutex_lock(&v->offline_lock);
-        r = oplog_record_content(v->oplog, lid, rfd);
+        r = oplog_record_content(v->oplog, lid, fd);
         pthread_mutex_unlock(&v->offline_lock);
-        close(rfd);
         return note_result(r, "write");
 }
 
