@@ -149,10 +149,12 @@ int oplog_commit(struct oplog *log)
 {
         int e = exec_cached(log, STMT_COMMIT, "COMMIT");
 
-        if (e < 0)
+        if (e < 0) {
                 oplog_rollback(log);
-        else
+        } else {
                 log->unsynced = true;
+                log->commits++;
+        }
         return e;
 }
 
@@ -194,12 +196,64 @@ int oplog_durable(struct oplog *log)
                 if (e < 0)
                         return e;
                 log->unsynced = false;
+                log->synced = log->commits;
         }
         if (log->links_unsynced) {
                 if (fsync(log->content_fd) < 0)
                         return -errno;
                 log->links_unsynced = false;
         }
+        return 0;
+}
+
+/* Without the caller's lock: the WAL (and content/ when @links) to disk. */
+static int sync_grouped(struct oplog *log, bool links)
+{
+        if (fdatasync(log->wal_fd) < 0)
+                return -errno;
+        return links && fsync(log->content_fd) < 0 ? -errno : 0;
+}
+
+int oplog_durable_grouped(struct oplog *log, pthread_mutex_t *lock)
+{
+        uint64_t want, upto;
+        bool links;
+        int e = 0;
+
+        if (!log || !lock)
+                return -EINVAL;
+        if (log->opts.no_fsync)
+                return 0;
+        if (log->wal_fd < 0)
+                log->wal_fd = openat(log->dir_fd, "log.db-wal", O_RDONLY | O_CLOEXEC);
+        if (log->wal_fd < 0)
+                return oplog_durable(log);      /* no WAL file to sync on its own */
+        /* Content links come before their row's commit: a sync of the commits
+         * so far syncs the links made so far. */
+        want = log->commits;
+        while (log->synced < want) {
+                if (log->syncing) {
+                        pthread_cond_wait(&log->sync_done, lock);
+                        continue;
+                }
+                upto = log->commits;
+                links = log->links_unsynced;
+                log->links_unsynced = false;
+                log->syncing = true;
+                pthread_mutex_unlock(lock);
+                e = sync_grouped(log, links);
+                pthread_mutex_lock(lock);
+                log->syncing = false;
+                if (e < 0)
+                        log->links_unsynced |= links;
+                else if (upto > log->synced)
+                        log->synced = upto;
+                pthread_cond_broadcast(&log->sync_done);
+                if (e < 0)
+                        return e;
+        }
+        if (log->synced >= log->commits)
+                log->unsynced = false;
         return 0;
 }
 
@@ -505,7 +559,8 @@ int oplog_open(struct oplog **out, const char *dir, const struct oplog_options *
         if (!log)
                 return -ENOMEM;
         log->opts = opts ? *opts : defaults;
-        log->dir_fd = log->content_fd = -1;
+        log->dir_fd = log->content_fd = log->wal_fd = -1;
+        pthread_cond_init(&log->sync_done, NULL);
         log->dir = strdup(dir);
         if (!log->dir) {
                 e = -ENOMEM;
@@ -607,6 +662,9 @@ void oplog_close(struct oplog *log)
                 close(log->content_fd);
         if (log->dir_fd >= 0)
                 close(log->dir_fd);
+        if (log->wal_fd >= 0)
+                close(log->wal_fd);
+        pthread_cond_destroy(&log->sync_done);
         free(log->dir);
         free(log);
 }
@@ -1304,6 +1362,7 @@ static bool content_recorded(struct oplog *log, uint64_t lid, const struct file_
 static int content_resized(struct oplog *log, uint64_t seq, uint64_t old, uint64_t size)
 {
         bool unsynced = log->unsynced;
+        uint64_t commits = log->commits;
         int e = 0;
 
         if (size > old)
@@ -1320,6 +1379,7 @@ static int content_resized(struct oplog *log, uint64_t seq, uint64_t old, uint64
         if (e < 0)
                 return e;
         log->unsynced = unsynced;
+        log->commits = commits;
         log->content_bytes = log->content_bytes - (old < log->content_bytes ? old : log->content_bytes)
                              + size;
         return 0;

@@ -85,6 +85,7 @@
  */
 #pragma once
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -184,6 +185,15 @@ int oplog_record_content(struct oplog *log, uint64_t lid, int fd);
  * view calls this where an application asks for durability (fsync).
  */
 int oplog_durable(struct oplog *log);
+/*
+ * oplog_durable() for callers that serialize with @lock (held when called,
+ * held again on return): the sync itself runs without it, so records go on
+ * being appended meanwhile, and callers arriving during a sync wait for the
+ * next one, which covers all of them (group commit: one WAL sync for the
+ * fsyncs that arrive together).  Returns once every record committed before
+ * the call is durable.
+ */
+int oplog_durable_grouped(struct oplog *log, pthread_mutex_t *lock);
 int oplog_record_create(struct oplog *log, uint64_t parent, const char *name, mode_t mode,
                         uid_t uid, gid_t gid, uint64_t *out_lid);
 int oplog_record_mknod(struct oplog *log, uint64_t parent, const char *name, mode_t mode,

@@ -503,8 +503,9 @@ int offline_durable(struct view *v)
 {
         int r;
 
+        /* Fsyncs arriving together share one sync; other changes go on meanwhile. */
         pthread_mutex_lock(&v->offline_lock);
-        r = oplog_durable(v->oplog);
+        r = oplog_durable_grouped(v->oplog, &v->offline_lock);
         pthread_mutex_unlock(&v->offline_lock);
         return note_result(r, "sync");
 }

@@ -11,6 +11,7 @@ while offline: the successor starts offline and loses no acknowledged edit.
 import errno
 import os
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from viewlib import (Volume, check, eq, err_of, finish, rand_bytes,  # noqa: E402
@@ -263,8 +264,9 @@ def crash_in_reintegration():
 def crash_after_fsync_in_place():
     """A database's pattern offline: writes in place into an existing file
     (large and small, passed through to the mirror's file) and a journal
-    created beside it, each fsynced, then kill -9 of the worker with the
-    files still open.  What fsync acknowledged is there in the successor,
+    created beside it, each fsynced, and files fsynced by several threads at
+    once (their syncs of the log are grouped), then kill -9 of the worker with
+    the files still open.  What fsync acknowledged is there in the successor,
     and reaches the server once at reconnect; a second round rewrites the
     same bytes' range (same size) after the restart and is not lost."""
     vol = Volume("fsync-crash", lease="1s")
@@ -297,6 +299,21 @@ def crash_after_fsync_in_place():
         os.write(jfd, journal)
         os.fsync(jfd)
         model.update({"db": bytes(big), "small": bytes(small), f"db-journal{rnd}": journal})
+
+        def fsyncer(t, rnd=rnd):
+            for i in range(10):
+                name = f"t{t}-{i}"
+                data = b"thread %d file %d round %d\n" % (t, i, rnd) * (i + 1)
+                with open(vol.v("p", name), "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                model[name] = data
+        threads = [threading.Thread(target=fsyncer, args=(t,)) for t in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
         old = vol.kill_worker()
         vol.wait_new_worker(old)
         for f in (fd, sfd, jfd):
