@@ -35,7 +35,8 @@
  * oplog_durable() makes every record so far durable against a power loss
  * (one WAL sync; none if nothing new).  So, as on a local filesystem,
  * close() acknowledges against a crash of the daemon, fsync() against a
- * power loss; many records (an untar) share one sync.  A failed call
+ * power loss; many records (an untar) share one sync, and fsyncs arriving
+ * together share one (oplog_durable_grouped()).  A failed call
  * changes nothing.  When the log would grow past opts.max_bytes (counting
  * the bytes of the containers its pending records name), or the disk is
  * full, a call fails with -ENOSPC and everything recorded before stays.
