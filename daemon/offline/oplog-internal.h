@@ -6,6 +6,7 @@
  */
 #pragma once
 
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -25,7 +26,13 @@ struct oplog {
         bool handles;           /* content records name containers by file handle */
         int mount_id;           /* of the log's directory: containers must be there */
         char token[17];         /* random, names the server-side temporaries */
-        sqlite3_stmt *stmts[8]; /* prepared once: the statements replay runs per record */
+        sqlite3_stmt *stmts[24]; /* prepared once: the statements run per record (append, replay) */
+        /* group commit (oplog_durable_grouped()) */
+        uint64_t commits;       /* commits so far */
+        uint64_t synced;        /* the commits a finished sync covered */
+        bool syncing;           /* a sync runs, without the caller's lock */
+        pthread_cond_t sync_done;
+        int wal_fd;             /* log.db-wal, synced outside the connection */
 };
 
 /* The replay view of one object (table objects). */

@@ -54,6 +54,9 @@ static const char schema[] =
         " state INTEGER NOT NULL DEFAULT 0, outcome TEXT, intent INTEGER, container BLOB);"
         "CREATE INDEX IF NOT EXISTS ops_lid ON ops(lid);"
         "CREATE INDEX IF NOT EXISTS ops_other ON ops(other) WHERE other IS NOT NULL;"
+        /* Whether anything pending lives in a directory (cancelling a create, at each unlink). */
+        "CREATE INDEX IF NOT EXISTS ops_parent ON ops(parent) WHERE parent IS NOT NULL;"
+        "CREATE INDEX IF NOT EXISTS ops_parent2 ON ops(parent2) WHERE parent2 IS NOT NULL;"
         /* Other server names of an object with several links, seen offline. */
         "CREATE TABLE IF NOT EXISTS aliases("
         " lid INTEGER NOT NULL, parent INTEGER NOT NULL, name TEXT NOT NULL,"
@@ -118,6 +121,20 @@ int oplog_sqlite_errno(int rc)
         }
 }
 
+/* The slots of the statements prepared once (log->stmts). */
+enum {
+        STMT_OBJECT_LOAD, STMT_OBJECT_SAVE, STMT_MARK, STMT_INTENT, STMT_NAMES,
+        /* appending a record: each runs at every change an application makes offline */
+        STMT_BEGIN, STMT_COMMIT, STMT_EXISTS, STMT_INSERT_ROW, STMT_INSERT_OBJECT,
+        STMT_SETATTR_PENDING, STMT_SETATTR_UPDATE, STMT_LAST_SEQ, STMT_DELETE_SEQ,
+        STMT_CONTENT_LAST, STMT_CONTENT_PENDING, STMT_CONTENT_DELETE,
+        _STMT_MAX,
+};
+
+static int exec_cached(struct oplog *log, unsigned slot, const char *sql);
+_Static_assert(_STMT_MAX <= sizeof(((struct oplog *)0)->stmts) / sizeof(sqlite3_stmt *),
+               "struct oplog has a slot for every statement prepared once");
+
 int oplog_exec(struct oplog *log, const char *sql)
 {
         return oplog_sqlite_errno(sqlite3_exec(log->db, sql, NULL, NULL, NULL));
@@ -125,17 +142,19 @@ int oplog_exec(struct oplog *log, const char *sql)
 
 int oplog_begin(struct oplog *log)
 {
-        return oplog_exec(log, "BEGIN IMMEDIATE");
+        return exec_cached(log, STMT_BEGIN, "BEGIN IMMEDIATE");
 }
 
 int oplog_commit(struct oplog *log)
 {
-        int e = oplog_exec(log, "COMMIT");
+        int e = exec_cached(log, STMT_COMMIT, "COMMIT");
 
-        if (e < 0)
+        if (e < 0) {
                 oplog_rollback(log);
-        else
+        } else {
                 log->unsynced = true;
+                log->commits++;
+        }
         return e;
 }
 
@@ -177,12 +196,64 @@ int oplog_durable(struct oplog *log)
                 if (e < 0)
                         return e;
                 log->unsynced = false;
+                log->synced = log->commits;
         }
         if (log->links_unsynced) {
                 if (fsync(log->content_fd) < 0)
                         return -errno;
                 log->links_unsynced = false;
         }
+        return 0;
+}
+
+/* Without the caller's lock: the WAL (and content/ when @links) to disk. */
+static int sync_grouped(struct oplog *log, bool links)
+{
+        if (fdatasync(log->wal_fd) < 0)
+                return -errno;
+        return links && fsync(log->content_fd) < 0 ? -errno : 0;
+}
+
+int oplog_durable_grouped(struct oplog *log, pthread_mutex_t *lock)
+{
+        uint64_t want, upto;
+        bool links;
+        int e = 0;
+
+        if (!log || !lock)
+                return -EINVAL;
+        if (log->opts.no_fsync)
+                return 0;
+        if (log->wal_fd < 0)
+                log->wal_fd = openat(log->dir_fd, "log.db-wal", O_RDONLY | O_CLOEXEC);
+        if (log->wal_fd < 0)
+                return oplog_durable(log);      /* no WAL file to sync on its own */
+        /* Content links come before their row's commit: a sync of the commits
+         * so far syncs the links made so far. */
+        want = log->commits;
+        while (log->synced < want) {
+                if (log->syncing) {
+                        pthread_cond_wait(&log->sync_done, lock);
+                        continue;
+                }
+                upto = log->commits;
+                links = log->links_unsynced;
+                log->links_unsynced = false;
+                log->syncing = true;
+                pthread_mutex_unlock(lock);
+                e = sync_grouped(log, links);
+                pthread_mutex_lock(lock);
+                log->syncing = false;
+                if (e < 0)
+                        log->links_unsynced |= links;
+                else if (upto > log->synced)
+                        log->synced = upto;
+                pthread_cond_broadcast(&log->sync_done);
+                if (e < 0)
+                        return e;
+        }
+        if (log->synced >= log->commits)
+                log->unsynced = false;
         return 0;
 }
 
@@ -222,7 +293,15 @@ static int step_done_cached(sqlite3_stmt *st)
         return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
 }
 
-enum { STMT_OBJECT_LOAD, STMT_OBJECT_SAVE, STMT_MARK, STMT_INTENT, STMT_NAMES };
+/* Runs @sql (no arguments, no rows), prepared once in @slot. */
+static int exec_cached(struct oplog *log, unsigned slot, const char *sql)
+{
+        sqlite3_stmt *st = NULL;
+        int e = prep_cached(log, slot, &st, sql);
+
+        return e < 0 ? e : step_done_cached(st);
+}
+
 
 static void bind_text(sqlite3_stmt *st, int i, const char *s)
 {
@@ -447,6 +526,23 @@ static void probe_handles(struct oplog *log)
         }
 }
 
+/*
+ * A checkpoint (two syncs, and the pages written again into log.db) every
+ * 4 MiB of WAL rather than SQLite's 1 MiB: a page many records change (the
+ * sequence, an index's leaf) is copied once per checkpoint.  The WAL counts
+ * against max_bytes: a small bound keeps SQLite's interval.
+ */
+static int set_checkpoint_interval(struct oplog *log)
+{
+        uint64_t pages = 4096;
+        char sql[64];
+
+        if (log->opts.max_bytes && log->opts.max_bytes / 4096 < pages)
+                pages = log->opts.max_bytes / 4096 > 1000 ? log->opts.max_bytes / 4096 : 1000;
+        snprintf(sql, sizeof(sql), "PRAGMA wal_autocheckpoint=%" PRIu64, pages);
+        return oplog_exec(log, sql);
+}
+
 int oplog_open(struct oplog **out, const char *dir, const struct oplog_options *opts)
 {
         struct oplog_options defaults = OPLOG_OPTIONS_INIT;
@@ -463,7 +559,8 @@ int oplog_open(struct oplog **out, const char *dir, const struct oplog_options *
         if (!log)
                 return -ENOMEM;
         log->opts = opts ? *opts : defaults;
-        log->dir_fd = log->content_fd = -1;
+        log->dir_fd = log->content_fd = log->wal_fd = -1;
+        pthread_cond_init(&log->sync_done, NULL);
         log->dir = strdup(dir);
         if (!log->dir) {
                 e = -ENOMEM;
@@ -522,6 +619,8 @@ int oplog_open(struct oplog **out, const char *dir, const struct oplog_options *
                 e = oplog_exec(log, log->opts.no_fsync ? "PRAGMA synchronous=OFF"
                                                        : "PRAGMA synchronous=NORMAL");
         if (e >= 0)
+                e = set_checkpoint_interval(log);
+        if (e >= 0)
                 e = oplog_exec(log, schema);
         if (e >= 0)
                 e = add_container_column(log);
@@ -563,6 +662,9 @@ void oplog_close(struct oplog *log)
                 close(log->content_fd);
         if (log->dir_fd >= 0)
                 close(log->dir_fd);
+        if (log->wal_fd >= 0)
+                close(log->wal_fd);
+        pthread_cond_destroy(&log->sync_done);
         free(log->dir);
         free(log);
 }
@@ -804,10 +906,11 @@ static int insert_object(struct oplog *log, bool local, uint32_t type, uint64_t 
         sqlite3_stmt *st = NULL;
         int e;
 
-        e = prep(log, &st, "INSERT INTO objects(local, type, srv_parent, srv_name, b_ino, b_size,"
-                           " b_mtime, b_ctime, b_mode, b_uid, b_gid, b_nlink, b_content,"
-                           " orig_content) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
-                           " ?12, ?13, ?13)");
+        e = prep_cached(log, STMT_INSERT_OBJECT, &st,
+                        "INSERT INTO objects(local, type, srv_parent, srv_name, b_ino, b_size,"
+                        " b_mtime, b_ctime, b_mode, b_uid, b_gid, b_nlink, b_content,"
+                        " orig_content) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
+                        " ?12, ?13, ?13)");
         if (e < 0)
                 return e;
         sqlite3_bind_int(st, 1, local);
@@ -831,7 +934,7 @@ static int insert_object(struct oplog *log, bool local, uint32_t type, uint64_t 
                 sqlite3_bind_int64(st, 12, base->nlink);
                 bind_text(st, 13, base->content);
         }
-        e = step_done(st);
+        e = step_done_cached(st);
         if (e < 0)
                 return e;
         *out = (uint64_t)sqlite3_last_insert_rowid(log->db);
@@ -909,10 +1012,11 @@ static int insert_row(struct oplog *log, const struct row *r, uint64_t *out_seq)
         sqlite3_stmt *st = NULL;
         int e;
 
-        e = prep(log, &st, "INSERT INTO ops(kind, lid, parent, name, parent2, name2, other,"
-                           " flags, mask, mode, uid, gid, rdev, atime, mtime, size, content, xname,"
-                           " xvalue, container) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
-                           " ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)");
+        e = prep_cached(log, STMT_INSERT_ROW, &st,
+                        "INSERT INTO ops(kind, lid, parent, name, parent2, name2, other,"
+                        " flags, mask, mode, uid, gid, rdev, atime, mtime, size, content, xname,"
+                        " xvalue, container) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
+                        " ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)");
         if (e < 0)
                 return e;
         sqlite3_bind_int(st, 1, r->kind);
@@ -939,7 +1043,7 @@ static int insert_row(struct oplog *log, const struct row *r, uint64_t *out_seq)
                                   SQLITE_TRANSIENT);
         if (r->container)
                 sqlite3_bind_blob(st, 20, r->container, (int)r->container_size, SQLITE_TRANSIENT);
-        e = step_done(st);
+        e = step_done_cached(st);
         if (e < 0)
                 return e;
         if (out_seq)
@@ -956,10 +1060,16 @@ static int commit(struct oplog *log)
 
 static int object_exists(struct oplog *log, uint64_t lid)
 {
-        int64_t v;
-        int e = query_int(log, &v, "SELECT 1 FROM objects WHERE lid=?1", 1, (int64_t)lid);
+        sqlite3_stmt *st = NULL;
+        int rc, e;
 
-        return e < 0 ? e : e == 1 ? 0 : -ENOENT;
+        e = prep_cached(log, STMT_EXISTS, &st, "SELECT 1 FROM objects WHERE lid=?1");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
+        rc = sqlite3_step(st);
+        release_cached(st);
+        return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : oplog_sqlite_errno(rc);
 }
 
 /* A content row coalescing or compaction deleted. */
@@ -975,12 +1085,32 @@ struct drops {
         size_t n;
 };
 
+/* Adds the rows of @st (seq, size, whether a copy; bound, not stepped yet) to @d. */
+static int drops_add_rows(struct drops *d, sqlite3_stmt *st)
+{
+        int rc;
+
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                struct drop *nv = realloc(d->v, (d->n + 1) * sizeof(*nv));
+
+                if (!nv)
+                        return -ENOMEM;
+                d->v = nv;
+                d->v[d->n++] = (struct drop){
+                        .seq = (uint64_t)sqlite3_column_int64(st, 0),
+                        .size = (uint64_t)sqlite3_column_int64(st, 1),
+                        .copy = sqlite3_column_int(st, 2) != 0,
+                };
+        }
+        return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
+}
+
 /* Adds the content rows of @lid selected by @where to @d. */
 static int drops_add_where(struct oplog *log, struct drops *d, uint64_t lid, const char *where)
 {
         sqlite3_stmt *st = NULL;
         char *sql = NULL;
-        int rc, e;
+        int e;
 
         if (asprintf(&sql, "SELECT seq, ifnull(size, 0), container IS NULL FROM ops"
                            " WHERE kind=1 AND %s", where) < 0)
@@ -990,22 +1120,9 @@ static int drops_add_where(struct oplog *log, struct drops *d, uint64_t lid, con
         if (e < 0)
                 return e;
         sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                struct drop *nv = realloc(d->v, (d->n + 1) * sizeof(*nv));
-
-                if (!nv) {
-                        sqlite3_finalize(st);
-                        return -ENOMEM;
-                }
-                d->v = nv;
-                d->v[d->n++] = (struct drop){
-                        .seq = (uint64_t)sqlite3_column_int64(st, 0),
-                        .size = (uint64_t)sqlite3_column_int64(st, 1),
-                        .copy = sqlite3_column_int(st, 2) != 0,
-                };
-        }
+        e = drops_add_rows(d, st);
         sqlite3_finalize(st);
-        return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
+        return e;
 }
 
 static int drops_add_lid(struct oplog *log, struct drops *d, uint64_t lid)
@@ -1163,12 +1280,27 @@ int oplog_copy_fd(int out, int in)
 /* Copies @fd into content/NAME, fsynced: a container the log cannot name. */
 static int copy_content(struct oplog *log, int fd, const char *name)
 {
-        int out, e;
+        int flags = fcntl(fd, F_GETFL), in = fd, out, e;
 
+        /* A container open for writing only is read through a descriptor of its own. */
+        if (flags >= 0 && (flags & O_ACCMODE) == O_WRONLY) {
+                char path[32];
+
+                snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+                in = open(path, O_RDONLY | O_CLOEXEC);
+                if (in < 0)
+                        return -errno;
+        }
         out = openat(log->content_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (out < 0)
-                return -errno;
-        e = oplog_copy_fd(out, fd);
+        if (out < 0) {
+                e = -errno;
+                if (in != fd)
+                        close(in);
+                return e;
+        }
+        e = oplog_copy_fd(out, in);
+        if (in != fd)
+                close(in);
         if (e >= 0 && !log->opts.no_fsync && fsync(out) < 0)
                 e = -errno;
         if (close(out) < 0 && e >= 0)
@@ -1206,8 +1338,9 @@ static bool content_recorded(struct oplog *log, uint64_t lid, const struct file_
         sqlite3_stmt *st = NULL;
         bool same = false;
 
-        if (prep(log, &st, "SELECT kind, state, intent IS NULL, container, size, seq FROM ops"
-                           " WHERE lid=?1 OR other=?1 ORDER BY seq DESC LIMIT 1") < 0)
+        if (prep_cached(log, STMT_CONTENT_LAST, &st,
+                        "SELECT kind, state, intent IS NULL, container, size, seq FROM ops"
+                        " WHERE lid=?1 OR other=?1 ORDER BY seq DESC LIMIT 1") < 0)
                 return false;
         sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
         if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == OPLOG_CONTENT &&
@@ -1217,7 +1350,7 @@ static bool content_recorded(struct oplog *log, uint64_t lid, const struct file_
                 *size = (uint64_t)sqlite3_column_int64(st, 4);
                 *seq = (uint64_t)sqlite3_column_int64(st, 5);
         }
-        sqlite3_finalize(st);
+        release_cached(st);
         return same;
 }
 
@@ -1229,6 +1362,7 @@ static bool content_recorded(struct oplog *log, uint64_t lid, const struct file_
 static int content_resized(struct oplog *log, uint64_t seq, uint64_t old, uint64_t size)
 {
         bool unsynced = log->unsynced;
+        uint64_t commits = log->commits;
         int e = 0;
 
         if (size > old)
@@ -1245,9 +1379,38 @@ static int content_resized(struct oplog *log, uint64_t seq, uint64_t old, uint64
         if (e < 0)
                 return e;
         log->unsynced = unsynced;
+        log->commits = commits;
         log->content_bytes = log->content_bytes - (old < log->content_bytes ? old : log->content_bytes)
                              + size;
         return 0;
+}
+
+/*
+ * Before a new content row of @lid: its pending content rows (but one whose
+ * in-place write is under way on the server: it stays, to be finished) go,
+ * added to @d.
+ */
+static int content_replaced(struct oplog *log, struct drops *d, uint64_t lid)
+{
+        sqlite3_stmt *st = NULL;
+        int e;
+
+        e = prep_cached(log, STMT_CONTENT_PENDING, &st,
+                        "SELECT seq, ifnull(size, 0), container IS NULL FROM ops"
+                        " WHERE kind=1 AND lid=?1 AND state=0 AND intent IS NULL");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
+        e = drops_add_rows(d, st);
+        release_cached(st);
+        if (e < 0)
+                return e;
+        e = prep_cached(log, STMT_CONTENT_DELETE, &st,
+                        "DELETE FROM ops WHERE lid=?1 AND kind=1 AND state=0 AND intent IS NULL");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
+        return step_done_cached(st);
 }
 
 int oplog_record_content(struct oplog *log, uint64_t lid, int fd)
@@ -1294,10 +1457,7 @@ int oplog_record_content(struct oplog *log, uint64_t lid, int fd)
                 e = object_exists(log, lid);
         /* A row whose in-place write is under way on the server stays, to be finished. */
         if (e >= 0)
-                e = drops_add_where(log, &d, lid, "lid=?1 AND state=0 AND intent IS NULL");
-        if (e >= 0)
-                e = exec_ids(log, "DELETE FROM ops WHERE lid=?1 AND kind=1 AND state=0 AND"
-                                  " intent IS NULL", 1, (int64_t)lid);
+                e = content_replaced(log, &d, lid);
         if (e >= 0)
                 e = insert_row(log, &r, &seq);
         if (e >= 0 && copied) {
@@ -1675,11 +1835,66 @@ int oplog_record_rename(struct oplog *log, uint64_t parent, const char *name, ui
         return e;
 }
 
+/* The seq of the last row of the log (0 if none). */
+static int last_seq(struct oplog *log, uint64_t *out)
+{
+        sqlite3_stmt *st = NULL;
+        int rc, e;
+
+        e = prep_cached(log, STMT_LAST_SEQ, &st, "SELECT ifnull(max(seq), 0) FROM ops");
+        if (e < 0)
+                return e;
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW)
+                *out = (uint64_t)sqlite3_column_int64(st, 0);
+        release_cached(st);
+        return rc == SQLITE_ROW ? 0 : oplog_sqlite_errno(rc);
+}
+
+/*
+ * The merged setattr @r replaces pending row @seq.  When that row is the last
+ * of the log, it is rewritten in place: the same position as a new row at
+ * the end, without the index and sequence pages a delete and an insert
+ * write (an untar sets mode, owner and times one after the other).
+ */
+static int setattr_replace(struct oplog *log, uint64_t seq, const struct row *r)
+{
+        sqlite3_stmt *st = NULL;
+        uint64_t last = 0;
+        int e;
+
+        e = last_seq(log, &last);
+        if (e < 0)
+                return e;
+        if (last != seq) {
+                e = prep_cached(log, STMT_DELETE_SEQ, &st, "DELETE FROM ops WHERE seq=?1");
+                if (e < 0)
+                        return e;
+                sqlite3_bind_int64(st, 1, (sqlite3_int64)seq);
+                e = step_done_cached(st);
+                return e < 0 ? e : insert_row(log, r, NULL);
+        }
+        e = prep_cached(log, STMT_SETATTR_UPDATE, &st,
+                        "UPDATE ops SET mask=?2, mode=?3, uid=?4, gid=?5, atime=?6, mtime=?7"
+                        " WHERE seq=?1");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)seq);
+        sqlite3_bind_int64(st, 2, r->mask);
+        sqlite3_bind_int64(st, 3, r->mode);
+        sqlite3_bind_int64(st, 4, r->uid);
+        sqlite3_bind_int64(st, 5, r->gid);
+        sqlite3_bind_int64(st, 6, r->atime);
+        sqlite3_bind_int64(st, 7, r->mtime);
+        return step_done_cached(st);
+}
+
 int oplog_record_setattr(struct oplog *log, uint64_t lid, const struct oplog_setattr *sa)
 {
         struct row r = { .kind = OPLOG_SETATTR, .lid = lid };
         struct drops d = { 0 };
         sqlite3_stmt *st = NULL;
+        uint64_t seq = 0;
         int rc, e;
 
         if (!sa || !sa->mask || (sa->mask & ~0x1fu))
@@ -1688,26 +1903,24 @@ int oplog_record_setattr(struct oplog *log, uint64_t lid, const struct oplog_set
         if (e < 0)
                 return e;
         /* Start from the pending setattr of the object, if any. */
-        e = prep(log, &st, "SELECT seq, mask, mode, uid, gid, atime, mtime FROM ops WHERE lid=?1"
-                           " AND kind=9 AND state=0 ORDER BY seq DESC LIMIT 1");
+        e = prep_cached(log, STMT_SETATTR_PENDING, &st,
+                        "SELECT seq, mask, mode, uid, gid, atime, mtime FROM ops WHERE lid=?1"
+                        " AND kind=9 AND state=0 ORDER BY seq DESC LIMIT 1");
         if (e >= 0) {
                 sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
                 rc = sqlite3_step(st);
                 if (rc == SQLITE_ROW) {
-                        int64_t seq = sqlite3_column_int64(st, 0);
-
+                        seq = (uint64_t)sqlite3_column_int64(st, 0);
                         r.mask = (unsigned)sqlite3_column_int(st, 1);
                         r.mode = (uint32_t)sqlite3_column_int64(st, 2);
                         r.uid = (uint32_t)sqlite3_column_int64(st, 3);
                         r.gid = (uint32_t)sqlite3_column_int64(st, 4);
                         r.atime = sqlite3_column_int64(st, 5);
                         r.mtime = sqlite3_column_int64(st, 6);
-                        sqlite3_finalize(st);
-                        e = exec_ids(log, "DELETE FROM ops WHERE seq=?1", 1, seq);
-                } else {
-                        sqlite3_finalize(st);
-                        e = rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
+                } else if (rc != SQLITE_DONE) {
+                        e = oplog_sqlite_errno(rc);
                 }
+                release_cached(st);
         }
         r.mask |= sa->mask;
         if (sa->mask & OPLOG_SET_MODE)
@@ -1723,7 +1936,7 @@ int oplog_record_setattr(struct oplog *log, uint64_t lid, const struct oplog_set
                 r.mtime = sa->mtime.tv_nsec == UTIME_NOW ? INT64_MIN
                         : (int64_t)sa->mtime.tv_sec * 1000000000 + sa->mtime.tv_nsec;
         if (e >= 0)
-                e = insert_row(log, &r, NULL);
+                e = seq ? setattr_replace(log, seq, &r) : insert_row(log, &r, NULL);
         return finish(log, e, &d);
 }
 

@@ -35,7 +35,8 @@
  * oplog_durable() makes every record so far durable against a power loss
  * (one WAL sync; none if nothing new).  So, as on a local filesystem,
  * close() acknowledges against a crash of the daemon, fsync() against a
- * power loss; many records (an untar) share one sync.  A failed call
+ * power loss; many records (an untar) share one sync, and fsyncs arriving
+ * together share one (oplog_durable_grouped()).  A failed call
  * changes nothing.  When the log would grow past opts.max_bytes (counting
  * the bytes of the containers its pending records name), or the disk is
  * full, a call fails with -ENOSPC and everything recorded before stays.
@@ -85,6 +86,7 @@
  */
 #pragma once
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -172,7 +174,8 @@ int oplog_object_alias(struct oplog *log, uint64_t lid, uint64_t parent, const c
  * current bytes in).  The record names the container, it does not copy it:
  * replay reads the bytes the container has then.  Recording again a
  * container already recorded as the object's last change writes nothing
- * but its size (counted against max_bytes).
+ * but its size (counted against max_bytes).  @fd may be open for writing
+ * only (an application's descriptor).
  */
 int oplog_record_content(struct oplog *log, uint64_t lid, int fd);
 
@@ -183,6 +186,15 @@ int oplog_record_content(struct oplog *log, uint64_t lid, int fd);
  * view calls this where an application asks for durability (fsync).
  */
 int oplog_durable(struct oplog *log);
+/*
+ * oplog_durable() for callers that serialize with @lock (held when called,
+ * held again on return): the sync itself runs without it, so records go on
+ * being appended meanwhile, and callers arriving during a sync wait for the
+ * next one, which covers all of them (group commit: one WAL sync for the
+ * fsyncs that arrive together).  Returns once every record committed before
+ * the call is durable.
+ */
+int oplog_durable_grouped(struct oplog *log, pthread_mutex_t *lock);
 int oplog_record_create(struct oplog *log, uint64_t parent, const char *name, mode_t mode,
                         uid_t uid, gid_t gid, uint64_t *out_lid);
 int oplog_record_mknod(struct oplog *log, uint64_t parent, const char *name, mode_t mode,

@@ -490,15 +490,12 @@ int offline_note_setattr(struct view *v, uint64_t lid, const struct oplog_setatt
 
 int offline_note_content(struct view *v, uint64_t lid, int fd)
 {
-        int r, rfd = backing_reopen(fd, O_RDONLY);
+        int r;
 
-        if (rfd < 0)
-                return rfd;
         /* The record names the container; replay takes its bytes and mtime then. */
         pthread_mutex_lock(&v->offline_lock);
-        r = oplog_record_content(v->oplog, lid, rfd);
+        r = oplog_record_content(v->oplog, lid, fd);
         pthread_mutex_unlock(&v->offline_lock);
-        close(rfd);
         return note_result(r, "write");
 }
 
@@ -506,8 +503,9 @@ int offline_durable(struct view *v)
 {
         int r;
 
+        /* Fsyncs arriving together share one sync; other changes go on meanwhile. */
         pthread_mutex_lock(&v->offline_lock);
-        r = oplog_durable(v->oplog);
+        r = oplog_durable_grouped(v->oplog, &v->offline_lock);
         pthread_mutex_unlock(&v->offline_lock);
         return note_result(r, "sync");
 }

@@ -11,7 +11,9 @@
  * gets FOPEN_PASSTHROUGH and the backing id, patched into the message
  * libfuse writes through the session's custom io (view-session.c).
  *
- * Which opens pass through: a file created by this open, and read-only
+ * Which opens pass through: a file created by this open, offline an open
+ * for writing (the mirror's file is the container the log names: the view
+ * records it at flush, fsync and release, as for a created file), and read-only
  * opens (not O_DIRECT) of regular files that have a complete local copy: online, a file the store holds whole and
  * found unchanged at this open, of a backing on a local filesystem (its
  * file is passed: a network backing keeps the store and BackingTimeout
@@ -262,7 +264,8 @@ int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regula
         n->opens = 1;
         n->offline = offline;
         if (!(flags & O_DIRECT) && local_copy && (offline || v->backing_local) &&
-            (created || (!writing && fstat(fd, &st) == 0 && st.st_size >= PT_MIN_SIZE))) {
+            (created || (offline && writing) ||
+             (!writing && fstat(fd, &st) == 0 && st.st_size >= PT_MIN_SIZE))) {
                 r = ioctl(pt.fuse_fd, VIEW_DEV_IOC_BACKING_OPEN, &map);
                 if (r > 0)
                         n->backing_id = r;

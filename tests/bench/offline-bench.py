@@ -12,8 +12,10 @@ The raw side does the same work on a directory of the backing's
 filesystem.  Rounds are interleaved (raw, view, raw, view, ...); medians
 and spread (min-max) are reported, as time ratios view/raw (lower is
 better; targets: untar <= 3, sqlite <= 2) and bytes the view wrote
-(write_bytes of its worker in /proc/PID/io, which includes the mirror's
-own copy of the data, against raw sqlite's own write_bytes, and the growth
+(write_bytes of its worker in /proc/PID/io: the log and whatever data the
+worker copies itself; writes passed through to the mirror's file, as every
+offline writer's are on a kernel with FUSE passthrough, are charged to the
+application, as raw sqlite's own write_bytes are, and the growth
 of CacheDir/offline, the log, which holds the base copy of the database),
 as a multiple of the data (sqlite target: <= 2 x the database's size).
 
