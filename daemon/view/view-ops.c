@@ -1561,6 +1561,12 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         }
         if (r >= 0)
                 r = vnode_lookup(v, parent, pfd, name, &e);
+        /* Online, the close of a new file of a local backing has nothing to
+         * do (no write-back errors to report) unless the mirror keeps its
+         * directory: the release notes the change for the mirror's cached
+         * copies, and close(2) need not wait for a FLUSH. */
+        fi->noflush = r >= 0 && !offline && !existed && v->backing_local &&
+                      !mirror_keeps_current(v, pfd);
         vnode_put(v, p);
         if (r < 0) {
                 if (bfd >= 0)
