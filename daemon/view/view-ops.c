@@ -1745,12 +1745,20 @@ again:
         fuse_reply_write(req, (size_t)n);
 }
 
+static uint64_t flush_requests; /* atomic */
+
+uint64_t view_flush_requests(void)
+{
+        return __atomic_load_n(&flush_requests, __ATOMIC_RELAXED);
+}
+
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
         struct view *v = V(req);
         struct vfile *f;
         int err;
 
+        __atomic_add_fetch(&flush_requests, 1, __ATOMIC_RELAXED);
 again:
         view_change_begin(v);
         f = vfile_of(v, fi, &err);

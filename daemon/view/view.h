@@ -513,4 +513,6 @@ uint64_t passthrough_read_requests(void);
 
 /* helpers shared by the ops and the control socket */
 uint64_t now_ns(void);
+/* FUSE_FLUSH requests served (close(2)s that waited for the view), for query state. */
+uint64_t view_flush_requests(void);
 int backing_reopen(int pathfd, int flags);
