@@ -680,6 +680,26 @@ void store_obj_put(struct store *s, struct sobj *o)
         pthread_mutex_unlock(&s->lock);
 }
 
+void store_obj_close_idle(struct store *s, struct sobj *o, unsigned keepers)
+{
+        bool sole;
+
+        /* Every use of the descriptors holds o->lock: taken first. */
+        pthread_mutex_lock(&o->lock);
+        pthread_mutex_lock(&s->lock);
+        sole = o->refs <= keepers;
+        pthread_mutex_unlock(&s->lock);
+        if (sole && o->cfd >= 0) {
+                close(o->cfd);
+                o->cfd = -1;
+        }
+        if (sole && o->ctfd >= 0) {
+                close(o->ctfd);
+                o->ctfd = -1;
+        }
+        pthread_mutex_unlock(&o->lock);
+}
+
 static void identity_of(const struct sobj *o, struct store_identity *id)
 {
         id->ino = o->ino;

@@ -310,6 +310,46 @@ void vfile_flush_dirty(struct view *v)
         pthread_mutex_unlock(&v->ftab_lock);
 }
 
+/*
+ * The store objects of the last RECENT_OBJS files released after reading,
+ * kept referenced: the next open of such a file finds its object in memory
+ * instead of loading it from store.db (two queries and their locks, most of
+ * a warm open's work).  Every change to an object goes through the one in
+ * memory, so keeping it changes nothing else; one kept unused holds no
+ * descriptor, and a few hundred bytes (plus 8 a block of 128 KiB).
+ */
+#define RECENT_OBJS 4096
+static struct {
+        pthread_mutex_t lock;
+        struct sobj *ring[RECENT_OBJS]; /* protected by lock */
+        unsigned next;                  /* protected by lock */
+} recent = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Keeps the object o, once (the caller's reference goes to the ring or is
+ * dropped). */
+static void recent_keep(struct view *v, struct sobj *o)
+{
+        struct sobj *old = NULL;
+        bool kept = false;
+
+        store_obj_ref(v->store, o);     /* o lives to the end, whatever the ring does */
+        pthread_mutex_lock(&recent.lock);
+        for (unsigned i = 0; i < RECENT_OBJS && !kept; i++)
+                kept = recent.ring[i] == o;
+        if (!kept) {
+                old = recent.ring[recent.next];
+                recent.ring[recent.next] = o;
+                recent.next = (recent.next + 1) % RECENT_OBJS;
+        }
+        pthread_mutex_unlock(&recent.lock);
+        if (kept)
+                store_obj_put(v->store, o);
+        /* Unused but by the ring and the reference taken above. */
+        store_obj_close_idle(v->store, o, 2);
+        store_obj_put(v->store, o);
+        store_obj_put(v->store, old);
+}
+
 static void vfile_remove(struct view *v, struct vfile *f)
 {
         pthread_mutex_lock(&v->ftab_lock);
@@ -324,7 +364,10 @@ static void vfile_remove(struct view *v, struct vfile *f)
                 backing_close(v, g_array_index(f->retired, int, i));
         if (f->retired)
                 g_array_free(f->retired, TRUE);
-        store_obj_put(v->store, f->obj);
+        if (f->obj && (f->flags & O_ACCMODE) == O_RDONLY)
+                recent_keep(v, f->obj);
+        else
+                store_obj_put(v->store, f->obj);
         pthread_mutex_destroy(&f->lock);
         free(f);
 }
