@@ -322,6 +322,7 @@ void vfile_flush_dirty(struct view *v)
 static struct {
         pthread_mutex_t lock;
         struct sobj *ring[RECENT_OBJS]; /* protected by lock */
+        GHashTable *in_ring;            /* protected by lock: the objects in ring */
         unsigned next;                  /* protected by lock */
 } recent = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -334,11 +335,15 @@ static void recent_keep(struct view *v, struct sobj *o)
 
         store_obj_ref(v->store, o);     /* o lives to the end, whatever the ring does */
         pthread_mutex_lock(&recent.lock);
-        for (unsigned i = 0; i < RECENT_OBJS && !kept; i++)
-                kept = recent.ring[i] == o;
+        if (!recent.in_ring)
+                recent.in_ring = g_hash_table_new(NULL, NULL);
+        kept = g_hash_table_contains(recent.in_ring, o);
         if (!kept) {
                 old = recent.ring[recent.next];
+                if (old)
+                        g_hash_table_remove(recent.in_ring, old);
                 recent.ring[recent.next] = o;
+                g_hash_table_add(recent.in_ring, o);
                 recent.next = (recent.next + 1) % RECENT_OBJS;
         }
         pthread_mutex_unlock(&recent.lock);
