@@ -522,8 +522,6 @@ static int grow(struct sobj *o, uint32_t nblk)
         return 0;
 }
 
-/* Loads o's row and blocks.  Called with store.lock held. Returns 1 if a row
- * exists, 0 if not. */
 /* *slot, prepared from sql the first time, reset and bound to ino. */
 static sqlite3_stmt *load_stmt(struct store *s, sqlite3_stmt **slot, const char *sql,
                                uint64_t ino)
@@ -540,6 +538,8 @@ static sqlite3_stmt *load_stmt(struct store *s, sqlite3_stmt **slot, const char 
         return *slot;
 }
 
+/* Loads o's row and blocks.  Called with store.lock held. Returns 1 if a row
+ * exists, 0 if not. */
 static int load_locked(struct store *s, struct sobj *o)
 {
         sqlite3_stmt *st;
