@@ -316,15 +316,26 @@ void vfile_flush_dirty(struct view *v)
  * instead of loading it from store.db (two queries and their locks, most of
  * a warm open's work).  Every change to an object goes through the one in
  * memory, so keeping it changes nothing else; one kept unused holds no
- * descriptor, and a few hundred bytes (plus 8 a block of 128 KiB).
+ * descriptor, and a few hundred bytes plus 8 a block of 128 KiB: only files
+ * up to RECENT_MAX_SIZE are kept (a larger file's open costs little beside
+ * its reads), so the ring holds a few MiB at most.
  */
 #define RECENT_OBJS 4096
+#define RECENT_MAX_SIZE (16 << 20)
 static struct {
         pthread_mutex_t lock;
         struct sobj *ring[RECENT_OBJS]; /* protected by lock */
         GHashTable *in_ring;            /* protected by lock: the objects in ring */
         unsigned next;                  /* protected by lock */
 } recent = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static bool recent_fits(struct sobj *o)
+{
+        struct sobj_info info;
+
+        store_obj_info(o, &info);
+        return info.size <= RECENT_MAX_SIZE;
+}
 
 /* Keeps the object o, once (the caller's reference goes to the ring or is
  * dropped). */
@@ -369,7 +380,7 @@ static void vfile_remove(struct view *v, struct vfile *f)
                 backing_close(v, g_array_index(f->retired, int, i));
         if (f->retired)
                 g_array_free(f->retired, TRUE);
-        if (f->obj && (f->flags & O_ACCMODE) == O_RDONLY)
+        if (f->obj && (f->flags & O_ACCMODE) == O_RDONLY && recent_fits(f->obj))
                 recent_keep(v, f->obj);
         else
                 store_obj_put(v->store, f->obj);
