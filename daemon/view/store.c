@@ -53,6 +53,9 @@ struct store {
         store_complete_fn complete_fn;  /* an unpinned object became complete in blocks */
         store_container_fn remove_fn;   /* removes an unpinned container (culled, stale) */
         bool in_batch;          /* protected by lock: a transaction is open */
+        /* load_locked()'s statements, prepared once (an open of a file loads
+         * its object: parsing the SQL each time was most of that) */
+        sqlite3_stmt *load_obj, *load_blocks; /* protected by lock */
 };
 
 struct sobj {
@@ -397,6 +400,8 @@ void store_close(struct store *s)
                 return;
         if (s->in_batch)
                 db_exec(s, "COMMIT");
+        sqlite3_finalize(s->load_obj);
+        sqlite3_finalize(s->load_blocks);
         if (s->db)
                 sqlite3_close(s->db);
         if (s->objdir_fd >= 0)
@@ -517,30 +522,57 @@ static int grow(struct sobj *o, uint32_t nblk)
         return 0;
 }
 
+/* *slot, prepared from sql the first time, reset and bound to ino. */
+static sqlite3_stmt *load_stmt(struct store *s, sqlite3_stmt **slot, const char *sql,
+                               uint64_t ino)
+{
+        if (*slot) {
+                sqlite3_reset(*slot);
+        } else if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, slot,
+                                      NULL) != SQLITE_OK) {
+                log_error("Failed to prepare '%s': %s", sql, sqlite3_errmsg(s->db));
+                *slot = NULL;
+                return NULL;
+        }
+        sqlite3_bind_int64(*slot, 1, (int64_t)ino);
+        return *slot;
+}
+
 /* Loads o's row and blocks.  Called with store.lock held. Returns 1 if a row
  * exists, 0 if not. */
 static int load_locked(struct store *s, struct sobj *o)
 {
-        sqlite3_stmt *st = NULL;
+        sqlite3_stmt *st;
         int r;
 
-        r = db_run(s, &st, "SELECT size, mtime, ctime, validated, pin, container, own"
-                   " FROM objects WHERE ino=?", 1, (int64_t)o->ino);
-        if (r <= 0)
-                return r;
+        st = load_stmt(s, &s->load_obj, "SELECT size, mtime, ctime, validated, pin, container,"
+                       " own FROM objects WHERE ino=?", o->ino);
+        if (!st)
+                return -EIO;
+        r = sqlite3_step(st);
+        if (r != SQLITE_ROW) {
+                sqlite3_reset(st);
+                if (r == SQLITE_DONE)
+                        return 0;
+                log_error("Failed to load inode %" PRIu64 " from the store database: %s",
+                          o->ino, sqlite3_errmsg(s->db));
+                return -EIO;
+        }
         o->size = sqlite3_column_int64(st, 0);
         o->mtime_ns = sqlite3_column_int64(st, 1);
         o->ctime_ns = sqlite3_column_int64(st, 2);
         o->validated_ns = (uint64_t)sqlite3_column_int64(st, 3);
+        o->persisted_ns = o->validated_ns;
         o->pin = sqlite3_column_int(st, 4);
         if (sqlite3_column_type(st, 5) == SQLITE_TEXT)
                 o->container = g_strdup((const char *)sqlite3_column_text(st, 5));
         o->own = o->container && sqlite3_column_int(st, 6);
-        sqlite3_finalize(st);
-        if (sqlite3_prepare_v2(s->db, "SELECT idx, len, crc FROM blocks WHERE ino=?", -1, &st,
-                               NULL) != SQLITE_OK)
+        /* Reset now: a statement left stepping keeps a read transaction open. */
+        sqlite3_reset(st);
+        st = load_stmt(s, &s->load_blocks, "SELECT idx, len, crc FROM blocks WHERE ino=?",
+                       o->ino);
+        if (!st)
                 return -EIO;
-        sqlite3_bind_int64(st, 1, (int64_t)o->ino);
         while (sqlite3_step(st) == SQLITE_ROW) {
                 int64_t idx = sqlite3_column_int64(st, 0);
                 uint32_t len = (uint32_t)sqlite3_column_int64(st, 1);
@@ -552,7 +584,7 @@ static int load_locked(struct store *s, struct sobj *o)
                 o->crc[idx] = (uint32_t)sqlite3_column_int64(st, 2);
                 o->bytes += len;
         }
-        sqlite3_finalize(st);
+        sqlite3_reset(st);
         return 1;
 }
 
@@ -648,6 +680,26 @@ void store_obj_put(struct store *s, struct sobj *o)
         pthread_mutex_unlock(&s->lock);
 }
 
+void store_obj_close_idle(struct store *s, struct sobj *o, unsigned keepers)
+{
+        bool sole;
+
+        /* Every use of the descriptors holds o->lock: taken first. */
+        pthread_mutex_lock(&o->lock);
+        pthread_mutex_lock(&s->lock);
+        sole = o->refs <= keepers;
+        pthread_mutex_unlock(&s->lock);
+        if (sole && o->cfd >= 0) {
+                close(o->cfd);
+                o->cfd = -1;
+        }
+        if (sole && o->ctfd >= 0) {
+                close(o->ctfd);
+                o->ctfd = -1;
+        }
+        pthread_mutex_unlock(&o->lock);
+}
+
 static void identity_of(const struct sobj *o, struct store_identity *id)
 {
         id->ino = o->ino;
@@ -728,6 +780,8 @@ static int drop_content(struct store *s, struct sobj *o)
         return drop_content_as(s, o, true);
 }
 
+#define IDENTITY_PERSIST_NS (60 * 1000000000ULL)
+
 static int record_identity(struct store *s, struct sobj *o, const struct stat *st, uint64_t now)
 {
         bool same = o->size == st->st_size && o->mtime_ns == ts_ns(&st->st_mtim) &&
@@ -738,8 +792,11 @@ static int record_identity(struct store *s, struct sobj *o, const struct stat *s
         o->mtime_ns = ts_ns(&st->st_mtim);
         o->ctime_ns = ts_ns(&st->st_ctim);
         o->validated_ns = now;
-        /* An unchanged identity is written back at most once a second. */
-        if (same && now - o->persisted_ns < 1000000000ULL)
+        /* An unchanged identity is written back at most once a minute: the
+         * row's validation time only makes a restarted worker revalidate
+         * sooner, and its atime orders culling (a minute's precision is
+         * plenty), so an open of an unchanged file writes nothing. */
+        if (same && now - o->persisted_ns < IDENTITY_PERSIST_NS)
                 return 0;
         o->persisted_ns = now;
         pthread_mutex_lock(&s->lock);

@@ -86,6 +86,9 @@ void store_get_stats(struct store *s, struct store_stats *st);
 int store_obj_get(struct store *s, const struct stat *st, bool create, uint64_t lease_ns,
                   bool *unchanged, struct sobj **out);
 void store_obj_put(struct store *s, struct sobj *o);
+/* Closes o's content descriptors (opened again when needed) if it has no
+ * more than @keepers references: for an object kept in memory unused. */
+void store_obj_close_idle(struct store *s, struct sobj *o, unsigned keepers);
 /* Another reference to an object already held. */
 void store_obj_ref(struct store *s, struct sobj *o);
 /* Pin priority of the object, or -1 when it is not pinned. */

@@ -301,6 +301,7 @@ static int execute(struct view *v, const char *cmdline, int tfd, const char *rel
                 out_kv(o, "file_handles=%s", v->handles ? "yes" : "no");
                 out_kv(o, "passthrough=%s", passthrough_on() ? "yes" : "no");
                 out_kv(o, "read_requests=%" PRIu64, passthrough_read_requests());
+                out_kv(o, "flush_requests=%" PRIu64, view_flush_requests());
                 pthread_mutex_lock(&v->itab_lock);
                 out_kv(o, "nodes=%u", g_hash_table_size(v->nodes));
                 out_kv(o, "node_fds=%u", v->open_fds);

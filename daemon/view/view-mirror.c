@@ -1457,6 +1457,26 @@ char *view_rel_path(int root_fd, int dfd, const char *name)
         return g_strdup(buf[rl] ? buf + rl + 1 : ".");
 }
 
+/*
+ * Whether a change to an entry of directory dfd (of the tree served online)
+ * must reach the mirror before close(2) returns: the directory is complete
+ * (pinned) there, so offline would serve that entry.  When in doubt, yes.
+ */
+bool mirror_keeps_current(struct view *v, int dfd)
+{
+        struct mirror_base b;
+        char *rel = view_rel_path(v->root_fd, dfd, NULL);
+        int r;
+
+        if (!rel)
+                return true;
+        r = mirror_get_base(v->mirror_fd, strcmp(rel, ".") ? rel : NULL, &b);
+        g_free(rel);
+        if (r == -ENOENT || r == -ENODATA)
+                return false;
+        return r < 0 || (b.flags & MIRROR_COMPLETE);
+}
+
 void mirror_note_change(struct view *v, int dfd, const char *name)
 {
         struct mirror_base b;

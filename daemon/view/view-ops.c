@@ -310,6 +310,62 @@ void vfile_flush_dirty(struct view *v)
         pthread_mutex_unlock(&v->ftab_lock);
 }
 
+/*
+ * The store objects of the last RECENT_OBJS files released after reading,
+ * kept referenced: the next open of such a file finds its object in memory
+ * instead of loading it from store.db (two queries and their locks, most of
+ * a warm open's work).  Every change to an object goes through the one in
+ * memory, so keeping it changes nothing else; one kept unused holds no
+ * descriptor, and a few hundred bytes plus 8 a block of 128 KiB: only files
+ * up to RECENT_MAX_SIZE are kept (a larger file's open costs little beside
+ * its reads), so the ring holds a few MiB at most.
+ */
+#define RECENT_OBJS 4096
+#define RECENT_MAX_SIZE (16 << 20)
+static struct {
+        pthread_mutex_t lock;
+        struct sobj *ring[RECENT_OBJS]; /* protected by lock */
+        GHashTable *in_ring;            /* protected by lock: the objects in ring */
+        unsigned next;                  /* protected by lock */
+} recent = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static bool recent_fits(struct sobj *o)
+{
+        struct sobj_info info;
+
+        store_obj_info(o, &info);
+        return info.size <= RECENT_MAX_SIZE;
+}
+
+/* Keeps the object o, once (the caller's reference goes to the ring or is
+ * dropped). */
+static void recent_keep(struct view *v, struct sobj *o)
+{
+        struct sobj *old = NULL;
+        bool kept = false;
+
+        store_obj_ref(v->store, o);     /* o lives to the end, whatever the ring does */
+        pthread_mutex_lock(&recent.lock);
+        if (!recent.in_ring)
+                recent.in_ring = g_hash_table_new(NULL, NULL);
+        kept = g_hash_table_contains(recent.in_ring, o);
+        if (!kept) {
+                old = recent.ring[recent.next];
+                if (old)
+                        g_hash_table_remove(recent.in_ring, old);
+                recent.ring[recent.next] = o;
+                g_hash_table_add(recent.in_ring, o);
+                recent.next = (recent.next + 1) % RECENT_OBJS;
+        }
+        pthread_mutex_unlock(&recent.lock);
+        if (kept)
+                store_obj_put(v->store, o);
+        /* Unused but by the ring and the reference taken above. */
+        store_obj_close_idle(v->store, o, 2);
+        store_obj_put(v->store, o);
+        store_obj_put(v->store, old);
+}
+
 static void vfile_remove(struct view *v, struct vfile *f)
 {
         pthread_mutex_lock(&v->ftab_lock);
@@ -324,7 +380,10 @@ static void vfile_remove(struct view *v, struct vfile *f)
                 backing_close(v, g_array_index(f->retired, int, i));
         if (f->retired)
                 g_array_free(f->retired, TRUE);
-        store_obj_put(v->store, f->obj);
+        if (f->obj && (f->flags & O_ACCMODE) == O_RDONLY && recent_fits(f->obj))
+                recent_keep(v, f->obj);
+        else
+                store_obj_put(v->store, f->obj);
         pthread_mutex_destroy(&f->lock);
         free(f);
 }
@@ -1561,6 +1620,12 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         }
         if (r >= 0)
                 r = vnode_lookup(v, parent, pfd, name, &e);
+        /* Online, the close of a new file of a local backing has nothing to
+         * do (no write-back errors to report) unless the mirror keeps its
+         * directory: the release notes the change for the mirror's cached
+         * copies, and close(2) need not wait for a FLUSH. */
+        fi->noflush = r >= 0 && !offline && !existed && v->backing_local &&
+                      !mirror_keeps_current(v, pfd);
         vnode_put(v, p);
         if (r < 0) {
                 if (bfd >= 0)
@@ -1739,12 +1804,20 @@ again:
         fuse_reply_write(req, (size_t)n);
 }
 
+static uint64_t flush_requests; /* atomic */
+
+uint64_t view_flush_requests(void)
+{
+        return __atomic_load_n(&flush_requests, __ATOMIC_RELAXED);
+}
+
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
         struct view *v = V(req);
         struct vfile *f;
         int err;
 
+        __atomic_add_fetch(&flush_requests, 1, __ATOMIC_RELAXED);
 again:
         view_change_begin(v);
         f = vfile_of(v, fi, &err);

@@ -388,6 +388,7 @@ char *view_rel_path(int root_fd, int dfd, const char *name);
 /* After a change online (mode_lock held shared) to backing object dfd/name,
  * or dfd itself: keeps the mirror current. */
 void mirror_note_change(struct view *v, int pfd, const char *name);
+bool mirror_keeps_current(struct view *v, int dfd);
 
 /*
  * view-conflicts.c: the control socket's conflict requests (query
@@ -512,4 +513,6 @@ uint64_t passthrough_read_requests(void);
 
 /* helpers shared by the ops and the control socket */
 uint64_t now_ns(void);
+/* FUSE_FLUSH requests served (close(2)s that waited for the view), for query state. */
+uint64_t view_flush_requests(void);
 int backing_reopen(int pathfd, int flags);

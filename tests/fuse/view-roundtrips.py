@@ -1,0 +1,82 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Round trips the view spares, and what it keeps (daemon/view/view.md,
+Serving): a file created online outside the mirror's complete (pinned)
+directories is closed without a FUSE_FLUSH (`flush_requests` in `query
+state` does not move), its bytes on the backing before write(2) returns; a
+writer of an existing file, and a file created in a pinned directory, keep
+their FLUSH, and the mirror holds such a file right after close (the volume
+taken offline at once reads it); an open of an unchanged cached file writes
+nothing to the store's index (store.db's data_version does not move), and a
+change on the backing is still seen by the next open.
+"""
+import os
+import sqlite3
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from viewlib import (Volume, check, eq, finish, rand_bytes, read_file,  # noqa: E402
+                     require_root_fuse, write_file)
+
+
+def flushes(vol):
+    return int(vol.state()["flush_requests"])
+
+
+def main():
+    require_root_fuse()
+    vol = Volume("rt", lease="600s").start()
+
+    # --- new files outside pinned directories: no FLUSH, written through
+    os.mkdir(vol.v("u"))
+    f0 = flushes(vol)
+    for i in range(20):
+        data = rand_bytes(100 + i * 37, i)
+        fd = os.open(vol.v("u", f"n{i}"), os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
+        eq(os.write(fd, data), len(data), f"write to new file n{i}")
+        eq(read_file(vol.b("u", f"n{i}")), data, f"n{i}: on the backing before close")
+        os.close(fd)
+        eq(read_file(vol.v("u", f"n{i}")), data, f"n{i}: read back through the view")
+    eq(flushes(vol) - f0, 0, "closes of files created outside pinned directories: no FLUSH")
+    with open(vol.v("u", "n0"), "r+b") as fh:
+        fh.write(b"X")
+    check(flushes(vol) > f0, "the close of a writer of an existing file still flushes")
+    eq(read_file(vol.b("u", "n0"))[:1], b"X", "that write on the backing")
+
+    # --- a file created in a pinned directory: FLUSH kept, the mirror
+    #     current at close (offline at once, it reads back)
+    os.mkdir(vol.b("p"))
+    write_file(vol.b("p", "old"), b"old\n")
+    vol.ctl("pin recursive", "p")
+    f1 = flushes(vol)
+    made = b"made online in a pinned directory\n" * 100
+    write_file(vol.v("p", "new"), made)
+    check(flushes(vol) > f1, "a file created in a pinned directory is flushed at close")
+    eq(vol.ctl("disconnect")["state"], "offline", "disconnected right after the close")
+    eq(read_file(vol.v("p", "new")), made, "offline, the file created just before reads back")
+    eq(vol.ctl("reconnect")["state"], "online", "reconnected")
+
+    # --- an open of an unchanged cached file writes nothing to the index
+    data = rand_bytes(8000, 99)
+    write_file(vol.b("c"), data)
+    eq(read_file(vol.v("c")), data, "first read (fills the store)")
+    eq(vol.ctl("query cached", "c")["cached"], "complete", "the store holds it whole")
+    time.sleep(1.5)       # past the once-a-second write-back this replaced
+    db = sqlite3.connect(f"file:{vol.cache}/store.db?mode=ro", uri=True)
+    before = db.execute("PRAGMA data_version").fetchone()[0]
+    for _ in range(3):
+        eq(read_file(vol.v("c")), data, "read of the cached file")
+        time.sleep(0.6)
+    eq(db.execute("PRAGMA data_version").fetchone()[0], before,
+       "opens of an unchanged cached file: store.db not written")
+    db.close()
+    changed = rand_bytes(8000, 100)
+    write_file(vol.b("c"), changed)
+    eq(read_file(vol.v("c")), changed, "a change on the backing is seen by the next open")
+    vol.stop()
+    finish()
+
+
+if __name__ == "__main__":
+    main()
