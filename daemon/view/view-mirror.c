@@ -420,6 +420,11 @@ static int copy_content(int bfd, int tfd, off_t size, uint64_t *copied)
         return r;
 }
 
+int mirror_copy_content(int from, int to, off_t size)
+{
+        return copy_content(from, to, size, NULL);
+}
+
 static bool same_stat_identity(const struct stat *a, const struct stat *b)
 {
         return a->st_ino == b->st_ino && a->st_size == b->st_size &&

@@ -336,6 +336,19 @@ int offline_lid(struct view *v, int dfd, const char *name, uint64_t *lid)
         return r;
 }
 
+bool offline_replayed(struct view *v, uint64_t server_ino)
+{
+        uint64_t lid;
+        bool r;
+
+        if (!v->oplog)
+                return false;
+        pthread_mutex_lock(&v->offline_lock);
+        r = oplog_find_ino(v->oplog, server_ino, &lid) == 0;
+        pthread_mutex_unlock(&v->offline_lock);
+        return r;
+}
+
 /* ---- records ---- */
 
 /*

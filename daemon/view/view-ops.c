@@ -60,6 +60,11 @@ struct vfile {
         bool passthrough;       /* immutable: the kernel reads and writes it without us */
         bool local;             /* opened from the store alone within the lease: fd
                                  * stays -1 until something needs the backing */
+        int stranded_fd;        /* under mode_lock: a writer passed through to its
+                                 * mirror file when the volume went online (the kernel
+                                 * goes on writing there), or -1 */
+        struct timespec stranded_shipped; /* its mtime when last copied over */
+        off_t stranded_size;              /* and size (-1: never copied) */
         struct timespec pt_logged; /* offline, passed through: mtime when last logged */
         off_t pt_logged_size;      /* and size */
 };
@@ -200,6 +205,7 @@ static struct vfile *vfile_add(struct view *v, uint64_t fh, uint64_t id, int fd,
         pthread_mutex_init(&f->lock, NULL);
         f->id = id;
         f->fd = fd;
+        f->stranded_fd = -1;
         f->flags = flags;
         f->dir = dir;
         pthread_mutex_lock(&v->ftab_lock);
@@ -248,6 +254,14 @@ void vfile_set_fh_floor(struct view *v, uint64_t fh)
 
 static int log_content(struct view *v, struct vfile *f);
 
+static bool same_file(int a, int b)
+{
+        struct stat sa, sb;
+
+        return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+               sa.st_ino == sb.st_ino;
+}
+
 /* The served tree switched: each open file gets its object there (the old
  * descriptor stays open until release, so a request using it is not disturbed). */
 void vfile_switch_all(struct view *v)
@@ -283,9 +297,26 @@ void vfile_switch_all(struct view *v)
                 /* Not dup3() over it: closing a network file's descriptor
                  * flushes, and the server may be gone. */
                 old = f->fd;
-                if (!f->retired)
-                        f->retired = g_array_new(FALSE, FALSE, sizeof(int));
-                g_array_append_val(f->retired, old);
+                /* Back to the file the kernel writes: nothing stranded any more. */
+                if (f->stranded_fd >= 0 && same_file(f->stranded_fd, nfd)) {
+                        close(f->stranded_fd);
+                        f->stranded_fd = -1;
+                }
+                if (f->passthrough && !f->dir && (f->flags & O_ACCMODE) != O_RDONLY) {
+                        /* Offline its content is logged at flush (the kernel
+                         * writes without us); online it is copied over. */
+                        f->dirty = view_offline(v);
+                        f->pt_logged_size = -1;
+                }
+                if (!view_offline(v) && f->passthrough && !f->dir &&
+                    (f->flags & O_ACCMODE) != O_RDONLY && f->stranded_fd < 0) {
+                        f->stranded_fd = old;   /* shipped at flush, fsync, release */
+                        f->stranded_size = -1;
+                } else {
+                        if (!f->retired)
+                                f->retired = g_array_new(FALSE, FALSE, sizeof(int));
+                        g_array_append_val(f->retired, old);
+                }
                 __atomic_store_n(&f->fd, nfd, __ATOMIC_RELEASE);
                 f->lid = 0;
                 f->written = false;
@@ -380,6 +411,8 @@ static void vfile_remove(struct view *v, struct vfile *f)
                 backing_close(v, g_array_index(f->retired, int, i));
         if (f->retired)
                 g_array_free(f->retired, TRUE);
+        if (f->stranded_fd >= 0)
+                close(f->stranded_fd);
         if (f->obj && (f->flags & O_ACCMODE) == O_RDONLY && recent_fits(f->obj))
                 recent_keep(v, f->obj);
         else
@@ -1811,6 +1844,49 @@ uint64_t view_flush_requests(void)
         return __atomic_load_n(&flush_requests, __ATOMIC_RELAXED);
 }
 
+/*
+ * A writer the kernel passes through to the mirror file it was opened on
+ * offline, open across a switch: the kernel cannot be told to write
+ * elsewhere, so what it wrote there is copied to the object now served
+ * (close-to-open: at flush, fsync and release): online the server's, which
+ * the mirror then takes as any online write; offline the mirror's new copy,
+ * which is then logged.
+ */
+static int ship_stranded(struct view *v, struct vfile *f)
+{
+        struct stat st;
+        int in, out, r;
+
+        if (f->stranded_fd < 0 || same_file(f->stranded_fd, f->fd))
+                return 0;
+        if (fstat(f->stranded_fd, &st) < 0)
+                return -errno;
+        /* Copied over already, and not written since. */
+        if (st.st_size == f->stranded_size && st.st_mtim.tv_sec == f->stranded_shipped.tv_sec &&
+            st.st_mtim.tv_nsec == f->stranded_shipped.tv_nsec)
+                return 0;
+        in = backing_reopen(f->stranded_fd, O_RDONLY);
+        r = in < 0 ? in : 0;
+        out = r < 0 ? r : backing_reopen(f->fd, O_WRONLY | O_TRUNC);
+        r = out < 0 ? out : mirror_copy_content(in, out, st.st_size);
+        if (r == 0 && fdatasync(out) < 0)
+                r = -errno;
+        if (out >= 0)
+                close(out);
+        if (in >= 0)
+                close(in);
+        if (r < 0) {
+                log_warn("Failed to copy the writes of open file handle %" PRIu64 " over: %s",
+                         f->fh, strerror(-r));
+                return r;
+        }
+        f->stranded_shipped = st.st_mtim;
+        f->stranded_size = st.st_size;
+        if (!view_offline(v))
+                note_node_change(v, f->id, f->fd);
+        return r;
+}
+
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
         struct view *v = V(req);
@@ -1828,15 +1904,19 @@ again:
         }
         if (view_offline(v)) {
                 /* close() acknowledges the writes: they are logged first. */
-                err = -log_content(v, f);
+                err = -ship_stranded(v, f);
+                if (!err)
+                        err = -log_content(v, f);
                 view_change_end(v);
                 fuse_reply_err(req, err);
                 return;
         }
+        err = -ship_stranded(v, f);
         /* Closing a duplicate makes network backings write back and report
          * errors at close(), as they would for the application (bounded: a
          * server that is gone makes it EIO, and the volume goes offline). */
-        err = -backing_flush(v, f->fd);
+        if (!err)
+                err = -backing_flush(v, f->fd);
         /* The server did not answer in time: the content is logged from the
          * local copy, which the volume now serves. */
         if (err == ETIMEDOUT) {
@@ -1869,11 +1949,14 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         if (f && f->fd >= 0 && !f->dir &&
             ((f->flags & O_ACCMODE) != O_RDONLY || (f->flags & O_TRUNC))) {
                 view_change_begin(v);
-                if (view_offline(v) && f->dirty && log_content(v, f) < 0)
+                if (view_offline(v) && f->dirty &&
+                    (ship_stranded(v, f) < 0 || log_content(v, f) < 0))
                         log_error("Offline writes to file handle %" PRIu64 " could not be"
                                   " logged at its release", f->fh);
                 else if (!view_offline(v) && f->written)
                         note_node_change(v, f->id, f->fd);
+                else if (f->stranded_fd >= 0)
+                        ship_stranded(v, f);
                 view_change_end(v);
         }
         if (f)
@@ -1894,7 +1977,9 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
                 fuse_reply_err(req, err);
                 return;
         }
-        err = (datasync ? fdatasync(f->fd) : fsync(f->fd)) < 0 ? errno : 0;
+        err = -ship_stranded(v, f);
+        if (!err)
+                err = (datasync ? fdatasync(f->fd) : fsync(f->fd)) < 0 ? errno : 0;
         /* Offline, fsync means the change is in the log, and the log durable
          * (the container was synced above: the record names it). */
         if (!err && view_offline(v) && !f->dir)

@@ -278,6 +278,9 @@ void offline_translate_stat(struct view *v, int fd, struct stat *st);
 /* Offline: is every entry of mirror directory dfd there (a name it lacks does not exist)? */
 bool offline_dir_complete(int dfd);
 int offline_lid(struct view *v, int dfd, const char *name, uint64_t *lid);
+/* Does the log know server inode server_ino as one of its objects' (a
+ * replay that renamed new content over a file made it so)? */
+bool offline_replayed(struct view *v, uint64_t server_ino);
 /* A name of inode ino in directory dfd (to free), or NULL: a scan. */
 char *offline_name_in(int dfd, ino_t ino);
 /* After the change was applied to the mirror: log it (undone if that fails). */
@@ -340,6 +343,8 @@ int mirror_open(struct view *v);
 /* dfd/name, or dfd itself when name is NULL or "". */
 int mirror_get_base(int dfd, const char *name, struct mirror_base *b);
 int mirror_get_lid(int dfd, const char *name, uint64_t *lid);
+/* Copies @size bytes of @from to @to, both from offset 0 (in the kernel where it can). */
+int mirror_copy_content(int from, int to, off_t size);
 int mirror_set_lid(int dfd, const char *name, uint64_t lid);
 bool mirror_xattr_hidden(const char *name);
 /* rm -rf of dfd/name (not following symlinks): 0, or the last step's -errno. */
