@@ -262,10 +262,24 @@ static bool same_file(int a, int b)
                sa.st_ino == sb.st_ino;
 }
 
+static int lid_before_change(struct view *v, fuse_ino_t id, int fd, uint64_t *lid);
+
+/* Has what the kernel wrote to f's stranded file been copied over since? */
+static bool stranded_shipped(struct vfile *f)
+{
+        struct stat st;
+
+        return f->stranded_size < 0 ? false :
+               fstat(f->stranded_fd, &st) == 0 && st.st_size == f->stranded_size &&
+               st.st_mtim.tv_sec == f->stranded_shipped.tv_sec &&
+               st.st_mtim.tv_nsec == f->stranded_shipped.tv_nsec;
+}
+
 /* The served tree switched: each open file gets its object there (the old
  * descriptor stays open until release, so a request using it is not disturbed). */
 void vfile_switch_all(struct view *v)
 {
+        GPtrArray *writers = g_ptr_array_new();
         GHashTableIter it;
         gpointer key, val;
 
@@ -297,22 +311,30 @@ void vfile_switch_all(struct view *v)
                 /* Not dup3() over it: closing a network file's descriptor
                  * flushes, and the server may be gone. */
                 old = f->fd;
-                /* Back to the file the kernel writes: nothing stranded any more. */
-                if (f->stranded_fd >= 0 && same_file(f->stranded_fd, nfd)) {
-                        close(f->stranded_fd);
-                        f->stranded_fd = -1;
-                }
                 if (f->passthrough && !f->dir && (f->flags & O_ACCMODE) != O_RDONLY) {
-                        /* Offline its content is logged at flush (the kernel
-                         * writes without us); online it is copied over. */
+                        /* The kernel goes on writing the file it was opened
+                         * on: shipped to the object served at flush, fsync
+                         * and release, until a switch serves that file again. */
+                        if (f->stranded_fd < 0) {
+                                f->stranded_fd = old;
+                                f->stranded_size = -1;
+                                old = -1;
+                        }
+                        if (same_file(f->stranded_fd, nfd)) {
+                                if (!stranded_shipped(f))
+                                        log_warn("Writes to open file handle %" PRIu64 " made"
+                                                 " online and not flushed before the switch"
+                                                 " stay in the local copy only", f->fh);
+                                close(f->stranded_fd);
+                                f->stranded_fd = -1;
+                        }
+                        /* Offline its content is logged at flush, against
+                         * its base as the switch finds it (below). */
                         f->dirty = view_offline(v);
                         f->pt_logged_size = -1;
+                        g_ptr_array_add(writers, f);
                 }
-                if (!view_offline(v) && f->passthrough && !f->dir &&
-                    (f->flags & O_ACCMODE) != O_RDONLY && f->stranded_fd < 0) {
-                        f->stranded_fd = old;   /* shipped at flush, fsync, release */
-                        f->stranded_size = -1;
-                } else {
+                if (old >= 0) {
                         if (!f->retired)
                                 f->retired = g_array_new(FALSE, FALSE, sizeof(int));
                         g_array_append_val(f->retired, old);
@@ -322,6 +344,16 @@ void vfile_switch_all(struct view *v)
                 f->written = false;
         }
         pthread_mutex_unlock(&v->ftab_lock);
+        /* Offline, the kernel's writes to come are changes against what the
+         * file holds now: its base is registered before any (mode_lock is
+         * held exclusively: no writer is released meanwhile). */
+        for (guint i = 0; view_offline(v) && i < writers->len; i++) {
+                struct vfile *f = g_ptr_array_index(writers, i);
+
+                if (lid_before_change(v, f->id, f->fd, &f->lid) < 0)
+                        f->lid = 0;
+        }
+        g_ptr_array_free(writers, TRUE);
 }
 
 void vfile_flush_dirty(struct view *v)
@@ -1859,17 +1891,17 @@ static int ship_stranded(struct view *v, struct vfile *f)
 
         if (f->stranded_fd < 0 || same_file(f->stranded_fd, f->fd))
                 return 0;
+        /* Copied over already, and not written since. */
+        if (stranded_shipped(f))
+                return 0;
         if (fstat(f->stranded_fd, &st) < 0)
                 return -errno;
-        /* Copied over already, and not written since. */
-        if (st.st_size == f->stranded_size && st.st_mtim.tv_sec == f->stranded_shipped.tv_sec &&
-            st.st_mtim.tv_nsec == f->stranded_shipped.tv_nsec)
-                return 0;
         in = backing_reopen(f->stranded_fd, O_RDONLY);
         r = in < 0 ? in : 0;
-        out = r < 0 ? r : backing_reopen(f->fd, O_WRONLY | O_TRUNC);
+        /* Over the old bytes, then cut to size: a reader never sees it empty. */
+        out = r < 0 ? r : backing_reopen(f->fd, O_WRONLY);
         r = out < 0 ? out : mirror_copy_content(in, out, st.st_size);
-        if (r == 0 && fdatasync(out) < 0)
+        if (r == 0 && (ftruncate(out, st.st_size) < 0 || fdatasync(out) < 0))
                 r = -errno;
         if (out >= 0)
                 close(out);
@@ -1880,10 +1912,13 @@ static int ship_stranded(struct view *v, struct vfile *f)
                          f->fh, strerror(-r));
                 return r;
         }
-        f->stranded_shipped = st.st_mtim;
-        f->stranded_size = st.st_size;
         if (!view_offline(v))
                 note_node_change(v, f->id, f->fd);
+        /* As the mirror's update may have left it (the same bytes). */
+        if (fstat(f->stranded_fd, &st) == 0) {
+                f->stranded_shipped = st.st_mtim;
+                f->stranded_size = st.st_size;
+        }
         return r;
 }
 

@@ -81,7 +81,7 @@ def random_round(vol, seed):
     for step in range(120):
         op = rnd.choice(["open", "write", "append", "read", "close", "switch"])
         n = rnd.choice(names)
-        if os.environ.get("FCACHE_SWITCH_TRACE") and (n == "r1" or op == "switch"):
+        if os.environ.get("FCACHE_SWITCH_TRACE") and (n == os.environ.get("FCACHE_SWITCH_TRACE") or op == "switch"):
             print(f"# step {step}: {op} {n} ({state}, open: {sorted(fds)})")
         if op == "open" and n not in fds:
             fds[n] = os.open(vol.v("p", n), os.O_RDWR)
