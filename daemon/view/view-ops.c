@@ -50,6 +50,8 @@ struct vfile {
         GArray *retired;        /* descriptors of the tree served before a switch (int),
                                  * closed at release: a request may still use one */
         struct sobj *obj;       /* protected by lock: the store object, or NULL */
+        GPtrArray *retired_objs; /* store objects of what was served before a switch,
+                                  * put at release: a read may still use one */
         /* Under the view's mode_lock (shared): */
         uint64_t lid;           /* offline: the object's log id, 0 until it changes */
         bool dirty;             /* offline: written since its content was last logged */
@@ -340,6 +342,14 @@ void vfile_switch_all(struct view *v)
                         g_array_append_val(f->retired, old);
                 }
                 __atomic_store_n(&f->fd, nfd, __ATOMIC_RELEASE);
+                /* The store copy is of the object served before (keyed by
+                 * its server identity): reads go to the new one. */
+                if (f->obj) {
+                        if (!f->retired_objs)
+                                f->retired_objs = g_ptr_array_new();
+                        g_ptr_array_add(f->retired_objs, f->obj);
+                        __atomic_store_n(&f->obj, NULL, __ATOMIC_RELEASE);
+                }
                 f->lid = 0;
                 f->written = false;
         }
@@ -445,6 +455,10 @@ static void vfile_remove(struct view *v, struct vfile *f)
                 g_array_free(f->retired, TRUE);
         if (f->stranded_fd >= 0)
                 close(f->stranded_fd);
+        for (guint i = 0; f->retired_objs && i < f->retired_objs->len; i++)
+                store_obj_put(v->store, g_ptr_array_index(f->retired_objs, i));
+        if (f->retired_objs)
+                g_ptr_array_free(f->retired_objs, TRUE);
         if (f->obj && (f->flags & O_ACCMODE) == O_RDONLY && recent_fits(f->obj))
                 recent_keep(v, f->obj);
         else
@@ -1740,6 +1754,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
         struct view *v = V(req);
+        struct sobj *o;
         struct vfile *f;
         ssize_t n;
         char *buf;
@@ -1760,26 +1775,29 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         }
         n = -EBADF;
         if (__atomic_load_n(&f->fd, __ATOMIC_ACQUIRE) < 0)
-                n = store_obj_read(v->store, f->obj, -1, buf, size, off);
+                n = store_obj_read(v->store, __atomic_load_n(&f->obj, __ATOMIC_ACQUIRE), -1,
+                                   buf, size, off);
         /* A block found corrupt is fetched again: that needs the backing. */
         if (n < 0 && !(f = vfile_of(v, fi, &err))) {
                 free(buf);
                 fuse_reply_err(req, err);
                 return;
         }
+        /* One load: a switch may retire it meanwhile (kept until release). */
+        o = __atomic_load_n(&f->obj, __ATOMIC_ACQUIRE);
         if (n >= 0) {
                 /* served from the store alone */
-        } else if (f->obj && !view_offline(v)) {
+        } else if (o && !view_offline(v)) {
                 uint64_t lease_ns = (uint64_t)(v->lease_s * 1e9);
 
-                if (store_obj_stale(f->obj, now_ns(), lease_ns)) {
+                if (store_obj_stale(o, now_ns(), lease_ns)) {
                         struct stat st;
 
                         /* An erroring (or silent) backing keeps the valid copy serving. */
                         if (backing_fstatat(v, f->fd, NULL, &st) == 0)
-                                store_obj_revalidate(v->store, f->obj, &st, NULL);
+                                store_obj_revalidate(v->store, o, &st, NULL);
                 }
-                n = store_obj_read(v->store, f->obj, f->fd, buf, size, off);
+                n = store_obj_read(v->store, o, f->fd, buf, size, off);
                 if (n >= 0 && __atomic_exchange_n(&f->touch_atime, false, __ATOMIC_RELAXED)) {
                         char c;
 
