@@ -33,6 +33,7 @@ struct oplog {
         bool syncing;           /* a sync runs, without the caller's lock */
         pthread_cond_t sync_done;
         int wal_fd;             /* log.db-wal, synced outside the connection */
+        uint64_t replaying;     /* records up to it are being replayed: none coalesces (0: none) */
 };
 
 /* The replay view of one object (table objects). */
@@ -53,6 +54,14 @@ int oplog_object_save(struct oplog *log, const struct oplog_object *o);
 /* Calls @fn with every object a pending record names (a malloc()ed copy @fn takes over). */
 int oplog_objects_of_pending(struct oplog *log,
                              int (*fn)(void *ud, struct oplog_object *o), void *ud);
+
+/*
+ * A run replays the pending records up to @upto while changes are recorded
+ * (0: it ended): a new record then never merges into, cancels or drops one
+ * of them, which the run may be sending to the server at that moment; it
+ * is appended and replayed after them.
+ */
+void oplog_set_replaying(struct oplog *log, uint64_t upto);
 
 /* -errno for an SQLite result code. */
 int oplog_sqlite_errno(int rc);

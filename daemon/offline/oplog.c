@@ -1172,6 +1172,13 @@ static int cancel_local(struct oplog *log, struct drops *d, uint64_t lid)
                 return e;
         if (v > 1)
                 return 0;
+        /* Not while its create is being replayed. */
+        if (log->replaying) {
+                e = query_int(log, &v, "SELECT count(*) FROM ops WHERE lid=?1 AND seq<=?2", 2,
+                              (int64_t)lid, (int64_t)log->replaying);
+                if (e < 0 || v)
+                        return e < 0 ? e : 0;
+        }
         /* Its create must still be pending, and nothing of it applied. */
         e = query_int(log, &v, "SELECT count(*) FROM ops WHERE lid=?1 AND state=0 AND"
                                " kind IN (2, 3, 4, 12)", 1, (int64_t)lid);
@@ -1213,6 +1220,8 @@ static int drop_edits_of_removed(struct oplog *log, struct drops *d, uint64_t li
         int64_t v;
         int e;
 
+        if (log->replaying)
+                return 0;       /* they may be on their way: they replay, then the unlink */
         e = query_int(log, &v, "SELECT b_nlink FROM objects WHERE lid=?1 AND local=0", 1,
                       (int64_t)lid);
         if (e <= 0 || v > 1)
@@ -1349,6 +1358,7 @@ static bool content_recorded(struct oplog *log, uint64_t lid, const struct file_
                 same = !memcmp(sqlite3_column_blob(st, 3), h, sizeof(*h) + h->handle_bytes);
                 *size = (uint64_t)sqlite3_column_int64(st, 4);
                 *seq = (uint64_t)sqlite3_column_int64(st, 5);
+                same = same && *seq > log->replaying;
         }
         release_cached(st);
         return same;
@@ -1397,19 +1407,22 @@ static int content_replaced(struct oplog *log, struct drops *d, uint64_t lid)
 
         e = prep_cached(log, STMT_CONTENT_PENDING, &st,
                         "SELECT seq, ifnull(size, 0), container IS NULL FROM ops"
-                        " WHERE kind=1 AND lid=?1 AND state=0 AND intent IS NULL");
+                        " WHERE kind=1 AND lid=?1 AND state=0 AND intent IS NULL AND seq>?2");
         if (e < 0)
                 return e;
         sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)log->replaying);
         e = drops_add_rows(d, st);
         release_cached(st);
         if (e < 0)
                 return e;
         e = prep_cached(log, STMT_CONTENT_DELETE, &st,
-                        "DELETE FROM ops WHERE lid=?1 AND kind=1 AND state=0 AND intent IS NULL");
+                        "DELETE FROM ops WHERE lid=?1 AND kind=1 AND state=0 AND intent IS NULL"
+                        " AND seq>?2");
         if (e < 0)
                 return e;
         sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)log->replaying);
         return step_done_cached(st);
 }
 
@@ -1743,7 +1756,8 @@ static int find_chain(struct oplog *log, uint64_t lid, uint64_t parent, const ch
         }
         *seq = (uint64_t)sqlite3_column_int64(st, 0);
         *src_parent = (uint64_t)sqlite3_column_int64(st, 1);
-        if (sqlite3_column_type(st, 3) != SQLITE_NULL || (sqlite3_column_int(st, 4) & RENAME_EXCHANGE)) {
+        if (sqlite3_column_type(st, 3) != SQLITE_NULL || (sqlite3_column_int(st, 4) & RENAME_EXCHANGE) ||
+            *seq <= log->replaying) {
                 sqlite3_finalize(st);
                 return 0;
         }
@@ -1905,9 +1919,10 @@ int oplog_record_setattr(struct oplog *log, uint64_t lid, const struct oplog_set
         /* Start from the pending setattr of the object, if any. */
         e = prep_cached(log, STMT_SETATTR_PENDING, &st,
                         "SELECT seq, mask, mode, uid, gid, atime, mtime FROM ops WHERE lid=?1"
-                        " AND kind=9 AND state=0 ORDER BY seq DESC LIMIT 1");
+                        " AND kind=9 AND state=0 AND seq>?2 ORDER BY seq DESC LIMIT 1");
         if (e >= 0) {
                 sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
+                sqlite3_bind_int64(st, 2, (sqlite3_int64)log->replaying);
                 rc = sqlite3_step(st);
                 if (rc == SQLITE_ROW) {
                         seq = (uint64_t)sqlite3_column_int64(st, 0);
@@ -1959,10 +1974,11 @@ static int record_xattr(struct oplog *log, enum oplog_kind kind, uint64_t lid, c
         if (e < 0)
                 return e;
         e = prep(log, &st, "DELETE FROM ops WHERE lid=?1 AND kind IN (10, 11) AND state=0 AND"
-                           " xname=?2");
+                           " xname=?2 AND seq>?3");
         if (e >= 0) {
                 sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
                 bind_text(st, 2, name);
+                sqlite3_bind_int64(st, 3, (sqlite3_int64)log->replaying);
                 e = step_done(st);
         }
         if (e >= 0)
@@ -2034,6 +2050,11 @@ int oplog_foreach(struct oplog *log, bool pending_only,
                         break;
         }
         return rows_end(st, rc, e);
+}
+
+void oplog_set_replaying(struct oplog *log, uint64_t upto)
+{
+        log->replaying = upto;
 }
 
 int oplog_count(struct oplog *log, int state, uint64_t *out)

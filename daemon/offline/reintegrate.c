@@ -123,6 +123,8 @@ static void backing_enter(struct ctx *c)
 
 static void backing_leave(struct ctx *c)
 {
+        if (c->o->moved)
+                c->o->moved(c->o->userdata);
         if (c->mu && !c->hold)
                 pthread_mutex_lock(c->mu);
 }
@@ -1926,10 +1928,10 @@ static int do_rename(struct ctx *c, const struct rec *r, struct oplog_object *o)
                                 -1, NULL, NULL, "the server removed a directory of the rename");
         if (pfd < 0 || qfd < 0)
                 return pfd < 0 ? pfd : qfd;
-        has_a = fstatat(pfd, r->name, &sa, AT_SYMLINK_NOFOLLOW) == 0;
+        has_a = BACKING(c, fstatat(pfd, r->name, &sa, AT_SYMLINK_NOFOLLOW)) == 0;
         if (!has_a && errno != ENOENT)
                 return -errno;
-        has_b = fstatat(qfd, r->name2, &sb, AT_SYMLINK_NOFOLLOW) == 0;
+        has_b = BACKING(c, fstatat(qfd, r->name2, &sb, AT_SYMLINK_NOFOLLOW)) == 0;
         if (!has_b && errno != ENOENT)
                 return -errno;
         /* Already done? */
@@ -1970,7 +1972,7 @@ static int do_rename(struct ctx *c, const struct rec *r, struct oplog_object *o)
         }
         if (has_b && other && !exchange) {
                 /* Replacing: the server's copy of what is replaced must be the base one. */
-                e = unchanged(other, qfd, r->name2, &sb, rid);
+                e = BACKING(c, unchanged(other, qfd, r->name2, &sb, rid));
                 if (e < 0)
                         return e;
                 if (!e)
@@ -1984,13 +1986,13 @@ static int do_rename(struct ctx *c, const struct rec *r, struct oplog_object *o)
                 return REINTEGRATE_APPLIED;
         sb_before = sb;
         if (exchange)
-                e = renameat2(pfd, r->name, qfd, r->name2, RENAME_EXCHANGE) < 0 ? -errno : 0;
+                e = BACKING(c, renameat2(pfd, r->name, qfd, r->name2, RENAME_EXCHANGE)) < 0 ? -errno : 0;
         else if (!has_b)
                 e = rename_noreplace(c, pfd, r->name, qfd, r->name2, S_ISDIR(sa.st_mode));
         else
-                e = renameat(pfd, r->name, qfd, r->name2) < 0 ? -errno : 0;
+                e = BACKING(c, renameat(pfd, r->name, qfd, r->name2)) < 0 ? -errno : 0;
         if (e == -EEXIST || e == -ENOTEMPTY) {
-                if (fstatat(qfd, r->name2, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+                if (BACKING(c, fstatat(qfd, r->name2, &sb, AT_SYMLINK_NOFOLLOW)) < 0)
                         return -errno;
                 return conflict(c, r, o, e == -EEXIST ? FCACHE_CONFLICT_CREATE_CREATE
                                                       : FCACHE_CONFLICT_DELETE_CHILDREN,
@@ -1999,14 +2001,14 @@ static int do_rename(struct ctx *c, const struct rec *r, struct oplog_object *o)
         if (e < 0)
                 return e;
         fault_point(FAULT_REINT_AFTER_WRITE);
-        if (fstatat(qfd, r->name2, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+        if (BACKING(c, fstatat(qfd, r->name2, &sb, AT_SYMLINK_NOFOLLOW)) < 0)
                 return -errno;
         if (moves_srv(o, r))
                 set_srv(o, r->r.parent2, r->name2);
         set_base(o, &sb, o->base.content);
         dirty(c, o);
         if (other) {
-                if (exchange && fstatat(pfd, r->name, &sa, AT_SYMLINK_NOFOLLOW) == 0) {
+                if (exchange && BACKING(c, fstatat(pfd, r->name, &sa, AT_SYMLINK_NOFOLLOW)) == 0) {
                         set_srv(other, r->r.parent, r->name);
                         set_base(other, &sa, other->base.content);
                 } else if (!exchange) {
@@ -2344,6 +2346,8 @@ static int replay(struct ctx *run)
         };
         unsigned threads = run->o->threads ? run->o->threads : REINTEGRATE_POOL_THREADS;
         pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+        /* The caller's: its changes are recorded while records wait on the backing. */
+        pthread_mutex_t *lock = run->o->lock ? run->o->lock : &mu;
         int e;
 
         if (run->dry)
@@ -2351,11 +2355,11 @@ static int replay(struct ctx *run)
         run->workers = g_new0(struct ctx, threads);
         for (unsigned t = 0; t < threads; t++) {
                 run->workers[t] = *run;
-                run->workers[t].mu = threads > 1 ? &mu : NULL;
+                run->workers[t].mu = threads > 1 || run->o->lock ? lock : NULL;
                 run->workers[t].dirty = g_ptr_array_new();
                 run->workers[t].path = NULL;
         }
-        e = reintegrate_pool_run(&mu, threads, run->recs->len, &ops, run);
+        e = reintegrate_pool_run(lock, threads, run->recs->len, &ops, run);
         for (unsigned t = 0; t < threads; t++) {
                 g_ptr_array_unref(run->workers[t].dirty);
                 g_free(run->workers[t].path);
@@ -2371,22 +2375,18 @@ static int replay(struct ctx *run)
         return e;
 }
 
-int reintegrate_run(struct oplog *log, int backing_dirfd, const struct reintegrate_options *opts,
-                    struct reintegrate_stats *out)
+/*
+ * The run's start, under the caller's lock if it gave one: an interrupted
+ * run's marks, the pending records (up to K, the last of them) and their
+ * objects; records after K are not coalesced into these until the run ends.
+ */
+static int start(struct ctx *cp, GPtrArray **out)
 {
-        struct reintegrate_options defaults = REINTEGRATE_OPTIONS_INIT;
-        struct ctx c = { 0 };
+        struct ctx c = *cp;
+        struct oplog *log = c.log;
         GPtrArray *recs;
-        int e, e2;
+        int e;
 
-        if (!log || backing_dirfd < 0)
-                return -EINVAL;
-        if (opts && opts->version != REINTEGRATE_OPTIONS_VERSION)
-                return -EINVAL;
-        c.log = log;
-        c.root = backing_dirfd;
-        c.o = opts ? opts : &defaults;
-        c.dry = c.o->dry_run;
         c.jfd = openat(oplog_dir_fd(log), JOURNAL, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
         if (c.jfd < 0)
                 return -errno;
@@ -2424,16 +2424,52 @@ int reintegrate_run(struct oplog *log, int backing_dirfd, const struct reintegra
         c.virt = g_hash_table_new(lid_hash, g_int64_equal);
         c.dirty = g_ptr_array_new();
         c.st.total = recs->len;
+        c.carried = g_hash_table_new(lid_hash, g_int64_equal);
+        if (c.o->lock && recs->len)
+                oplog_set_replaying(log, ((struct rec *)recs->pdata[recs->len - 1])->r.seq);
+        *cp = c;
+        *out = recs;
+        return 0;
+}
+
+int reintegrate_run(struct oplog *log, int backing_dirfd, const struct reintegrate_options *opts,
+                    struct reintegrate_stats *out)
+{
+        struct reintegrate_options defaults = REINTEGRATE_OPTIONS_INIT;
+        struct ctx c = { 0 };
+        GPtrArray *recs;
+        int e, e2;
+
+        if (!log || backing_dirfd < 0)
+                return -EINVAL;
+        if (opts && opts->version != REINTEGRATE_OPTIONS_VERSION)
+                return -EINVAL;
+        c.log = log;
+        c.root = backing_dirfd;
+        c.o = opts ? opts : &defaults;
+        c.dry = c.o->dry_run;
+        if (c.o->lock)
+                pthread_mutex_lock(c.o->lock);
+        e = start(&c, &recs);
+        if (c.o->lock)
+                pthread_mutex_unlock(c.o->lock);
+        if (e < 0)
+                return e;
         c.run = &c;
         c.recs = recs;
-        c.carried = g_hash_table_new(lid_hash, g_int64_equal);
         link_next(recs);
         e = replay(&c);
+        if (c.o->lock)
+                pthread_mutex_lock(c.o->lock);
         if (!c.dry) {
                 /* Also after an error: what the server got is recorded either way. */
                 e2 = flush(&c);
                 if (e >= 0)
                         e = e2;
+        }
+        if (c.o->lock) {
+                oplog_set_replaying(log, 0);
+                pthread_mutex_unlock(c.o->lock);
         }
         close(c.jfd);
         g_hash_table_destroy(c.intent_of);

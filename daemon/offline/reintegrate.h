@@ -28,10 +28,14 @@
  * error from the backing (EIO, ETIMEDOUT, ENOTCONN, ...) stops the run and
  * is returned; the volume goes back offline and calls it again later.
  *
- * The log must not be recorded into while a run is under way (one struct
- * oplog, one thread): to take a change during reintegration, cancel the run
- * (opts.cancel; it returns -ECANCELED and resumes where it stopped), record,
- * and run again.
+ * The log must not be used by another thread while a run is under way (one
+ * struct oplog, one thread), unless the caller gives the run the mutex it
+ * records under (opts.lock): then changes are recorded during the run, which
+ * replays the records pending at its start (up to a sequence K, the log as
+ * it stood) and takes the mutex only to read and mark the log, never across
+ * a call to the backing.  Until it returns, a record made after K never
+ * coalesces with one up to K (oplog_set_replaying()): it is replayed by the
+ * next run, after what it follows.
  *
  * Known limits: a server file with several hard links gets new content in
  * place (a rename would split its links), so a crash in the middle of that
@@ -49,6 +53,7 @@
  */
 #pragma once
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -109,6 +114,14 @@ struct reintegrate_options {
          * are called one at a time, from these threads.
          */
         unsigned threads;
+        /*
+         * The mutex the caller records into the log under (see above), or
+         * NULL; the caller does not hold it when it calls reintegrate_run().
+         */
+        pthread_mutex_t *lock;
+        /* Called, without the lock, as each call to the backing returns: a
+         * sign of life for a caller that bounds a run that stopped moving. */
+        void (*moved)(void *userdata);
 };
 #define REINTEGRATE_OPTIONS_VERSION 1
 #define REINTEGRATE_OPTIONS_INIT { REINTEGRATE_OPTIONS_VERSION }

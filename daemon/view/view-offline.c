@@ -8,8 +8,9 @@
  * backing's inode numbers (from the mirror's trusted.fcache.base), and
  * every change an application makes is applied to the mirror and appended
  * to the operation log (oplog.h) before it is acknowledged.  Reconnecting
- * replays the log against the backing (reintegrate.h), switches back, and
- * brings the mirror up to date with the server.
+ * replays the log against the backing (view-replay.c) while the volume
+ * still serves as offline, then, with changes stopped, what was logged
+ * meanwhile, switches back, and brings the mirror up to date with the server.
  *
  * The state (online/offline) is kept in CacheDir/offline/state, so a
  * successor process after a crash or restart starts in the same state.
@@ -620,8 +621,7 @@ static int disconnect(struct view *v, bool forced, GString *err)
         return r;
 }
 
-/* Guards the reasons query state gives; never held across anything else (a
- * reconnect holds offline_lock for as long as it replays). */
+/* Guards the reasons query state gives; never held across anything else. */
 static pthread_mutex_t reason_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Why the volume is offline by itself, for query state (NULL: by hand, or online). */
@@ -721,15 +721,6 @@ bool view_wait_offline(struct view *v)
         return view_offline(v);
 }
 
-/* The replay's progress, for query state (reintegration_done, reintegration_total). */
-static void reintegration_progress(void *ud, const struct reintegrate_item *it)
-{
-        struct view *v = ud;
-
-        __atomic_store_n(&v->reint_total, it->total, __ATOMIC_RELEASE);
-        __atomic_store_n(&v->reint_done, it->done, __ATOMIC_RELEASE);
-}
-
 /* The reason a reconnect refused, for query state (NULL: it did not). */
 static void set_refused(struct view *v, const char *why)
 {
@@ -761,11 +752,46 @@ static int delete_bound(struct view *v, bool force, GString *err)
         return r;
 }
 
+/* A reconnect under way (state "reintegrating"): another one waits for its end. */
+static bool reconnecting(struct view *v, GString *err)
+{
+        if (v->state != VIEW_REINTEGRATING)
+                return false;
+        g_string_printf(err, "a reconnect is under way");
+        return true;
+}
+
+/*
+ * mode_lock held exclusively: the replay stopped (@r), the volume serves as
+ * offline again.  Given up on a backing that stopped answering, it probes
+ * for its return as after any backing timeout.
+ */
+static int reconnect_stopped(struct view *v, int r, GString *err)
+{
+        __atomic_store_n(&v->state, VIEW_OFFLINE, __ATOMIC_RELEASE);
+        if (r == -ETIMEDOUT || r == -EBUSY) {
+                __atomic_store_n(&v->auto_reconnect, true, __ATOMIC_RELEASE);
+                set_offline_reason(v, "the backing stopped answering during the reconnect");
+                save_state(v, VIEW_OFFLINE);
+        }
+        if (r == -ETIMEDOUT)
+                g_string_printf(err, "the server stopped answering during the reconnect (no"
+                                " progress for BackingTimeout, %" PRIu64 " ms); the volume"
+                                " stays offline and resumes where it stopped once it answers",
+                                v->cfg->backing_timeout_ms);
+        else if (r == -EBUSY)
+                g_string_printf(err, "the replay of a reconnect given up on still waits on the"
+                                " server; the volume stays offline and tries again later");
+        else
+                g_string_printf(err, "reintegration stopped: %s; the volume stays offline"
+                                " and resumes where it stopped", strerror(-r));
+        return r;
+}
+
 int view_reconnect(struct view *v, bool force, GString *out, GString *err)
 {
-        struct reintegrate_options opts = REINTEGRATE_OPTIONS_INIT;
         struct reintegrate_stats stats = { 0 };
-        uint64_t removed = 0, forgotten = 0;
+        uint64_t forgotten = 0;
         GArray *ids;
         int r;
 
@@ -774,6 +800,10 @@ int view_reconnect(struct view *v, bool force, GString *out, GString *err)
                 pthread_rwlock_unlock(&v->mode_lock);
                 g_string_append(out, "records=0\napplied=0\nmerged=0\nconflicts=0\n");
                 return 0;
+        }
+        if (reconnecting(v, err)) {
+                pthread_rwlock_unlock(&v->mode_lock);
+                return -EBUSY;
         }
         /* Never replay against what is not the volume's server (an unmounted share). */
         r = backing_reopen_root(v, err);
@@ -794,33 +824,30 @@ int view_reconnect(struct view *v, bool force, GString *out, GString *err)
                 g_string_append(out, "records=0\napplied=0\nmerged=0\nconflicts=0\n");
                 return 0;
         }
+        if (reconnecting(v, err)) {
+                pthread_rwlock_unlock(&v->mode_lock);
+                return -EBUSY;
+        }
         set_refused(v, NULL);
         set_offline_reason(v, NULL);
         __atomic_store_n(&v->reint_done, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&v->reint_total, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&v->state, VIEW_REINTEGRATING, __ATOMIC_RELEASE);
         vfile_flush_dirty(v);
-        opts.progress = reintegration_progress;
-        opts.userdata = v;
-        /* Records in flight on the backing, as many as fetches. */
-        opts.threads = v->cfg->fetch_threads;
-        pthread_mutex_lock(&v->offline_lock);
-        {
-                uint64_t pending = 0;
-
-                oplog_count(v->oplog, OPLOG_PENDING, &pending);
-                __atomic_store_n(&v->reint_total, pending, __ATOMIC_RELEASE);
+        pthread_rwlock_unlock(&v->mode_lock);
+        /* The log as it stands, while changes go on offline (logged after it). */
+        r = view_replay_while_serving(v, &stats);
+        pthread_rwlock_wrlock(&v->mode_lock);
+        /* The last bit with changes stopped: what they logged meanwhile. */
+        if (r == 0) {
+                vfile_flush_dirty(v);
+                r = view_replay(v, &stats);
         }
-        r = reintegrate_run(v->oplog, v->root_fd, &opts, &stats);
-        __atomic_store_n(&v->reint_total, stats.total, __ATOMIC_RELEASE);
-        if (r == 0)
-                r = oplog_compact(v->oplog, &removed);
-        pthread_mutex_unlock(&v->offline_lock);
         if (r < 0) {
-                __atomic_store_n(&v->state, VIEW_OFFLINE, __ATOMIC_RELEASE);
+                reconnect_stopped(v, r, err);
                 pthread_rwlock_unlock(&v->mode_lock);
-                g_string_printf(err, "reintegration stopped: %s; the volume stays offline"
-                                " and resumes where it stopped", strerror(-r));
+                log_warn("Reconnect stopped: %s", err->str);
+                view_probe_resume(v);
                 return r;
         }
         r = save_state(v, VIEW_ONLINE);
@@ -900,9 +927,8 @@ void view_state_out(struct view *v, GString *out)
         if (done > total)
                 done = total;
         if (state == VIEW_REINTEGRATING) {
-                /* The replay holds the offline lock and the log for as long as it
-                 * runs: answer from its progress, so that a client polling during a
-                 * long reconnect sees it move instead of waiting for the end. */
+                /* Answer from the replay's progress, without the log it is
+                 * marking: a client polling during a long reconnect sees it move. */
                 pending = total - done;
                 conflicts = __atomic_load_n(&v->conflicts, __ATOMIC_ACQUIRE);
         } else {

@@ -94,6 +94,7 @@ struct view {
         bool metered;           /* atomic: fcached says the connection is metered */
         uint64_t reint_done;    /* atomic: records replayed by the running or last reintegration */
         uint64_t reint_total;   /* atomic: and the records it had to replay */
+        bool replay_busy;       /* atomic: a replay runs (or, given up on, still waits on the backing) */
         uint64_t delete_gone;   /* atomic: pinned objects the last reconnect found gone */
         uint64_t delete_pinned; /* atomic: of the pinned objects it counted */
         char *reconnect_refused; /* view-offline.c's reason_lock: why the last reconnect refused, or NULL */
@@ -318,6 +319,18 @@ void view_probe_resume(struct view *v);
 bool view_wait_offline(struct view *v);
 /* @force: even when more pinned objects would go than ReconnectDeleteLimit. */
 int view_reconnect(struct view *v, bool force, GString *out, GString *err);
+/*
+ * view-replay.c: replays the offline log as it stands (records up to K)
+ * while the volume goes on serving as offline, its changes logged after K;
+ * again while what was logged meanwhile shrinks.  Bounded: given up
+ * (-ETIMEDOUT) once the backing stood still for BackingTimeout, the replay
+ * finishing in the background whenever the server lets it (-EBUSY until
+ * then).  @sum (added to) gets the counts.  0 or -errno.
+ */
+struct reintegrate_stats;
+int view_replay_while_serving(struct view *v, struct reintegrate_stats *sum);
+/* One replay of what is pending, bounded as above (the last step, under mode_lock). */
+int view_replay(struct view *v, struct reintegrate_stats *sum);
 /* view-delete-bound.c: -ECANCELED with the figures in @why when reconnecting
  * would delete more of the pinned copy than ReconnectDeleteLimit. */
 int reconnect_delete_check(struct view *v, GString *why);

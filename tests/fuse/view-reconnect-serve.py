@@ -1,0 +1,243 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Changes keep working during a reconnect, and a reconnect whose server
+stops answering gives up without holding them, randomized.
+
+Over a slow link (linklib: sshfs through a relay), a volume offline with
+many logged changes reconnects while a writer keeps creating, appending to
+and renaming pinned files.  Writer operations complete while `query state`
+still says "reintegrating" (counted, no timing asserted), and at the end
+the server holds every acknowledged change once: each file as the model
+says, appends in order, no conflict, no leftover.
+
+Then the link is cut in the middle of a reconnect (the relay frozen, then
+the relay stopped): the volume goes back offline, the writer's changes go
+on meanwhile, and once the link is back the volume reconnects by itself
+and the server again equals the model: nothing replayed twice, nothing
+lost.  FCACHE_TEST_SEED repeats a run.
+"""
+import os
+import random
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import linklib  # noqa: E402
+from viewlib import (Volume, check, eq, finish, read_file, require_root_fuse, tree,  # noqa: E402
+                     write_file)
+
+TIMEOUT_S = 3
+OP_BOUND_S = 60     # a writer operation that takes longer is reported as hung
+
+
+class Writer:
+    """Changes to pinned files in proj/w, one at a time, and the model of
+    what the server must end up with (the acknowledged ones)."""
+
+    def __init__(self, vol, rnd, tag):
+        self.vol, self.rnd, self.tag = vol, rnd, tag
+        self.model = {}         # name -> bytes
+        self.n = 0
+        self.during = 0         # operations begun and ended while reintegrating
+        self.ops = 0
+        self.hung = None
+        self.errors = []
+        self.stop = threading.Event()
+        self.thread = None
+
+    def path(self, name):
+        return self.vol.v("proj", "w", name)
+
+    def one(self):
+        r = self.rnd.random()
+        self.n += 1
+        if r < 0.35 or len(self.model) < 3:
+            name = f"{self.tag}-c{self.n:05d}"
+            data = self.rnd.randbytes(self.rnd.randrange(0, 3000))
+            write_file(self.path(name), data)
+            self.model[name] = data
+        elif r < 0.8:
+            name = self.rnd.choice(sorted(self.model))
+            line = b"append %d to %s\n" % (self.n, name.encode())
+            with open(self.path(name), "ab") as f:
+                f.write(line)
+            self.model[name] += line
+        else:
+            old = self.rnd.choice(sorted(self.model))
+            new = f"{self.tag}-r{self.n:05d}"
+            os.rename(self.path(old), self.path(new))
+            self.model[new] = self.model.pop(old)
+
+    def reintegrating(self):
+        try:
+            return self.vol.state().get("state") == "reintegrating"
+        except RuntimeError:
+            return False
+
+    def run(self):
+        while not self.stop.is_set():
+            before = self.reintegrating()
+            try:
+                self.one()
+            except OSError as e:
+                self.errors.append(f"op {self.n}: {e}")
+                return
+            self.ops += 1
+            if before and self.reintegrating():
+                self.during += 1
+
+    def start(self):
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def finish(self):
+        """Stops the writer; False when its operation in progress hung."""
+        self.stop.set()
+        self.thread.join(OP_BOUND_S)
+        return not self.thread.is_alive()
+
+
+def in_thread(fn):
+    out = {}
+    t = threading.Thread(target=lambda: out.update(r=fn()), daemon=True)
+    t.start()
+    return t, out
+
+
+def wait_for(pred, timeout):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            if pred():
+                return True
+        except (RuntimeError, KeyError, ValueError):
+            pass
+        time.sleep(0.2)
+    return False
+
+
+def server_tree(link):
+    return tree(os.path.join(link.server, "proj"))
+
+
+def expected_tree(base, offline, writer):
+    """The server's proj as it must be: the files, those made offline, the writer's."""
+    want = dict(base)
+    for name, data in offline.items():
+        want[name] = ("file", 0o644, data)
+    for name, data in writer.model.items():
+        want[os.path.join("w", name)] = ("file", 0o644, data)
+    return want
+
+
+def compare(got, want, what):
+    # Modes are the umask's on both sides: content and names are what matter here.
+    g = {k: (t, c) for k, (t, _, c) in got.items()}
+    w = {k: (t, c) for k, (t, _, c) in want.items()}
+    extra = sorted(set(g) - set(w))[:5]
+    missing = sorted(set(w) - set(g))[:5]
+    differ = sorted(k for k in set(g) & set(w) if g[k] != w[k])[:5]
+    check(g == w, f"{what}" + ("" if g == w else
+                              f": extra {extra}, missing {missing}, differ {differ}"))
+
+
+def offline_changes(vol, rnd, tag, count):
+    """Files made and edited offline (in proj/o): name -> bytes."""
+    made = {}
+    for i in range(count):
+        name = os.path.join("o", f"{tag}{i:04d}")
+        data = rnd.randbytes(rnd.randrange(0, 4000))
+        write_file(vol.v("proj", name), data)
+        made[name] = data
+    for name in rnd.sample(sorted(made), count // 5):
+        made[name] += b"edited offline\n"
+        with open(vol.v("proj", name), "ab") as f:
+            f.write(b"edited offline\n")
+    return made
+
+
+def main():
+    require_root_fuse()
+    seed = int(os.environ.get("FCACHE_TEST_SEED", random.randrange(1 << 30)))
+    print(f"# seed {seed}")
+    rnd = random.Random(seed)
+    vol = Volume("reconnserve", lease="1s",
+                 extra=["--set", f"BackingTimeout={TIMEOUT_S}s", "--set", "FetchThreads=4"])
+    link = linklib.volume_over_link(vol, 10)
+    proj = os.path.join(link.server, "proj")
+    for d in ("o", "w"):
+        os.makedirs(os.path.join(proj, d))
+    for i in range(10):
+        write_file(os.path.join(proj, f"base{i}"), b"base %d\n" % i)
+    vol.start()
+    eq(vol.ctl("pin recursive", "proj", timeout=300).get("mirrored"), "yes", "pinned over the link")
+    base = {k: v for k, v in server_tree(link).items() if not k.startswith(("o/", "w/"))}
+
+    # 1. Changes during a reconnect.
+    eq(vol.ctl("disconnect")["state"], "offline", "disconnect")
+    offline = offline_changes(vol, rnd, "a", 300)
+    writer = Writer(vol, rnd, "a")
+    for _ in range(5):
+        writer.one()            # offline, before the reconnect
+    t, out = in_thread(lambda: vol.ctl("reconnect", ok=False, timeout=900))
+    check(wait_for(lambda: vol.state()["state"] != "offline", 60), "the reconnect starts")
+    writer.start()
+    t.join(900)
+    check(not t.is_alive(), "the reconnect ends")
+    time.sleep(0.5)             # a few operations online too
+    check(writer.finish(), "the writer's operations complete (none hung)")
+    eq(writer.errors, [], "the writer's operations succeed")
+    r = out.get("r", {})
+    eq(r.get("_rc"), 0, f"reconnect ({r.get('_err')})")
+    print(f"# writer: {writer.ops} operations, {writer.during} begun and ended while"
+          f" reintegrating")
+    check(writer.during > 0, "writer operations complete while query state says the reconnect"
+          " is running")
+    check(wait_for(lambda: vol.state()["state"] == "online", 120), "online after the reconnect")
+    eq(vol.state().get("conflicts"), "0", "no conflict")
+    compare(server_tree(link), expected_tree(base, offline, writer),
+            "the server holds every acknowledged change once, appends in order")
+
+    # 2. The link cut in the middle of a reconnect, silently (frozen) and by the
+    # relay stopped; offline edits go on and nothing is replayed twice.
+    for round_, how in enumerate(("frozen", "stopped")):
+        eq(vol.ctl("disconnect")["state"], "offline", f"{how}: disconnect")
+        offline.update(offline_changes(vol, rnd, f"b{round_}-", 300))
+        writer.tag = f"b{round_}"
+        for _ in range(5):
+            writer.one()
+        t, out = in_thread(lambda: vol.ctl("reconnect", ok=False, timeout=900))
+        moved = wait_for(lambda: int(vol.state().get("reintegration_done", "0")) > 20, 300)
+        check(moved, f"{how}: the reconnect is replaying")
+        writer.stop.clear()
+        writer.start()
+        if how == "frozen":
+            link.cut()
+        else:
+            link.stop_relay()
+        t.join(300)
+        check(not t.is_alive(), f"{how}: the reconnect gives up")
+        r = out.get("r", {})
+        print(f"# {how}: reconnect rc {r.get('_rc')}: {r.get('_err')}")
+        check(wait_for(lambda: vol.state()["state"] == "offline", 120),
+              f"{how}: the volume is offline while the link is cut")
+        ops = writer.ops
+        check(wait_for(lambda: writer.ops >= ops + 20 or writer.errors, 120),
+              f"{how}: offline edits go on while the link is cut")
+        check(writer.finish(), f"{how}: the writer's operations complete (none hung)")
+        eq(writer.errors, [], f"{how}: the writer's operations succeed")
+        if how == "frozen":
+            link.restore()
+        else:
+            link.start_relay()
+        check(wait_for(lambda: vol.state()["state"] == "online", 600),
+              f"{how}: with the link back the volume reconnects by itself")
+        eq(vol.state().get("conflicts"), "0", f"{how}: no conflict (nothing replayed twice)")
+        compare(server_tree(link), expected_tree(base, offline, writer),
+                f"{how}: the server equals the model")
+    finish()
+
+
+if __name__ == "__main__":
+    main()
