@@ -43,7 +43,7 @@ static const char schema[] =
         " srv_parent INTEGER, srv_name TEXT,"
         " b_ino INTEGER, b_size INTEGER, b_mtime INTEGER, b_ctime INTEGER, b_mode INTEGER,"
         " b_uid INTEGER, b_gid INTEGER, b_nlink INTEGER, b_content TEXT,"
-        " orig_content TEXT, conflict INTEGER);"
+        " orig_content TEXT, conflict INTEGER, c_ino INTEGER);"
         "CREATE INDEX IF NOT EXISTS objects_ino ON objects(b_ino);"
         "CREATE TABLE IF NOT EXISTS ops("
         " seq INTEGER PRIMARY KEY AUTOINCREMENT, kind INTEGER NOT NULL, lid INTEGER NOT NULL,"
@@ -462,6 +462,25 @@ static int add_conflict_time_columns(struct oplog *log)
                                " INTEGER NOT NULL DEFAULT 0");
 }
 
+/*
+ * c_ino: the server inode a server object was cached with, which the
+ * mirror's marks name it by until the next resync, also once a replay has
+ * given it a new one (content written through a temporary renamed over it)
+ * while the volume still serves as offline.  A log made before it gets it.
+ */
+static int add_cached_ino_column(struct oplog *log)
+{
+        sqlite3_stmt *st = NULL;
+        int e = 0;
+
+        if (prep(log, &st, "SELECT c_ino FROM objects LIMIT 0") == 0)
+                sqlite3_finalize(st);
+        else
+                e = oplog_exec(log, "ALTER TABLE objects ADD COLUMN c_ino INTEGER");
+        return e < 0 ? e : oplog_exec(log, "CREATE INDEX IF NOT EXISTS objects_cino ON"
+                                           " objects(c_ino) WHERE c_ino IS NOT NULL");
+}
+
 /* Removes content files that no committed row names (a crash before a commit). */
 static int sweep_content(struct oplog *log)
 {
@@ -626,6 +645,8 @@ int oplog_open(struct oplog **out, const char *dir, const struct oplog_options *
                 e = add_container_column(log);
         if (e >= 0)
                 e = add_conflict_time_columns(log);
+        if (e >= 0)
+                e = add_cached_ino_column(log);
         if (e >= 0)
                 e = oplog_exec(log, "INSERT OR IGNORE INTO meta(key, value) VALUES"
                                     " ('format', '" LOG_FORMAT "')");
@@ -868,8 +889,9 @@ int oplog_find_ino(struct oplog *log, uint64_t ino, uint64_t *out_lid)
 
         if (!log || !out_lid)
                 return -EINVAL;
-        e = query_int(log, &lid, "SELECT lid FROM objects WHERE local=0 AND b_ino=?1"
-                                 " ORDER BY lid DESC LIMIT 1", 1, (int64_t)ino);
+        /* By the inode it has on the server now, or had when it was cached. */
+        e = query_int(log, &lid, "SELECT lid FROM objects WHERE local=0 AND (b_ino=?1 OR"
+                                 " c_ino=?1) ORDER BY lid DESC LIMIT 1", 1, (int64_t)ino);
         if (e < 0)
                 return e;
         if (e == 0)
@@ -909,8 +931,8 @@ static int insert_object(struct oplog *log, bool local, uint32_t type, uint64_t 
         e = prep_cached(log, STMT_INSERT_OBJECT, &st,
                         "INSERT INTO objects(local, type, srv_parent, srv_name, b_ino, b_size,"
                         " b_mtime, b_ctime, b_mode, b_uid, b_gid, b_nlink, b_content,"
-                        " orig_content) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
-                        " ?12, ?13, ?13)");
+                        " orig_content, c_ino) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
+                        " ?11, ?12, ?13, ?13, CASE WHEN ?1 THEN NULL ELSE ?5 END)");
         if (e < 0)
                 return e;
         sqlite3_bind_int(st, 1, local);

@@ -154,7 +154,7 @@ int oplog_set_root(struct oplog *log, const struct oplog_version *base);
  */
 int oplog_object(struct oplog *log, uint64_t parent, const char *name,
                  const struct oplog_version *base, uint64_t *out_lid);
-/* The lid of server inode @ino if registered (-ENOENT if not). */
+/* The lid of the server object with inode @ino now, or when it was cached (-ENOENT: none). */
 int oplog_find_ino(struct oplog *log, uint64_t ino, uint64_t *out_lid);
 /*
  * Object @lid (a file with several links) may also be on the server as

@@ -761,15 +761,28 @@ static bool reconnecting(struct view *v, GString *err)
         return true;
 }
 
+/* An error of the replay that says the server went away (or the replay waits on it). */
+static bool server_gone(int r)
+{
+        switch (-r) {
+        case EIO: case ENOTCONN: case ESTALE: case ETIMEDOUT: case ECONNRESET:
+        case ECONNABORTED: case ECONNREFUSED: case EHOSTDOWN: case EHOSTUNREACH:
+        case ENETDOWN: case ENETUNREACH: case EBUSY:
+                return true;
+        default:
+                return false;
+        }
+}
+
 /*
  * mode_lock held exclusively: the replay stopped (@r), the volume serves as
- * offline again.  Given up on a backing that stopped answering, it probes
- * for its return as after any backing timeout.
+ * offline again.  Stopped by a server that went away, it probes for its
+ * return as after any backing timeout.
  */
 static int reconnect_stopped(struct view *v, int r, GString *err)
 {
         __atomic_store_n(&v->state, VIEW_OFFLINE, __ATOMIC_RELEASE);
-        if (r == -ETIMEDOUT || r == -EBUSY) {
+        if (server_gone(r)) {
                 __atomic_store_n(&v->auto_reconnect, true, __ATOMIC_RELEASE);
                 set_offline_reason(v, "the backing stopped answering during the reconnect");
                 save_state(v, VIEW_OFFLINE);

@@ -281,6 +281,57 @@ static void test_unlink_server_file_drops_edits(struct fixture *f, gconstpointer
         assert_records(f, "unlink:a");
 }
 
+/*
+ * While a run replays the records up to K (oplog_set_replaying), a new record
+ * never merges into, cancels or drops one of them; after K they coalesce as
+ * ever, and once the run ended with them too.
+ */
+static void test_replaying_barrier(struct fixture *f, gconstpointer data)
+{
+        uint64_t a = server_object(f, OPLOG_ROOT, "a", S_IFREG | 0644, 500), t, k;
+        struct oplog_setattr sa = { .mask = OPLOG_SET_MODE, .mode = 0600 };
+        int fd = content(f, "first\n");
+
+        g_assert_cmpint(oplog_record_content(f->log, a, fd), ==, 0);
+        g_assert_cmpint(oplog_record_setattr(f->log, a, &sa), ==, 0);
+        g_assert_cmpint(oplog_record_setxattr(f->log, a, "user.x", "1", 1, 0), ==, 0);
+        g_assert_cmpint(oplog_record_create(f->log, OPLOG_ROOT, "t", 0644, 0, 0, &t), ==, 0);
+        g_assert_cmpint(oplog_record_rename(f->log, OPLOG_ROOT, "a", a, OPLOG_ROOT, "b", 0, 0), ==, 0);
+        g_assert_cmpint(oplog_pending_content(f->log, a, &k), ==, 0);
+        k += 4; /* the rename, the last record */
+        oplog_set_replaying(f->log, k);
+        g_assert_cmpint(pwrite(fd, "second\n", 7, 0), ==, 7);
+        g_assert_cmpint(oplog_record_content(f->log, a, fd), ==, 0);
+        g_assert_cmpint(oplog_record_content(f->log, a, fd), ==, 0);   /* after K: merges */
+        g_assert_cmpint(oplog_record_setattr(f->log, a, &sa), ==, 0);
+        g_assert_cmpint(oplog_record_setxattr(f->log, a, "user.x", "2", 1, 0), ==, 0);
+        g_assert_cmpint(oplog_record_rename(f->log, OPLOG_ROOT, "b", a, OPLOG_ROOT, "c", 0, 0), ==, 0);
+        g_assert_cmpint(oplog_record_unlink(f->log, OPLOG_ROOT, "t", t), ==, 0);
+        assert_records(f, "content setattr setxattr create:t rename:a->b content setattr setxattr"
+                          " rename:b->c unlink:t");
+        oplog_set_replaying(f->log, 0);
+        g_assert_cmpint(oplog_record_setattr(f->log, a, &sa), ==, 0);
+        assert_records(f, "content setattr setxattr create:t rename:a->b content setxattr"
+                          " rename:b->c unlink:t setattr");
+}
+
+/* A server object is found by the inode it was cached with after a replay gave it another. */
+static void test_cached_ino(struct fixture *f, gconstpointer data)
+{
+        uint64_t a = server_object(f, OPLOG_ROOT, "a", S_IFREG | 0644, 600), lid;
+        struct oplog_object o;
+
+        g_assert_cmpint(oplog_object_load(f->log, a, &o), ==, 0);
+        o.base.ino = 601;       /* content written through a temporary renamed over it */
+        g_assert_cmpint(oplog_object_save(f->log, &o), ==, 0);
+        oplog_object_clear(&o);
+        g_assert_cmpint(oplog_find_ino(f->log, 600, &lid), ==, 0);
+        g_assert_cmpuint(lid, ==, a);
+        g_assert_cmpint(oplog_find_ino(f->log, 601, &lid), ==, 0);
+        g_assert_cmpuint(lid, ==, a);
+        g_assert_cmpuint(server_object(f, OPLOG_ROOT, "a", S_IFREG | 0644, 600), ==, a);
+}
+
 static int get_setattr(void *ud, const struct oplog_record *r)
 {
         if (r->kind == OPLOG_SETATTR)
@@ -545,6 +596,8 @@ int main(int argc, char **argv)
                    test_durable_reopen, teardown);
         T("invalid", test_invalid);
         T("writes-coalesce", test_writes_coalesce);
+        T("replaying-barrier", test_replaying_barrier);
+        T("cached-ino", test_cached_ino);
         g_test_add("/fcache/offline/oplog/writes-coalesce-copy", struct fixture, "copy", setup,
                    test_writes_coalesce, teardown);
         g_test_add("/fcache/offline/oplog/create-unlink-cancels", struct fixture, "copy", setup,
