@@ -1648,13 +1648,15 @@ static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
         }
         if (intent == NAME_MAY_EXIST) {
                 /* Killed between create_file()'s create and its intent. */
-                if (fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-                    st.st_size == 0)
+                if (BACKING(c, fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) == 0 &&
+                    S_ISREG(st.st_mode) && st.st_size == 0)
                         return created(c, r, o, pfd, -1, NULL, "already");
         } else if (intent) {
-                if (fstatat(pfd, tmp, &tst, AT_SYMLINK_NOFOLLOW) == 0 && tst.st_ino == intent)
+                if (BACKING(c, fstatat(pfd, tmp, &tst, AT_SYMLINK_NOFOLLOW)) == 0 &&
+                    tst.st_ino == intent)
                         goto place;
-                if (fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == intent)
+                if (BACKING(c, fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) == 0 &&
+                    st.st_ino == intent)
                         return created(c, r, o, pfd, -1, NULL, "already");
                 /* The temporary is gone (cleaned up): start again. */
         }
