@@ -1317,7 +1317,12 @@ int mirror_sync_path(struct view *v, const char *rel, bool recursive)
 
 static int resync_pin(void *ud, const char *path, int prio)
 {
-        int r = sync_path(ud, path, true, NULL);
+        int r;
+
+        /* Gone offline meanwhile: the mirror holds changes the server lacks now. */
+        if (view_offline(ud))
+                return -EHOSTDOWN;
+        r = sync_path(ud, path, true, NULL);
 
         if (r < 0)
                 log_warn("Failed to mirror pinned '%s' for offline use: %s", path, strerror(-r));
@@ -1328,6 +1333,8 @@ int mirror_sync_all(struct view *v)
 {
         int r = store_pin_foreach(v->store, resync_pin, v);
 
+        if (r == -EHOSTDOWN)
+                return r;
         prune_links(v);
         store_check_containers(v->store);
         mirror_check_cached(v);

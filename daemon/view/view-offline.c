@@ -872,10 +872,16 @@ int view_reconnect(struct view *v, bool force, GString *out, GString *err)
         }
         /* Every store copy may be older than the server now: revalidated at open. */
         ids = switch_served(v, VIEW_ONLINE);
-        /* The mirror takes the server's state (merges, others' changes); then
-         * objects no record needs are forgotten, so the next offline period
-         * bases its changes on what the server has then. */
-        if (mirror_sync_all(v) == 0) {
+        pthread_rwlock_unlock(&v->mode_lock);
+        invalidate_nodes(v, ids);
+        /* The mirror takes the server's state (merges, others' changes) while
+         * changes go on online (they keep the mirror current as they are
+         * made); then objects no record needs are forgotten, so the next
+         * offline period bases its changes on what the server has then.
+         * Shared: a switch offline meanwhile does not wait for the resync,
+         * which stops at its next pin. */
+        pthread_rwlock_rdlock(&v->mode_lock);
+        if (!view_offline(v) && mirror_sync_all(v) == 0) {
                 pthread_mutex_lock(&v->offline_lock);
                 oplog_forget_settled(v->oplog, &forgotten);
                 /* Nothing left to replay: the log gives its space back. */
@@ -885,7 +891,6 @@ int view_reconnect(struct view *v, bool force, GString *out, GString *err)
         }
         pthread_rwlock_unlock(&v->mode_lock);
         view_conflicts_recount(v);
-        invalidate_nodes(v, ids);
         log_info("Volume is online: %" PRIu64 " records, %" PRIu64 " applied, %" PRIu64
                  " already there, %" PRIu64 " merged, %" PRIu64 " conflicts, %" PRIu64 " held",
                  stats.total, stats.applied, stats.already, stats.merged, stats.conflicts,

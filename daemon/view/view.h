@@ -383,7 +383,8 @@ struct mirror_fill {
         int (*mark)(struct view *v, const struct stat *st, struct mirror_fill *fill);
 };
 int mirror_fill_path(struct view *v, const char *rel, bool recursive, struct mirror_fill *fill);
-/* Every pin again; the caller holds mode_lock and the view is online. */
+/* Every pin again; the caller holds mode_lock and the view is online
+ * (-EHOSTDOWN: it went offline meanwhile, the rest not synced). */
 int mirror_sync_all(struct view *v);
 int mirror_unpin_path(struct view *v, const char *rel);
 /* Backing file bdfd/name (or bdfd itself), complete in the store's blocks
