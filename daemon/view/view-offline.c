@@ -604,6 +604,10 @@ static int disconnect(struct view *v, bool forced, GString *err)
         int r = 0;
 
         if (v->state != VIEW_ONLINE) {
+                /* A reconnect under way stops (after the records in flight):
+                 * the volume goes on serving as offline. */
+                if (v->state == VIEW_REINTEGRATING && !forced)
+                        __atomic_store_n(&v->state, VIEW_OFFLINE, __ATOMIC_RELEASE);
                 if (locked)
                         pthread_rwlock_unlock(&v->mode_lock);
                 return 0;
@@ -666,8 +670,10 @@ static void *timeout_thread(void *arg)
                 GString *out, *err;
 
                 nanosleep(&ts, NULL);
-                /* A worker that started offline probes before its session serves. */
+                /* A worker that started offline probes before its session serves;
+                 * a reconnect under way (by hand) is left to finish. */
                 if (!__atomic_load_n(&v->auto_reconnect, __ATOMIC_ACQUIRE) ||
+                    __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) == VIEW_REINTEGRATING ||
                     !__atomic_load_n(&v->se, __ATOMIC_ACQUIRE) || backing_probe(v) < 0)
                         continue;
                 out = g_string_new(NULL);
@@ -795,6 +801,9 @@ static int reconnect_stopped(struct view *v, int r, GString *err)
         else if (r == -EBUSY)
                 g_string_printf(err, "the replay of a reconnect given up on still waits on the"
                                 " server; the volume stays offline and tries again later");
+        else if (r == -ECANCELED)
+                g_string_printf(err, "the reconnect was stopped by a disconnect; the volume"
+                                " stays offline and resumes where it stopped");
         else
                 g_string_printf(err, "reintegration stopped: %s; the volume stays offline"
                                 " and resumes where it stopped", strerror(-r));
@@ -851,6 +860,9 @@ int view_reconnect(struct view *v, bool force, GString *out, GString *err)
         /* The log as it stands, while changes go on offline (logged after it). */
         r = view_replay_while_serving(v, &stats);
         pthread_rwlock_wrlock(&v->mode_lock);
+        /* Stopped by a disconnect meanwhile. */
+        if (r == 0 && v->state != VIEW_REINTEGRATING)
+                r = -ECANCELED;
         /* The last bit with changes stopped: what they logged meanwhile. */
         if (r == 0) {
                 vfile_flush_dirty(v);

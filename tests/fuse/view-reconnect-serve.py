@@ -15,7 +15,8 @@ stopped with SIGSTOP: calls in flight hang): the reconnect gives up after
 BackingTimeout without progress, the volume is offline, the writer's
 changes go on meanwhile, and once the link is back the volume reconnects
 by itself and the server again equals the model: nothing replayed twice,
-nothing lost.  FCACHE_TEST_SEED repeats a run.
+nothing lost.  A disconnect during a reconnect stops it, and the next
+reconnect finishes it.  FCACHE_TEST_SEED repeats a run.
 """
 import os
 import random
@@ -250,6 +251,24 @@ def main():
         no_conflict(vol, f"{how}: no conflict (nothing replayed twice)")
         compare(server_tree(link), expected_tree(base, offline, writer),
                 f"{how}: the server equals the model")
+
+    # 3. A disconnect during a reconnect stops it; the next one finishes it.
+    eq(vol.ctl("disconnect")["state"], "offline", "disconnect")
+    offline.update(offline_changes(vol, rnd, "c", 200))
+    t, out = in_thread(lambda: vol.ctl("reconnect", ok=False, timeout=900))
+    check(wait_for(lambda: replaying(vol, 20), 300), "the reconnect is replaying")
+    eq(vol.ctl("disconnect")["state"], "offline", "a disconnect during the reconnect answers")
+    t.join(300)
+    r = out.get("r", {})
+    check(r.get("_rc") != 0 and "disconnect" in r.get("_err", ""),
+          f"the reconnect stops, saying why ({r.get('_err')})")
+    s = vol.state()
+    check(s["state"] == "offline" and int(s.get("pending", "0")) > 0,
+          f"offline with the rest pending ({s.get('state')}, {s.get('pending')})")
+    eq(vol.ctl("reconnect", timeout=900)["state"], "online", "the next reconnect finishes")
+    no_conflict(vol, "no conflict after the stopped reconnect")
+    compare(server_tree(link), expected_tree(base, offline, writer),
+            "the server equals the model after the stopped reconnect")
     finish()
 
 
