@@ -758,12 +758,18 @@ static int delete_bound(struct view *v, bool force, GString *err)
         return r;
 }
 
-/* A reconnect under way (state "reintegrating"): another one waits for its end. */
-static bool reconnecting(struct view *v, GString *err)
+/*
+ * mode_lock held exclusively: another reconnect is under way (state
+ * "reintegrating").  This one lets go and waits for its end, then starts
+ * over from what it left (online: nothing to do; offline: its own try).
+ */
+static bool reconnecting(struct view *v)
 {
         if (v->state != VIEW_REINTEGRATING)
                 return false;
-        g_string_printf(err, "a reconnect is under way");
+        pthread_rwlock_unlock(&v->mode_lock);
+        while (__atomic_load_n(&v->state, __ATOMIC_ACQUIRE) == VIEW_REINTEGRATING)
+                usleep(50000);
         return true;
 }
 
@@ -817,16 +823,15 @@ int view_reconnect(struct view *v, bool force, GString *out, GString *err)
         GArray *ids;
         int r;
 
+again:
         pthread_rwlock_wrlock(&v->mode_lock);
         if (v->state == VIEW_ONLINE) {
                 pthread_rwlock_unlock(&v->mode_lock);
                 g_string_append(out, "records=0\napplied=0\nmerged=0\nconflicts=0\n");
                 return 0;
         }
-        if (reconnecting(v, err)) {
-                pthread_rwlock_unlock(&v->mode_lock);
-                return -EBUSY;
-        }
+        if (reconnecting(v))
+                goto again;
         /* Never replay against what is not the volume's server (an unmounted share). */
         r = backing_reopen_root(v, err);
         if (r < 0) {
@@ -846,10 +851,8 @@ int view_reconnect(struct view *v, bool force, GString *out, GString *err)
                 g_string_append(out, "records=0\napplied=0\nmerged=0\nconflicts=0\n");
                 return 0;
         }
-        if (reconnecting(v, err)) {
-                pthread_rwlock_unlock(&v->mode_lock);
-                return -EBUSY;
-        }
+        if (reconnecting(v))
+                goto again;
         set_refused(v, NULL);
         set_offline_reason(v, NULL);
         __atomic_store_n(&v->reint_done, 0, __ATOMIC_RELEASE);
