@@ -119,8 +119,9 @@ struct reintegrate_options {
          * NULL; the caller does not hold it when it calls reintegrate_run().
          */
         pthread_mutex_t *lock;
-        /* Called, without the lock, as each call to the backing returns: a
-         * sign of life for a caller that bounds a run that stopped moving. */
+        /* Called from the replay's threads as each call to the backing
+         * returns (the lock may be held: take nothing it orders): a sign of
+         * life for a caller that bounds a run that stopped moving. */
         void (*moved)(void *userdata);
 };
 #define REINTEGRATE_OPTIONS_VERSION 1
