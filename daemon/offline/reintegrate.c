@@ -2439,7 +2439,7 @@ int reintegrate_run(struct oplog *log, int backing_dirfd, const struct reintegra
 {
         struct reintegrate_options defaults = REINTEGRATE_OPTIONS_INIT;
         struct ctx c = { 0 };
-        GPtrArray *recs;
+        GPtrArray *recs = NULL;
         int e, e2;
 
         if (!log || backing_dirfd < 0)
