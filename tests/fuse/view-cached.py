@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from viewlib import (Volume, check, eq, err_of, finish, rand_bytes, read_direct,  # noqa: E402
-                     read_file, require_root_fuse, write_file)
+                     read_file, require_root_fuse, wait_for, write_file)
 
 KiB = 1024
 
@@ -39,15 +39,6 @@ def disk_use(top):
             seen.add((st.st_dev, st.st_ino))
             total += st.st_blocks * 512
     return total
-
-
-def wait_for(cond, timeout=20):
-    end = time.time() + timeout
-    while time.time() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return cond()
 
 
 def read_partly(path, n=4096):

@@ -25,7 +25,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from viewlib import (Volume, check, eq, err_of, finish, rand_bytes, read_direct,  # noqa: E402
-                     read_file, require_root_fuse, write_file)
+                     read_file, require_root_fuse, wait_for, write_file)
 
 KiB = 1024
 
@@ -48,15 +48,6 @@ def wait_pinned(vol, path, rounds=600):
             return True
         time.sleep(0.1)
     return False
-
-
-def wait_for(cond, timeout=30):
-    end = time.time() + timeout
-    while time.time() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return cond()
 
 
 def delete_index(cache):

@@ -26,8 +26,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import linklib  # noqa: E402
-from viewlib import (Volume, check, eq, finish, read_file, require_root_fuse, tree,  # noqa: E402
-                     write_file)
+from viewlib import (Volume, check, eq, finish, require_root_fuse, tree,  # noqa: E402
+                     wait_for, write_file)
 
 TIMEOUT_S = 3
 # SFTP has no inode numbers: sshfs makes its own, and a file's changes once
@@ -110,18 +110,6 @@ def in_thread(fn):
     t = threading.Thread(target=lambda: out.update(r=fn()), daemon=True)
     t.start()
     return t, out
-
-
-def wait_for(pred, timeout):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            if pred():
-                return True
-        except (RuntimeError, KeyError, ValueError):
-            pass
-        time.sleep(0.2)
-    return False
 
 
 def replaying(vol, n):

@@ -51,6 +51,21 @@ def check(cond, what):
         failures.append(what)
 
 
+def wait_for(cond, timeout=60):
+    """Whether cond() came true within timeout seconds (a control socket
+    not answering meanwhile counts as not yet)."""
+    end = time.time() + timeout
+    while True:
+        try:
+            if cond():
+                return True
+        except (RuntimeError, KeyError, ValueError):
+            pass
+        if time.time() >= end:
+            return False
+        time.sleep(0.05)
+
+
 def short(x):
     r = repr(x)
     if len(r) > 160 and not os.environ.get("FCACHE_TEST_VERBOSE"):
