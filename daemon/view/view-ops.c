@@ -266,6 +266,26 @@ static bool same_file(int a, int b)
 
 static int lid_before_change(struct view *v, fuse_ino_t id, int fd, uint64_t *lid);
 
+/* Copies file @from over file @to (over the old bytes, then cut to size: a
+ * reader never sees it empty), durably. */
+static int copy_over(int from, int to)
+{
+        struct stat st;
+        int in, out, r;
+
+        in = backing_reopen(from, O_RDONLY);
+        r = in < 0 ? in : fstat(in, &st) < 0 ? -errno : 0;
+        out = r < 0 ? r : backing_reopen(to, O_WRONLY);
+        r = out < 0 ? out : mirror_copy_content(in, out, st.st_size);
+        if (r == 0 && (ftruncate(out, st.st_size) < 0 || fdatasync(out) < 0))
+                r = -errno;
+        if (out >= 0)
+                close(out);
+        if (in >= 0)
+                close(in);
+        return r;
+}
+
 /* Has what the kernel wrote to f's stranded file been copied over since? */
 static bool stranded_shipped(struct vfile *f)
 {
@@ -323,7 +343,10 @@ void vfile_switch_all(struct view *v)
                                 old = -1;
                         }
                         if (same_file(f->stranded_fd, nfd)) {
-                                if (!stranded_shipped(f))
+                                /* Online writes not flushed yet: a local
+                                 * backing takes them now (no server to wait on). */
+                                if (view_offline(v) && old >= 0 && !stranded_shipped(f) &&
+                                    !(v->backing_local && copy_over(f->stranded_fd, old) == 0))
                                         log_warn("Writes to open file handle %" PRIu64 " made"
                                                  " online and not flushed before the switch"
                                                  " stay in the local copy only", f->fh);
@@ -1905,26 +1928,14 @@ uint64_t view_flush_requests(void)
 static int ship_stranded(struct view *v, struct vfile *f)
 {
         struct stat st;
-        int in, out, r;
+        int r;
 
         if (f->stranded_fd < 0 || same_file(f->stranded_fd, f->fd))
                 return 0;
         /* Copied over already, and not written since. */
         if (stranded_shipped(f))
                 return 0;
-        if (fstat(f->stranded_fd, &st) < 0)
-                return -errno;
-        in = backing_reopen(f->stranded_fd, O_RDONLY);
-        r = in < 0 ? in : 0;
-        /* Over the old bytes, then cut to size: a reader never sees it empty. */
-        out = r < 0 ? r : backing_reopen(f->fd, O_WRONLY);
-        r = out < 0 ? out : mirror_copy_content(in, out, st.st_size);
-        if (r == 0 && (ftruncate(out, st.st_size) < 0 || fdatasync(out) < 0))
-                r = -errno;
-        if (out >= 0)
-                close(out);
-        if (in >= 0)
-                close(in);
+        r = copy_over(f->stranded_fd, f->fd);
         if (r < 0) {
                 log_warn("Failed to copy the writes of open file handle %" PRIu64 " over: %s",
                          f->fh, strerror(-r));
@@ -1937,7 +1948,7 @@ static int ship_stranded(struct view *v, struct vfile *f)
                 f->stranded_shipped = st.st_mtim;
                 f->stranded_size = st.st_size;
         }
-        return r;
+        return 0;
 }
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -60,6 +60,19 @@ def fixed_cases(vol):
     os.close(fd)
     eq(read_file(vol.b("p", "b"))[:3], b"XYZ", "... and the server has all three")
 
+    # opened offline, written online without a flush, then offline again
+    switch(vol, "offline")
+    fd = os.open(vol.v("p", "c"), os.O_WRONLY | os.O_APPEND)
+    os.write(fd, b"1")
+    switch(vol, "online")
+    os.write(fd, b"2")
+    switch(vol, "offline")
+    os.close(fd)
+    switch(vol, "online")
+    eq(read_file(vol.b("p", "c")), b"c" * 100 + b"12",
+       "opened offline, written online without a flush, closed after the next disconnect:"
+       " the server has every write")
+
     # a reader opened offline reads what an online writer puts there later
     switch(vol, "offline")
     rfd = os.open(vol.v("p", "c"), os.O_RDONLY)
