@@ -231,6 +231,8 @@ int backing_reopen_root(struct view *v, GString *why)
         v->backing_dev = b.st.st_dev;
         v->root_ino = b.st.st_ino;
         v->backing_local = b.local;
+        /* A worker that started on its stand-in learns it only now. */
+        __atomic_store_n(&v->handles, b.handles, __ATOMIC_RELEASE);
         return 0;
 }
 

@@ -82,6 +82,27 @@ def main():
     eq(read_file(vol.v("proj", "f1")), files["f1"], "serving its local copy")
     vol.stop()
     os.makedirs(vol.backing, exist_ok=True)
+
+    # A local Backing= moved away, the worker started on its local copy, the
+    # directory back: the reconnect finds it, file handles and all.
+    local = Volume("startgone", lease="1s")
+    os.makedirs(local.b("p"))
+    write_file(local.b("p", "a"), b"alpha\n")
+    local.start()
+    eq(local.ctl("pin recursive", "p").get("mirrored"), "yes", "a local volume pinned")
+    had = local.state().get("file_handles")
+    local.stop()
+    os.rename(local.backing, local.backing + ".away")
+    local.start()
+    s = local.state()
+    eq((s["state"], s.get("file_handles")), ("offline", "no"),
+       "started with Backing= moved away: offline, no file handles yet")
+    os.rename(local.backing + ".away", local.backing)
+    eq(local.ctl("reconnect").get("state"), "online", "the directory back: reconnect")
+    eq(local.state().get("file_handles"), had, f"file handles as at first ({had})")
+    write_file(local.v("p", "b"), b"beta\n")
+    eq(read_file(local.b("p", "b")), b"beta\n", "a file made then is on the backing")
+    local.cleanup()
     finish()
 
 
