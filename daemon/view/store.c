@@ -1462,6 +1462,27 @@ static int set_container_row(struct store *s, struct sobj *o, const char *path, 
         return 0;
 }
 
+/* o->lock held, o without content: its content is the container at @path
+ * (the store's own or not), validated at @validated; o and the counts follow. */
+static int set_container(struct store *s, struct sobj *o, const char *path, uint64_t validated,
+                         bool own)
+{
+        int r;
+
+        pthread_mutex_lock(&s->lock);
+        r = set_container_row(s, o, path, validated, own);
+        if (r >= 0) {
+                o->container = g_strdup(path);
+                o->own = own;
+                s->used += (uint64_t)o->size;
+                if (o->pin >= 0)
+                        s->pinned += (uint64_t)o->size;
+                s->objects++;
+        }
+        pthread_mutex_unlock(&s->lock);
+        return r;
+}
+
 void store_batch_begin(struct store *s)
 {
         pthread_mutex_lock(&s->lock);
@@ -1511,16 +1532,7 @@ int store_set_container(struct store *s, const struct stat *st, const char *path
                 o->mtime_ns = ts_ns(&st->st_mtim);
                 o->ctime_ns = ts_ns(&st->st_ctim);
                 o->validated_ns = o->persisted_ns = now;
-                pthread_mutex_lock(&s->lock);
-                r = set_container_row(s, o, path, now, false);
-                if (r >= 0) {
-                        o->container = g_strdup(path);
-                        s->used += (uint64_t)o->size;
-                        if (o->pin >= 0)
-                                s->pinned += (uint64_t)o->size;
-                        s->objects++;
-                }
-                pthread_mutex_unlock(&s->lock);
+                r = set_container(s, o, path, now, false);
         }
         pthread_mutex_unlock(&o->lock);
         store_obj_put(s, o);
@@ -1877,15 +1889,7 @@ int store_make_container(struct store *s, const struct stat *st, const char *pat
         r = drop_content_as(s, o, false);
         if (r >= 0) {
                 o->validated_ns = o->persisted_ns = now;
-                pthread_mutex_lock(&s->lock);
-                r = set_container_row(s, o, path, now, true);
-                if (r >= 0) {
-                        o->container = g_strdup(path);
-                        o->own = true;
-                        s->used += (uint64_t)o->size;
-                        s->objects++;
-                }
-                pthread_mutex_unlock(&s->lock);
+                r = set_container(s, o, path, now, true);
         }
 out:
         pthread_mutex_unlock(&o->lock);
@@ -1961,16 +1965,9 @@ int store_reindex_container(struct store *s, const struct store_identity *id, bo
         o->ctime_ns = id->ctime_ns;
         /* Unvalidated (0): compared with the backing at its first use online. */
         o->validated_ns = o->persisted_ns = validated ? now_ns() : 0;
-        pthread_mutex_lock(&s->lock);
-        r = set_container_row(s, o, id->path, o->validated_ns, true);
-        if (r >= 0) {
-                o->container = g_strdup(id->path);
-                o->own = true;
-                s->used += (uint64_t)o->size;
-                s->objects++;
+        r = set_container(s, o, id->path, o->validated_ns, true);
+        if (r >= 0)
                 r = 1;
-        }
-        pthread_mutex_unlock(&s->lock);
 out:
         pthread_mutex_unlock(&o->lock);
         store_obj_put(s, o);
