@@ -40,6 +40,25 @@
 
 #include "view.h"
 
+/* A file's size and mtime as last seen (size -1: never), to tell whether
+ * the kernel wrote it since (writes passed through are not seen). */
+struct file_mark {
+        struct timespec mtime;
+        off_t size;
+};
+
+static bool mark_holds(const struct file_mark *m, const struct stat *st)
+{
+        return st->st_size == m->size && st->st_mtim.tv_sec == m->mtime.tv_sec &&
+               st->st_mtim.tv_nsec == m->mtime.tv_nsec;
+}
+
+static void mark_take(struct file_mark *m, const struct stat *st)
+{
+        m->mtime = st->st_mtim;
+        m->size = st->st_size;
+}
+
 struct vfile {
         uint64_t fh;            /* immutable */
         uint64_t id;            /* nodeid, immutable */
@@ -62,13 +81,11 @@ struct vfile {
         bool passthrough;       /* immutable: the kernel reads and writes it without us */
         bool local;             /* opened from the store alone within the lease: fd
                                  * stays -1 until something needs the backing */
-        int stranded_fd;        /* under mode_lock: a writer passed through to its
-                                 * mirror file when the volume went online (the kernel
-                                 * goes on writing there), or -1 */
-        struct timespec stranded_shipped; /* its mtime when last copied over */
-        off_t stranded_size;              /* and size (-1: never copied) */
-        struct timespec pt_logged; /* offline, passed through: mtime when last logged */
-        off_t pt_logged_size;      /* and size */
+        int stranded_fd;        /* under mode_lock: the file a writer passed through
+                                 * goes on writing when a switch serves another one
+                                 * (never the one f->fd is), or -1 */
+        struct file_mark stranded_shipped; /* it, when last copied over */
+        struct file_mark pt_logged; /* offline, passed through: when last logged */
 };
 
 static struct view *V(fuse_req_t req)
@@ -291,10 +308,7 @@ static bool stranded_shipped(struct vfile *f)
 {
         struct stat st;
 
-        return f->stranded_size < 0 ? false :
-               fstat(f->stranded_fd, &st) == 0 && st.st_size == f->stranded_size &&
-               st.st_mtim.tv_sec == f->stranded_shipped.tv_sec &&
-               st.st_mtim.tv_nsec == f->stranded_shipped.tv_nsec;
+        return fstat(f->stranded_fd, &st) == 0 && mark_holds(&f->stranded_shipped, &st);
 }
 
 /* The served tree switched: each open file gets its object there (the old
@@ -339,7 +353,7 @@ void vfile_switch_all(struct view *v)
                          * and release, until a switch serves that file again. */
                         if (f->stranded_fd < 0) {
                                 f->stranded_fd = old;
-                                f->stranded_size = -1;
+                                f->stranded_shipped.size = -1;
                                 old = -1;
                         }
                         if (same_file(f->stranded_fd, nfd)) {
@@ -356,7 +370,7 @@ void vfile_switch_all(struct view *v)
                         /* Offline its content is logged at flush, against
                          * its base as the switch finds it (below). */
                         f->dirty = view_offline(v);
-                        f->pt_logged_size = -1;
+                        f->pt_logged.size = -1;
                         g_ptr_array_add(writers, f);
                 }
                 if (old >= 0) {
@@ -785,15 +799,13 @@ static int log_content(struct view *v, struct vfile *f)
         if (!f->dirty)
                 return 0;
         have = f->passthrough && fstat(f->fd, &st) == 0;
-        if (have && st.st_size == f->pt_logged_size && st.st_mtim.tv_sec == f->pt_logged.tv_sec &&
-            st.st_mtim.tv_nsec == f->pt_logged.tv_nsec)
+        if (have && mark_holds(&f->pt_logged, &st))
                 return 0;
         if (!f->lid && lid_before_change(v, f->id, f->fd, &f->lid) < 0)
                 return -EIO;
         r = offline_note_content(v, f->lid, f->fd);
         if (r == 0 && have) {
-                f->pt_logged = st.st_mtim;
-                f->pt_logged_size = st.st_size;
+                mark_take(&f->pt_logged, &st);
         } else if (r == 0 && !f->passthrough) {
                 f->dirty = false;
         }
@@ -1930,7 +1942,7 @@ static int ship_stranded(struct view *v, struct vfile *f)
         struct stat st;
         int r;
 
-        if (f->stranded_fd < 0 || same_file(f->stranded_fd, f->fd))
+        if (f->stranded_fd < 0)
                 return 0;
         /* Copied over already, and not written since. */
         if (stranded_shipped(f))
@@ -1944,10 +1956,8 @@ static int ship_stranded(struct view *v, struct vfile *f)
         if (!view_offline(v))
                 note_node_change(v, f->id, f->fd);
         /* As the mirror's update may have left it (the same bytes). */
-        if (fstat(f->stranded_fd, &st) == 0) {
-                f->stranded_shipped = st.st_mtim;
-                f->stranded_size = st.st_size;
-        }
+        if (fstat(f->stranded_fd, &st) == 0)
+                mark_take(&f->stranded_shipped, &st);
         return 0;
 }
 
