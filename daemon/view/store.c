@@ -89,11 +89,6 @@ static bool has_content(const struct sobj *o)
         return o->container || o->bytes;
 }
 
-static int64_t ts_ns(const struct timespec *t)
-{
-        return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
-}
-
 static int db_exec(struct store *s, const char *sql)
 {
         char *msg = NULL;
@@ -784,13 +779,13 @@ static int drop_content(struct store *s, struct sobj *o)
 
 static int record_identity(struct store *s, struct sobj *o, const struct stat *st, uint64_t now)
 {
-        bool same = o->size == st->st_size && o->mtime_ns == ts_ns(&st->st_mtim) &&
-                    o->ctime_ns == ts_ns(&st->st_ctim);
+        bool same = o->size == st->st_size && o->mtime_ns == timespec_ns(&st->st_mtim) &&
+                    o->ctime_ns == timespec_ns(&st->st_ctim);
         int r;
 
         o->size = st->st_size;
-        o->mtime_ns = ts_ns(&st->st_mtim);
-        o->ctime_ns = ts_ns(&st->st_ctim);
+        o->mtime_ns = timespec_ns(&st->st_mtim);
+        o->ctime_ns = timespec_ns(&st->st_ctim);
         o->validated_ns = now;
         /* An unchanged identity is written back at most once a minute: the
          * row's validation time only makes a restarted worker revalidate
@@ -809,8 +804,8 @@ static int record_identity(struct store *s, struct sobj *o, const struct stat *s
 
 static bool same_identity(const struct sobj *o, const struct stat *st)
 {
-        return o->size == st->st_size && o->mtime_ns == ts_ns(&st->st_mtim) &&
-               o->ctime_ns == ts_ns(&st->st_ctim);
+        return o->size == st->st_size && o->mtime_ns == timespec_ns(&st->st_mtim) &&
+               o->ctime_ns == timespec_ns(&st->st_ctim);
 }
 
 int store_obj_revalidate(struct store *s, struct sobj *o, const struct stat *st,
@@ -1529,8 +1524,8 @@ int store_set_container(struct store *s, const struct stat *st, const char *path
         r = drop_content_as(s, o, false);
         if (r >= 0) {
                 o->size = st->st_size;
-                o->mtime_ns = ts_ns(&st->st_mtim);
-                o->ctime_ns = ts_ns(&st->st_ctim);
+                o->mtime_ns = timespec_ns(&st->st_mtim);
+                o->ctime_ns = timespec_ns(&st->st_ctim);
                 o->validated_ns = o->persisted_ns = now;
                 r = set_container(s, o, path, now, false);
         }

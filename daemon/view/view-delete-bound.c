@@ -31,7 +31,6 @@
 
 #include "view.h"
 
-
 struct census {
         struct view *v;
         struct backing_progress *progress;

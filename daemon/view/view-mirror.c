@@ -1410,7 +1410,7 @@ static int container_open(void *ud, const struct store_identity *id)
         if (r == 0 && (b.ver.ino != id->ino || (int64_t)b.ver.size != id->size ||
                        b.ver.mtime_ns != id->mtime_ns || b.ver.ctime_ns != id->ctime_ns ||
                        st.st_size != id->size ||
-                       (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec != id->mtime_ns))
+                       timespec_ns(&st.st_mtim) != id->mtime_ns))
                 r = -ESTALE;
         if (r < 0) {
                 close(fd);
@@ -1776,8 +1776,8 @@ static int cached_still_valid(void *ud, const struct store_identity *id)
         if (fd >= 0)
                 close(fd);
         if (r == 0 && (st.st_ino != id->ino || st.st_size != id->size ||
-                       (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec != id->mtime_ns ||
-                       (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec != id->ctime_ns))
+                       timespec_ns(&st.st_mtim) != id->mtime_ns ||
+                       timespec_ns(&st.st_ctim) != id->ctime_ns))
                 r = -ESTALE;
         if (r == 0)
                 return 0;
@@ -1821,7 +1821,7 @@ static void drop_moved_cached(struct view *v, int dfd, const char *name, const c
             mirror_get_base(fd, NULL, &b) == 0 && mirror_get_lid(fd, NULL, &lid) < 0 &&
             (store_info_ino(v->store, b.ver.ino, &info) < 0 || info.pin < 0) &&
             (r < 0 || (uint64_t)bst.st_ino != b.ver.ino || bst.st_size != (off_t)b.ver.size ||
-             (int64_t)bst.st_mtim.tv_sec * 1000000000 + bst.st_mtim.tv_nsec != b.ver.mtime_ns))
+             timespec_ns(&bst.st_mtim) != b.ver.mtime_ns))
                 remove_entry_of(v, rel, fd);
         close(fd);
 }

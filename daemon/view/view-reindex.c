@@ -77,11 +77,6 @@ static bool pinned_path(const struct reindex *r, const char *rel)
         return false;
 }
 
-static int64_t ns_of(const struct timespec *t)
-{
-        return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
-}
-
 /* The backing file's answer: 1 same identity, 0 changed or gone, -errno unknown. */
 static int backing_same(struct view *v, int bdfd, const char *name,
                         const struct mirror_base *b)
@@ -99,8 +94,8 @@ static int backing_same(struct view *v, int bdfd, const char *name,
         if (r < 0)
                 return r;
         return S_ISREG(st.st_mode) && (uint64_t)st.st_ino == b->ver.ino &&
-               (uint64_t)st.st_size == b->ver.size && ns_of(&st.st_mtim) == b->ver.mtime_ns &&
-               ns_of(&st.st_ctim) == b->ver.ctime_ns;
+               (uint64_t)st.st_size == b->ver.size && timespec_ns(&st.st_mtim) == b->ver.mtime_ns &&
+               timespec_ns(&st.st_ctim) == b->ver.ctime_ns;
 }
 
 /* Removes the stale cached file mdfd/name (volume path rel), open as fd;
@@ -137,7 +132,7 @@ static void reindex_file(struct reindex *r, int mdfd, int bdfd, const char *name
                 return;
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
             mirror_get_lid(fd, NULL, &lid) == 0 || mirror_get_base(fd, NULL, &b) < 0 ||
-            st.st_size != (off_t)b.ver.size || ns_of(&st.st_mtim) != b.ver.mtime_ns ||
+            st.st_size != (off_t)b.ver.size || timespec_ns(&st.st_mtim) != b.ver.mtime_ns ||
             pinned_path(r, rel))
                 goto out;
         same = view_offline(v) ? -EHOSTDOWN : backing_same(v, bdfd, name, &b);

@@ -532,6 +532,11 @@ uint64_t passthrough_read_requests(void);
 
 /* helpers shared by the ops and the control socket */
 uint64_t now_ns(void);
+/* A timestamp in nanoseconds, as the store and the mirror's base keep them. */
+static inline int64_t timespec_ns(const struct timespec *t)
+{
+        return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+}
 /* FUSE_FLUSH requests served (close(2)s that waited for the view), for query state. */
 uint64_t view_flush_requests(void);
 int backing_reopen(int pathfd, int flags);
