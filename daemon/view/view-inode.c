@@ -542,7 +542,7 @@ static int counterpart(struct view *v, struct vnode *n, int pfd, uint64_t sino,
                 if (mirror_get_base(fd, NULL, &b) < 0 || b.ver.ino != sino)
                         goto no;
         } else if (sino && (uint64_t)st->st_ino != sino &&
-                   !offline_replayed(v, (uint64_t)st->st_ino)) {
+                   !offline_replayed(v, sino, (uint64_t)st->st_ino)) {
                 /* Another object, unless the replay has just renamed the
                  * node's new content over the server's: the node is that. */
                 goto no;
