@@ -1001,4 +1001,5 @@ void view_state_out(struct view *v, GString *out)
         else
                 g_string_append(out, "store=ok\n");
         view_reindex_state(out);
+        view_link_rtt_out(v, out);
 }

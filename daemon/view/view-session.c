@@ -290,6 +290,7 @@ int view_worker_run(struct view *v, int fuse_fd)
         }
         if (pthread_create(&hoard, NULL, hoard_thread, v) == 0)
                 pthread_detach(hoard);
+        view_link_rtt_start(v);
         if (v->ready_fd >= 0) {
                 if (write(v->ready_fd, "R", 1) < 0)
                         log_warn("Failed to tell the holder we serve: %m, ignoring");

@@ -426,6 +426,12 @@ bool metered_execute(struct view *v, const char *cmdline, struct ctl_out *out, G
                      int *status);
 bool view_hoard_paused(struct view *v);
 
+/* view-link-rtt.c: the measured round trip to the server */
+void view_link_rtt_start(struct view *v);
+/* A median round trip of 5 ms or more (false before it is measured, and on a local backing). */
+bool view_link_poor(struct view *v);
+void view_link_rtt_out(struct view *v, GString *out);
+
 /*
  * view-deadline.c: backing calls bounded by BackingTimeout (see there):
  * -ETIMEDOUT past it, and the volume goes offline.  Offline (or with no

@@ -61,6 +61,12 @@ def main():
     vol.start()
     q = vol.ctl("pin recursive", "proj")
     eq(q.get("mirrored"), "yes", "the pinned subtree is mirrored (over the link)")
+    # The view times a statfs of the backing (one round trip) at start: it
+    # reports a round trip of at least the relay's 10 ms (never less: the
+    # relay delays every packet; more only on a loaded machine).
+    rtt = vol.state().get("rtt_ms")
+    check(rtt is not None and float(rtt) >= 9.0,
+          f"query state reports the link's round trip (rtt_ms={rtt}, the link's {link.rtt_ms():.1f})")
 
     def read_step(i):
         name = f"r{i % 20:02d}"
