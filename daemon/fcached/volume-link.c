@@ -50,7 +50,7 @@ static void drive_free(gpointer p)
         g_free(d);
 }
 
-/* The view's state ("online", "offline", "reintegrating"), or "" if it does not answer. */
+/* The view's state ("online", "writeback", "offline", "reintegrating"), or "" if it does not answer. */
 static void view_state(const char *socket_path, char *out, size_t len)
 {
         g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
@@ -61,6 +61,12 @@ static void view_state(const char *socket_path, char *out, size_t len)
         for (guint i = 0; i < lines->len; i++)
                 if (g_str_has_prefix(lines->pdata[i], "state="))
                         g_strlcpy(out, (char *)lines->pdata[i] + 6, len);
+}
+
+/* Reaching the server: online, or write-back (changes shipped in the background). */
+static bool connected(const char *state)
+{
+        return !strcmp(state, "online") || !strcmp(state, "writeback");
 }
 
 static void drive_thread(GTask *task, gpointer source, gpointer data, GCancellable *cancel)
@@ -82,9 +88,9 @@ static void drive_thread(GTask *task, gpointer source, gpointer data, GCancellab
                 r = 0;
         else if (!cur[0])
                 r = -ENOTCONN;
-        else if (d->want == NETSTATE_OFFLINE && !strcmp(cur, "online"))
+        else if (d->want == NETSTATE_OFFLINE && connected(cur))
                 r = fcd_control_call(d->socket_path, "disconnect", -1, NULL, lines);
-        else if (d->want != NETSTATE_OFFLINE && strcmp(cur, "online"))
+        else if (d->want != NETSTATE_OFFLINE && !connected(cur))
                 r = fcd_control_call(d->socket_path, d->force ? "reconnect force" : "reconnect",
                                      -1, NULL, lines);
         g_task_return_int(task, r);
