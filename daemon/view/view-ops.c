@@ -75,6 +75,8 @@ struct vfile {
         uint64_t lid;           /* offline: the object's log id, 0 until it changes */
         bool dirty;             /* offline: written since its content was last logged */
         bool written;           /* online: written, so the mirror takes it at release */
+        uint64_t mirror_quiet;  /* immutable: created online where the mirror had no
+                                 * directory, at this mirror_dirs_gen(); else 0 */
         bool touch_atime;       /* atomic: the first read from the store reads a byte
                                  * of the backing, whose rules then update its atime */
         bool pt_counted;        /* immutable: counted in view-passthrough.c's node modes */
@@ -1240,6 +1242,8 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                 creds_leave(&c);
         }
         if (r >= 0 && offline)
+                mirror_dirs_changed();  /* made in the mirror, the tree served */
+        if (r >= 0 && offline)
                 r = offline_note_create(v, pfd, name, target);
         else if (r >= 0)
                 mirror_note_change(v, pfd, name);
@@ -1416,6 +1420,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
         if (r >= 0) {
                 struct stat moved;
 
+                /* A directory moved may now be at a path the mirror has. */
+                mirror_dirs_changed();
                 if (had && !offline)
                         drop_if_last(v, &victim);
                 if (had)
@@ -1689,6 +1695,40 @@ static void op_tmpfile(fuse_req_t req, fuse_ino_t parent, mode_t mode, struct fu
         }
 }
 
+/*
+ * Whether the close of a file created online in directory p (descriptor
+ * pfd) must bring the mirror up to date: the directory is complete there.
+ * A directory the mirror has not at all is remembered in its node until the
+ * mirror gains or moves one (mirror_dirs_gen), so that creating many files
+ * in it costs no path lookups in the mirror; *quiet is then that
+ * generation: while it holds, the mirror has no entry for the new file
+ * either, and its release has nothing to tell it.
+ */
+static bool create_keeps_mirror(struct view *v, struct vnode *p, int pfd, uint64_t *quiet)
+{
+        uint64_t gen = mirror_dirs_gen();
+        bool keeps, absent;
+
+        *quiet = 0;
+        if (vnode_mirror_absent_gen(p) == gen) {
+                *quiet = gen;
+                return false;
+        }
+        keeps = mirror_keeps_current(v, pfd, &absent);
+        if (absent) {
+                vnode_set_mirror_absent_gen(p, gen);
+                *quiet = gen;
+        }
+        return keeps;
+}
+
+/* The release of f, created where the mirror had no directory: nothing to
+ * tell the mirror while it has gained or moved none since. */
+static bool mirror_quiet_for(const struct vfile *f)
+{
+        return f->mirror_quiet && f->mirror_quiet == mirror_dirs_gen();
+}
+
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
                       struct fuse_file_info *fi)
 {
@@ -1698,7 +1738,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         struct creds c;
         struct stat before;
         bool existed;
-        uint64_t lid = 0;
+        uint64_t lid = 0, quiet = 0;
         int r, bfd = -1;
 
         /* FUSE_TMPFILE, handed over as a create (view-session.c): the kernel
@@ -1739,7 +1779,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
          * directory: the release notes the change for the mirror's cached
          * copies, and close(2) need not wait for a FLUSH. */
         fi->noflush = r >= 0 && !offline && !existed && v->backing_local &&
-                      !mirror_keeps_current(v, pfd);
+                      !create_keeps_mirror(v, p, pfd, &quiet);
         vnode_put(v, p);
         if (r < 0) {
                 if (bfd >= 0)
@@ -1759,6 +1799,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         f->lid = lid;
         f->dirty = offline && existed && (fi->flags & O_TRUNC);
         f->written = !offline;
+        f->mirror_quiet = fi->noflush ? quiet : 0;
         /* A created file passes through (see view-passthrough.c), or joins
          * its node's open files when it existed. */
         r = passthrough_open(v, e.ino, bfd, fi->flags, S_ISREG(e.attr.st_mode), true, !existed);
@@ -2027,7 +2068,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
                     (ship_stranded(v, f) < 0 || log_content(v, f) < 0))
                         log_error("Offline writes to file handle %" PRIu64 " could not be"
                                   " logged at its release", f->fh);
-                else if (!view_offline(v) && f->written)
+                else if (!view_offline(v) && f->written && !mirror_quiet_for(f))
                         note_node_change(v, f->id, f->fd);
                 else if (f->stranded_fd >= 0)
                         ship_stranded(v, f);
