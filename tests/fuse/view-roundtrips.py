@@ -6,7 +6,9 @@ directories is closed without a FUSE_FLUSH (`flush_requests` in `query
 state` does not move), its bytes on the backing before write(2) returns; a
 writer of an existing file, and a file created in a pinned directory, keep
 their FLUSH, and the mirror holds such a file right after close (the volume
-taken offline at once reads it); an open of an unchanged cached file writes
+taken offline at once reads it), also in a directory pinned after files
+were created in it (which the view had found missing from the mirror),
+and a file created there before the pin and written after it; an open of an unchanged cached file writes
 nothing to the store's index (store.db's data_version does not move), and a
 change on the backing is still seen by the next open.
 """
@@ -17,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from viewlib import (Volume, check, eq, finish, rand_bytes, read_file,  # noqa: E402
-                     require_root_fuse, write_file)
+                     require_root_fuse, wait_for, write_file)
 
 
 def flushes(vol):
@@ -43,6 +45,34 @@ def main():
         fh.write(b"X")
     check(flushes(vol) > f0, "the close of a writer of an existing file still flushes")
     eq(read_file(vol.b("u", "n0"))[:1], b"X", "that write on the backing")
+
+    # --- "w" has new files (none read, so the mirror has no such
+    #     directory); pinned now, a file open since before the pin and one
+    #     created after it reach the mirror at close
+    os.mkdir(vol.v("w"))
+    for i in range(3):
+        write_file(vol.v("w", f"n{i}"), b"unread\n")
+    fd = os.open(vol.v("w", "open-across"), os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
+    os.write(fd, b"before the pin\n")
+    vol.ctl("pin recursive", "w")
+    across = b"before the pin\n" + b"after the pin\n" * 50
+    os.write(fd, across[len(b"before the pin\n"):])
+    os.close(fd)
+    f2 = flushes(vol)
+    after = b"created in w once pinned\n" * 40
+    write_file(vol.v("w", "after-pin"), after)
+    check(flushes(vol) > f2, "a file created in a directory pinned since is flushed at close")
+
+    def mirror_has(name, data):
+        m = os.path.join(vol.cache, "mirror", "w", name)
+        return os.path.exists(m) and read_file(m) == data
+    # The release (which close does not wait for) brings the first one.
+    check(wait_for(lambda: mirror_has("open-across", across), 5),
+          "the mirror has the file written across the pin after its release")
+    eq(vol.ctl("disconnect")["state"], "offline", "disconnected")
+    eq(read_file(vol.v("w", "after-pin")), after, "offline, the file created after the pin")
+    eq(read_file(vol.v("w", "open-across")), across, "offline, the file written across the pin")
+    eq(vol.ctl("reconnect")["state"], "online", "reconnected")
 
     # --- a file created in a pinned directory: FLUSH kept, the mirror
     #     current at close (offline at once, it reads back)
