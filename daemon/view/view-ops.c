@@ -118,6 +118,42 @@ static void proc_path(char *buf, size_t len, int fd)
         snprintf(buf, len, "/proc/self/fd/%d", fd);
 }
 
+#ifndef SYS_getxattrat
+#define SYS_getxattrat 464
+#endif
+
+/* struct xattr_args of getxattrat(2), which older headers lack. */
+struct getxattrat_args {
+        uint64_t value;
+        uint32_t size;
+        uint32_t flags;
+};
+
+/*
+ * getxattr of the directory of O_PATH descriptor dfd: getxattrat(2) of "."
+ * in it (Linux 6.13+; it refuses an O_PATH descriptor itself with
+ * AT_EMPTY_PATH), a path walk of one step, where /proc/self/fd/N costs
+ * procfs's lookup and permission checks of the magic link (about 5 us
+ * against 0.6 here); that on older kernels.  Returns -1 and errno as
+ * getxattr(2).
+ */
+static ssize_t dir_getxattr(int dfd, const char *name, void *buf, size_t size)
+{
+        static bool no_at;
+        char path[64];
+
+        if (!__atomic_load_n(&no_at, __ATOMIC_RELAXED)) {
+                struct getxattrat_args a = { .value = (uintptr_t)buf, .size = (uint32_t)size };
+                long r = syscall(SYS_getxattrat, dfd, ".", 0, name, &a, sizeof(a));
+
+                if (r >= 0 || (errno != ENOSYS && errno != EINVAL))
+                        return r;
+                __atomic_store_n(&no_at, true, __ATOMIC_RELAXED);
+        }
+        proc_path(path, sizeof(path), dfd);
+        return getxattr(path, name, buf, size);
+}
+
 /*
  * atime: the view reports the backing's, which only the applications' reads
  * change.  The daemon's own reads (pin and hoard walks, refills, mirror
@@ -1208,10 +1244,7 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
  */
 static mode_t create_mode(fuse_req_t req, int pfd, mode_t mode)
 {
-        char path[64];
-
-        proc_path(path, sizeof(path), pfd);
-        if (getxattr(path, "system.posix_acl_default", NULL, 0) > 0)
+        if (dir_getxattr(pfd, "system.posix_acl_default", NULL, 0) > 0)
                 return mode;
         return mode & ~fuse_req_ctx(req)->umask;
 }
@@ -2285,11 +2318,13 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
                 r = -ENODATA;
         } else if (size) {
                 buf = malloc(size);
-                r = !buf ? -ENOMEM : getxattr(path, name, buf, size);
+                r = !buf ? -ENOMEM : S_ISDIR(vnode_type(n)) ? dir_getxattr(fd, name, buf, size) :
+                    getxattr(path, name, buf, size);
                 if (r < 0 && buf)
                         r = -errno;
         } else {
-                r = getxattr(path, name, NULL, 0);
+                r = S_ISDIR(vnode_type(n)) ? dir_getxattr(fd, name, NULL, 0) :
+                    getxattr(path, name, NULL, 0);
                 if (r < 0)
                         r = -errno;
         }
