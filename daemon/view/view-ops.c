@@ -1323,6 +1323,9 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
         r = offline ? lid_before_change(v, ino, fd, &lid) : 0;
         if (r >= 0)
                 r = linkat(fd, "", npfd, newname, AT_EMPTY_PATH) < 0 ? -errno : 0;
+        /* A file open since its create may now have a name the mirror keeps. */
+        if (r >= 0)
+                mirror_dirs_changed();
         if (r >= 0 && offline) {
                 r = offline_note_link(v, lid, npfd, newname);
         } else if (r >= 0) {
@@ -1453,7 +1456,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
         if (r >= 0) {
                 struct stat moved;
 
-                /* A directory moved may now be at a path the mirror has. */
+                /* What moved (a directory, a file open since its create)
+                 * may now be at a path the mirror has. */
                 mirror_dirs_changed();
                 if (had && !offline)
                         drop_if_last(v, &victim);

@@ -415,9 +415,11 @@ void mirror_note_change(struct view *v, int pfd, const char *name);
  * close (the directory is complete there); *absent: the mirror has no such
  * directory at all, so no entry under it either. */
 bool mirror_keeps_current(struct view *v, int dfd, bool *absent);
-/* Changes (after) whenever the mirror may have gained a directory (or one
- * moved): a "no such directory in the mirror" found at generation g holds
- * while mirror_dirs_gen() is still g.  Never 0. */
+/* Changes (after) whenever the mirror may have gained a directory, and at
+ * every rename and link through the view (what moved may now be at a path
+ * the mirror has): a "no such directory in the mirror" found at generation
+ * g, for a directory or a file created in it, holds while mirror_dirs_gen()
+ * is still g.  Never 0. */
 uint64_t mirror_dirs_gen(void);
 void mirror_dirs_changed(void);
 

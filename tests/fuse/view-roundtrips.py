@@ -8,7 +8,8 @@ writer of an existing file, and a file created in a pinned directory, keep
 their FLUSH, and the mirror holds such a file right after close (the volume
 taken offline at once reads it), also in a directory pinned after files
 were created in it (which the view had found missing from the mirror),
-and a file created there before the pin and written after it; an open of an unchanged cached file writes
+and a file created there before the pin and written after it, or moved
+into a pinned directory (rename, link) while open and written after; an open of an unchanged cached file writes
 nothing to the store's index (store.db's data_version does not move), and a
 change on the backing is still seen by the next open.
 """
@@ -86,6 +87,27 @@ def main():
     eq(vol.ctl("disconnect")["state"], "offline", "disconnected right after the close")
     eq(read_file(vol.v("p", "new")), made, "offline, the file created just before reads back")
     eq(vol.ctl("reconnect")["state"], "online", "reconnected")
+
+    # --- files created in "w2" (no such directory in the mirror), moved
+    #     into pinned "p" by rename and by link while open, written after:
+    #     their release brings the mirror up to date
+    os.mkdir(vol.v("w2"))
+    moved = {}
+    for how in ("rename", "link"):
+        fd = os.open(vol.v("w2", how), os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
+        os.write(fd, b"before the move\n")
+        if how == "rename":
+            os.rename(vol.v("w2", how), vol.v("p", how))
+        else:
+            os.link(vol.v("w2", how), vol.v("p", how))
+            os.unlink(vol.v("w2", how))
+        moved[how] = b"before the move\n" + b"after the move\n" * 30
+        os.write(fd, moved[how][len(b"before the move\n"):])
+        os.close(fd)
+    for how, data in moved.items():
+        m = os.path.join(vol.cache, "mirror", "p", how)
+        check(wait_for(lambda: os.path.exists(m) and read_file(m) == data, 5),
+              f"the mirror has the file moved into a pinned directory by {how} after its release")
 
     # --- an open of an unchanged cached file writes nothing to the index
     data = rand_bytes(8000, 99)
