@@ -68,9 +68,21 @@ struct vnode {
         bool stale;             /* fd is of the tree served before a switch */
         bool in_lru;
         struct vnode *lru_prev, *lru_next;
+        uint64_t mirror_absent_gen; /* atomic: a directory the mirror lacked at
+                                     * this mirror_dirs_gen(), or 0 */
 };
 
 int vnode_fd(const struct vnode *n) { return n->fd; }
+
+uint64_t vnode_mirror_absent_gen(const struct vnode *n)
+{
+        return __atomic_load_n(&n->mirror_absent_gen, __ATOMIC_ACQUIRE);
+}
+
+void vnode_set_mirror_absent_gen(struct vnode *n, uint64_t gen)
+{
+        __atomic_store_n(&n->mirror_absent_gen, gen, __ATOMIC_RELEASE);
+}
 uint64_t vnode_ino(const struct vnode *n) { return n->ino; }
 mode_t vnode_type(const struct vnode *n) { return n->type; }
 

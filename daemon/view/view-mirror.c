@@ -917,6 +917,8 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
 
                 if (!exists && mkdirat(mdfd, name, 0700) < 0)
                         return -errno;
+                if (!exists)
+                        mirror_dirs_changed();
                 if (recursive) {
                         int cb, cm;
 
@@ -1354,6 +1356,7 @@ int mirror_unpin_path(struct view *v, const char *rel)
                 r = rename(dir, old) < 0 ? -errno : 0;
                 if (r == 0 && mkdir(dir, 0755) < 0)
                         r = -errno;
+                mirror_dirs_changed();
                 if (r == 0) {
                         int nfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 
@@ -1469,21 +1472,35 @@ char *view_rel_path(int root_fd, int dfd, const char *name)
         return g_strdup(buf[rl] ? buf + rl + 1 : ".");
 }
 
+static uint64_t dirs_gen = 1;
+
+uint64_t mirror_dirs_gen(void)
+{
+        return __atomic_load_n(&dirs_gen, __ATOMIC_ACQUIRE);
+}
+
+void mirror_dirs_changed(void)
+{
+        __atomic_add_fetch(&dirs_gen, 1, __ATOMIC_RELEASE);
+}
+
 /*
  * Whether a change to an entry of directory dfd (of the tree served online)
  * must reach the mirror before close(2) returns: the directory is complete
  * (pinned) there, so offline would serve that entry.  When in doubt, yes.
  */
-bool mirror_keeps_current(struct view *v, int dfd)
+bool mirror_keeps_current(struct view *v, int dfd, bool *absent)
 {
         struct mirror_base b;
         char *rel = view_rel_path(v->root_fd, dfd, NULL);
         int r;
 
+        *absent = false;
         if (!rel)
                 return true;
         r = mirror_get_base(v->mirror_fd, strcmp(rel, ".") ? rel : NULL, &b);
         g_free(rel);
+        *absent = r == -ENOENT;
         if (r == -ENOENT || r == -ENODATA)
                 return false;
         return r < 0 || (b.flags & MIRROR_COMPLETE);

@@ -133,6 +133,10 @@ int vnode_get(struct view *v, fuse_ino_t id, struct vnode **out);
 int vnode_fd(const struct vnode *n);
 uint64_t vnode_ino(const struct vnode *n);
 mode_t vnode_type(const struct vnode *n);
+/* Directory node n as last found missing from the mirror: at that
+ * mirror_dirs_gen(), or 0. */
+uint64_t vnode_mirror_absent_gen(const struct vnode *n);
+void vnode_set_mirror_absent_gen(struct vnode *n, uint64_t gen);
 void vnode_put(struct view *v, struct vnode *n);
 /* vnode_get of two nodes (a link's or rename's two ends): both held, with
  * their descriptors in *fa and *fb, or neither and -errno. */
@@ -407,7 +411,17 @@ char *view_rel_path(int root_fd, int dfd, const char *name);
 /* After a change online (mode_lock held shared) to backing object dfd/name,
  * or dfd itself: keeps the mirror current. */
 void mirror_note_change(struct view *v, int pfd, const char *name);
-bool mirror_keeps_current(struct view *v, int dfd);
+/* Whether a change to an entry of directory dfd must reach the mirror at
+ * close (the directory is complete there); *absent: the mirror has no such
+ * directory at all, so no entry under it either. */
+bool mirror_keeps_current(struct view *v, int dfd, bool *absent);
+/* Changes (after) whenever the mirror may have gained a directory, and at
+ * every rename and link through the view (what moved may now be at a path
+ * the mirror has): a "no such directory in the mirror" found at generation
+ * g, for a directory or a file created in it, holds while mirror_dirs_gen()
+ * is still g.  Never 0. */
+uint64_t mirror_dirs_gen(void);
+void mirror_dirs_changed(void);
 
 /*
  * view-conflicts.c: the control socket's conflict requests (query
