@@ -900,22 +900,6 @@ int oplog_find_ino(struct oplog *log, uint64_t ino, uint64_t *out_lid)
         return 0;
 }
 
-int oplog_server_ino(struct oplog *log, uint64_t lid, uint64_t *out_ino)
-{
-        int64_t ino;
-        int e;
-
-        if (!log || !out_ino)
-                return -EINVAL;
-        e = query_int(log, &ino, "SELECT b_ino FROM objects WHERE lid=?1", 1, (int64_t)lid);
-        if (e < 0)
-                return e;
-        if (e == 0)
-                return -ENOENT;
-        *out_ino = (uint64_t)ino;
-        return 0;
-}
-
 bool oplog_ino_known(struct oplog *log, uint64_t ino)
 {
         int64_t v;

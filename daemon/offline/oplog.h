@@ -156,8 +156,6 @@ int oplog_object(struct oplog *log, uint64_t parent, const char *name,
                  const struct oplog_version *base, uint64_t *out_lid);
 /* The lid of the server object with inode @ino now, or when it was cached (-ENOENT: none). */
 int oplog_find_ino(struct oplog *log, uint64_t ino, uint64_t *out_lid);
-/* The inode object @lid has on the server as far as the log knows (0: made offline, not replayed). */
-int oplog_server_ino(struct oplog *log, uint64_t lid, uint64_t *out_ino);
 /*
  * Object @lid (a file with several links) may also be on the server as
  * @name under directory lid @parent: replay follows it there when the name

@@ -550,11 +550,14 @@ static int counterpart(struct view *v, struct vnode *n, int pfd, uint64_t sino,
             g_hash_table_contains(bound, &(uint64_t){ st->st_ino }))
                 goto no;
         if (view_offline(v)) {
-                /* The mirror object of this server object. */
-                if (mirror_get_base(fd, NULL, &b) < 0 || b.ver.ino != sino)
+                /* The mirror object of this server object, also before the
+                 * resync after a reconnect gave it the identity the replay
+                 * made (the log's content renamed over the server's file). */
+                if (mirror_get_base(fd, NULL, &b) < 0 ||
+                    (b.ver.ino != sino && !offline_replayed(v, sino)))
                         goto no;
         } else if (sino && (uint64_t)st->st_ino != sino &&
-                   !offline_replayed(v, sino, (uint64_t)st->st_ino)) {
+                   !offline_replayed(v, (uint64_t)st->st_ino)) {
                 /* Another object, unless the replay has just renamed the
                  * node's new content over the server's: the node is that. */
                 goto no;

@@ -337,22 +337,15 @@ int offline_lid(struct view *v, int dfd, const char *name, uint64_t *lid)
         return r;
 }
 
-/*
- * Whether @ino, found online at the name of a node whose object had server
- * identity @sino, is that object as the replay left it: the object the log
- * keeps for @sino now has inode @ino on the server (an atomic save replayed
- * renames new content over the old file).
- */
-bool offline_replayed(struct view *v, uint64_t sino, uint64_t ino)
+bool offline_replayed(struct view *v, uint64_t server_ino)
 {
-        uint64_t lid, now;
+        uint64_t lid;
         bool r;
 
         if (!v->oplog)
                 return false;
         pthread_mutex_lock(&v->offline_lock);
-        r = oplog_find_ino(v->oplog, sino, &lid) == 0 &&
-            oplog_server_ino(v->oplog, lid, &now) == 0 && now == ino;
+        r = oplog_find_ino(v->oplog, server_ino, &lid) == 0;
         pthread_mutex_unlock(&v->offline_lock);
         return r;
 }

@@ -283,9 +283,11 @@ void offline_translate_stat(struct view *v, int fd, struct stat *st);
 /* Offline: is every entry of mirror directory dfd there (a name it lacks does not exist)? */
 bool offline_dir_complete(int dfd);
 int offline_lid(struct view *v, int dfd, const char *name, uint64_t *lid);
-/* Is server inode ino what the replay made of the object that had server
- * identity sino (new content renamed over it)? */
-bool offline_replayed(struct view *v, uint64_t sino, uint64_t ino);
+/* Does the log know server inode server_ino as one of its objects' (a
+ * replay that renamed new content over a file made it so)?  An object the
+ * log kept over several offline periods keeps the inode it was first cached
+ * with as its mark: no finer question can be asked of it. */
+bool offline_replayed(struct view *v, uint64_t server_ino);
 /* A name of inode ino in directory dfd (to free), or NULL: a scan. */
 char *offline_name_in(int dfd, ino_t ino);
 /* After the change was applied to the mirror: log it (undone if that fails). */
