@@ -1217,6 +1217,22 @@ static int locate(struct ctx *c, struct oplog_object *o, int *pfd, struct stat *
         return 0;
 }
 
+/* Tells the caller that the server's @server holds the bytes of content record @seq. */
+static void note_wrote(struct ctx *c, uint64_t seq, const struct stat *server)
+{
+        struct stat local;
+        int fd;
+
+        if (c->dry || !c->o->wrote)
+                return;
+        fd = oplog_content_open(c->log, seq);
+        if (fd < 0)
+                return;
+        if (fstat(fd, &local) == 0)
+                c->o->wrote(c->o->userdata, server, &local);
+        close(fd);
+}
+
 /*
  * The local side of content record @r: the id of the bytes its container
  * holds now (a record of the old format carries the id of its copy) and the
@@ -1485,6 +1501,7 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
                 return e;
         set_base(o, &nst, lcid);
         dirty(c, o);
+        note_wrote(c, r->r.seq, &nst);
         e = mark(c, r, OPLOG_APPLIED, "applied");
         return e < 0 ? e : REINTEGRATE_APPLIED;
 }
@@ -1566,6 +1583,9 @@ static int created(struct ctx *c, const struct rec *r, struct oplog_object *o, i
         set_srv(o, r->r.parent, r->name);
         o->local = false;
         dirty(c, o);
+        /* Its bytes are those of the content record it carried. */
+        if (content_id && r->next)
+                note_wrote(c, r->next->r.seq, &st);
         e = mark(c, r, OPLOG_APPLIED, outcome);
         return e < 0 ? e : strcmp(outcome, "already") ? REINTEGRATE_APPLIED : REINTEGRATE_ALREADY;
 }
