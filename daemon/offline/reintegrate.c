@@ -1217,20 +1217,24 @@ static int locate(struct ctx *c, struct oplog_object *o, int *pfd, struct stat *
         return 0;
 }
 
-/* Tells the caller that the server's @server holds the bytes of content record @seq. */
-static void note_wrote(struct ctx *c, uint64_t seq, const struct stat *server)
+/* The local content open as @fd is still the version @before (its bytes unchanged since). */
+static bool local_unchanged(int fd, const struct stat *before)
 {
-        struct stat local;
-        int fd;
+        struct stat now;
 
-        if (c->dry || !c->o->wrote)
-                return;
-        fd = oplog_content_open(c->log, seq);
-        if (fd < 0)
-                return;
-        if (fstat(fd, &local) == 0)
-                c->o->wrote(c->o->userdata, server, &local);
-        close(fd);
+        return fstat(fd, &now) == 0 && now.st_ino == before->st_ino &&
+               now.st_size == before->st_size &&
+               now.st_mtim.tv_sec == before->st_mtim.tv_sec &&
+               now.st_mtim.tv_nsec == before->st_mtim.tv_nsec &&
+               now.st_ctim.tv_sec == before->st_ctim.tv_sec &&
+               now.st_ctim.tv_nsec == before->st_ctim.tv_nsec;
+}
+
+/* Tells the caller that the server's @server holds the bytes of local content @local. */
+static void note_wrote(struct ctx *c, const struct stat *server, const struct stat *local)
+{
+        if (!c->dry && c->o->wrote && local && local->st_ino)
+                c->o->wrote(c->o->userdata, server, local);
 }
 
 /*
@@ -1351,7 +1355,7 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
                           rn = FCACHE_MERGE_NODE_INIT;
         fcache_merge_decision d;
         struct timespec mtime;
-        struct stat st, nst;
+        struct stat st, nst, lst;
         int pfd = -1, src, e;
         const char *lid_parent = lid_str(o->srv_parent, ps);
 
@@ -1491,7 +1495,12 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
         src = oplog_content_open(c->log, r->r.seq);
         if (src < 0)
                 return src;
+        if (fstat(src, &lst) < 0)
+                lst.st_ino = 0;
         e = put_content(c, r, pfd, o->srv_name, &st, src, NULL, 0, false);
+        /* The local copy's version whose bytes the server got (none if it changed meanwhile). */
+        if (e >= 0 && lst.st_ino && !local_unchanged(src, &lst))
+                lst.st_ino = 0;
         close(src);
         if (e < 0)
                 return e;
@@ -1501,7 +1510,7 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
                 return e;
         set_base(o, &nst, lcid);
         dirty(c, o);
-        note_wrote(c, r->r.seq, &nst);
+        note_wrote(c, &nst, &lst);
         e = mark(c, r, OPLOG_APPLIED, "applied");
         return e < 0 ? e : REINTEGRATE_APPLIED;
 }
@@ -1565,7 +1574,7 @@ static int remove_tmp(int pfd, const char *tmp, enum oplog_kind kind)
 
 /* Finishes a create: the object is on the server at parent/name as @st says. */
 static int created(struct ctx *c, const struct rec *r, struct oplog_object *o, int pfd,
-                   int fd, const char *content_id, const char *outcome)
+                   int fd, const char *content_id, const struct stat *local, const char *outcome)
 {
         struct stat st;
         char id[FCACHE_MERGE_ID_SIZE] = "";
@@ -1583,9 +1592,8 @@ static int created(struct ctx *c, const struct rec *r, struct oplog_object *o, i
         set_srv(o, r->r.parent, r->name);
         o->local = false;
         dirty(c, o);
-        /* Its bytes are those of the content record it carried. */
-        if (content_id && r->next)
-                note_wrote(c, r->next->r.seq, &st);
+        /* Its bytes are those of the local content it carried. */
+        note_wrote(c, &st, local);
         e = mark(c, r, OPLOG_APPLIED, outcome);
         return e < 0 ? e : strcmp(outcome, "already") ? REINTEGRATE_APPLIED : REINTEGRATE_ALREADY;
 }
@@ -1631,13 +1639,14 @@ static int fill(int fd, int src, const struct timespec *mtime)
  * checks and, at worst, writes the same bytes again.
  */
 static int carry_content(struct ctx *c, const struct rec *r, int fd, struct rec **carried,
-                         char id[FCACHE_MERGE_ID_SIZE])
+                         char id[FCACHE_MERGE_ID_SIZE], struct stat *lst)
 {
         struct rec *next = r->next;
         struct timespec mtime;
         int src, e;
 
         *carried = NULL;
+        lst->st_ino = 0;
         if (r->r.kind != OPLOG_CREATE || !next || next->r.kind != OPLOG_CONTENT ||
             next->r.lid != r->r.lid)
                 return 0;
@@ -1649,7 +1658,12 @@ static int carry_content(struct ctx *c, const struct rec *r, int fd, struct rec 
         src = oplog_content_open(c->log, next->r.seq);
         if (src < 0)
                 return src;
+        if (fstat(src, lst) < 0)
+                lst->st_ino = 0;
         e = BACKING(c, fill(fd, src, &mtime));
+        /* The local copy's version whose bytes the server got (none if it changed meanwhile). */
+        if (e >= 0 && lst->st_ino && !local_unchanged(src, lst))
+                lst->st_ino = 0;
         close(src);
         if (e >= 0)
                 *carried = next;
@@ -1674,6 +1688,7 @@ static int create_file(struct ctx *c, const struct rec *r, struct oplog_object *
         char cid[FCACHE_MERGE_ID_SIZE];
         struct rec *carried = NULL;
         struct stat st;
+        struct stat lst = { 0 };
         int fd = -1, e;
 
         e = journal_intent(c, r, NAME_MAY_EXIST);
@@ -1689,10 +1704,10 @@ static int create_file(struct ctx *c, const struct rec *r, struct oplog_object *
                 return e;
         e = journal_intent(c, r, st.st_ino);
         if (e >= 0)
-                e = carry_content(c, r, fd, &carried, cid);
+                e = carry_content(c, r, fd, &carried, cid, &lst);
         if (e >= 0) {
                 fault_point(FAULT_REINT_AFTER_WRITE);
-                e = created(c, r, o, pfd, fd, carried ? cid : NULL, "applied");
+                e = created(c, r, o, pfd, fd, carried ? cid : NULL, &lst, "applied");
                 if (e >= 0 && carried)
                         g_hash_table_add(c->run->carried, &carried->r.seq);
         }
@@ -1720,7 +1735,7 @@ static int create_in_doubt(struct ctx *c, const struct rec *r, struct oplog_obje
         if (!S_ISREG(st->st_mode))
                 return 0;
         if (st->st_size == 0)
-                return created(c, r, o, pfd, -1, NULL, "already");
+                return created(c, r, o, pfd, -1, NULL, NULL, "already");
         if (!next || next->r.kind != OPLOG_CONTENT || next->r.lid != r->r.lid)
                 return 0;
         e = local_content(c, next, lid, &mtime);
@@ -1736,7 +1751,7 @@ static int create_in_doubt(struct ctx *c, const struct rec *r, struct oplog_obje
         e = BACKING(c, stamp_mtime(pfd, r->name, &mtime, st));
         if (e < 0)
                 return e;
-        e = created(c, r, o, pfd, -1, lid, "already");
+        e = created(c, r, o, pfd, -1, lid, NULL, "already");
         if (e >= 0)
                 g_hash_table_add(c->run->carried, &next->r.seq);
         return e;
@@ -1772,7 +1787,7 @@ static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
                 /* Cut between create_file()'s create and its mark. */
                 if (BACKING(c, fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) == 0) {
                         if (st.st_ino == intent)
-                                return created(c, r, o, pfd, -1, NULL, "already");
+                                return created(c, r, o, pfd, -1, NULL, NULL, "already");
                         e = create_in_doubt(c, r, o, pfd, &st);
                         if (e != 0)
                                 return e;
@@ -1783,7 +1798,7 @@ static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
                         goto place;
                 if (BACKING(c, fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) == 0 &&
                     st.st_ino == intent)
-                        return created(c, r, o, pfd, -1, NULL, "already");
+                        return created(c, r, o, pfd, -1, NULL, NULL, "already");
                 /* The temporary is gone (cleaned up): start again. */
         }
         if (c->dry) {
@@ -1825,7 +1840,7 @@ place:
         }
         if (e >= 0) {
                 fault_point(FAULT_REINT_AFTER_WRITE);
-                e = created(c, r, o, pfd, fd, NULL, "applied");
+                e = created(c, r, o, pfd, fd, NULL, NULL, "applied");
         }
         if (fd >= 0)
                 BACKING(c, close(fd));
