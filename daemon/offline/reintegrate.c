@@ -75,7 +75,6 @@ struct rec {
 struct ctx {
         struct ctx *run;
         pthread_mutex_t *mu;    /* held while a record runs, dropped around backing calls */
-        unsigned hold;          /* >0: keep it held (mid-bookkeeping) */
         struct oplog *log;
         int root;
         const struct reintegrate_options *o;
@@ -117,7 +116,7 @@ struct ctx {
  */
 static void backing_enter(struct ctx *c)
 {
-        if (c->mu && !c->hold)
+        if (c->mu)
                 pthread_mutex_unlock(c->mu);
 }
 
@@ -125,7 +124,7 @@ static void backing_leave(struct ctx *c)
 {
         if (c->o->moved)
                 c->o->moved(c->o->userdata);
-        if (c->mu && !c->hold)
+        if (c->mu)
                 pthread_mutex_lock(c->mu);
 }
 
@@ -398,6 +397,18 @@ static int read_all_fd(int fd, char **out, size_t *size)
         *out = buf;
         *size = len;
         return 0;
+}
+
+/* The bytes of regular file pfd/name (malloc()ed). */
+static int read_remote(int pfd, const char *name, char **out, size_t *size)
+{
+        int fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), e;
+
+        if (fd < 0)
+                return -errno;
+        e = read_all_fd(fd, out, size);
+        close(fd);
+        return e;
 }
 
 /* The content id of what is at pfd/name now (file: content; symlink: target). */
@@ -783,31 +794,63 @@ static int journal_recover(struct oplog *log, int jfd)
         return e;
 }
 
-/* Saves @size bytes or the regular file at pfd/name in the base store. */
-static int keep_remote(struct ctx *c, int pfd, const char *name, const struct stat *st,
-                       char id[FCACHE_MERGE_ID_SIZE])
+/*
+ * What the server has at pfd/name, read for a conflict's remote version: a
+ * symlink's target, or a regular file's bytes copied into a memfd.  Read
+ * off the run's lock (a call to the server); put in the base store under
+ * it (keep_remote()).
+ */
+struct remote_copy {
+        int fd;                 /* a regular file's bytes, or -1 */
+        char *target;           /* a symlink's target, or NULL */
+        size_t len;
+};
+#define REMOTE_COPY_INIT { -1, NULL, 0 }
+
+static int fetch_remote(int pfd, const char *name, const struct stat *st, struct remote_copy *rc)
 {
+        char target[PATH_MAX];
+        ssize_t n;
         int fd, e;
 
-        id[0] = '\0';
         if (!st)
                 return 0;
         if (S_ISLNK(st->st_mode)) {
-                char target[PATH_MAX];
-                ssize_t n = readlinkat(pfd, name, target, sizeof(target));
-
+                n = readlinkat(pfd, name, target, sizeof(target));
                 if (n < 0)
                         return -errno;
-                return fcache_merge_store_put(id, oplog_store(c->log), target, (size_t)n);
+                rc->target = g_strndup(target, (gsize)n);
+                rc->len = (size_t)n;
+                return 0;
         }
         if (!S_ISREG(st->st_mode))
                 return 0;
         fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        e = fcache_merge_store_put_fd(id, oplog_store(c->log), fd);
+        rc->fd = memfd_create("fcache-remote", MFD_CLOEXEC);
+        e = rc->fd < 0 ? -errno : oplog_copy_fd(rc->fd, fd);
         close(fd);
         return e;
+}
+
+static void remote_copy_clear(struct remote_copy *rc)
+{
+        if (rc->fd >= 0)
+                close(rc->fd);
+        g_free(rc->target);
+        *rc = (struct remote_copy)REMOTE_COPY_INIT;
+}
+
+/* Saves the server's version read by fetch_remote() in the base store ("" if none). */
+static int keep_remote(struct ctx *c, const struct remote_copy *rc, char id[FCACHE_MERGE_ID_SIZE])
+{
+        id[0] = '\0';
+        if (rc->target)
+                return fcache_merge_store_put(id, oplog_store(c->log), rc->target, rc->len);
+        if (rc->fd < 0)
+                return 0;
+        return fcache_merge_store_put_fd(id, oplog_store(c->log), rc->fd);
 }
 
 /* Saves the local side of @r in the base store: its content or symlink target. */
@@ -846,6 +889,7 @@ static int conflict(struct ctx *c, const struct rec *r, struct oplog_object *o,
                     const struct stat *remote_st, const char *detail)
 {
         char local[FCACHE_MERGE_ID_SIZE], remote[FCACHE_MERGE_ID_SIZE];
+        struct remote_copy rc = REMOTE_COPY_INIT;
         const char *kname = fcache_conflict_kind_to_string(kind);
         int64_t local_us = 0;
         char *full = NULL;
@@ -870,9 +914,12 @@ static int conflict(struct ctx *c, const struct rec *r, struct oplog_object *o,
                 if (fd >= 0)
                         close(fd);
         }
-        e = keep_local(c, r, local);
+        e = BACKING(c, fetch_remote(remote_pfd, remote_name, remote_st, &rc));
         if (e >= 0)
-                e = keep_remote(c, remote_pfd, remote_name, remote_st, remote);
+                e = keep_local(c, r, local);
+        if (e >= 0)
+                e = keep_remote(c, &rc, remote);
+        remote_copy_clear(&rc);
         /* Settled "local", the record is replayed after the mirror was resynced
          * with the server's bytes: it keeps its own copy of the container's. */
         if (e >= 0 && r->r.kind == OPLOG_CONTENT)
@@ -1073,6 +1120,13 @@ static int rename_over(int pfd, const char *name, const char *tmp, int fd,
         return e;
 }
 
+/* Closes and removes the temporary @tmp (open as @fd). */
+static int drop_tmp(int pfd, const char *tmp, int fd)
+{
+        close(fd);
+        return unlinkat(pfd, tmp, 0);
+}
+
 /*
  * Replaces the content of regular file pfd/name (now @old) with @src_fd's or
  * @buf's: through a temporary in the same directory renamed over it, or in
@@ -1095,7 +1149,7 @@ static int put_content(struct ctx *c, const struct rec *r, int pfd, const char *
         if (e < 0)
                 return e;
         if (old->st_nlink > 1) {
-                if (fsync(fd) < 0)
+                if (BACKING(c, fsync(fd)) < 0)
                         e = -errno;
                 if (e >= 0)
                         e = journal_intent(c, r, old->st_ino);
@@ -1105,13 +1159,12 @@ static int put_content(struct ctx *c, const struct rec *r, int pfd, const char *
                 if (e >= 0 && merged)
                         fault_point(FAULT_REINT_MERGE_OUTPUT);
                 if (e < 0) {
-                        close(fd);
-                        (void)unlinkat(pfd, tmp, 0);
+                        BACKING(c, drop_tmp(pfd, tmp, fd));
                         return e;
                 }
                 /* From here a failure keeps the temporary: the next run finishes from it. */
-                e = finish_in_place(pfd, name, tmp, fd);
-                close(fd);
+                e = BACKING(c, finish_in_place(pfd, name, tmp, fd));
+                BACKING(c, close(fd));
                 return e;
         }
         return BACKING(c, rename_over(pfd, name, tmp, fd, old, merged));
@@ -1139,9 +1192,9 @@ static int rename_noreplace(struct ctx *c, int ofd, const char *oname, int nfd, 
                 return BACKING(c, unlinkat(ofd, oname, 0)) < 0 ? -errno : 0;
         }
         /* Directories cannot be linked: check, then rename (a race window we cannot close). */
-        if (fstatat(nfd, nname, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        if (BACKING(c, fstatat(nfd, nname, &st, AT_SYMLINK_NOFOLLOW)) == 0)
                 return -EEXIST;
-        return renameat(ofd, oname, nfd, nname) < 0 ? -errno : 0;
+        return BACKING(c, renameat(ofd, oname, nfd, nname)) < 0 ? -errno : 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1162,6 +1215,26 @@ static int locate(struct ctx *c, struct oplog_object *o, int *pfd, struct stat *
         if (BACKING(c, fstatat(fd, o->srv_name, st, AT_SYMLINK_NOFOLLOW)) < 0)
                 return -errno;
         return 0;
+}
+
+/* The local content open as @fd is still the version @before (its bytes unchanged since). */
+static bool local_unchanged(int fd, const struct stat *before)
+{
+        struct stat now;
+
+        return fstat(fd, &now) == 0 && now.st_ino == before->st_ino &&
+               now.st_size == before->st_size &&
+               now.st_mtim.tv_sec == before->st_mtim.tv_sec &&
+               now.st_mtim.tv_nsec == before->st_mtim.tv_nsec &&
+               now.st_ctim.tv_sec == before->st_ctim.tv_sec &&
+               now.st_ctim.tv_nsec == before->st_ctim.tv_nsec;
+}
+
+/* Tells the caller that the server's @server holds the bytes of local content @local. */
+static void note_wrote(struct ctx *c, const struct stat *server, const struct stat *local)
+{
+        if (!c->dry && c->o->wrote && local && local->st_ino)
+                c->o->wrote(c->o->userdata, server, local);
 }
 
 /*
@@ -1218,10 +1291,40 @@ static int stamp_mtime(int pfd, const char *name, const struct timespec *mtime, 
 }
 
 /*
+ * The server's side of resume_in_place(): finishes pfd/name (inode @ino)
+ * from the temporary @tmp.  1 when finished (*nst, @id: what it holds now),
+ * 0 when there is nothing to finish (a leftover temporary of an attempt
+ * that had not touched the file is removed).
+ */
+static int finish_from_tmp(int pfd, const char *name, const char *tmp, uint64_t ino,
+                           const struct stat *st, const struct timespec *mtime,
+                           struct stat *nst, char id[FCACHE_MERGE_ID_SIZE])
+{
+        int fd = openat(pfd, tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), e;
+
+        if (fd < 0)
+                return 0;
+        if (ino != st->st_ino) {
+                close(fd);
+                (void)unlinkat(pfd, tmp, 0);
+                return 0;
+        }
+        e = finish_in_place(pfd, name, tmp, fd);
+        close(fd);
+        if (e < 0)
+                return e;
+        fault_point(FAULT_REINT_AFTER_WRITE);
+        e = stamp_mtime(pfd, name, mtime, nst);
+        /* What was written is the local content or a merge of it: the new base either way. */
+        if (e >= 0)
+                e = remote_id(pfd, name, nst, id);
+        return e < 0 ? e : 1;
+}
+
+/*
  * An in-place write of @r (put_content) interrupted after its intent: the
  * file @st is ours, half written; finish it from the temporary.  Returns
- * the outcome, or 0 if there is nothing to finish (a leftover temporary of
- * an attempt that had not touched the file is removed).
+ * the outcome, or 0 if there is nothing to finish.
  */
 static int resume_in_place(struct ctx *c, const struct rec *r, struct oplog_object *o, int pfd,
                            const struct stat *st, const struct timespec *mtime)
@@ -1229,31 +1332,14 @@ static int resume_in_place(struct ctx *c, const struct rec *r, struct oplog_obje
         uint64_t *v = g_hash_table_lookup(c->intent_of, &r->r.seq);
         char tmp[64], id[FCACHE_MERGE_ID_SIZE];
         struct stat nst;
-        int fd, e;
+        int e;
 
         /* No intent: no attempt got as far as a temporary. */
         if (!v)
                 return 0;
         tmp_name(c, r, tmp);
-        fd = openat(pfd, tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return 0;
-        if (v[1] != st->st_ino) {
-                close(fd);
-                (void)unlinkat(pfd, tmp, 0);
-                return 0;
-        }
-        e = finish_in_place(pfd, o->srv_name, tmp, fd);
-        close(fd);
-        if (e < 0)
-                return e;
-        fault_point(FAULT_REINT_AFTER_WRITE);
-        e = stamp_mtime(pfd, o->srv_name, mtime, &nst);
-        if (e < 0)
-                return e;
-        /* What was written is the local content or a merge of it: the new base either way. */
-        e = remote_id(pfd, o->srv_name, &nst, id);
-        if (e < 0)
+        e = BACKING(c, finish_from_tmp(pfd, o->srv_name, tmp, v[1], st, mtime, &nst, id));
+        if (e <= 0)
                 return e;
         set_base(o, &nst, id);
         dirty(c, o);
@@ -1269,7 +1355,7 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
                           rn = FCACHE_MERGE_NODE_INIT;
         fcache_merge_decision d;
         struct timespec mtime;
-        struct stat st, nst;
+        struct stat st, nst, lst;
         int pfd = -1, src, e;
         const char *lid_parent = lid_str(o->srv_parent, ps);
 
@@ -1345,7 +1431,6 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
                 void *base = NULL;
                 size_t base_size = 0, lsize = 0, rsize = 0;
                 char *local = NULL, *remote = NULL;
-                int fd;
 
                 if (o->base.content[0]) {
                         e = fcache_merge_store_get(&base, &base_size, oplog_store(c->log),
@@ -1360,13 +1445,8 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
                 }
                 e = read_all_fd(src, &local, &lsize);
                 close(src);
-                fd = e < 0 ? -1 : openat(pfd, o->srv_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-                if (e >= 0 && fd < 0)
-                        e = -errno;
-                if (e >= 0) {
-                        e = read_all_fd(fd, &remote, &rsize);
-                        close(fd);
-                }
+                if (e >= 0)
+                        e = BACKING(c, read_remote(pfd, o->srv_name, &remote, &rsize));
                 if (e >= 0) {
                         bb = FCACHE_MERGE_BUF(base, base_size);
                         lb = FCACHE_MERGE_BUF(local, lsize);
@@ -1397,7 +1477,7 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
                 if (e < 0)
                         return e;
                 fault_point(FAULT_REINT_AFTER_WRITE);
-                e = stamp_mtime(pfd, o->srv_name, &mtime, &nst);
+                e = BACKING(c, stamp_mtime(pfd, o->srv_name, &mtime, &nst));
                 if (e < 0)
                         return e;
                 set_base(o, &nst, rid);
@@ -1415,7 +1495,12 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
         src = oplog_content_open(c->log, r->r.seq);
         if (src < 0)
                 return src;
+        if (fstat(src, &lst) < 0)
+                lst.st_ino = 0;
         e = put_content(c, r, pfd, o->srv_name, &st, src, NULL, 0, false);
+        /* The local copy's version whose bytes the server got (none if it changed meanwhile). */
+        if (e >= 0 && lst.st_ino && !local_unchanged(src, &lst))
+                lst.st_ino = 0;
         close(src);
         if (e < 0)
                 return e;
@@ -1425,6 +1510,7 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
                 return e;
         set_base(o, &nst, lcid);
         dirty(c, o);
+        note_wrote(c, &nst, &lst);
         e = mark(c, r, OPLOG_APPLIED, "applied");
         return e < 0 ? e : REINTEGRATE_APPLIED;
 }
@@ -1488,7 +1574,7 @@ static int remove_tmp(int pfd, const char *tmp, enum oplog_kind kind)
 
 /* Finishes a create: the object is on the server at parent/name as @st says. */
 static int created(struct ctx *c, const struct rec *r, struct oplog_object *o, int pfd,
-                   int fd, const char *content_id, const char *outcome)
+                   int fd, const char *content_id, const struct stat *local, const char *outcome)
 {
         struct stat st;
         char id[FCACHE_MERGE_ID_SIZE] = "";
@@ -1506,6 +1592,8 @@ static int created(struct ctx *c, const struct rec *r, struct oplog_object *o, i
         set_srv(o, r->r.parent, r->name);
         o->local = false;
         dirty(c, o);
+        /* Its bytes are those of the local content it carried. */
+        note_wrote(c, &st, local);
         e = mark(c, r, OPLOG_APPLIED, outcome);
         return e < 0 ? e : strcmp(outcome, "already") ? REINTEGRATE_APPLIED : REINTEGRATE_ALREADY;
 }
@@ -1551,13 +1639,14 @@ static int fill(int fd, int src, const struct timespec *mtime)
  * checks and, at worst, writes the same bytes again.
  */
 static int carry_content(struct ctx *c, const struct rec *r, int fd, struct rec **carried,
-                         char id[FCACHE_MERGE_ID_SIZE])
+                         char id[FCACHE_MERGE_ID_SIZE], struct stat *lst)
 {
         struct rec *next = r->next;
         struct timespec mtime;
         int src, e;
 
         *carried = NULL;
+        lst->st_ino = 0;
         if (r->r.kind != OPLOG_CREATE || !next || next->r.kind != OPLOG_CONTENT ||
             next->r.lid != r->r.lid)
                 return 0;
@@ -1569,7 +1658,12 @@ static int carry_content(struct ctx *c, const struct rec *r, int fd, struct rec 
         src = oplog_content_open(c->log, next->r.seq);
         if (src < 0)
                 return src;
+        if (fstat(src, lst) < 0)
+                lst->st_ino = 0;
         e = BACKING(c, fill(fd, src, &mtime));
+        /* The local copy's version whose bytes the server got (none if it changed meanwhile). */
+        if (e >= 0 && lst->st_ino && !local_unchanged(src, lst))
+                lst->st_ino = 0;
         close(src);
         if (e >= 0)
                 *carried = next;
@@ -1594,6 +1688,7 @@ static int create_file(struct ctx *c, const struct rec *r, struct oplog_object *
         char cid[FCACHE_MERGE_ID_SIZE];
         struct rec *carried = NULL;
         struct stat st;
+        struct stat lst = { 0 };
         int fd = -1, e;
 
         e = journal_intent(c, r, NAME_MAY_EXIST);
@@ -1609,14 +1704,56 @@ static int create_file(struct ctx *c, const struct rec *r, struct oplog_object *
                 return e;
         e = journal_intent(c, r, st.st_ino);
         if (e >= 0)
-                e = carry_content(c, r, fd, &carried, cid);
+                e = carry_content(c, r, fd, &carried, cid, &lst);
         if (e >= 0) {
                 fault_point(FAULT_REINT_AFTER_WRITE);
-                e = created(c, r, o, pfd, fd, carried ? cid : NULL, "applied");
+                e = created(c, r, o, pfd, fd, carried ? cid : NULL, &lst, "applied");
                 if (e >= 0 && carried)
                         g_hash_table_add(c->run->carried, &carried->r.seq);
         }
         BACKING(c, close(fd));
+        return e;
+}
+
+/*
+ * A regular file's create cut before its mark (the link reset, the worker
+ * killed): the file @st at its name is ours when it holds no bytes or the
+ * bytes the create carries, which it then keeps (their mtime set again, as
+ * fill() had perhaps not).  By content, not only by the inode number its
+ * intent recorded: over sshfs a file looked up again may have a new one.
+ * The outcome, or 0 when the file is not ours (another's create: a
+ * conflict, found by the create).
+ */
+static int create_in_doubt(struct ctx *c, const struct rec *r, struct oplog_object *o, int pfd,
+                           struct stat *st)
+{
+        char lid[FCACHE_MERGE_ID_SIZE], rid[FCACHE_MERGE_ID_SIZE];
+        struct rec *next = r->next;
+        struct timespec mtime;
+        int e;
+
+        if (!S_ISREG(st->st_mode))
+                return 0;
+        if (st->st_size == 0)
+                return created(c, r, o, pfd, -1, NULL, NULL, "already");
+        if (!next || next->r.kind != OPLOG_CONTENT || next->r.lid != r->r.lid)
+                return 0;
+        e = local_content(c, next, lid, &mtime);
+        if (e == -ESTALE)
+                return 0;
+        if (e < 0)
+                return e;
+        e = BACKING(c, remote_id(pfd, r->name, st, rid));
+        if (e < 0)
+                return e;
+        if (strcmp(lid, rid))
+                return 0;
+        e = BACKING(c, stamp_mtime(pfd, r->name, &mtime, st));
+        if (e < 0)
+                return e;
+        e = created(c, r, o, pfd, -1, lid, NULL, "already");
+        if (e >= 0)
+                g_hash_table_add(c->run->carried, &next->r.seq);
         return e;
 }
 
@@ -1646,18 +1783,22 @@ static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
 
                 intent = v ? v[1] : 0;
         }
-        if (intent == NAME_MAY_EXIST) {
-                /* Killed between create_file()'s create and its intent. */
-                if (BACKING(c, fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) == 0 &&
-                    S_ISREG(st.st_mode) && st.st_size == 0)
-                        return created(c, r, o, pfd, -1, NULL, "already");
+        if (r->r.kind == OPLOG_CREATE && intent) {
+                /* Cut between create_file()'s create and its mark. */
+                if (BACKING(c, fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) == 0) {
+                        if (st.st_ino == intent)
+                                return created(c, r, o, pfd, -1, NULL, NULL, "already");
+                        e = create_in_doubt(c, r, o, pfd, &st);
+                        if (e != 0)
+                                return e;
+                }
         } else if (intent) {
                 if (BACKING(c, fstatat(pfd, tmp, &tst, AT_SYMLINK_NOFOLLOW)) == 0 &&
                     tst.st_ino == intent)
                         goto place;
                 if (BACKING(c, fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) == 0 &&
                     st.st_ino == intent)
-                        return created(c, r, o, pfd, -1, NULL, "already");
+                        return created(c, r, o, pfd, -1, NULL, NULL, "already");
                 /* The temporary is gone (cleaned up): start again. */
         }
         if (c->dry) {
@@ -1683,23 +1824,23 @@ static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
                 e = journal_intent(c, r, tst.st_ino);
         if (e < 0) {
                 if (fd >= 0)
-                        close(fd);
-                remove_tmp(pfd, tmp, r->r.kind);
+                        BACKING(c, close(fd));
+                BACKING(c, remove_tmp(pfd, tmp, r->r.kind));
                 return e;
         }
 place:
         e = rename_noreplace(c, pfd, tmp, pfd, r->name, r->r.kind == OPLOG_MKDIR);
         if (e == -EEXIST || e == -ENOTEMPTY) {
                 if (fd >= 0)
-                        close(fd);
-                remove_tmp(pfd, tmp, r->r.kind);
-                if (fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        BACKING(c, close(fd));
+                BACKING(c, remove_tmp(pfd, tmp, r->r.kind));
+                if (BACKING(c, fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) < 0)
                         return -errno;
                 return name_taken(c, r, o, pfd, &st);
         }
         if (e >= 0) {
                 fault_point(FAULT_REINT_AFTER_WRITE);
-                e = created(c, r, o, pfd, fd, NULL, "applied");
+                e = created(c, r, o, pfd, fd, NULL, NULL, "applied");
         }
         if (fd >= 0)
                 BACKING(c, close(fd));
@@ -1745,7 +1886,7 @@ static int do_link(struct ctx *c, const struct rec *r, struct oplog_object *o)
                 return REINTEGRATE_APPLIED;
         if (BACKING(c, linkat(pfd, o->srv_name, nfd, r->name2, 0)) < 0) {
                 if (errno == EEXIST) {
-                        if (fstatat(nfd, r->name2, &nst, AT_SYMLINK_NOFOLLOW) < 0)
+                        if (BACKING(c, fstatat(nfd, r->name2, &nst, AT_SYMLINK_NOFOLLOW)) < 0)
                                 return -errno;
                         return conflict(c, r, o, FCACHE_CONFLICT_CREATE_CREATE, nfd, r->name2,
                                         &nst, "the server created the same name");
@@ -1781,51 +1922,73 @@ static int unchanged(struct oplog_object *o, int pfd, const char *name, const st
                st->st_uid == o->base.uid && st->st_gid == o->base.gid;
 }
 
-struct other_name {
-        struct ctx *c;
-        struct oplog_object *o;
-        uint64_t ino;
+struct name_of {
+        uint64_t parent;
+        char *name;
 };
 
-static int other_name(void *ud, uint64_t parent, const char *name)
+static int collect_name(void *ud, uint64_t parent, const char *name)
 {
-        struct other_name *on = ud;
-        struct stat st;
-        int fd = dir_fd(on->c, parent, 0);
+        struct name_of n = { parent, g_strdup(name) };
 
-        if (fd < 0 || fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_ino != on->ino)
-                return 0;
-        set_srv(on->o, parent, name);
-        set_base(on->o, &st, on->o->base.content);
-        return 1;
+        g_array_append_val((GArray *)ud, n);
+        return 0;
+}
+
+/* Whether the server has inode @ino at parent/name (*st: its stat). */
+static bool still_at(struct ctx *c, uint64_t parent, const char *name, uint64_t ino,
+                     struct stat *st)
+{
+        int fd = dir_fd(c, parent, 0);
+
+        return fd >= 0 && BACKING(c, fstatat(fd, name, st, AT_SYMLINK_NOFOLLOW)) == 0 &&
+               st->st_ino == ino;
 }
 
 /*
  * @o lost the name parent/name on the server (an unlink, or a rename over
  * it); @nlink is what its link count was before.  Replay keeps following it
- * by another name if it has one.
+ * by another name if it has one.  The server is asked before @o changes:
+ * another record's flush of the journal meanwhile saves @o as it was.
  */
 static int lost_name(struct ctx *c, struct oplog_object *o, uint64_t parent, const char *name,
                      nlink_t nlink, uint64_t ino)
 {
-        struct other_name on = { c, o, ino };
+        GArray *names;
         struct stat st;
-        int fd, e;
+        int e;
 
         if (!o->srv_name || o->srv_parent != parent || strcmp(o->srv_name, name)) {
-                fd = dir_fd(c, o->srv_parent, 0);
-                if (fd >= 0 && fstatat(fd, o->srv_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                    st.st_ino == ino)
+                char *at = g_strdup(o->srv_name);
+
+                if (at && still_at(c, o->srv_parent, at, ino, &st))
                         set_base(o, &st, o->base.content);
+                g_free(at);
                 return 0;
         }
-        set_srv(o, 0, NULL);
-        if (nlink <= 1)
+        if (nlink <= 1) {
+                set_srv(o, 0, NULL);
                 return 0;
-        /* Mid-bookkeeping (@o moved, its record not marked yet): no other record meanwhile. */
-        c->hold++;
-        e = oplog_names_of(c->log, o->lid, other_name, &on);
-        c->hold--;
+        }
+        names = g_array_new(FALSE, FALSE, sizeof(struct name_of));
+        e = oplog_names_of(c->log, o->lid, collect_name, names);
+        for (guint i = 0; e >= 0 && i < names->len; i++) {
+                struct name_of *n = &g_array_index(names, struct name_of, i);
+
+                if (n->parent == parent && !strcmp(n->name, name))
+                        continue;
+                if (still_at(c, n->parent, n->name, ino, &st)) {
+                        set_srv(o, n->parent, n->name);
+                        set_base(o, &st, o->base.content);
+                        break;
+                }
+        }
+        /* Not found by another name: no longer followed. */
+        if (e >= 0 && o->srv_parent == parent && o->srv_name && !strcmp(o->srv_name, name))
+                set_srv(o, 0, NULL);
+        for (guint i = 0; i < names->len; i++)
+                g_free(g_array_index(names, struct name_of, i).name);
+        g_array_free(names, TRUE);
         return e;
 }
 
@@ -2113,13 +2276,51 @@ static int do_setattr(struct ctx *c, const struct rec *r, struct oplog_object *o
         return e < 0 ? e : todo ? REINTEGRATE_APPLIED : REINTEGRATE_ALREADY;
 }
 
+/*
+ * The server's side of an xattr record: whether pfd/name already has what
+ * @r sets or removes (*done), else (unless @dry) makes it so; *st: the
+ * object's stat after (st_ino 0 if it could not be read).
+ */
+static int xattr_apply(int pfd, const char *name, const struct rec *r, bool dry, bool *done,
+                       struct stat *st)
+{
+        char *cur = malloc(65536);
+        ssize_t n;
+        int fd, e = 0;
+
+        if (!cur)
+                return -ENOMEM;
+        fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) {
+                free(cur);
+                return -errno;
+        }
+        n = fgetxattr(fd, r->xname, cur, 65536);
+        if (r->r.kind == OPLOG_SETXATTR)
+                *done = n >= 0 && (size_t)n == r->r.xsize && !memcmp(cur, r->xvalue, (size_t)n);
+        else
+                *done = n < 0 && errno == ENODATA;
+        free(cur);
+        if (!*done && !dry) {
+                if (r->r.kind == OPLOG_SETXATTR)
+                        e = fsetxattr(fd, r->xname, r->xvalue ? r->xvalue : "", r->r.xsize, 0);
+                else
+                        e = fremovexattr(fd, r->xname);
+                e = e < 0 && errno != ENODATA ? -errno : 0;
+        }
+        if (e >= 0 && !dry)
+                fault_point(FAULT_REINT_AFTER_WRITE);
+        if (e >= 0 && !dry && fstat(fd, st) < 0)
+                st->st_ino = 0;
+        close(fd);
+        return e;
+}
+
 static int do_xattr(struct ctx *c, const struct rec *r, struct oplog_object *o)
 {
-        char cur[65536];
         struct stat st;
-        ssize_t n;
-        int pfd, fd, e;
-        bool done;
+        int pfd, e;
+        bool done = false;
 
         set_path(c, o->srv_parent, o->srv_name);
         if (c->dry && g_hash_table_contains(c->virt, &o->lid))
@@ -2130,31 +2331,12 @@ static int do_xattr(struct ctx *c, const struct rec *r, struct oplog_object *o)
                                 "the server removed the object");
         if (e < 0)
                 return e;
-        fd = openat(pfd, o->srv_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        n = fgetxattr(fd, r->xname, cur, sizeof(cur));
-        if (r->r.kind == OPLOG_SETXATTR)
-                done = n >= 0 && (size_t)n == r->r.xsize && !memcmp(cur, r->xvalue, (size_t)n);
-        else
-                done = n < 0 && errno == ENODATA;
-        e = 0;
-        if (!done && !c->dry) {
-                if (r->r.kind == OPLOG_SETXATTR)
-                        e = fsetxattr(fd, r->xname, r->xvalue ? r->xvalue : "", r->r.xsize, 0);
-                else
-                        e = fremovexattr(fd, r->xname);
-                if (e < 0 && errno == ENODATA)
-                        e = 0;
-                e = e < 0 ? -errno : 0;
-        }
-        close(fd);
+        e = BACKING(c, xattr_apply(pfd, o->srv_name, r, c->dry, &done, &st));
         if (e < 0)
                 return e;
         if (c->dry)
                 return done ? REINTEGRATE_ALREADY : REINTEGRATE_APPLIED;
-        fault_point(FAULT_REINT_AFTER_WRITE);
-        if (fstatat(pfd, o->srv_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        if (st.st_ino)
                 set_base(o, &st, o->base.content);
         dirty(c, o);
         e = mark(c, r, OPLOG_APPLIED, done ? "already" : "applied");

@@ -39,10 +39,11 @@
  *
  * Known limits: a server file with several hard links gets new content in
  * place (a rename would split its links), so a crash in the middle of that
- * write leaves the record to be settled as a conflict; a run killed
- * between a regular file's create intent and its O_EXCL create takes an
- * empty file at that name as its own (one the server made there is then
- * not kept as a conflict); objects are
+ * write leaves the record to be settled as a conflict; a run cut
+ * between a regular file's create intent and its mark (killed, or the link
+ * reset) takes a regular file at that name holding nothing or exactly the
+ * bytes the create carries as its own (one the server made there alike is
+ * then not kept as a conflict); objects are
  * recognized by inode number, so the backing needs stable inode numbers
  * (NFS, SMB with serverino, local filesystems; sshfs without them does not
  * qualify).
@@ -57,6 +58,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "fcache-merge.h"
 #include "oplog.h"
@@ -123,6 +125,11 @@ struct reintegrate_options {
          * returns (the lock may be held: take nothing it orders): a sign of
          * life for a caller that bounds a run that stopped moving. */
         void (*moved)(void *userdata);
+        /* The server file @server (its stat after the replay's last change)
+         * now holds the bytes of the record's local content @local (the
+         * container's stat): the mirror's resync can take it as the same
+         * without reading it back.  Called under the lock. */
+        void (*wrote)(void *userdata, const struct stat *server, const struct stat *local);
 };
 #define REINTEGRATE_OPTIONS_VERSION 1
 #define REINTEGRATE_OPTIONS_INIT { REINTEGRATE_OPTIONS_VERSION }

@@ -45,6 +45,9 @@
 #define BATCH_FDS 512           /* descriptors a batch holds, at most */
 
 static void cache_complete(void *ud, uint64_t ino);
+static void resync_step(void);
+static bool replayed_same(const struct stat *bst, const struct stat *mst);
+static bool resync_stopped(const struct mirror_fill *fill);
 static int container_remove(void *ud, const struct store_identity *id);
 static void drop_moved_cached(struct view *v, int dfd, const char *name, const char *rel);
 
@@ -413,6 +416,7 @@ static int copy_content(int bfd, int tfd, off_t size, uint64_t *copied)
                 if (n == 0)
                         break;          /* shrunk: the identity check tells */
                 off += n;
+                resync_step();
         }
         free(buf);
         if (copied)
@@ -618,6 +622,7 @@ static void fetch_item(void *ctx, guint i)
 
         it->err = copy_to_tmp(it->dir->bdfd, it->dir->mdfd, it->name, &it->st, it->tmp,
                               sizeof(it->tmp), false, &it->copied);
+        resync_step();
         /* Here rather than at install: the pool does it in parallel. */
         if (it->err == 0 && (it->err = prepare(it->dir->mdfd, it->tmp, &it->st, 0)) < 0)
                 unlinkat(it->dir->mdfd, it->tmp, 0);
@@ -666,6 +671,9 @@ static int batch_install(struct view *v, struct batch *b, struct mirror_fill *fi
                 batch_fetch(v, b);
                 if (syncfs(g_array_index(b->items, struct batch_item, 0).dir->mdfd) < 0)
                         r = -errno;
+                /* Given up on while the copies waited: nothing goes in place. */
+                if (r == 0 && resync_stopped(fill))
+                        r = -ECANCELED;
         }
         for (guint i = 0; i < b->items->len; i++) {
                 struct batch_item *it = &g_array_index(b->items, struct batch_item, i);
@@ -1073,6 +1081,7 @@ static void look_entry(void *ctx, guint i)
 
         l->same = -1;
         l->err = fstatat(c->bdfd, l->name, &l->bst, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+        resync_step();
         if (l->err < 0 || !S_ISREG(l->bst.st_mode) ||
             fstatat(c->mdfd, l->name, &l->mst, AT_SYMLINK_NOFOLLOW) < 0 ||
             !may_adopt(&l->bst, &l->mst))
@@ -1080,7 +1089,7 @@ static void look_entry(void *ctx, guint i)
         base_from_stat(&want, &l->bst, 0);
         if (mirror_get_base(c->mdfd, l->name, &have) == 0 && same_identity(&have, &want))
                 return;         /* in sync: nothing to compare */
-        l->same = holds_same_bytes(c->bdfd, c->mdfd, l->name);
+        l->same = replayed_same(&l->bst, &l->mst) || holds_same_bytes(c->bdfd, c->mdfd, l->name);
 }
 
 /* Reads up to LOOK_CHUNK more names of @d into c->looks (and @seen): false at the end. */
@@ -1138,7 +1147,8 @@ static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth,
         chunk.looks = g_array_new(FALSE, TRUE, sizeof(struct entry_look));
         while (more && r != -ECANCELED) {
                 more = read_chunk(d, &chunk, seen);
-                if (fill_cancelled(fill))
+                resync_step();
+                if (fill_cancelled(fill) || resync_stopped(fill))
                         r = -ECANCELED;
                 else
                         pool_run(v, chunk.looks->len, look_entry, &chunk);
@@ -1146,7 +1156,7 @@ static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth,
                         struct entry_look *l = &g_array_index(chunk.looks, struct entry_look, i);
                         int e;
 
-                        if (fill_cancelled(fill)) {
+                        if (fill_cancelled(fill) || resync_stopped(fill)) {
                                 r = -ECANCELED;
                                 break;
                         }
@@ -1168,6 +1178,10 @@ static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth,
         g_array_free(chunk.looks, TRUE);
         closedir(d);
         dirref_put(dir);
+        if (r == -ECANCELED) {
+                g_hash_table_destroy(seen);
+                return r;
+        }
         /* Entries the backing no longer has (and leftover temporaries): a name
          * its listing gave is there, only the others are asked about. */
         dup_fd = openat(mdfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1322,10 +1336,12 @@ static int resync_pin(void *ud, const char *path, int prio)
         int r;
 
         /* Gone offline meanwhile: the mirror holds changes the server lacks now. */
-        if (view_offline(ud))
+        if (view_offline(ud) || resync_stopped(NULL))
                 return -EHOSTDOWN;
         r = sync_path(ud, path, true, NULL);
 
+        if (r == -ECANCELED)
+                return -EHOSTDOWN;      /* given up on: the rest is not walked */
         if (r < 0)
                 log_warn("Failed to mirror pinned '%s' for offline use: %s", path, strerror(-r));
         return 0;
@@ -1340,6 +1356,123 @@ int mirror_sync_all(struct view *v)
         prune_links(v);
         store_check_containers(v->store);
         mirror_check_cached(v);
+        return r;
+}
+
+/*
+ * What the replay wrote: server inode -> the server file's identity after
+ * and the mirror file's whose bytes it got.  The resync's look-up takes a
+ * pair found unchanged on both sides as holding the same bytes (no read of
+ * the server's file back); emptied once a resync went through.
+ */
+struct replayed {
+        struct stat server, local;
+};
+#define REPLAYED_MAX 1000000
+static pthread_mutex_t replayed_lock = PTHREAD_MUTEX_INITIALIZER;
+static GHashTable *replayed_files;      /* under replayed_lock */
+
+static bool same_file_version(const struct stat *a, const struct stat *b)
+{
+        return a->st_ino == b->st_ino && a->st_size == b->st_size &&
+               timespec_ns(&a->st_mtim) == timespec_ns(&b->st_mtim) &&
+               timespec_ns(&a->st_ctim) == timespec_ns(&b->st_ctim);
+}
+
+void mirror_note_replayed(struct view *v, const struct stat *server, const struct stat *local)
+{
+        struct replayed *r;
+
+        (void)v;
+        pthread_mutex_lock(&replayed_lock);
+        if (!replayed_files)
+                replayed_files = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, g_free);
+        if (g_hash_table_size(replayed_files) < REPLAYED_MAX) {
+                r = g_new(struct replayed, 1);
+                r->server = *server;
+                r->local = *local;
+                g_hash_table_replace(replayed_files, &r->server.st_ino, r);
+        }
+        pthread_mutex_unlock(&replayed_lock);
+}
+
+static bool replayed_same(const struct stat *bst, const struct stat *mst)
+{
+        uint64_t ino = bst->st_ino;
+        struct replayed *r;
+        bool same = false;
+
+        pthread_mutex_lock(&replayed_lock);
+        r = replayed_files ? g_hash_table_lookup(replayed_files, &ino) : NULL;
+        if (r)
+                same = same_file_version(&r->server, bst) && same_file_version(&r->local, mst);
+        pthread_mutex_unlock(&replayed_lock);
+        return same;
+}
+
+static void replayed_forget(void)
+{
+        pthread_mutex_lock(&replayed_lock);
+        if (replayed_files)
+                g_hash_table_remove_all(replayed_files);
+        pthread_mutex_unlock(&replayed_lock);
+}
+
+/*
+ * The resync after a reconnect, bounded by BackingTimeout: the walk runs on
+ * a thread of its own (backing_call_moving), each look-up, copy and chunk
+ * copied a sign of life; the caller gives up when none came for
+ * BackingTimeout.  The walk given up on puts nothing more in place: it
+ * stops at its next entry (the entry in progress when the server answers
+ * again may still land) and no resync starts before it ended.  One volume
+ * per process: the state is this file's.
+ */
+static pthread_mutex_t resync_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct backing_progress *resync_progress;       /* under resync_lock */
+static bool resync_busy, resync_stop;
+
+static void resync_step(void)
+{
+        pthread_mutex_lock(&resync_lock);
+        if (resync_progress)
+                backing_progress_step(resync_progress);
+        pthread_mutex_unlock(&resync_lock);
+}
+
+/* A walk without a pin's pass (the resync's) stops once the resync was given up on. */
+static bool resync_stopped(const struct mirror_fill *fill)
+{
+        return !fill && __atomic_load_n(&resync_stop, __ATOMIC_ACQUIRE);
+}
+
+static int resync_work(void *arg, struct backing_progress *p)
+{
+        struct view *v = arg;
+        int r;
+
+        pthread_mutex_lock(&resync_lock);
+        resync_progress = p;
+        pthread_mutex_unlock(&resync_lock);
+        r = resync_stopped(NULL) ? -ECANCELED : mirror_sync_all(v);
+        if (r == 0)
+                replayed_forget();
+        pthread_mutex_lock(&resync_lock);
+        resync_progress = NULL;
+        pthread_mutex_unlock(&resync_lock);
+        __atomic_store_n(&resync_busy, false, __ATOMIC_RELEASE);
+        return r == -ETIMEDOUT ? -EIO : r;      /* -ETIMEDOUT: the wait's */
+}
+
+int mirror_resync(struct view *v)
+{
+        int r;
+
+        if (__atomic_exchange_n(&resync_busy, true, __ATOMIC_ACQ_REL))
+                return -EBUSY;  /* one given up on still waits on the server */
+        __atomic_store_n(&resync_stop, false, __ATOMIC_RELEASE);
+        r = backing_call_moving(v, resync_work, v, NULL, NULL);
+        if (r == -ETIMEDOUT)
+                __atomic_store_n(&resync_stop, true, __ATOMIC_RELEASE);
         return r;
 }
 

@@ -816,10 +816,37 @@ static int reconnect_stopped(struct view *v, int r, GString *err)
         return r;
 }
 
+/*
+ * Online again: the mirror resynced (mode_lock shared, changes go on), then
+ * the objects no record needs forgotten.  Bounded by BackingTimeout: a
+ * server that stops answering during it takes the volume offline.
+ */
+static void resync_after_reconnect(struct view *v)
+{
+        uint64_t forgotten = 0;
+        int r;
+
+        pthread_rwlock_rdlock(&v->mode_lock);
+        r = view_offline(v) ? -EHOSTDOWN : mirror_resync(v);
+        if (r == 0) {
+                pthread_mutex_lock(&v->offline_lock);
+                oplog_forget_settled(v->oplog, &forgotten);
+                /* Nothing left to replay: the log gives its space back. */
+                if (oplog_shrink(v->oplog) < 0)
+                        log_warn("Shrinking the offline log failed, ignoring");
+                pthread_mutex_unlock(&v->offline_lock);
+        }
+        pthread_rwlock_unlock(&v->mode_lock);
+        if (r == -ETIMEDOUT)
+                view_backing_timed_out(v);
+        else if (r == -EBUSY)
+                log_warn("The mirror's resync given up on still waits on the backing: not"
+                         " resynced now");
+}
+
 int view_reconnect(struct view *v, bool force, GString *out, GString *err)
 {
         struct reintegrate_stats stats = { 0 };
-        uint64_t forgotten = 0;
         GArray *ids;
         int r;
 
@@ -895,16 +922,7 @@ again:
          * offline period bases its changes on what the server has then.
          * Shared: a switch offline meanwhile does not wait for the resync,
          * which stops at its next pin. */
-        pthread_rwlock_rdlock(&v->mode_lock);
-        if (!view_offline(v) && mirror_sync_all(v) == 0) {
-                pthread_mutex_lock(&v->offline_lock);
-                oplog_forget_settled(v->oplog, &forgotten);
-                /* Nothing left to replay: the log gives its space back. */
-                if (oplog_shrink(v->oplog) < 0)
-                        log_warn("Shrinking the offline log failed, ignoring");
-                pthread_mutex_unlock(&v->offline_lock);
-        }
-        pthread_rwlock_unlock(&v->mode_lock);
+        resync_after_reconnect(v);
         view_conflicts_recount(v);
         log_info("Volume is online: %" PRIu64 " records, %" PRIu64 " applied, %" PRIu64
                  " already there, %" PRIu64 " merged, %" PRIu64 " conflicts, %" PRIu64 " held",

@@ -66,6 +66,13 @@ static void replay_moved(void *ud)
         backing_progress_step(rp->progress);
 }
 
+static void replay_wrote(void *ud, const struct stat *server, const struct stat *local)
+{
+        struct replay *rp = ud;
+
+        mirror_note_replayed(rp->v, server, local);
+}
+
 /* Given up on (the volume went back offline): no new record starts. */
 static bool replay_cancel(void *ud)
 {
@@ -86,6 +93,7 @@ static int replay_work(void *arg, struct backing_progress *p)
         opts.progress = replay_item;
         opts.moved = replay_moved;
         opts.cancel = replay_cancel;
+        opts.wrote = replay_wrote;
         opts.userdata = rp;
         /* Records in flight on the backing, as many as fetches. */
         opts.threads = v->cfg->fetch_threads;

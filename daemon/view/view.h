@@ -392,6 +392,14 @@ int mirror_fill_path(struct view *v, const char *rel, bool recursive, struct mir
 /* Every pin again; the caller holds mode_lock and the view is online
  * (-EHOSTDOWN: it went offline meanwhile, the rest not synced). */
 int mirror_sync_all(struct view *v);
+/* mirror_sync_all() bounded by BackingTimeout (view-mirror.c): -ETIMEDOUT when
+ * the server stopped answering (the walk stops at its next entry), -EBUSY
+ * while a walk given up on still waits on it. */
+int mirror_resync(struct view *v);
+/* The replay wrote the bytes of mirror file @local (its stat then) to server
+ * file @server (its stat after): the resync takes them as the same while
+ * both keep these identities, without reading the server's back. */
+void mirror_note_replayed(struct view *v, const struct stat *server, const struct stat *local);
 int mirror_unpin_path(struct view *v, const char *rel);
 /* Backing file bdfd/name (or bdfd itself), complete in the store's blocks
  * and unpinned, becomes a container in the mirror at its path (the store's

@@ -166,6 +166,56 @@ def no_conflict(vol, what):
             print("# " + line)
 
 
+def resync_cut(vol, link, base, offline, writer):
+    """The link cut silently while the mirror resyncs after a replay: the
+    volume goes offline (BackingTimeout, a generous bound asserted), the
+    reconnect answers, and with the link back it reconnects by itself and
+    the server and the view equal the model."""
+    eq(vol.ctl("disconnect")["state"], "offline", "resync: disconnect")
+    # Server-side changes the resync must copy: enough to be caught at it.
+    for attempt in range(3):
+        n = 400 * (attempt + 1)
+        for i in range(n):
+            name = os.path.join("s", f"s{i:04d}")
+            data = b"%d changed on the server %d\n" % (i, attempt) * 800
+            write_file(os.path.join(link.server, "proj", name), data)
+            base[name] = ("file", 0o644, data)
+        write_file(vol.v("proj", "o", f"resync{attempt}"), b"offline %d\n" % attempt)
+        offline[os.path.join("o", f"resync{attempt}")] = b"offline %d\n" % attempt
+        t, out = in_thread(lambda: vol.ctl("reconnect", ok=False, timeout=900))
+        caught = False
+        # Online (the replay done) while the reconnect still runs: the resync.
+        while t.is_alive():
+            if vol.state()["state"] == "online":
+                link.cut()
+                caught = True
+                break
+            time.sleep(0.02)
+        if caught:
+            break
+        print(f"# resync: over before the cut with {n} files; more")
+        eq(vol.ctl("disconnect")["state"], "offline", "resync: disconnect again")
+    check(caught, "resync: the link is cut while the mirror resyncs")
+    cut_at = time.time()
+    t.join(TIMEOUT_S + 120)
+    check(not t.is_alive(), "resync: the reconnect answers with the link cut")
+    check(wait_for(lambda: vol.state()["state"] == "offline", TIMEOUT_S + 120),
+          "resync: the volume goes offline while the link is cut")
+    print(f"# resync: offline {time.time() - cut_at:.1f} s after the cut"
+          f" (BackingTimeout {TIMEOUT_S} s)")
+    check("did not answer within BackingTimeout" in vol.ctl("query state").get(
+        "offline_reason", ""), "resync: query state says why")
+    link.restore()
+    check(wait_for(lambda: vol.state()["state"] == "online", 600),
+          "resync: with the link back the volume reconnects by itself")
+    no_conflict(vol, "resync: no conflict")
+    compare(server_tree(link), expected_tree(base, offline, writer),
+            "resync: the server equals the model")
+    names = sorted(k for k in base if k.startswith("s/"))
+    bad = [k for k in names[::37] if open(vol.v("proj", k), "rb").read() != base[k][2]]
+    eq(bad, [], "resync: the view reads the server's files")
+
+
 def main():
     require_root_fuse()
     seed = int(os.environ.get("FCACHE_TEST_SEED", random.randrange(1 << 30)))
@@ -175,7 +225,7 @@ def main():
                  extra=["--set", f"BackingTimeout={TIMEOUT_S}s", "--set", "FetchThreads=4"])
     link = linklib.volume_over_link(vol, 10, SSHFS_OPTIONS)
     proj = os.path.join(link.server, "proj")
-    for d in ("o", "w"):
+    for d in ("o", "w", "s"):
         os.makedirs(os.path.join(proj, d))
     for i in range(10):
         write_file(os.path.join(proj, f"base{i}"), b"base %d\n" % i)
@@ -210,7 +260,7 @@ def main():
 
     # 2. The link cut silently in the middle of a reconnect; offline edits go
     # on and nothing is replayed twice.
-    for round_, how in enumerate(("frozen",)):
+    for round_, how in enumerate(("frozen", "reset")):
         eq(vol.ctl("disconnect")["state"], "offline", f"{how}: disconnect")
         offline.update(offline_changes(vol, rnd, f"b{round_}-", 200))
         writer.tag = f"b{round_}"
@@ -221,7 +271,10 @@ def main():
         check(moved, f"{how}: the reconnect is replaying")
         writer.stop.clear()
         writer.start()
-        link.cut()
+        if how == "frozen":
+            link.cut()
+        else:
+            link.stop_relay()   # connections reset, records in flight in doubt
         t.join(300)
         check(not t.is_alive(), f"{how}: the reconnect gives up")
         r = out.get("r", {})
@@ -233,12 +286,17 @@ def main():
               f"{how}: offline edits go on while the link is cut")
         check(writer.finish(), f"{how}: the writer's operations complete (none hung)")
         eq(writer.errors, [], f"{how}: the writer's operations succeed")
-        link.restore()
+        if how == "frozen":
+            link.restore()
+        else:
+            link.start_relay()
         check(wait_for(lambda: vol.state()["state"] == "online", 600),
               f"{how}: with the link back the volume reconnects by itself")
         no_conflict(vol, f"{how}: no conflict (nothing replayed twice)")
         compare(server_tree(link), expected_tree(base, offline, writer),
                 f"{how}: the server equals the model")
+
+    resync_cut(vol, link, base, offline, writer)
 
     # 3. A disconnect during a reconnect stops it; the next one finishes it.
     eq(vol.ctl("disconnect")["state"], "offline", "disconnect")
