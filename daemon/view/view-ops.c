@@ -788,10 +788,13 @@ static int node_name(struct view *v, fuse_ino_t id, int fd, uint64_t *parent, ch
  */
 static int lid_before_change(struct view *v, fuse_ino_t id, int fd, uint64_t *lid)
 {
-        uint64_t parent;
+        uint64_t parent, epoch = vnode_ids_epoch(v);
+        struct stat st;
         char *name;
         int pfd, r = -ENOENT;
 
+        if (vnode_known_lid(v, id, lid) == 0)
+                return 0;
         pfd = node_name(v, id, fd, &parent, &name);
         if (pfd >= 0) {
                 r = offline_lid(v, pfd, name, lid);
@@ -800,7 +803,14 @@ static int lid_before_change(struct view *v, fuse_ino_t id, int fd, uint64_t *li
         }
         if (r < 0)
                 r = offline_lid(v, fd, NULL, lid);
-        return r < 0 ? -EIO : 0;
+        if (r < 0)
+                return -EIO;
+        /* A file with several names is named by each it is reached by
+         * (the log's aliases): not remembered. */
+        if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 &&
+            (!S_ISREG(st.st_mode) || st.st_nlink == 1))
+                vnode_remember_lid(v, id, epoch, *lid);
+        return 0;
 }
 
 /*
@@ -931,7 +941,7 @@ static int lookup_once(struct view *v, fuse_ino_t parent, const char *name,
         if (pfd < 0)
                 return pfd;
         r = vnode_lookup(v, parent, pfd, name, e);
-        if (r == -ENOENT && view_offline(v) && !offline_dir_complete(pfd)) {
+        if (r == -ENOENT && view_offline(v) && !vnode_dir_complete(v, p, pfd)) {
                 /* It may well exist on the server: never a cached "no". */
                 log_info("Offline lookup of '%s' in a directory not mirrored completely:"
                          " EHOSTDOWN", name);
@@ -1025,7 +1035,7 @@ static int getattr_once(struct view *v, fuse_ino_t ino, struct stat *st)
 
         if (fd < 0)
                 return fd;
-        r = vnode_fill_stat(v, fd, st);
+        r = vnode_fill_stat_of(v, n, fd, st);
         vnode_put(v, n);
         return r;
 }
@@ -1196,7 +1206,7 @@ out:
         if (r >= 0 && offline)
                 r = log_setattr(v, lid, fd, ffd, attr, valid);
         if (r >= 0)
-                r = vnode_fill_stat(v, fd, &st);
+                r = vnode_fill_stat_of(v, n, fd, &st);
         if (r >= 0 && !offline && (valid & FUSE_SET_ATTR_SIZE) && S_ISREG(st.st_mode)) {
                 struct sobj *o;
 
@@ -1328,6 +1338,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
                 mirror_dirs_changed();
         if (r >= 0 && offline) {
                 r = offline_note_link(v, lid, npfd, newname);
+                vnode_ids_forget(v);    /* now named by each of its names */
         } else if (r >= 0) {
                 /* The mirror object first, so that the new name becomes its link. */
                 note_node_change(v, ino, fd);
@@ -1363,9 +1374,10 @@ static void op_unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name
         }
         if (r >= 0 && had)
                 vnode_name_gone(v, st.st_ino, parent, name);
-        if (r >= 0 && offline)
+        if (r >= 0 && offline) {
                 r = offline_note_unlink(v, plid, name, lid, flags & AT_REMOVEDIR);
-        else if (r >= 0 && had) {
+                vnode_ids_forget(v);    /* a create cancelled; inode numbers free */
+        } else if (r >= 0 && had) {
                 drop_if_last(v, &st);
                 mirror_note_change(v, pfd, name);
         }
@@ -1453,6 +1465,9 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
                 mirror_note_change(v, pfd, name);
                 mirror_note_change(v, npfd, newname);
         }
+        /* An atomic save gave the renamed file the replaced one's identity. */
+        if (offline)
+                vnode_ids_forget(v);
         if (r >= 0) {
                 struct stat moved;
 
@@ -1775,7 +1790,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         struct creds c;
         struct stat before;
         bool existed;
-        uint64_t lid = 0, quiet = 0;
+        uint64_t lid = 0, quiet = 0, epoch;
         int r, bfd = -1;
 
         /* FUSE_TMPFILE, handed over as a create (view-session.c): the kernel
@@ -1785,6 +1800,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                 return;
         }
         WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
+        epoch = vnode_ids_epoch(v);
         existed = fstatat(pfd, name, &before, AT_SYMLINK_NOFOLLOW) == 0;
         mode = create_mode(req, pfd, mode);
         r = offline && existed ? offline_lid(v, pfd, name, &lid) : 0;
@@ -1798,8 +1814,6 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         }
         if (r >= 0 && offline && !existed) {
                 r = offline_note_create(v, pfd, name, NULL);
-                if (r >= 0)
-                        mirror_get_lid(pfd, name, &lid);
         } else if (r >= 0 && !existed) {
                 struct stat st;
 
@@ -1811,6 +1825,15 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         }
         if (r >= 0)
                 r = vnode_lookup(v, parent, pfd, name, &e);
+        /* Its log id, as the reply shows it; remembered: it has one name. */
+        if (r >= 0 && offline && !existed) {
+                if (e.attr.st_ino >= OFFLINE_INO_BASE)
+                        lid = e.attr.st_ino - OFFLINE_INO_BASE;
+                else
+                        mirror_get_lid(pfd, name, &lid);
+                if (lid)
+                        vnode_remember_lid(v, e.ino, epoch, lid);
+        }
         /* Online, the close of a new file of a local backing has nothing to
          * do (no write-back errors to report) unless the mirror keeps its
          * directory: the release notes the change for the mirror's cached
