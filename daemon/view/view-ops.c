@@ -73,6 +73,7 @@ struct vfile {
                                   * put at release: a read may still use one */
         /* Under the view's mode_lock (shared): */
         uint64_t lid;           /* offline: the object's log id, 0 until it changes */
+        uint64_t lid_epoch;     /* vnode_ids_epoch() when lid was found (file_lid()) */
         bool dirty;             /* offline: written since its content was last logged */
         bool written;           /* online: written, so the mirror takes it at release */
         uint64_t mirror_quiet;  /* immutable: created online where the mirror had no
@@ -320,6 +321,7 @@ static bool same_file(int a, int b)
 }
 
 static int lid_before_change(struct view *v, fuse_ino_t id, int fd, uint64_t *lid);
+static int file_lid(struct view *v, struct vfile *f);
 
 /* Copies file @from over file @to (over the old bytes, then cut to size: a
  * reader never sees it empty), durably. */
@@ -435,7 +437,7 @@ void vfile_switch_all(struct view *v)
         for (guint i = 0; view_offline(v) && i < writers->len; i++) {
                 struct vfile *f = g_ptr_array_index(writers, i);
 
-                if (lid_before_change(v, f->id, f->fd, &f->lid) < 0)
+                if (file_lid(v, f) < 0)
                         f->lid = 0;
         }
         g_ptr_array_free(writers, TRUE);
@@ -814,6 +816,23 @@ static int lid_before_change(struct view *v, fuse_ino_t id, int fd, uint64_t *li
 }
 
 /*
+ * Offline: the log id of open file f's object, found again after anything
+ * that may have made it another (vnode_ids_forget()): an atomic save gives
+ * a file held open the identity of the file it replaced.
+ */
+static int file_lid(struct view *v, struct vfile *f)
+{
+        uint64_t epoch = vnode_ids_epoch(v);
+
+        if (f->lid && f->lid_epoch == epoch)
+                return 0;
+        if (lid_before_change(v, f->id, f->fd, &f->lid) < 0)
+                return -EIO;
+        f->lid_epoch = epoch;
+        return 0;
+}
+
+/*
  * Online, after a change to node id (descriptor fd): keeps the mirror current
  * through a name of the object in its parent, not through fd's path, which
  * for a hard link may be a name since removed.
@@ -849,7 +868,7 @@ static int log_content(struct view *v, struct vfile *f)
         have = f->passthrough && fstat(f->fd, &st) == 0;
         if (have && mark_holds(&f->pt_logged, &st))
                 return 0;
-        if (!f->lid && lid_before_change(v, f->id, f->fd, &f->lid) < 0)
+        if (file_lid(v, f) < 0)
                 return -EIO;
         r = offline_note_content(v, f->lid, f->fd);
         if (r == 0 && have) {
@@ -1593,12 +1612,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         struct vfile *f;
         struct sobj *o;
         bool keep = false, offline, regular;
-        uint64_t lid = 0;
+        uint64_t lid = 0, epoch;
         int r, bfd, bid;
 
 again:
         if (writing)
                 view_change_begin(v);
+        epoch = vnode_ids_epoch(v);
         offline = view_offline(v);
         struct vnode *n;
         int fd = vnode_get(v, ino, &n);
@@ -1663,6 +1683,7 @@ again:
                 return;
         }
         f->lid = lid;
+        f->lid_epoch = epoch;
         f->dirty = offline && (fi->flags & O_TRUNC);
         f->written = !offline && (fi->flags & O_TRUNC);
         if (!writing)
@@ -1857,6 +1878,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                 return;
         }
         f->lid = lid;
+        f->lid_epoch = epoch;
         f->dirty = offline && existed && (fi->flags & O_TRUNC);
         f->written = !offline;
         f->mirror_quiet = fi->noflush ? quiet : 0;
@@ -1972,7 +1994,7 @@ again:
                 return;
         }
         offline = view_offline(v);
-        if (offline && !f->lid && lid_before_change(v, f->id, f->fd, &f->lid) < 0) {
+        if (offline && file_lid(v, f) < 0) {
                 view_change_end(v);
                 fuse_reply_err(req, EIO);
                 return;
@@ -2479,7 +2501,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
                 fuse_reply_err(req, err);
                 return;
         }
-        if (view_offline(v) && !f->lid && lid_before_change(v, f->id, f->fd, &f->lid) < 0) {
+        if (view_offline(v) && file_lid(v, f) < 0) {
                 view_change_end(v);
                 fuse_reply_err(req, EIO);
                 return;
