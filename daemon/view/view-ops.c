@@ -784,9 +784,29 @@ static int node_name(struct view *v, fuse_ino_t id, int fd, uint64_t *parent, ch
 }
 
 /*
+ * An object made offline whose last name went (held open): its create was
+ * cancelled and its log id may be another object's now, and nothing of it
+ * is for the server, so its changes are not logged.
+ */
+static bool made_offline_gone(int fd)
+{
+        struct mirror_base b;
+        struct stat st;
+        uint64_t lid;
+
+        return fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 &&
+               st.st_nlink == 0 && mirror_get_base(fd, NULL, &b) < 0 &&
+               mirror_get_lid(fd, NULL, &lid) == 0;
+}
+
+/* lid_before_change(): nothing to log (made_offline_gone()). */
+#define LID_GONE 1
+
+/*
  * Offline: the log id of node id, descriptor fd (registered with its base
- * before it changes).  Named through its parent's descriptor when the node
- * table knows it there, so that no path is needed (a file has no "..").
+ * before it changes), or LID_GONE.  Named through its parent's descriptor
+ * when the node table knows it there, so that no path is needed (a file
+ * has no "..").
  */
 static int lid_before_change(struct view *v, fuse_ino_t id, int fd, uint64_t *lid)
 {
@@ -797,6 +817,8 @@ static int lid_before_change(struct view *v, fuse_ino_t id, int fd, uint64_t *li
 
         if (vnode_known_lid(v, id, lid) == 0)
                 return 0;
+        if (made_offline_gone(fd))
+                return LID_GONE;
         pfd = node_name(v, id, fd, &parent, &name);
         if (pfd >= 0) {
                 r = offline_lid(v, pfd, name, lid);
@@ -823,13 +845,17 @@ static int lid_before_change(struct view *v, fuse_ino_t id, int fd, uint64_t *li
 static int file_lid(struct view *v, struct vfile *f)
 {
         uint64_t epoch = vnode_ids_epoch(v);
+        int r;
 
         if (f->lid && f->lid_epoch == epoch)
                 return 0;
-        if (lid_before_change(v, f->id, f->fd, &f->lid) < 0)
+        r = lid_before_change(v, f->id, f->fd, &f->lid);
+        if (r < 0)
                 return -EIO;
+        if (r == LID_GONE)
+                f->lid = 0;
         f->lid_epoch = epoch;
-        return 0;
+        return r;
 }
 
 /*
@@ -868,8 +894,13 @@ static int log_content(struct view *v, struct vfile *f)
         have = f->passthrough && fstat(f->fd, &st) == 0;
         if (have && mark_holds(&f->pt_logged, &st))
                 return 0;
-        if (file_lid(v, f) < 0)
+        r = file_lid(v, f);
+        if (r < 0)
                 return -EIO;
+        if (r == LID_GONE) {
+                f->dirty = f->passthrough;
+                return 0;
+        }
         r = offline_note_content(v, f->lid, f->fd);
         if (r == 0 && have) {
                 mark_take(&f->pt_logged, &st);
@@ -1137,10 +1168,16 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
         char path[64];
         uint64_t lid = 0;
         int r = 0, err, ffd = -1;
+        bool log;
 
         WITH_NODE_CHANGING(v, ino, n, fd, req, offline);
+        log = offline;
         if (offline && (r = lid_before_change(v, ino, fd, &lid)) < 0)
                 goto out;
+        if (r == LID_GONE) {
+                log = false;
+                r = 0;
+        }
         if (fi) {
                 f = vfile_of(v, fi, &err);
                 if (f && !f->dir)
@@ -1222,7 +1259,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
 leave:
         creds_leave(&c);
 out:
-        if (r >= 0 && offline)
+        if (r >= 0 && log)
                 r = log_setattr(v, lid, fd, ffd, attr, valid);
         if (r >= 0)
                 r = vnode_fill_stat_of(v, n, fd, &st);
@@ -1350,6 +1387,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
                 return;
         }
         r = offline ? lid_before_change(v, ino, fd, &lid) : 0;
+        if (r == LID_GONE)
+                r = -ENOENT;    /* no name to link it by */
         if (r >= 0)
                 r = linkat(fd, "", npfd, newname, AT_EMPTY_PATH) < 0 ? -errno : 0;
         /* A file open since its create may now have a name the mirror keeps. */
@@ -2337,6 +2376,8 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
         r = offline && mirror_xattr_hidden(name) ? -EPERM : 0;
         if (r >= 0 && offline)
                 r = lid_before_change(v, ino, fd, &lid);
+        if (r == LID_GONE)
+                offline = false;        /* nothing to log */
         if (r >= 0)
                 r = creds_enter(req, &c);
         if (r >= 0) {
@@ -2470,6 +2511,8 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
         r = offline && mirror_xattr_hidden(name) ? -ENODATA : 0;
         if (r >= 0 && offline)
                 r = lid_before_change(v, ino, fd, &lid);
+        if (r == LID_GONE)
+                offline = false;        /* nothing to log */
         if (r >= 0)
                 r = creds_enter(req, &c);
         if (r >= 0) {

@@ -4,7 +4,8 @@
 shows once it has named them (view-inode.c); every change that can make it
 another follows: an atomic save (a file made offline renamed over a server
 file takes that file's identity), a hard link (each name is recorded), an
-unlink (a create cancelled, the name made again), a rename of a server file
+unlink (a create cancelled, the name made again; a removed file held open
+whose log id another file then takes), a rename of a server file
 and of a directory, and a switch online and back.  Each step changes the
 object through a node that named it before (a descriptor held open, or the
 name), and the server must end with exactly those changes, with no conflict.
@@ -69,6 +70,20 @@ def main():
     eq((read_file(v("p", "c")), mode(v("p", "c"))), (b"second c\n", 0o611),
        "the name made again holds its own content and mode")
 
+    # A file made offline, held open, its name removed (the create cancelled,
+    # its log id free), another made: changes through the held descriptor are
+    # of nothing the server will see, never of the new file.
+    fd = os.open(v("p", "x"), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    os.write(fd, b"x first\n")
+    os.fsync(fd)
+    os.unlink(v("p", "x"))
+    write_file(v("p", "y"), b"y only\n")
+    os.pwrite(fd, b"written after the unlink\n", 0)
+    os.fchmod(fd, 0o600)
+    os.setxattr(fd, "user.k", b"v")
+    os.close(fd)
+    eq(read_file(v("p", "y")), b"y only\n", "a removed file's held descriptor leaves the new file")
+
     # A server file named (chmod), renamed, then changed again.
     os.chmod(v("p", "S2"), 0o600)
     os.rename(v("p", "S2"), v("p", "S2r"))
@@ -92,7 +107,9 @@ def main():
     eq(read_file(b("p", "S1")), b"saved over S1\n", "server: S1 holds the save")
     eq(mode(b("p", "S1")), 0o604, "server: S1's mode is the one set after the save")
     eq(int(os.stat(b("p", "S1")).st_mtime), 1310000000, "server: S1's mtime set after the save")
-    eq(sorted(os.listdir(b("p"))), ["E", "S1", "S2r", "b", "c"], "server: the names")
+    eq(sorted(os.listdir(b("p"))), ["E", "S1", "S2r", "b", "c", "y"], "server: the names")
+    eq((read_file(b("p", "y")), mode(b("p", "y")), os.listxattr(b("p", "y"))),
+       (b"y only\n", 0o644, []), "server: y as made, nothing of the removed file held open")
     eq(read_file(b("p", "b")), b"pair\nvia b\n", "server: b's content")
     eq(mode(b("p", "b")), 0o640, "server: b's mode")
     eq(read_file(b("p", "c")), b"second c\n", "server: c made again")
