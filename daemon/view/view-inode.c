@@ -70,6 +70,12 @@ struct vnode {
         struct vnode *lru_prev, *lru_next;
         uint64_t mirror_absent_gen; /* atomic: a directory the mirror lacked at
                                      * this mirror_dirs_gen(), or 0 */
+        /* Offline, what naming it found, valid while ids_epoch is the view's
+         * (vnode_ids_forget()): its log id, the st_ino it shows (an object
+         * made offline), that its directory is complete.  0: not known. */
+        uint64_t lid, lid_epoch;
+        uint64_t shown_ino, shown_epoch;
+        uint64_t complete_epoch;
 };
 
 int vnode_fd(const struct vnode *n) { return n->fd; }
@@ -84,6 +90,88 @@ void vnode_set_mirror_absent_gen(struct vnode *n, uint64_t gen)
         __atomic_store_n(&n->mirror_absent_gen, gen, __ATOMIC_RELEASE);
 }
 uint64_t vnode_ino(const struct vnode *n) { return n->ino; }
+
+/*
+ * What a node remembers of its mirror object's identity offline.  Which log
+ * object a mirror object is, and the st_ino it shows, change only at a
+ * switch (nodes are bound to other objects, the log forgets settled ones
+ * after a reconnect), at a rename (an atomic save gives the renamed file the
+ * replaced one's identity), a link (a file with several names is named by
+ * each, for the log's aliases) or an unlink (a create cancelled), each of
+ * which calls vnode_ids_forget(); and when a node's descriptor is resolved
+ * again (it may be another object of the same inode number).  A reader takes
+ * the epoch before it names the object, so what it learnt across a forget
+ * is stored under the old epoch and never used.
+ */
+uint64_t vnode_ids_epoch(struct view *v)
+{
+        return __atomic_load_n(&v->ids_epoch, __ATOMIC_ACQUIRE);
+}
+
+void vnode_ids_forget(struct view *v)
+{
+        __atomic_add_fetch(&v->ids_epoch, 1, __ATOMIC_ACQ_REL);
+}
+
+static void ids_clear(struct vnode *n)
+{
+        n->lid_epoch = n->shown_epoch = n->complete_epoch = 0;
+}
+
+static struct vnode *node_locked(struct view *v, fuse_ino_t id)
+{
+        uint64_t key = id;
+
+        return g_hash_table_lookup(v->nodes, &key);
+}
+
+int vnode_known_lid(struct view *v, fuse_ino_t id, uint64_t *lid)
+{
+        uint64_t epoch = vnode_ids_epoch(v);
+        struct vnode *n;
+        int r = -ENOENT;
+
+        pthread_mutex_lock(&v->itab_lock);
+        n = node_locked(v, id);
+        if (n && n->lid_epoch == epoch) {
+                *lid = n->lid;
+                r = 0;
+        }
+        pthread_mutex_unlock(&v->itab_lock);
+        return r;
+}
+
+void vnode_remember_lid(struct view *v, fuse_ino_t id, uint64_t epoch, uint64_t lid)
+{
+        struct vnode *n;
+
+        pthread_mutex_lock(&v->itab_lock);
+        n = node_locked(v, id);
+        if (n) {
+                n->lid = lid;
+                n->lid_epoch = epoch;
+        }
+        pthread_mutex_unlock(&v->itab_lock);
+}
+
+bool vnode_dir_complete(struct view *v, struct vnode *n, int fd)
+{
+        uint64_t epoch = vnode_ids_epoch(v);
+        bool known, complete;
+
+        pthread_mutex_lock(&v->itab_lock);
+        known = n->complete_epoch == epoch;
+        pthread_mutex_unlock(&v->itab_lock);
+        if (known)
+                return true;
+        complete = offline_dir_complete(fd);
+        if (complete) {
+                pthread_mutex_lock(&v->itab_lock);
+                n->complete_epoch = epoch;
+                pthread_mutex_unlock(&v->itab_lock);
+        }
+        return complete;
+}
 mode_t vnode_type(const struct vnode *n) { return n->type; }
 
 static void lru_del(struct view *v, struct vnode *n)
@@ -246,6 +334,7 @@ int vnode_table_init(struct view *v)
         if (!root)
                 return -ENOMEM;
         pthread_mutex_init(&v->itab_lock, NULL);
+        v->ids_epoch = 1;       /* a node's 0 is "not known" */
         v->nodes = g_hash_table_new(g_int64_hash, g_int64_equal);
         v->by_ino = g_hash_table_new(g_int64_hash, g_int64_equal);
         v->forgotten = g_hash_table_new_full(g_int64_hash, g_int64_equal, free, forgotten_free);
@@ -420,6 +509,7 @@ again:
         } else {
                 n->fd = fd;
                 v->open_fds++;
+                ids_clear(n);
         }
         fd = n->fd;
         evict_fds(v);
@@ -466,6 +556,33 @@ int vnode_fill_stat(struct view *v, int fd, struct stat *st)
         if (fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
                 return -errno;
         offline_translate_stat(v, fd, st);
+        return 0;
+}
+
+int vnode_fill_stat_of(struct view *v, struct vnode *n, int fd, struct stat *st)
+{
+        uint64_t epoch, shown = 0;
+
+        if (!view_offline(v))
+                return backing_fstatat(v, fd, NULL, st);        /* bounded */
+        epoch = vnode_ids_epoch(v);
+        if (fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        pthread_mutex_lock(&v->itab_lock);
+        if (n->shown_epoch == epoch)
+                shown = n->shown_ino;
+        pthread_mutex_unlock(&v->itab_lock);
+        if (shown) {
+                st->st_ino = shown;
+                st->st_dev = v->backing_dev;
+                return 0;
+        }
+        if (offline_translate_stat(v, fd, st) == OFFLINE_SHOWN_BY_LID) {
+                pthread_mutex_lock(&v->itab_lock);
+                n->shown_ino = st->st_ino;
+                n->shown_epoch = epoch;
+                pthread_mutex_unlock(&v->itab_lock);
+        }
         return 0;
 }
 
@@ -580,6 +697,7 @@ GArray *vnode_switch_all(struct view *v)
         gpointer key, val;
         struct stat st;
 
+        vnode_ids_forget(v);    /* every node is bound anew */
         pthread_mutex_lock(&v->itab_lock);
         g_hash_table_iter_init(&it, v->nodes);
         while (g_hash_table_iter_next(&it, &key, &val))
@@ -786,11 +904,11 @@ int vnode_lookup_dot(struct view *v, fuse_ino_t id, bool dotdot, struct fuse_ent
 static int enter_node(struct view *v, fuse_ino_t parent, int fd, const char *name,
                       struct fuse_entry_param *e)
 {
+        uint64_t key, epoch = vnode_ids_epoch(v);
         struct file_handle *fh;
+        bool same_dev, by_lid = false;
         struct vnode *n;
         struct stat st;
-        uint64_t key;
-        bool same_dev;
         int r;
 
         r = real_stat(v, fd, &st);
@@ -803,8 +921,8 @@ static int enter_node(struct view *v, fuse_ino_t parent, int fd, const char *nam
         fh = handle_of(v, fd);
         key = st.st_ino;
         same_dev = st.st_dev == (view_offline(v) ? v->mirror_dev : v->backing_dev);
-        if (view_offline(v))
-                offline_translate_stat(v, fd, &st);     /* what the application sees */
+        if (view_offline(v))    /* what the application sees */
+                by_lid = offline_translate_stat(v, fd, &st) == OFFLINE_SHOWN_BY_LID;
 
         pthread_mutex_lock(&v->itab_lock);
         n = same_dev ? g_hash_table_lookup(v->by_ino, &key) : NULL;
@@ -831,6 +949,7 @@ static int enter_node(struct view *v, fuse_ino_t parent, int fd, const char *nam
                 if (n->fd < 0) {
                         n->fd = fd;
                         v->open_fds++;
+                        ids_clear(n);
                         if (!n->users)
                                 lru_add(v, n);
                 } else {
@@ -862,6 +981,10 @@ static int enter_node(struct view *v, fuse_ino_t parent, int fd, const char *nam
                         g_hash_table_insert(v->by_ino, &n->ino, n);
                 lru_add(v, n);
                 log_node(v, n);
+        }
+        if (by_lid) {
+                n->shown_ino = st.st_ino;
+                n->shown_epoch = epoch;
         }
         memset(e, 0, sizeof(*e));
         e->ino = n->id;

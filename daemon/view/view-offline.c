@@ -153,18 +153,22 @@ int view_oplog_open(struct view *v, bool record_root)
 
 /* ---- identities ---- */
 
-void offline_translate_stat(struct view *v, int fd, struct stat *st)
+int offline_translate_stat(struct view *v, int fd, struct stat *st)
 {
         struct mirror_base b;
         uint64_t lid;
+        int by = 0;
 
         if (mirror_get_base(fd, NULL, &b) == 0) {
                 if (mirror_links_counted(v, st, b.ver.ino))
                         st->st_nlink--;         /* the index's link is no name */
                 st->st_ino = b.ver.ino;
-        } else if (mirror_get_lid(fd, NULL, &lid) == 0)
+        } else if (mirror_get_lid(fd, NULL, &lid) == 0) {
                 st->st_ino = OFFLINE_INO_BASE + lid;
+                by = OFFLINE_SHOWN_BY_LID;
+        }
         st->st_dev = v->backing_dev;
+        return by;
 }
 
 bool offline_dir_complete(int dfd)

@@ -73,6 +73,7 @@ struct vfile {
                                   * put at release: a read may still use one */
         /* Under the view's mode_lock (shared): */
         uint64_t lid;           /* offline: the object's log id, 0 until it changes */
+        uint64_t lid_epoch;     /* vnode_ids_epoch() when lid was found (file_lid()) */
         bool dirty;             /* offline: written since its content was last logged */
         bool written;           /* online: written, so the mirror takes it at release */
         uint64_t mirror_quiet;  /* immutable: created online where the mirror had no
@@ -320,6 +321,7 @@ static bool same_file(int a, int b)
 }
 
 static int lid_before_change(struct view *v, fuse_ino_t id, int fd, uint64_t *lid);
+static int file_lid(struct view *v, struct vfile *f);
 
 /* Copies file @from over file @to (over the old bytes, then cut to size: a
  * reader never sees it empty), durably. */
@@ -435,7 +437,7 @@ void vfile_switch_all(struct view *v)
         for (guint i = 0; view_offline(v) && i < writers->len; i++) {
                 struct vfile *f = g_ptr_array_index(writers, i);
 
-                if (lid_before_change(v, f->id, f->fd, &f->lid) < 0)
+                if (file_lid(v, f) < 0)
                         f->lid = 0;
         }
         g_ptr_array_free(writers, TRUE);
@@ -782,16 +784,41 @@ static int node_name(struct view *v, fuse_ino_t id, int fd, uint64_t *parent, ch
 }
 
 /*
+ * An object made offline whose last name went (held open): its create was
+ * cancelled and its log id may be another object's now, and nothing of it
+ * is for the server, so its changes are not logged.
+ */
+static bool made_offline_gone(int fd)
+{
+        struct mirror_base b;
+        struct stat st;
+        uint64_t lid;
+
+        return fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 &&
+               st.st_nlink == 0 && mirror_get_base(fd, NULL, &b) < 0 &&
+               mirror_get_lid(fd, NULL, &lid) == 0;
+}
+
+/* lid_before_change(): nothing to log (made_offline_gone()). */
+#define LID_GONE 1
+
+/*
  * Offline: the log id of node id, descriptor fd (registered with its base
- * before it changes).  Named through its parent's descriptor when the node
- * table knows it there, so that no path is needed (a file has no "..").
+ * before it changes), or LID_GONE.  Named through its parent's descriptor
+ * when the node table knows it there, so that no path is needed (a file
+ * has no "..").
  */
 static int lid_before_change(struct view *v, fuse_ino_t id, int fd, uint64_t *lid)
 {
-        uint64_t parent;
+        uint64_t parent, epoch = vnode_ids_epoch(v);
+        struct stat st;
         char *name;
         int pfd, r = -ENOENT;
 
+        if (vnode_known_lid(v, id, lid) == 0)
+                return 0;
+        if (made_offline_gone(fd))
+                return LID_GONE;
         pfd = node_name(v, id, fd, &parent, &name);
         if (pfd >= 0) {
                 r = offline_lid(v, pfd, name, lid);
@@ -800,7 +827,35 @@ static int lid_before_change(struct view *v, fuse_ino_t id, int fd, uint64_t *li
         }
         if (r < 0)
                 r = offline_lid(v, fd, NULL, lid);
-        return r < 0 ? -EIO : 0;
+        if (r < 0)
+                return -EIO;
+        /* A file with several names is named by each it is reached by
+         * (the log's aliases): not remembered. */
+        if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 &&
+            (!S_ISREG(st.st_mode) || st.st_nlink == 1))
+                vnode_remember_lid(v, id, epoch, *lid);
+        return 0;
+}
+
+/*
+ * Offline: the log id of open file f's object, found again after anything
+ * that may have made it another (vnode_ids_forget()): an atomic save gives
+ * a file held open the identity of the file it replaced.
+ */
+static int file_lid(struct view *v, struct vfile *f)
+{
+        uint64_t epoch = vnode_ids_epoch(v);
+        int r;
+
+        if (f->lid && f->lid_epoch == epoch)
+                return 0;
+        r = lid_before_change(v, f->id, f->fd, &f->lid);
+        if (r < 0)
+                return -EIO;
+        if (r == LID_GONE)
+                f->lid = 0;
+        f->lid_epoch = epoch;
+        return r;
 }
 
 /*
@@ -839,8 +894,13 @@ static int log_content(struct view *v, struct vfile *f)
         have = f->passthrough && fstat(f->fd, &st) == 0;
         if (have && mark_holds(&f->pt_logged, &st))
                 return 0;
-        if (!f->lid && lid_before_change(v, f->id, f->fd, &f->lid) < 0)
+        r = file_lid(v, f);
+        if (r < 0)
                 return -EIO;
+        if (r == LID_GONE) {
+                f->dirty = f->passthrough;
+                return 0;
+        }
         r = offline_note_content(v, f->lid, f->fd);
         if (r == 0 && have) {
                 mark_take(&f->pt_logged, &st);
@@ -931,7 +991,7 @@ static int lookup_once(struct view *v, fuse_ino_t parent, const char *name,
         if (pfd < 0)
                 return pfd;
         r = vnode_lookup(v, parent, pfd, name, e);
-        if (r == -ENOENT && view_offline(v) && !offline_dir_complete(pfd)) {
+        if (r == -ENOENT && view_offline(v) && !vnode_dir_complete(v, p, pfd)) {
                 /* It may well exist on the server: never a cached "no". */
                 log_info("Offline lookup of '%s' in a directory not mirrored completely:"
                          " EHOSTDOWN", name);
@@ -1025,7 +1085,7 @@ static int getattr_once(struct view *v, fuse_ino_t ino, struct stat *st)
 
         if (fd < 0)
                 return fd;
-        r = vnode_fill_stat(v, fd, st);
+        r = vnode_fill_stat_of(v, n, fd, st);
         vnode_put(v, n);
         return r;
 }
@@ -1108,10 +1168,16 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
         char path[64];
         uint64_t lid = 0;
         int r = 0, err, ffd = -1;
+        bool log;
 
         WITH_NODE_CHANGING(v, ino, n, fd, req, offline);
+        log = offline;
         if (offline && (r = lid_before_change(v, ino, fd, &lid)) < 0)
                 goto out;
+        if (r == LID_GONE) {
+                log = false;
+                r = 0;
+        }
         if (fi) {
                 f = vfile_of(v, fi, &err);
                 if (f && !f->dir)
@@ -1193,10 +1259,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
 leave:
         creds_leave(&c);
 out:
-        if (r >= 0 && offline)
+        if (r >= 0 && log)
                 r = log_setattr(v, lid, fd, ffd, attr, valid);
         if (r >= 0)
-                r = vnode_fill_stat(v, fd, &st);
+                r = vnode_fill_stat_of(v, n, fd, &st);
         if (r >= 0 && !offline && (valid & FUSE_SET_ATTR_SIZE) && S_ISREG(st.st_mode)) {
                 struct sobj *o;
 
@@ -1321,6 +1387,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
                 return;
         }
         r = offline ? lid_before_change(v, ino, fd, &lid) : 0;
+        if (r == LID_GONE)
+                r = -ENOENT;    /* no name to link it by */
         if (r >= 0)
                 r = linkat(fd, "", npfd, newname, AT_EMPTY_PATH) < 0 ? -errno : 0;
         /* A file open since its create may now have a name the mirror keeps. */
@@ -1328,6 +1396,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
                 mirror_dirs_changed();
         if (r >= 0 && offline) {
                 r = offline_note_link(v, lid, npfd, newname);
+                vnode_ids_forget(v);    /* now named by each of its names */
         } else if (r >= 0) {
                 /* The mirror object first, so that the new name becomes its link. */
                 note_node_change(v, ino, fd);
@@ -1363,9 +1432,10 @@ static void op_unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name
         }
         if (r >= 0 && had)
                 vnode_name_gone(v, st.st_ino, parent, name);
-        if (r >= 0 && offline)
+        if (r >= 0 && offline) {
                 r = offline_note_unlink(v, plid, name, lid, flags & AT_REMOVEDIR);
-        else if (r >= 0 && had) {
+                vnode_ids_forget(v);    /* a create cancelled; inode numbers free */
+        } else if (r >= 0 && had) {
                 drop_if_last(v, &st);
                 mirror_note_change(v, pfd, name);
         }
@@ -1453,6 +1523,9 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
                 mirror_note_change(v, pfd, name);
                 mirror_note_change(v, npfd, newname);
         }
+        /* An atomic save gave the renamed file the replaced one's identity. */
+        if (offline)
+                vnode_ids_forget(v);
         if (r >= 0) {
                 struct stat moved;
 
@@ -1578,12 +1651,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         struct vfile *f;
         struct sobj *o;
         bool keep = false, offline, regular;
-        uint64_t lid = 0;
+        uint64_t lid = 0, epoch;
         int r, bfd, bid;
 
 again:
         if (writing)
                 view_change_begin(v);
+        epoch = vnode_ids_epoch(v);
         offline = view_offline(v);
         struct vnode *n;
         int fd = vnode_get(v, ino, &n);
@@ -1648,6 +1722,7 @@ again:
                 return;
         }
         f->lid = lid;
+        f->lid_epoch = epoch;
         f->dirty = offline && (fi->flags & O_TRUNC);
         f->written = !offline && (fi->flags & O_TRUNC);
         if (!writing)
@@ -1775,7 +1850,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         struct creds c;
         struct stat before;
         bool existed;
-        uint64_t lid = 0, quiet = 0;
+        uint64_t lid = 0, quiet = 0, epoch;
         int r, bfd = -1;
 
         /* FUSE_TMPFILE, handed over as a create (view-session.c): the kernel
@@ -1785,6 +1860,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                 return;
         }
         WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
+        epoch = vnode_ids_epoch(v);
         existed = fstatat(pfd, name, &before, AT_SYMLINK_NOFOLLOW) == 0;
         mode = create_mode(req, pfd, mode);
         r = offline && existed ? offline_lid(v, pfd, name, &lid) : 0;
@@ -1798,8 +1874,6 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         }
         if (r >= 0 && offline && !existed) {
                 r = offline_note_create(v, pfd, name, NULL);
-                if (r >= 0)
-                        mirror_get_lid(pfd, name, &lid);
         } else if (r >= 0 && !existed) {
                 struct stat st;
 
@@ -1811,6 +1885,15 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         }
         if (r >= 0)
                 r = vnode_lookup(v, parent, pfd, name, &e);
+        /* Its log id, as the reply shows it; remembered: it has one name. */
+        if (r >= 0 && offline && !existed) {
+                if (e.attr.st_ino >= OFFLINE_INO_BASE)
+                        lid = e.attr.st_ino - OFFLINE_INO_BASE;
+                else
+                        mirror_get_lid(pfd, name, &lid);
+                if (lid)
+                        vnode_remember_lid(v, e.ino, epoch, lid);
+        }
         /* Online, the close of a new file of a local backing has nothing to
          * do (no write-back errors to report) unless the mirror keeps its
          * directory: the release notes the change for the mirror's cached
@@ -1834,6 +1917,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                 return;
         }
         f->lid = lid;
+        f->lid_epoch = epoch;
         f->dirty = offline && existed && (fi->flags & O_TRUNC);
         f->written = !offline;
         f->mirror_quiet = fi->noflush ? quiet : 0;
@@ -1949,7 +2033,7 @@ again:
                 return;
         }
         offline = view_offline(v);
-        if (offline && !f->lid && lid_before_change(v, f->id, f->fd, &f->lid) < 0) {
+        if (offline && file_lid(v, f) < 0) {
                 view_change_end(v);
                 fuse_reply_err(req, EIO);
                 return;
@@ -2292,6 +2376,8 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
         r = offline && mirror_xattr_hidden(name) ? -EPERM : 0;
         if (r >= 0 && offline)
                 r = lid_before_change(v, ino, fd, &lid);
+        if (r == LID_GONE)
+                offline = false;        /* nothing to log */
         if (r >= 0)
                 r = creds_enter(req, &c);
         if (r >= 0) {
@@ -2425,6 +2511,8 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
         r = offline && mirror_xattr_hidden(name) ? -ENODATA : 0;
         if (r >= 0 && offline)
                 r = lid_before_change(v, ino, fd, &lid);
+        if (r == LID_GONE)
+                offline = false;        /* nothing to log */
         if (r >= 0)
                 r = creds_enter(req, &c);
         if (r >= 0) {
@@ -2456,7 +2544,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
                 fuse_reply_err(req, err);
                 return;
         }
-        if (view_offline(v) && !f->lid && lid_before_change(v, f->id, f->fd, &f->lid) < 0) {
+        if (view_offline(v) && file_lid(v, f) < 0) {
                 view_change_end(v);
                 fuse_reply_err(req, EIO);
                 return;

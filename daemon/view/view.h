@@ -101,6 +101,8 @@ struct view {
         char *offline_reason;   /* reason_lock: why it went offline by itself, or NULL */
         dev_t mirror_dev;
         int mirror_links_fd;    /* CacheDir/mirror.links (view-mirror.c), or -1 */
+        uint64_t ids_epoch;     /* atomic: what nodes remember of their identity offline
+                                 * holds while it stays (view-inode.c) */
 
         int control_fd;         /* listening control socket */
         int ready_fd;           /* pipe to the holder: one byte once serving, or -1 */
@@ -180,6 +182,21 @@ int vnode_restore(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint64
                   const char *name, const void *handle, unsigned hlen, int htype);
 void vnode_set_alt_floor(struct view *v, uint64_t id);
 int vnode_fill_stat(struct view *v, int fd, struct stat *st);
+/* As vnode_fill_stat, for node n (descriptor fd): offline, the st_ino it
+ * shows as last found while that still holds. */
+int vnode_fill_stat_of(struct view *v, struct vnode *n, int fd, struct stat *st);
+/*
+ * Offline, what a node remembers of its object's identity (its log id, its
+ * shown st_ino, its directory complete) holds until vnode_ids_forget(),
+ * called at a switch and after every offline rename, link and unlink.  Take
+ * vnode_ids_epoch() before naming the object and remember it with that.
+ */
+uint64_t vnode_ids_epoch(struct view *v);
+void vnode_ids_forget(struct view *v);
+int vnode_known_lid(struct view *v, fuse_ino_t id, uint64_t *lid);
+void vnode_remember_lid(struct view *v, fuse_ino_t id, uint64_t epoch, uint64_t lid);
+/* offline_dir_complete() of directory node n (descriptor fd), remembered once true. */
+bool vnode_dir_complete(struct view *v, struct vnode *n, int fd);
 /* After a state switch: each node is bound to its counterpart in what is now
  * served.  Returns every node as the kernel knows it (struct vnode_entry):
  * attributes to refresh, and the names that no longer lead to their node. */
@@ -279,7 +296,11 @@ bool view_offline(struct view *v);      /* serving the mirror (offline or reinte
 int view_served_root(struct view *v);   /* the root descriptor of what is served */
 void view_change_begin(struct view *v); /* around every change: the state cannot switch */
 void view_change_end(struct view *v);
-void offline_translate_stat(struct view *v, int fd, struct stat *st);
+/* The st_ino and st_dev an application sees of mirror object fd:
+ * OFFLINE_SHOWN_BY_LID when st_ino is the log id's (an object made offline:
+ * it depends on nothing else), else 0. */
+#define OFFLINE_SHOWN_BY_LID 1
+int offline_translate_stat(struct view *v, int fd, struct stat *st);
 /* Offline: is every entry of mirror directory dfd there (a name it lacks does not exist)? */
 bool offline_dir_complete(int dfd);
 int offline_lid(struct view *v, int dfd, const char *name, uint64_t *lid);
