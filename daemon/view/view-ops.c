@@ -1626,7 +1626,7 @@ static void open_locally(fuse_req_t req, struct view *v, fuse_ino_t ino, struct 
         }
         f->obj = o;
         f->local = true;
-        bid = passthrough_open(v, ino, -1, fi->flags, true, false, false);
+        bid = passthrough_open(v, ino, -1, fi->flags, true, false, false, NULL);
         if (bid < 0) {
                 vfile_remove(v, f);
                 fuse_reply_err(req, -bid);
@@ -1652,7 +1652,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         struct sobj *o;
         bool keep = false, offline, regular;
         uint64_t lid = 0, epoch;
-        int r, bfd, bid;
+        int r, bfd, bid, stranded;
 
 again:
         if (writing)
@@ -1732,7 +1732,7 @@ again:
         if (!writing && !offline && !v->backing_local && complete_copy(f, keep))
                 revalidate_note(v, ino);
         bid = passthrough_open(v, ino, bfd, fi->flags, regular, offline || complete_copy(f, keep),
-                               false);
+                               false, &stranded);
         if (bid < 0) {
                 vfile_remove(v, f);
                 if (writing)
@@ -1743,6 +1743,12 @@ again:
         f->pt_counted = regular && passthrough_on();
         f->passthrough = bid > 0;
         vfile_log_mode(v, f, bid);
+        /* The kernel writes the file of the tree served before a switch
+         * (another open of the node still passes through it). */
+        if (stranded >= 0) {
+                f->stranded_fd = stranded;
+                f->stranded_shipped.size = -1;
+        }
         /* A writer joining passthrough readers writes without us: its
          * writes are taken as done, for the mirror or the log. */
         if (f->passthrough && writing) {
@@ -1923,7 +1929,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         f->mirror_quiet = fi->noflush ? quiet : 0;
         /* A created file passes through (see view-passthrough.c), or joins
          * its node's open files when it existed. */
-        r = passthrough_open(v, e.ino, bfd, fi->flags, S_ISREG(e.attr.st_mode), true, !existed);
+        r = passthrough_open(v, e.ino, bfd, fi->flags, S_ISREG(e.attr.st_mode), true, !existed,
+                             NULL);
         if (r < 0) {
                 vfile_remove(v, f);
                 vnode_forget(v, e.ino, 1);

@@ -39,8 +39,11 @@
  * backing, writers included (their writes reach the backing file directly,
  * which is what an online write through the view does too; the view marks
  * them written, as it cannot see them).  A writer of a node passed through
- * in the other tree (the volume switched between online and offline since)
- * is refused with ETXTBSY rather than writing to the tree not served.
+ * in the other tree (the volume switched between online and offline since,
+ * or the release of the last such open is still on its way) joins it too,
+ * with that file as its stranded file: what the kernel writes there is
+ * copied over the object served at flush, fsync and release, as for a
+ * writer open across the switch (view-ops.c).
  *
  * FCACHE_VIEW_PASSTHROUGH=0 in the environment turns it off.
  */
@@ -83,8 +86,18 @@ struct view_backing_map {
 struct pt_node {
         unsigned opens;         /* open files of the node this table counts */
         int backing_id;         /* > 0: they pass through this backing */
+        int fd;                 /* the file registered as that backing, or -1 */
         bool offline;           /* the backing is the mirror's file */
 };
+
+static void pt_node_free(gpointer p)
+{
+        struct pt_node *n = p;
+
+        if (n->fd >= 0)
+                close(n->fd);
+        g_free(n);
+}
 
 static struct {
         pthread_mutex_t lock;
@@ -125,7 +138,7 @@ bool view_fs_is_local(int fd)
 static void nodes_init(void)
 {
         if (!pt.nodes)
-                pt.nodes = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+                pt.nodes = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, pt_node_free);
 }
 
 void passthrough_restore(struct view *v, uint64_t id, uint32_t mode)
@@ -234,7 +247,7 @@ void passthrough_reply_end(void)
 }
 
 int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regular,
-                     bool local_copy, bool created)
+                     bool local_copy, bool created, int *stranded)
 {
         bool offline = view_offline(v);
         bool writing = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
@@ -244,21 +257,31 @@ int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regula
         uint64_t *key;
         int r = 0;
 
+        if (stranded)
+                *stranded = -1;
         if (!regular || !passthrough_on())
                 return 0;
         pthread_mutex_lock(&pt.lock);
         n = g_hash_table_lookup(pt.nodes, &id);
         if (n) {
-                if (n->backing_id > 0 && writing && n->offline != offline)
-                        r = -ETXTBSY;
-                else {
-                        n->opens++;
-                        r = n->backing_id;
+                r = n->backing_id;
+                if (r > 0 && writing && n->offline != offline) {
+                        /* Written in the other tree's file: shipped by the caller. */
+                        int dup = stranded && n->fd >= 0 ?
+                                  fcntl(n->fd, F_DUPFD_CLOEXEC, 0) : -1;
+
+                        if (dup < 0)
+                                r = -ETXTBSY;
+                        else
+                                *stranded = dup;
                 }
+                if (r >= 0)
+                        n->opens++;
                 pthread_mutex_unlock(&pt.lock);
                 return r;
         }
         n = g_new0(struct pt_node, 1);
+        n->fd = -1;
         key = g_new(uint64_t, 1);
         *key = id;
         n->opens = 1;
@@ -267,8 +290,10 @@ int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regula
             (created || (offline && writing) ||
              (!writing && fstat(fd, &st) == 0 && st.st_size >= PT_MIN_SIZE))) {
                 r = ioctl(pt.fuse_fd, VIEW_DEV_IOC_BACKING_OPEN, &map);
-                if (r > 0)
+                if (r > 0) {
                         n->backing_id = r;
+                        n->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+                }
                 else
                         log_debug("FUSE_DEV_IOC_BACKING_OPEN failed: %m, serving reads");
         }

@@ -569,9 +569,11 @@ void passthrough_reply_end(void);
 /* An open of node id as descriptor fd (local_copy: fd's content is a
  * complete local copy; created: by this open): the backing id to pass through (> 0), 0 to serve
  * it, or -errno; each open counted until passthrough_release(id), unless
- * it returned -errno.  The caller holds view_change_begin() for writers. */
+ * it returned -errno.  The caller holds view_change_begin() for writers.
+ * *stranded (may be NULL: such a writer gets -ETXTBSY): for a writer passed
+ * through a file of the tree not served, a descriptor of that file (else -1). */
 int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regular,
-                     bool local_copy, bool created);
+                     bool local_copy, bool created, int *stranded);
 void passthrough_release(uint64_t id);
 /* The word the takeover log keeps for an open passed through: its backing id. */
 #define PT_MODE_COUNTED (1u << 31)

@@ -73,6 +73,49 @@ def fixed_cases(vol):
        "opened offline, written online without a flush, closed after the next disconnect:"
        " the server has every write")
 
+    # a writer opened offline kept open, and a second writer opened after the
+    # reconnect (each writes what the kernel passes to the other tree's file)
+    switch(vol, "offline")
+    fd1 = os.open(vol.v("p", "a"), os.O_WRONLY)
+    os.pwrite(fd1, b"W1", 20)
+    switch(vol, "online")
+    try:
+        fd2 = os.open(vol.v("p", "a"), os.O_WRONLY)
+    except OSError as e:
+        fd2 = None
+        check(False, f"a second writer opened online while one opened offline is open: {e}")
+    if fd2 is not None:
+        os.pwrite(fd2, b"W2", 30)
+        os.close(fd2)
+        os.pwrite(fd1, b"W3", 40)
+        os.close(fd1)
+        got = read_file(vol.b("p", "a"))
+        eq((got[20:22], got[30:32], got[40:42]), (b"W1", b"W2", b"W3"),
+           "a second writer opened online beside one opened offline: the server has"
+           " every write of both")
+        eq(read_file(vol.v("p", "a")), got, "... and the view reads the same")
+    # the other way: opened online, a second writer after the disconnect
+    fd1 = os.open(vol.v("p", "b"), os.O_WRONLY)
+    os.pwrite(fd1, b"V1", 20)
+    switch(vol, "offline")
+    try:
+        fd2 = os.open(vol.v("p", "b"), os.O_WRONLY)
+    except OSError as e:
+        fd2 = None
+        check(False, f"a second writer opened offline while one opened online is open: {e}")
+    if fd2 is not None:
+        os.pwrite(fd2, b"V2", 30)
+        os.close(fd2)
+        os.close(fd1)
+        switch(vol, "online")
+        got = read_file(vol.b("p", "b"))
+        eq((got[20:22], got[30:32]), (b"V1", b"V2"),
+           "a second writer opened offline beside one opened online: the server has"
+           " both writes after the reconnect")
+    else:
+        os.close(fd1)
+        switch(vol, "online")
+
     # a reader opened offline reads what an online writer puts there later
     switch(vol, "offline")
     rfd = os.open(vol.v("p", "c"), os.O_RDONLY)
