@@ -186,7 +186,7 @@ static int child_lid(struct view *v, int dfd, const char *name, uint64_t plid, u
 
         if (mirror_get_base(dfd, name, &b) < 0)
                 return mirror_get_lid(dfd, name, lid) == 0 ? 0 : -ENOENT;
-        if (oplog_find_ino(v->oplog, b.ver.ino, lid) == 0)
+        if (oplog_find_cached_ino(v->oplog, b.ver.ino, lid) == 0)
                 return 0;
         /* First change of this object while offline: register its base. */
         ver = b.ver;
@@ -210,7 +210,7 @@ static int known_lid(struct view *v, int dfd, const char *name, uint64_t *lid)
         struct mirror_base b;
 
         if (mirror_get_base(dfd, name, &b) == 0)
-                return oplog_find_ino(v->oplog, b.ver.ino, lid) == 0 ? 0 : -ENOENT;
+                return oplog_find_cached_ino(v->oplog, b.ver.ino, lid) == 0 ? 0 : -ENOENT;
         return mirror_get_lid(dfd, name, lid) == 0 ? 0 : -ENOENT;
 }
 
