@@ -7,12 +7,15 @@ after `sync` every acknowledged change is on the backing, in the model's
 state.  In the middle of rounds: a disconnect and reconnect (back to
 writeback), a kill -9 of the worker (nothing acknowledged lost).  A file
 changed by another client on the server and locally ends as a conflict, as
-offline.  WriteBack=auto follows `set metered yes|no`.
+offline.  WriteBack=auto follows `set metered yes|no`.  Over sshfs through a
+relay (linklib), the link cut: changes go on, the volume goes offline, and
+once the link is back the probe brings it back to writeback and ships them.
 Seeded: FCACHE_WRITEBACK_SEED, FCACHE_WRITEBACK_ROUNDS (default 3).
 """
 import errno
 import os
 import random
+import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -96,18 +99,57 @@ def same_tree(got, want, what):
         f"{p} (got {str(got.get(p))[:40]}, want {str(want.get(p))[:40]})" for p in diff[:8]))
 
 
-def pinned_volume(name, mode, seed_files):
+def pinned_volume(name, mode, seed_files, over_link=False):
     """A volume whose proj/ is pinned online, then restarted with WriteBack=mode."""
     vol = Volume(name, lease="1s")
-    os.makedirs(vol.b("proj"))
+    vol.link = None
+    server = vol.backing
+    if over_link:
+        import linklib
+        vol.args += ["--set", "BackingTimeout=2s"]
+        vol.link = linklib.volume_over_link(vol, 5)
+        server = vol.link.server
+    os.makedirs(os.path.join(server, "proj"))
     for p, d in seed_files.items():
-        write_file(vol.b("proj", p), d)
+        write_file(os.path.join(server, "proj", p), d)
     vol.start()
     eq(vol.ctl("pin recursive", "proj").get("mirrored"), "yes", "pin recursive: mirrored")
     vol.stop()
-    vol.args += ["--set", f"WriteBack={mode}", "--set", "BackingTimeout=5s"]
+    vol.args += ["--set", f"WriteBack={mode}"] + ([] if over_link else
+                                                  ["--set", "BackingTimeout=5s"])
     vol.start()
     return vol
+
+
+def link_cut():
+    """Over a slow link with BackingTimeout=2s, the link cut in writeback."""
+    if not shutil.which("sshfs") or not (shutil.which("sshd") or os.access("/usr/sbin/sshd",
+                                                                             os.X_OK)):
+        print("# no sshfs or sshd: the link cut is not tried")
+        return
+    vol = pinned_volume("writeback-link", "yes", {"f": b"one\n"}, over_link=True)
+    srv = lambda *p: os.path.join(vol.link.server, "proj", *p)   # noqa: E731
+    eq(vol.state()["state"], "writeback", "over a link: writeback")
+    write_file(vol.v("proj", "f"), b"two\n")
+    sync(vol, "over a link")
+    eq(read_file(srv("f")), b"two\n", "over a link: sync ships the change")
+    vol.link.cut()
+    try:
+        write_file(vol.v("proj", "f"), b"three\n")
+        write_file(vol.v("proj", "g"), b"made while the link is cut\n")
+        eq(read_file(vol.v("proj", "g")), b"made while the link is cut\n",
+           "link cut: changes go on at local speed")
+        check(wait_for(lambda: vol.state()["state"] == "offline", 60),
+              "link cut: the trickle's replay times out and the volume goes offline")
+        check("offline_reason" in vol.state(), "link cut: query state says why")
+    finally:
+        vol.link.restore()
+    check(wait_for(lambda: vol.state()["state"] == "writeback", 120),
+          "link back: the probe's reconnect brings the volume back to writeback")
+    sync(vol, "link back")
+    eq((read_file(srv("f")), read_file(srv("g"))), (b"three\n", b"made while the link is cut\n"),
+       "link back: the changes made during the cut are on the server")
+    vol.stop()
 
 
 def sync(vol, what):
@@ -197,6 +239,8 @@ def main():
        "leaving writeback drained the log to the server")
     eq(vol.state()["pending"], "0", "nothing pending online")
     vol.stop()
+
+    link_cut()
     finish()
 
 
