@@ -646,7 +646,6 @@ static int disconnect(struct view *v, bool forced, GString *err)
         return r;
 }
 
-
 /* Why the volume is offline by itself, for query state (NULL: by hand, or online). */
 static void set_offline_reason(struct view *v, const char *why)
 {
@@ -960,8 +959,8 @@ again:
                 log_warn("Staying online: write-back cannot start");
         log_info("Volume is %s: %" PRIu64 " records, %" PRIu64 " applied, %" PRIu64
                  " already there, %" PRIu64 " merged, %" PRIu64 " conflicts, %" PRIu64 " held",
-                 view_state_name(v), stats.total, stats.applied, stats.already, stats.merged, stats.conflicts,
-                 stats.held);
+                 view_state_name(v), stats.total, stats.applied, stats.already, stats.merged,
+                 stats.conflicts, stats.held);
         g_string_append_printf(out, "records=%" PRIu64 "\napplied=%" PRIu64 "\nalready=%" PRIu64
                                "\nmerged=%" PRIu64 "\nconflicts=%" PRIu64 "\nheld=%" PRIu64 "\n",
                                stats.total, stats.applied, stats.already, stats.merged,
@@ -1011,7 +1010,8 @@ void view_writeback_lost(struct view *v, int r)
                 __atomic_store_n(&v->auto_reconnect, true, __ATOMIC_RELEASE);
                 set_offline_reason(v, r == -ETIMEDOUT ?
                                    "the backing did not answer within BackingTimeout" :
-                                   "the backing stopped answering while shipping the write-back log");
+                                   "the backing stopped answering while shipping the"
+                                   " write-back log");
                 offline_from_mirror(v);
         }
         pthread_rwlock_unlock(&v->mode_lock);

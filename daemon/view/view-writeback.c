@@ -232,7 +232,7 @@ int writeback_sync(struct view *v, struct ctl_out *out, GString *err)
 {
         uint64_t bound_ms = v->cfg->backing_timeout_ms ? 2 * v->cfg->backing_timeout_ms + 5000
                                                        : 60000;
-        uint64_t k = 0, total, left, moved = now_ns(), seen;
+        uint64_t k = 0, total, left, moved = now_ns(), seen, done;
         int state;
 
         /* Writes to files still open become records first (as at a reconnect). */
@@ -250,6 +250,7 @@ int writeback_sync(struct view *v, struct ctl_out *out, GString *err)
         pthread_mutex_lock(&v->wb_lock);
         seen = v->wb_rounds;
         pthread_mutex_unlock(&v->wb_lock);
+        done = __atomic_load_n(&v->reint_done, __ATOMIC_ACQUIRE);
         while (left) {
                 uint64_t now;
 
@@ -274,9 +275,12 @@ int writeback_sync(struct view *v, struct ctl_out *out, GString *err)
                 seen = v->wb_rounds;
                 pthread_mutex_unlock(&v->wb_lock);
                 now = pending_upto(v, k);
-                if (now < left) {
+                if (now < left)
                         log_info("sync: %" PRIu64 " of %" PRIu64 " changes on the server",
                                  total - now, total);
+                /* A round marks its records at its end: its progress counts too. */
+                if (now < left || __atomic_load_n(&v->reint_done, __ATOMIC_ACQUIRE) != done) {
+                        done = __atomic_load_n(&v->reint_done, __ATOMIC_ACQUIRE);
                         moved = now_ns();
                 }
                 left = now;
