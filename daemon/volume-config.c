@@ -161,6 +161,11 @@ static int parse_delete_limit(struct volume_config *c, const char *key, const ch
         return 0;
 }
 
+const char *volume_config_write_back_name(int mode)
+{
+        return mode == WRITE_BACK_YES ? "yes" : mode == WRITE_BACK_AUTO ? "auto" : "no";
+}
+
 int volume_config_set(struct volume_config *c, const char *key, const char *value,
                       char *err, size_t errlen)
 {
@@ -222,6 +227,17 @@ int volume_config_set(struct volume_config *c, const char *key, const char *valu
                                     "while the connection is metered) nor ignore", key, value);
                 c->metered_ignore = value[0] == 'i';
                 return 0;
+        }
+        if (!strcmp(key, "WriteBack")) {
+                for (int m = WRITE_BACK_NO; m <= WRITE_BACK_AUTO; m++)
+                        if (!strcmp(value, volume_config_write_back_name(m))) {
+                                c->write_back = m;
+                                return 0;
+                        }
+                return fail(err, errlen, "%s: '%s' is none of no (changes go to the server as "
+                            "they are made), yes (acknowledged locally, shipped in the "
+                            "background) and auto (write-back while the connection is metered)",
+                            key, value);
         }
         if (!strcmp(key, "FetchThreads")) {
                 r = volume_config_parse_size(value, &v);

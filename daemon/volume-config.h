@@ -25,12 +25,18 @@ struct volume_config {
         uint64_t hoard_interval_ms;  /* HoardInterval=: period of the pin (hoard) walk */
         unsigned threads;       /* Threads=: FUSE worker threads */
         bool metered_ignore;    /* Metered=ignore: hoard on a metered connection too */
+        int write_back;         /* WriteBack=: WRITE_BACK_NO, _YES or _AUTO */
         unsigned fetch_threads; /* FetchThreads=: copies in flight for pins and hoarding */
         /* ReconnectDeleteLimit=: pinned objects a reconnect may delete without
          * force, a count or (delete_limit_percent) a percentage of them */
         uint64_t delete_limit;
         bool delete_limit_percent;
 };
+
+/* WriteBack=: changes acknowledged locally and shipped in the background
+ * always (yes), while the connection is metered (auto), or never (no). */
+enum { WRITE_BACK_NO, WRITE_BACK_YES, WRITE_BACK_AUTO };
+const char *volume_config_write_back_name(int mode);
 
 /* Fills defaults; every pointer NULL. */
 void volume_config_init(struct volume_config *c);

@@ -882,7 +882,7 @@ int oplog_set_root(struct oplog *log, const struct oplog_version *base)
         return e;
 }
 
-int oplog_find_ino(struct oplog *log, uint64_t ino, uint64_t *out_lid)
+static int find_ino(struct oplog *log, uint64_t ino, bool cached_first, uint64_t *out_lid)
 {
         int64_t lid;
         int e;
@@ -890,14 +890,27 @@ int oplog_find_ino(struct oplog *log, uint64_t ino, uint64_t *out_lid)
         if (!log || !out_lid)
                 return -EINVAL;
         /* By the inode it has on the server now, or had when it was cached. */
-        e = query_int(log, &lid, "SELECT lid FROM objects WHERE local=0 AND (b_ino=?1 OR"
-                                 " c_ino=?1) ORDER BY lid DESC LIMIT 1", 1, (int64_t)ino);
+        e = query_int(log, &lid, cached_first ?
+                      "SELECT lid FROM objects WHERE local=0 AND (b_ino=?1 OR c_ino=?1)"
+                      " ORDER BY c_ino IS ?1 DESC, lid DESC LIMIT 1" :
+                      "SELECT lid FROM objects WHERE local=0 AND (b_ino=?1 OR"
+                      " c_ino=?1) ORDER BY lid DESC LIMIT 1", 1, (int64_t)ino);
         if (e < 0)
                 return e;
         if (e == 0)
                 return -ENOENT;
         *out_lid = (uint64_t)lid;
         return 0;
+}
+
+int oplog_find_ino(struct oplog *log, uint64_t ino, uint64_t *out_lid)
+{
+        return find_ino(log, ino, false, out_lid);
+}
+
+int oplog_find_cached_ino(struct oplog *log, uint64_t ino, uint64_t *out_lid)
+{
+        return find_ino(log, ino, true, out_lid);
 }
 
 bool oplog_ino_known(struct oplog *log, uint64_t ino)
@@ -973,7 +986,7 @@ int oplog_object(struct oplog *log, uint64_t parent, const char *name,
                 return -EINVAL;
         if (base->content[0] && !fcache_merge_id_is_valid(base->content))
                 return -EINVAL;
-        e = oplog_find_ino(log, base->ino, &lid);
+        e = oplog_find_cached_ino(log, base->ino, &lid);
         if (e == 0) {
                 *out_lid = lid;
                 return 0;

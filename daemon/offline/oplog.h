@@ -156,6 +156,10 @@ int oplog_object(struct oplog *log, uint64_t parent, const char *name,
                  const struct oplog_version *base, uint64_t *out_lid);
 /* The lid of the server object with inode @ino now, or when it was cached (-ENOENT: none). */
 int oplog_find_ino(struct oplog *log, uint64_t ino, uint64_t *out_lid);
+/* The same for an inode a mirror's mark names: first the object cached with
+ * it (a replay may have given that one another inode since, and the server
+ * the old number to another object). */
+int oplog_find_cached_ino(struct oplog *log, uint64_t ino, uint64_t *out_lid);
 /*
  * Object @lid (a file with several links) may also be on the server as
  * @name under directory lid @parent: replay follows it there when the name

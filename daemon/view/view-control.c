@@ -266,6 +266,10 @@ static int execute(struct view *v, const char *cmdline, int tfd, const char *rel
                 g_string_assign(err, msg);
                 return r;
         }
+        /* In writeback, a flush ships the changes made (of every path). */
+        if (c.verb == VERB_FLUSH &&
+            __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) == VIEW_WRITEBACK)
+                return writeback_sync(v, o, err);
         switch (c.verb) {
         case VERB_QUERY_CACHED: case VERB_FLUSH: case VERB_PIN: case VERB_UNPIN:
         case VERB_SET_CACHEABLE: case VERB_FLUSH_VOLUME: case VERB_PREFETCH:
@@ -550,7 +554,8 @@ static void serve_request(struct view *v, int cfd)
         } else {
                 under = strcmp(rel, ".") ? rel : "";
                 if (!conflicts_execute(v, req.command, under, &o, err, &r) &&
-                    !metered_execute(v, req.command, &o, err, &r))
+                    !metered_execute(v, req.command, &o, err, &r) &&
+                    !writeback_execute(v, req.command, &o, err, &r))
                         r = execute(v, req.command, tfd, rel, &o, err, NULL);
         }
         ctlmsg_put_s32(&o.msg, CTLA_STATUS, r < 0 ? r : 0);

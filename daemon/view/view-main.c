@@ -338,6 +338,8 @@ static int worker_setup(struct view *v, struct volume_config *cfg, bool takeover
         r = view_oplog_open(v, !wrong_backing);
         if (r >= 0 && wrong_backing)
                 view_start_offline(v, why->str);
+        if (r >= 0)
+                view_start_writeback(v);
         g_string_free(why, TRUE);
         if (r < 0)
                 return r;
@@ -479,6 +481,7 @@ int main(int argc, char **argv)
                 goto out;
         }
         view_probe_resume(&v);
+        view_writeback_start(&v);
         r = view_worker_run(&v, worker_fd);
         if (no_holder && r == 1) {
                 umount2(cfg.mountpoint, MNT_DETACH);

@@ -38,6 +38,7 @@ bool metered_execute(struct view *v, const char *cmdline, struct ctl_out *out, G
                 log_info("The connection is %smetered: hoard walks %s", word[0] == 'y' ? "" : "not ",
                          view_hoard_paused(v) ? "pause" :
                          word[0] == 'y' ? "go on (Metered=ignore)" : "resume");
+        view_writeback_kick(v);        /* WriteBack=auto follows it */
         out_kv(out, "metered=%s", word);
         out_kv(out, "hoard=%s", view_hoard_paused(v) ? "paused" : "running");
         *status = 0;

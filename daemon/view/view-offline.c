@@ -33,7 +33,7 @@
 #include "reintegrate.h"
 #include "view.h"
 
-static const char *const state_names[] = { "online", "offline", "reintegrating" };
+static const char *const state_names[] = { "online", "offline", "reintegrating", "writeback" };
 
 const char *view_state_name(struct view *v)
 {
@@ -72,6 +72,7 @@ static int save_state(struct view *v, int state)
         /* "auto": offline because the backing stopped answering (or was not the
          * volume's); a successor keeps probing for its return. */
         const char *text = state == VIEW_ONLINE ? "online\n" :
+                           state == VIEW_WRITEBACK ? "writeback\n" :
                            __atomic_load_n(&v->auto_reconnect, __ATOMIC_ACQUIRE) ?
                            "offline auto\n" : "offline\n";
         int fd, r = 0;
@@ -98,6 +99,10 @@ static int load_state(struct view *v)
                 state = VIEW_OFFLINE;
                 if (g_str_has_prefix(text, "offline auto"))
                         __atomic_store_n(&v->auto_reconnect, true, __ATOMIC_RELEASE);
+        } else if (text && g_str_has_prefix(text, "writeback")) {
+                /* The log may hold records not on the server: shipped
+                 * first, whatever WriteBack= says now. */
+                state = VIEW_WRITEBACK;
         }
         g_free(text);
         g_free(path);
@@ -114,6 +119,7 @@ int view_oplog_open(struct view *v, bool record_root)
         int r;
 
         pthread_mutex_init(&v->offline_lock, NULL);
+        view_writeback_init(v);
         pthread_rwlockattr_init(&attr);
         /* A switch must not starve behind a stream of writes. */
         pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
@@ -148,6 +154,8 @@ int view_oplog_open(struct view *v, bool record_root)
         view_conflicts_recount(v);
         if (v->state == VIEW_OFFLINE)
                 log_info("Volume starts offline (as it was left), serving the local mirror");
+        else if (v->state == VIEW_WRITEBACK)
+                log_info("Volume starts in write-back (as it was left), serving the local mirror");
         return 0;
 }
 
@@ -190,7 +198,7 @@ static int child_lid(struct view *v, int dfd, const char *name, uint64_t plid, u
 
         if (mirror_get_base(dfd, name, &b) < 0)
                 return mirror_get_lid(dfd, name, lid) == 0 ? 0 : -ENOENT;
-        if (oplog_find_ino(v->oplog, b.ver.ino, lid) == 0)
+        if (oplog_find_cached_ino(v->oplog, b.ver.ino, lid) == 0)
                 return 0;
         /* First change of this object while offline: register its base. */
         ver = b.ver;
@@ -214,7 +222,7 @@ static int known_lid(struct view *v, int dfd, const char *name, uint64_t *lid)
         struct mirror_base b;
 
         if (mirror_get_base(dfd, name, &b) == 0)
-                return oplog_find_ino(v->oplog, b.ver.ino, lid) == 0 ? 0 : -ENOENT;
+                return oplog_find_cached_ino(v->oplog, b.ver.ino, lid) == 0 ? 0 : -ENOENT;
         return mirror_get_lid(dfd, name, lid) == 0 ? 0 : -ENOENT;
 }
 
@@ -574,6 +582,19 @@ static void invalidate_nodes(struct view *v, GArray *ids)
                 g_array_free(ids, TRUE);
 }
 
+/* Guards the reasons query state gives; never held across anything else. */
+static pthread_mutex_t reason_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* mode_lock held exclusively: from a state that serves the mirror already
+ * (writeback, a reconnect) to offline: no switch of nodes, the state kept. */
+static void offline_from_mirror(struct view *v)
+{
+        if (v->state == VIEW_WRITEBACK)
+                log_info("Volume is offline: the write-back log waits for a reconnect");
+        __atomic_store_n(&v->state, VIEW_OFFLINE, __ATOMIC_RELEASE);
+        save_state(v, VIEW_OFFLINE);
+}
+
 /*
  * Takes mode_lock exclusively for a switch.  @forced (the backing stopped
  * answering): a change stuck in a backing call holds it shared and may never
@@ -610,8 +631,8 @@ static int disconnect(struct view *v, bool forced, GString *err)
         if (v->state != VIEW_ONLINE) {
                 /* A reconnect under way stops (after the records in flight):
                  * the volume goes on serving as offline. */
-                if (v->state == VIEW_REINTEGRATING && !forced)
-                        __atomic_store_n(&v->state, VIEW_OFFLINE, __ATOMIC_RELEASE);
+                if ((v->state == VIEW_REINTEGRATING || v->state == VIEW_WRITEBACK) && !forced)
+                        offline_from_mirror(v);
                 if (locked)
                         pthread_rwlock_unlock(&v->mode_lock);
                 return 0;
@@ -629,9 +650,6 @@ static int disconnect(struct view *v, bool forced, GString *err)
         return r;
 }
 
-/* Guards the reasons query state gives; never held across anything else. */
-static pthread_mutex_t reason_lock = PTHREAD_MUTEX_INITIALIZER;
-
 /* Why the volume is offline by itself, for query state (NULL: by hand, or online). */
 static void set_offline_reason(struct view *v, const char *why)
 {
@@ -643,7 +661,7 @@ static void set_offline_reason(struct view *v, const char *why)
 
 void view_start_offline(struct view *v, const char *why)
 {
-        if (v->state != VIEW_ONLINE) {
+        if (v->state == VIEW_OFFLINE) {
                 log_error("%s: the volume was offline and stays so", why);
                 if (__atomic_load_n(&v->auto_reconnect, __ATOMIC_ACQUIRE))
                         set_offline_reason(v, why);
@@ -662,6 +680,14 @@ int view_disconnect(struct view *v, GString *err)
         return disconnect(v, false, err);
 }
 
+/* Offline (or reconnecting from it): not yet back online or in writeback. */
+static bool probing(struct view *v)
+{
+        int state = __atomic_load_n(&v->state, __ATOMIC_ACQUIRE);
+
+        return state == VIEW_OFFLINE || state == VIEW_REINTEGRATING;
+}
+
 /* After a timeout: probe the backing, reconnect when it answers again. */
 static void *timeout_thread(void *arg)
 {
@@ -669,7 +695,7 @@ static void *timeout_thread(void *arg)
 
         if (disconnect(v, true, NULL) < 0)
                 log_error("Failed to switch offline after a backing timeout");
-        while (__atomic_load_n(&v->auto_reconnect, __ATOMIC_ACQUIRE) && view_offline(v)) {
+        while (__atomic_load_n(&v->auto_reconnect, __ATOMIC_ACQUIRE) && probing(v)) {
                 struct timespec ts = { 2, 0 };
                 GString *out, *err;
 
@@ -777,8 +803,7 @@ static bool reconnecting(struct view *v)
         return true;
 }
 
-/* An error of the replay that says the server went away (or the replay waits on it). */
-static bool server_gone(int r)
+bool view_server_gone(int r)
 {
         switch (-r) {
         case EIO: case ENOTCONN: case ESTALE: case ETIMEDOUT: case ECONNRESET:
@@ -795,10 +820,13 @@ static bool server_gone(int r)
  * offline again.  Stopped by a server that went away, it probes for its
  * return as after any backing timeout.
  */
-static int reconnect_stopped(struct view *v, int r, GString *err)
+static int reconnect_stopped(struct view *v, int r, bool from_writeback, GString *err)
 {
-        __atomic_store_n(&v->state, VIEW_OFFLINE, __ATOMIC_RELEASE);
-        if (server_gone(r)) {
+        /* From writeback, an error of the replay alone (not of the server,
+         * nor a disconnect) leaves it in writeback: the trickle retries. */
+        __atomic_store_n(&v->state, from_writeback && r != -ECANCELED && !view_server_gone(r) ?
+                         VIEW_WRITEBACK : VIEW_OFFLINE, __ATOMIC_RELEASE);
+        if (view_server_gone(r)) {
                 __atomic_store_n(&v->auto_reconnect, true, __ATOMIC_RELEASE);
                 set_offline_reason(v, "the backing stopped answering during the reconnect");
                 save_state(v, VIEW_OFFLINE);
@@ -815,8 +843,9 @@ static int reconnect_stopped(struct view *v, int r, GString *err)
                 g_string_printf(err, "the reconnect was stopped by a disconnect; the volume"
                                 " stays offline and resumes where it stopped");
         else
-                g_string_printf(err, "reintegration stopped: %s; the volume stays offline"
-                                " and resumes where it stopped", strerror(-r));
+                g_string_printf(err, "reintegration stopped: %s; the volume stays %s"
+                                " and resumes where it stopped", strerror(-r),
+                                state_names[v->state]);
         return r;
 }
 
@@ -848,9 +877,24 @@ static void resync_after_reconnect(struct view *v)
                          " resynced now");
 }
 
-int view_reconnect(struct view *v, bool force, GString *out, GString *err)
+/*
+ * From writeback: the trickle's round in flight (view_replay() is one at a
+ * time) ends before the reconnect replays; it is bounded by BackingTimeout
+ * of no progress, then the reconnect's replay finds it busy (-EBUSY).
+ */
+static void trickle_wait(struct view *v)
+{
+        uint64_t bound_ms = v->cfg->backing_timeout_ms ? 2 * v->cfg->backing_timeout_ms : 60000;
+
+        for (uint64_t ms = 0; ms < bound_ms &&
+             __atomic_load_n(&v->replay_busy, __ATOMIC_ACQUIRE); ms += 20)
+                usleep(20000);
+}
+
+static int reconnect(struct view *v, bool force, GString *out, GString *err)
 {
         struct reintegrate_stats stats = { 0 };
+        bool from_writeback;
         GArray *ids;
         int r;
 
@@ -886,11 +930,14 @@ again:
                 goto again;
         set_refused(v, NULL);
         set_offline_reason(v, NULL);
+        from_writeback = v->state == VIEW_WRITEBACK;
         __atomic_store_n(&v->reint_done, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&v->reint_total, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&v->state, VIEW_REINTEGRATING, __ATOMIC_RELEASE);
         vfile_flush_dirty(v);
         pthread_rwlock_unlock(&v->mode_lock);
+        if (from_writeback)
+                trickle_wait(v);
         /* The log as it stands, while changes go on offline (logged after it). */
         r = view_replay_while_serving(v, &stats);
         pthread_rwlock_wrlock(&v->mode_lock);
@@ -903,7 +950,7 @@ again:
                 r = view_replay(v, &stats);
         }
         if (r < 0) {
-                reconnect_stopped(v, r, err);
+                reconnect_stopped(v, r, from_writeback, err);
                 pthread_rwlock_unlock(&v->mode_lock);
                 log_warn("Reconnect stopped: %s", err->str);
                 view_probe_resume(v);
@@ -928,15 +975,80 @@ again:
          * which stops at its next pin. */
         resync_after_reconnect(v);
         view_conflicts_recount(v);
-        log_info("Volume is online: %" PRIu64 " records, %" PRIu64 " applied, %" PRIu64
+        /* Online while the mirror took the server's state: no change made
+         * in writeback (not yet on the server) was there for it to overwrite. */
+        if (view_writeback_wanted(v) && view_writeback_enter(v) < 0)
+                log_warn("Staying online: write-back cannot start");
+        log_info("Volume is %s: %" PRIu64 " records, %" PRIu64 " applied, %" PRIu64
                  " already there, %" PRIu64 " merged, %" PRIu64 " conflicts, %" PRIu64 " held",
-                 stats.total, stats.applied, stats.already, stats.merged, stats.conflicts,
-                 stats.held);
+                 view_state_name(v), stats.total, stats.applied, stats.already, stats.merged,
+                 stats.conflicts, stats.held);
         g_string_append_printf(out, "records=%" PRIu64 "\napplied=%" PRIu64 "\nalready=%" PRIu64
                                "\nmerged=%" PRIu64 "\nconflicts=%" PRIu64 "\nheld=%" PRIu64 "\n",
                                stats.total, stats.applied, stats.already, stats.merged,
                                stats.conflicts, stats.held);
         return 0;
+}
+
+int view_writeback_enter(struct view *v)
+{
+        GArray *ids;
+        int r;
+
+        pthread_rwlock_wrlock(&v->mode_lock);
+        if (v->state != VIEW_ONLINE) {
+                pthread_rwlock_unlock(&v->mode_lock);
+                return 0;
+        }
+        r = save_state(v, VIEW_WRITEBACK);
+        if (r < 0) {
+                pthread_rwlock_unlock(&v->mode_lock);
+                return r;
+        }
+        ids = switch_served(v, VIEW_WRITEBACK);
+        pthread_rwlock_unlock(&v->mode_lock);
+        log_info("Volume is in write-back: serving the local mirror of its pins, changes"
+                 " shipped to the server in the background");
+        invalidate_nodes(v, ids);
+        view_writeback_kick(v);
+        return 0;
+}
+
+void view_start_writeback(struct view *v)
+{
+        if (v->state != VIEW_ONLINE || !view_writeback_wanted(v))
+                return;
+        log_info("Volume starts in write-back (WriteBack=%s), serving the local mirror",
+                 volume_config_write_back_name(v->cfg->write_back));
+        v->state = VIEW_WRITEBACK;
+        save_state(v, VIEW_WRITEBACK);
+}
+
+void view_writeback_lost(struct view *v, int r)
+{
+        pthread_rwlock_wrlock(&v->mode_lock);
+        if (v->state == VIEW_WRITEBACK) {
+                log_warn("Shipping the write-back log failed (%s): going offline", strerror(-r));
+                __atomic_store_n(&v->auto_reconnect, true, __ATOMIC_RELEASE);
+                set_offline_reason(v, r == -ETIMEDOUT ?
+                                   "the backing did not answer within BackingTimeout" :
+                                   "the backing stopped answering while shipping the"
+                                   " write-back log");
+                offline_from_mirror(v);
+        }
+        pthread_rwlock_unlock(&v->mode_lock);
+        view_probe_resume(v);
+}
+
+int view_reconnect(struct view *v, bool force, GString *out, GString *err)
+{
+        int r;
+
+        /* The trickle leaves the switch to writeback to it (after its resync). */
+        __atomic_add_fetch(&v->reconnects, 1, __ATOMIC_ACQ_REL);
+        r = reconnect(v, force, out, err);
+        __atomic_sub_fetch(&v->reconnects, 1, __ATOMIC_ACQ_REL);
+        return r;
 }
 
 void view_conflicts_recount(struct view *v)
@@ -996,6 +1108,8 @@ void view_state_out(struct view *v, GString *out)
                                state_names[state], pending, conflicts);
         g_string_append_printf(out, "reintegration_done=%" PRIu64 "\nreintegration_total=%" PRIu64
                                "\n", done, total);
+        g_string_append_printf(out, "writeback=%s\n",
+                               volume_config_write_back_name(v->cfg->write_back));
         if (state != VIEW_ONLINE) {
                 pthread_mutex_lock(&reason_lock);
                 if (v->offline_reason)

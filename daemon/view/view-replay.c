@@ -77,8 +77,9 @@ static void replay_wrote(void *ud, const struct stat *server, const struct stat 
 static bool replay_cancel(void *ud)
 {
         struct replay *rp = ud;
+        int state = __atomic_load_n(&rp->v->state, __ATOMIC_ACQUIRE);
 
-        return __atomic_load_n(&rp->v->state, __ATOMIC_ACQUIRE) != VIEW_REINTEGRATING;
+        return state != VIEW_REINTEGRATING && state != VIEW_WRITEBACK;
 }
 
 static int replay_work(void *arg, struct backing_progress *p)

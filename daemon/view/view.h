@@ -85,13 +85,18 @@ struct view {
         pthread_rwlock_t mode_lock;   /* changes shared, state switches exclusive */
         pthread_mutex_t offline_lock; /* serializes the oplog */
         struct oplog *oplog;    /* protected by offline_lock: CacheDir/offline */
-        int state;              /* VIEW_ONLINE, VIEW_OFFLINE, VIEW_REINTEGRATING (atomic) */
+        int state;              /* enum view_state (atomic) */
         int mirror_fd;          /* O_PATH|O_DIRECTORY on CacheDir/mirror */
         unsigned conflicts;     /* records kept as conflicts (atomic; 0: no lookup asks) */
         bool timeout_thread;    /* atomic: a backing timeout is being handled */
         uint64_t changes;       /* atomic: changes begun through the view (view_change_begin) */
         bool auto_reconnect;    /* atomic: offline by a timeout, back when the backing answers */
         bool metered;           /* atomic: fcached says the connection is metered */
+        /* write-back (view-writeback.c) */
+        pthread_mutex_t wb_lock;
+        pthread_cond_t wb_cond; /* wb_lock: the trickle has work, or a round ended */
+        uint64_t wb_rounds;     /* wb_lock: trickle rounds ended */
+        unsigned reconnects;    /* atomic: view_reconnect() calls under way */
         uint64_t reint_done;    /* atomic: records replayed by the running or last reintegration */
         uint64_t reint_total;   /* atomic: and the records it had to replay */
         bool replay_busy;       /* atomic: a replay runs (or, given up on, still waits on the backing) */
@@ -109,7 +114,9 @@ struct view {
         char *control_path;
 };
 
-enum view_state { VIEW_ONLINE, VIEW_OFFLINE, VIEW_REINTEGRATING };
+/* VIEW_WRITEBACK serves the mirror as offline while the log is shipped in
+ * the background (view-writeback.c). */
+enum view_state { VIEW_ONLINE, VIEW_OFFLINE, VIEW_REINTEGRATING, VIEW_WRITEBACK };
 
 /* view-creds.c */
 struct creds {
@@ -292,7 +299,7 @@ struct mirror_base;
 /* @record_root: the backing is the volume's; its root becomes the log's root base. */
 int view_oplog_open(struct view *v, bool record_root);
 const char *view_state_name(struct view *v);
-bool view_offline(struct view *v);      /* serving the mirror (offline or reintegrating) */
+bool view_offline(struct view *v);      /* serving the mirror (offline, reintegrating, writeback) */
 int view_served_root(struct view *v);   /* the root descriptor of what is served */
 void view_change_begin(struct view *v); /* around every change: the state cannot switch */
 void view_change_end(struct view *v);
@@ -344,8 +351,18 @@ void view_backing_timed_out(struct view *v);
 void view_probe_resume(struct view *v);
 /* After a timeout: waits (briefly) until the volume serves offline; true if it does. */
 bool view_wait_offline(struct view *v);
-/* @force: even when more pinned objects would go than ReconnectDeleteLimit. */
+/* @force: even when more pinned objects would go than ReconnectDeleteLimit.
+ * From offline or writeback; it ends in writeback when view_writeback_wanted(). */
 int view_reconnect(struct view *v, bool force, GString *out, GString *err);
+/* Before serving: a volume that would start online starts in writeback when wanted. */
+void view_start_writeback(struct view *v);
+/* Online -> writeback (the mirror served, the log shipped by the trickle). */
+int view_writeback_enter(struct view *v);
+/* In writeback, the trickle's replay failed with @r, an error of a server
+ * gone: the volume goes offline and probes for the backing's return. */
+void view_writeback_lost(struct view *v, int r);
+/* An error of the replay that says the server went away (or the replay waits on it). */
+bool view_server_gone(int r);
 /*
  * view-replay.c: replays the offline log as it stands (records up to K)
  * while the volume goes on serving as offline, its changes logged after K;
@@ -476,6 +493,24 @@ void view_link_rtt_start(struct view *v);
 /* A median round trip of 5 ms or more (false before it is measured, and on a local backing). */
 bool view_link_poor(struct view *v);
 void view_link_rtt_out(struct view *v, GString *out);
+
+/*
+ * view-writeback.c: WriteBack= (see there).  Is writeback wanted now (yes,
+ * or auto on a metered connection)?  Before serving, a volume that would
+ * start online starts in writeback instead; the trickle thread then ships
+ * the log and follows WriteBack=auto.
+ */
+bool view_writeback_wanted(struct view *v);
+void view_writeback_init(struct view *v);
+void view_writeback_start(struct view *v);
+/* Wakes the trickle (a change logged, the metered state changed). */
+void view_writeback_kick(struct view *v);
+/* "sync": false when @cmdline is another request. */
+bool writeback_execute(struct view *v, const char *cmdline, struct ctl_out *out, GString *err,
+                       int *status);
+/* Waits until the records pending now are on the server (sync, and flush
+ * of a path in writeback): 0, -EHOSTDOWN (offline), -ETIMEDOUT (no progress). */
+int writeback_sync(struct view *v, struct ctl_out *out, GString *err);
 
 /*
  * view-deadline.c: backing calls bounded by BackingTimeout (see there):

@@ -19,11 +19,18 @@ FCACHE_BENCH_RTT_MS of round trip, default 10):
             same changes made directly on the plain sshfs mount; "replay"
             is the part until the volume is online, "resync" the rest (the
             mirror of pinned trees resynced with the server)
+  untar     (sshfs then mounted with noforget, as fcache.volume(5) asks)
+            `tar xf` of 1,000 files (4 KiB, in 10 directories) into a
+            pinned directory of the volume online with WriteBack=yes
+            (acknowledged locally; "wb ship" is the `sync` after it, until
+            every file is on the server), against the same untar on local
+            disk and into a pinned directory of the volume with WriteBack=no
+            (the volume is restarted with WriteBack=yes for its part)
 
 Each round uses fresh directories (nothing cached on any side).  Prints the
 median and range of each column and of the ratios view/baseline per round.
 Environment: FCACHE_BENCH_ROUNDS (default 3), FCACHE_BENCH_ROWS (default
-"read,pin100,pin1000"), FCACHE_BENCH_RTT_MS, FCACHE_BENCH_LEASE (AttrLease,
+"read,pin100,pin1000,reconnect,untar"), FCACHE_BENCH_RTT_MS, FCACHE_BENCH_LEASE (AttrLease,
 default 30s), FCACHE_BENCH_CREATES / FCACHE_BENCH_EDITS (reconnect row,
 default 1000 / 100), FCACHECTL (fcachectl to run prefetch with; the column is
 missing without it).
@@ -41,13 +48,14 @@ import linklib  # noqa: E402
 import viewlib  # noqa: E402
 
 ROUNDS = int(os.environ.get("FCACHE_BENCH_ROUNDS", "3"))
-ROWS = os.environ.get("FCACHE_BENCH_ROWS", "read,pin100,pin1000,reconnect").split(",")
+ROWS = os.environ.get("FCACHE_BENCH_ROWS", "read,pin100,pin1000,reconnect,untar").split(",")
 RTT_MS = float(os.environ.get("FCACHE_BENCH_RTT_MS", "10"))
 LEASE = os.environ.get("FCACHE_BENCH_LEASE", "30s")
 FCACHECTL = os.environ.get("FCACHECTL", "")
 NREAD = 1000
 NCREATE = int(os.environ.get("FCACHE_BENCH_CREATES", "1000"))
 NEDIT = int(os.environ.get("FCACHE_BENCH_EDITS", "100"))
+NUNTAR = 1000
 
 
 def make_tree(d, n, size):
@@ -90,7 +98,10 @@ def summary(xs):
 def main():
     viewlib.require_root_fuse()
     vol = viewlib.Volume("linkbench", lease=LEASE)
-    link = linklib.volume_over_link(vol, RTT_MS / 2)
+    # The write-back replay matches the files it made by inode number:
+    # sshfs keeps them only with noforget (fcache.volume(5)).
+    link = linklib.volume_over_link(vol, RTT_MS / 2, linklib.SSHFS_OPTIONS +
+                                    (",noforget" if "untar" in ROWS else ""))
     vol.start()
     print(f"# link: sshfs through a relay adding {RTT_MS:g} ms of round trip;"
           f" a stat that reaches the server takes {link.rtt_ms():.1f} ms")
@@ -156,9 +167,56 @@ def main():
             vol.ctl("unpin recursive", f"rc-{r}", timeout=1800)
             print(f"# reconnect round {r + 1}: {took:.2f} s, replay {replay:.2f} s,"
                   f" resync {took - replay:.2f} s ({q.get('records')} records)", flush=True)
+    if "untar" in ROWS:
+        untar_row(vol, link, add)
     print(f"# {ROUNDS} rounds; seconds (or ratios): median (min-max)")
     for k, xs in res.items():
         print(f"{k:32s} {summary(xs)}")
+
+
+def untar_row(vol, link, add):
+    """The untar row: local disk and WriteBack=no first, then the volume
+    restarted with WriteBack=yes (pinned directories made before: pins need
+    the server)."""
+    src = os.path.join(vol.top, "untar-src")
+    for i in range(NUNTAR):
+        os.makedirs(os.path.join(src, f"d{i % 10}"), exist_ok=True)
+        with open(os.path.join(src, f"d{i % 10}", f"f{i:04d}"), "wb") as f:
+            f.write(os.urandom(4096))
+    tarball = os.path.join(vol.top, "untar.tar")
+    subprocess.run(["tar", "cf", tarball, "-C", src, "."], check=True)
+    local, no, wb = [], [], []
+    for r in range(ROUNDS):
+        for kind in ("no", "wb"):
+            os.makedirs(os.path.join(link.server, f"untar-{kind}-{r}"))
+            vol.ctl("pin recursive", f"untar-{kind}-{r}", timeout=1800)
+        d = os.path.join(vol.top, f"untar-local-{r}")
+        os.makedirs(d)
+        local.append(timed(["tar", "xf", tarball, "-C", d]))
+        no.append(timed(["tar", "xf", tarball, "-C", vol.v(f"untar-no-{r}")], timeout=3600))
+        print(f"# untar round {r + 1}: local {local[-1]:.3f} s, WriteBack=no {no[-1]:.2f} s",
+              flush=True)
+    vol.stop()
+    vol.args += ["--set", "WriteBack=yes"]
+    vol.start()
+    if vol.state().get("state") != "writeback":
+        raise RuntimeError(f"untar row: WriteBack=yes is not in writeback: {vol.state()}")
+    for r in range(ROUNDS):
+        wb.append(timed(["tar", "xf", tarball, "-C", vol.v(f"untar-wb-{r}")]))
+        ship = timed([viewlib.CTL, vol.cache, "sync"], timeout=3600)
+        got = sum(len(fs) for _, _, fs in os.walk(os.path.join(link.server, f"untar-wb-{r}")))
+        conflicts = vol.ctl("query conflicts").get("conflicts")
+        if got != NUNTAR or conflicts != "0":
+            raise RuntimeError(f"untar row: {got} of {NUNTAR} files on the server after sync,"
+                               f" {conflicts} conflicts")
+        add("untar local", local[r])
+        add("untar view WriteBack=no", no[r])
+        add("untar view WriteBack=yes", wb[-1])
+        add("untar view wb ship (sync)", ship)
+        add("untar WriteBack=yes / local", wb[-1] / local[r])
+        add("untar WriteBack=no / local", no[r] / local[r])
+        print(f"# untar round {r + 1}: WriteBack=yes {wb[-1]:.3f} s, shipped in {ship:.2f} s",
+              flush=True)
 
 
 def reconnect(vol):

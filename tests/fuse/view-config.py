@@ -39,6 +39,7 @@ def main():
          ":5: ReconnectDeleteLimit: 'lots' is neither a number of pinned objects"),
         (base + "ReconnectDeleteLimit=150%\n", ":5: ReconnectDeleteLimit: '150%' is more than 100%"),
         (base + "ReconnectDeleteLimit=5 files\n", ":5: ReconnectDeleteLimit: '5 files' is neither"),
+        (base + "WriteBack=sometimes\n", ":5: WriteBack: 'sometimes' is none of no"),
     ]
     for text, want in cases:
         path, r = run_conf(text)
@@ -54,7 +55,7 @@ def main():
     write_file(conf, (f"[Volume]\nBacking={vol.backing}\nMountpoint={vol.mnt}\n"
                       f"CacheDir={vol.cache}\nCacheSize=64M\nReserve=8M\nAttrLease=5s\n"
                       f"Server=localhost\nBackingTimeout=3s\nHoardInterval=10min\nFetchThreads=4\n"
-                      f"ReconnectDeleteLimit=10%\n").encode())
+                      f"ReconnectDeleteLimit=10%\nWriteBack=no\n").encode())
     try:
         vol.args = [VIEW, name]
         vol.start()

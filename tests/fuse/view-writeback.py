@@ -1,0 +1,248 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Write-back (WriteBack=yes|auto) through a real FUSE view: a volume with a
+pinned directory starts in state writeback; random creates, writes, renames,
+unlinks and mkdirs in the pinned tree are checked against an in-memory model;
+after `sync` every acknowledged change is on the backing, in the model's
+state.  In the middle of rounds: a disconnect and reconnect (back to
+writeback), a kill -9 of the worker (nothing acknowledged lost).  A file
+changed by another client on the server and locally ends as a conflict, as
+offline.  WriteBack=auto follows `set metered yes|no`.  Over sshfs through a
+relay (linklib), the link cut: changes go on, the volume goes offline, and
+once the link is back the probe brings it back to writeback and ships them.
+Seeded: FCACHE_WRITEBACK_SEED, FCACHE_WRITEBACK_ROUNDS (default 3).
+"""
+import errno
+import os
+import random
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from viewlib import (Volume, check, eq, err_of, finish, read_file,  # noqa: E402
+                     require_root_fuse, tree, wait_for, write_file)
+
+OPS = 30
+
+
+class Model:
+    """The pinned tree as the application made it: rel path -> bytes, or None for a dir."""
+
+    def __init__(self, rng, root):
+        self.rng = rng
+        self.root = root
+        self.items = {}
+        self.fixed = set()      # left alone: the conflict check uses them
+        self.n = 0
+
+    def fresh(self, parent):
+        self.n += 1
+        return os.path.join(parent, f"n{self.n}") if parent else f"n{self.n}"
+
+    def dirs(self):
+        return [""] + [p for p, c in self.items.items() if c is None]
+
+    def files(self):
+        return [p for p, c in self.items.items() if c is not None and p not in self.fixed]
+
+    def data(self):
+        return self.rng.randbytes(self.rng.choice([0, 10, 3000, 70000]))
+
+    def step(self, vpath):
+        """One random change made through the view (acknowledged when it returns)."""
+        rng = self.rng
+        op = rng.choice(["create", "create", "write", "rename", "unlink", "mkdir"])
+        files = self.files()
+        if op in ("write", "rename", "unlink") and not files:
+            op = "create"
+        if op == "create":
+            p = self.fresh(rng.choice(self.dirs()))
+            d = self.data()
+            write_file(vpath(p), d)
+            self.items[p] = d
+        elif op == "write":
+            p = rng.choice(files)
+            d = self.data()
+            write_file(vpath(p), d)
+            self.items[p] = d
+        elif op == "rename":
+            p = rng.choice(files)
+            q = self.fresh(rng.choice(self.dirs()))
+            os.rename(vpath(p), vpath(q))
+            self.items[q] = self.items.pop(p)
+        elif op == "unlink":
+            p = rng.choice(files)
+            os.unlink(vpath(p))
+            del self.items[p]
+        else:
+            p = self.fresh(rng.choice(self.dirs()))
+            os.mkdir(vpath(p))
+            self.items[p] = None
+        return op
+
+    def expect(self):
+        return {p: ("dir", None) if c is None else ("file", c) for p, c in self.items.items()}
+
+
+def shape(t):
+    """tree() without modes: the model keeps names, types and content."""
+    return {p: (e[0], e[2]) for p, e in t.items()}
+
+
+def same_tree(got, want, what):
+    """eq() of two shapes, saying which paths differ."""
+    if got == want:
+        eq(got, want, what)
+        return
+    diff = sorted(p for p in set(got) | set(want) if got.get(p) != want.get(p))
+    check(False, what + ": differ at " + ", ".join(
+        f"{p} (got {str(got.get(p))[:40]}, want {str(want.get(p))[:40]})" for p in diff[:8]))
+
+
+def pinned_volume(name, mode, seed_files, over_link=False):
+    """A volume whose proj/ is pinned online, then restarted with WriteBack=mode."""
+    vol = Volume(name, lease="1s")
+    vol.link = None
+    server = vol.backing
+    if over_link:
+        import linklib
+        vol.args += ["--set", "BackingTimeout=2s"]
+        vol.link = linklib.volume_over_link(vol, 5)
+        server = vol.link.server
+    os.makedirs(os.path.join(server, "proj"))
+    for p, d in seed_files.items():
+        write_file(os.path.join(server, "proj", p), d)
+    vol.start()
+    eq(vol.ctl("pin recursive", "proj").get("mirrored"), "yes", "pin recursive: mirrored")
+    vol.stop()
+    vol.args += ["--set", f"WriteBack={mode}"] + ([] if over_link else
+                                                  ["--set", "BackingTimeout=5s"])
+    vol.start()
+    return vol
+
+
+def link_cut():
+    """Over a slow link with BackingTimeout=2s, the link cut in writeback."""
+    if not shutil.which("sshfs") or not (shutil.which("sshd") or os.access("/usr/sbin/sshd",
+                                                                             os.X_OK)):
+        print("# no sshfs or sshd: the link cut is not tried")
+        return
+    vol = pinned_volume("writeback-link", "yes", {"f": b"one\n"}, over_link=True)
+    srv = lambda *p: os.path.join(vol.link.server, "proj", *p)   # noqa: E731
+    eq(vol.state()["state"], "writeback", "over a link: writeback")
+    write_file(vol.v("proj", "f"), b"two\n")
+    sync(vol, "over a link")
+    eq(read_file(srv("f")), b"two\n", "over a link: sync ships the change")
+    vol.link.cut()
+    try:
+        write_file(vol.v("proj", "f"), b"three\n")
+        write_file(vol.v("proj", "g"), b"made while the link is cut\n")
+        eq(read_file(vol.v("proj", "g")), b"made while the link is cut\n",
+           "link cut: changes go on at local speed")
+        check(wait_for(lambda: vol.state()["state"] == "offline", 60),
+              "link cut: the trickle's replay times out and the volume goes offline")
+        check("offline_reason" in vol.state(), "link cut: query state says why")
+    finally:
+        vol.link.restore()
+    check(wait_for(lambda: vol.state()["state"] == "writeback", 120),
+          "link back: the probe's reconnect brings the volume back to writeback")
+    sync(vol, "link back")
+    eq((read_file(srv("f")), read_file(srv("g"))), (b"three\n", b"made while the link is cut\n"),
+       "link back: the changes made during the cut are on the server")
+    vol.stop()
+
+
+def sync(vol, what):
+    q = vol.ctl("sync", ok=False)
+    eq(q["_rc"], 0, f"{what}: sync succeeds ({q['_err']})")
+    eq(vol.state()["pending"], "0", f"{what}: nothing pending after sync")
+
+
+def main():
+    require_root_fuse()
+    seed = int(os.environ.get("FCACHE_WRITEBACK_SEED", random.randrange(1 << 30)))
+    rounds = int(os.environ.get("FCACHE_WRITEBACK_ROUNDS", "3"))
+    print(f"FCACHE_WRITEBACK_SEED={seed}")
+    rng = random.Random(seed)
+
+    seed_files = {"a.txt": b"alpha\n", "shared.bin": b"base content\n" * 100}
+    vol = pinned_volume("writeback", "yes", seed_files)
+    v = lambda *p: vol.v("proj", *p)          # noqa: E731
+    b = lambda *p: vol.b("proj", *p)          # noqa: E731
+    q = vol.state()
+    eq((q["state"], q["writeback"]), ("writeback", "yes"),
+       "WriteBack=yes: the volume starts in state writeback")
+    model = Model(rng, "proj")
+    model.items = dict(seed_files)
+    model.fixed = {"shared.bin"}
+    eq(shape(tree(v())), model.expect(), "writeback serves the pinned tree as the server has it")
+    eq(err_of(lambda: os.stat(vol.v("elsewhere"))), errno.EHOSTDOWN,
+       "a name outside the pins is EHOSTDOWN in writeback, as offline")
+
+    events = ["disconnect", "kill"] + ["none"] * max(0, rounds - 2)
+    rng.shuffle(events)
+    for rnd in range(rounds):
+        ev = events[rnd % len(events)]
+        for i in range(OPS):
+            if i == OPS // 2 and ev == "disconnect":
+                eq(vol.ctl("disconnect")["state"], "offline", f"round {rnd}: disconnect")
+            if i == OPS // 2 and ev == "kill":
+                old = vol.kill_worker()
+                vol.wait_new_worker(old)
+                eq(vol.state()["state"], "writeback",
+                   f"round {rnd}: the successor of a killed worker is in writeback")
+            model.step(v)
+        same_tree(shape(tree(v())), model.expect(),
+                  f"round {rnd} ({ev}): the view reads as the model at once")
+        if ev == "disconnect":
+            q = vol.ctl("sync", ok=False)
+            check(q["_rc"] != 0 and "offline" in q["_err"],
+                  f"round {rnd}: sync offline fails and says why ({q['_err']})")
+            eq(vol.ctl("reconnect")["state"], "writeback",
+               f"round {rnd}: reconnect ends in writeback")
+        sync(vol, f"round {rnd} ({ev})")
+        same_tree(shape(tree(b())), model.expect(),
+                  f"round {rnd} ({ev}): after sync every acknowledged change is on the backing")
+
+    # flush of a path in writeback ships too
+    write_file(v("a.txt"), b"alpha, flushed\n")
+    model.items["a.txt"] = b"alpha, flushed\n"
+    q = vol.ctl("flush", "proj", ok=False)
+    eq(q["_rc"], 0, f"flush PATH in writeback waits for the changes to ship ({q['_err']})")
+    eq(read_file(b("a.txt")), b"alpha, flushed\n", "flush PATH: the change is on the backing")
+
+    # A file changed by another client on the server and here: a conflict, as offline.
+    theirs = b"their content\n" * 50
+    write_file(b("shared.bin"), theirs)
+    write_file(v("shared.bin"), b"my content\n" * 70)
+    q = vol.ctl("sync", ok=False)
+    eq(q["_rc"], 0, f"sync with a conflict returns ({q['_err']})")
+    eq(vol.ctl("query conflicts")["conflicts"], "1",
+       "query conflicts: the change made on both sides is kept as a conflict")
+    eq(read_file(b("shared.bin")), theirs, "the server keeps its version, as offline")
+    eq(vol.state()["state"], "writeback", "the volume stays in writeback with a conflict")
+    vol.stop()
+
+    # WriteBack=auto follows the metered state.
+    vol = pinned_volume("writeback-auto", "auto", {"f": b"one\n"})
+    q = vol.state()
+    eq((q["state"], q["writeback"]), ("online", "auto"), "WriteBack=auto: online, not metered")
+    vol.ctl("set metered yes")
+    check(wait_for(lambda: vol.state()["state"] == "writeback", 30),
+          "WriteBack=auto: writeback once the connection is metered")
+    write_file(vol.v("proj", "f"), b"two\n")
+    write_file(vol.v("proj", "g"), b"new\n")
+    vol.ctl("set metered no")
+    check(wait_for(lambda: vol.state()["state"] == "online", 60),
+          "WriteBack=auto: online again once it is not metered")
+    eq((read_file(vol.b("proj", "f")), read_file(vol.b("proj", "g"))), (b"two\n", b"new\n"),
+       "leaving writeback drained the log to the server")
+    eq(vol.state()["pending"], "0", "nothing pending online")
+    vol.stop()
+
+    link_cut()
+    finish()
+
+
+if __name__ == "__main__":
+    main()
