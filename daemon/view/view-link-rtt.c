@@ -5,12 +5,14 @@
  * A network filesystem answers statfs from its server every time (sshfs's
  * statvfs extension, NFS's FSSTAT, SMB's QUERY_FS_INFO), where a stat may
  * come from the client's attribute cache: one fstatfs() of the backing root
- * costs one round trip.  While the volume is online a thread times one
- * every RTT_PERIOD_S (under BackingTimeout, as every backing call) and keeps
+ * costs one round trip.  While the volume reaches the server (online or in
+ * write-back) a thread times one every RTT_PERIOD_S (under BackingTimeout,
+ * as every backing call) and keeps
  * the last RTT_SAMPLES; `query state` reports their median (rtt_ms=, absent
  * until measured, and for a backing on a local filesystem, which has no
  * link), and view_link_poor() says whether it is at least POOR_RTT_US (a
- * LAN answers in well under a millisecond).
+ * LAN answers in well under a millisecond): WriteBack=auto takes such a
+ * link as a reason for write-back.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -86,9 +88,10 @@ static void *rtt_thread(void *arg)
         struct view *v = arg;
 
         for (;;) {
+                int state = __atomic_load_n(&v->state, __ATOMIC_ACQUIRE);
                 int64_t us;
 
-                if (!view_offline(v)) {
+                if (state == VIEW_ONLINE || state == VIEW_WRITEBACK) {
                         us = measure(v);
                         if (us >= 0) {
                                 pthread_mutex_lock(&rtt_lock);

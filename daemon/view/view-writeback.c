@@ -44,7 +44,8 @@ bool view_writeback_wanted(struct view *v)
         case WRITE_BACK_YES:
                 return true;
         case WRITE_BACK_AUTO:
-                return __atomic_load_n(&v->metered, __ATOMIC_ACQUIRE);
+                /* A metered connection, or a slow one (view-link-rtt.c). */
+                return __atomic_load_n(&v->metered, __ATOMIC_ACQUIRE) || view_link_poor(v);
         default:
                 return false;
         }
