@@ -7,7 +7,8 @@ after `sync` every acknowledged change is on the backing, in the model's
 state.  In the middle of rounds: a disconnect and reconnect (back to
 writeback), a kill -9 of the worker (nothing acknowledged lost).  A file
 changed by another client on the server and locally ends as a conflict, as
-offline.  WriteBack=auto follows `set metered yes|no`.  Over sshfs through a
+offline.  WriteBack=auto follows `set metered yes|no`, and over a slow link
+the measured round trip.  Over sshfs through a
 relay (linklib), the link cut: changes go on, the volume goes offline, and
 once the link is back the probe brings it back to writeback and ships them.
 Seeded: FCACHE_WRITEBACK_SEED, FCACHE_WRITEBACK_ROUNDS (default 3).
@@ -152,6 +153,25 @@ def link_cut():
     vol.stop()
 
 
+def link_auto():
+    """WriteBack=auto over a 10 ms link: the measured round trip takes the
+    volume to writeback by itself (no metered connection)."""
+    if not shutil.which("sshfs") or not (shutil.which("sshd") or os.access("/usr/sbin/sshd",
+                                                                             os.X_OK)):
+        print("# no sshfs or sshd: WriteBack=auto over a slow link is not tried")
+        return
+    vol = pinned_volume("writeback-rtt", "auto", {"f": b"one\n"}, over_link=True)
+    ok = wait_for(lambda: vol.state()["state"] == "writeback", 60)
+    q = vol.state()
+    check(ok, f"WriteBack=auto over a 10 ms link: writeback by itself (state={q['state']})")
+    check(float(q.get("rtt_ms", "0")) >= 5, f"... the round trip it measured: rtt_ms={q.get('rtt_ms')}")
+    write_file(vol.v("proj", "f"), b"two\n")
+    sync(vol, "WriteBack=auto over a slow link")
+    eq(read_file(os.path.join(vol.link.server, "proj", "f")), b"two\n",
+       "WriteBack=auto over a slow link: sync ships the change")
+    vol.stop()
+
+
 def sync(vol, what):
     q = vol.ctl("sync", ok=False)
     eq(q["_rc"], 0, f"{what}: sync succeeds ({q['_err']})")
@@ -241,6 +261,7 @@ def main():
     vol.stop()
 
     link_cut()
+    link_auto()
     finish()
 
 
