@@ -19,6 +19,9 @@
  * shipped), writeback -> online when it no longer is (a reconnect: the log
  * drained, the mirror resynced).
  *
+ * Other clients' changes reach the mirror once per HoardInterval with
+ * nothing left to ship: a reconnect, online while the mirror is resynced.
+ *
  * sync (and flush of a path in writeback) waits until the records pending
  * when it was asked are on the server (applied, or kept as conflicts).
  */
@@ -124,6 +127,33 @@ static void writeback_leave(struct view *v)
         g_string_free(err, TRUE);
 }
 
+/*
+ * The mirror takes other clients' changes as the hoard walk does online:
+ * once per HoardInterval with nothing left to ship, a reconnect (the
+ * volume online while the mirror is resynced, then in writeback again).
+ * Returns whether it was due.
+ */
+static bool refresh_if_due(struct view *v)
+{
+        static uint64_t last_ns;
+        uint64_t now = now_ns(), interval_ns = v->cfg->hoard_interval_ms * 1000000;
+        GString *out, *err;
+
+        if (!last_ns)
+                last_ns = now;
+        if (!interval_ns || now - last_ns < interval_ns)
+                return false;
+        last_ns = now;
+        out = g_string_new(NULL);
+        err = g_string_new(NULL);
+        log_info("Write-back: nothing to ship, taking the server's changes into the mirror");
+        if (view_reconnect(v, false, out, err) < 0)
+                log_warn("Taking the server's changes in write-back failed: %s", err->str);
+        g_string_free(out, TRUE);
+        g_string_free(err, TRUE);
+        return true;
+}
+
 /* Does one step; true when the next should follow at once. */
 static bool trickle_step(struct view *v, int *last_err)
 {
@@ -146,8 +176,10 @@ static bool trickle_step(struct view *v, int *last_err)
                 return false;
         }
         before = pending_count(v);
-        if (!before)
+        if (!before) {
+                refresh_if_due(v);
                 return false;
+        }
         r = trickle_round(v);
         if (r < 0 && view_server_gone(r) && r != -EBUSY) {
                 view_writeback_lost(v, r);

@@ -7,7 +7,7 @@ after `sync` every acknowledged change is on the backing, in the model's
 state.  In the middle of rounds: a disconnect and reconnect (back to
 writeback), a kill -9 of the worker (nothing acknowledged lost).  A file
 changed by another client on the server and locally ends as a conflict, as
-offline.  WriteBack=auto follows `set metered yes|no`, and over a slow link
+offline; one changed there only reaches the view within a few HoardIntervals.  WriteBack=auto follows `set metered yes|no`, and over a slow link
 the measured round trip.  Over sshfs through a
 relay (linklib), the link cut: changes go on, the volume goes offline, and
 once the link is back the probe brings it back to writeback and ships them.
@@ -100,8 +100,9 @@ def same_tree(got, want, what):
         f"{p} (got {str(got.get(p))[:40]}, want {str(want.get(p))[:40]})" for p in diff[:8]))
 
 
-def pinned_volume(name, mode, seed_files, over_link=False):
-    """A volume whose proj/ is pinned online, then restarted with WriteBack=mode."""
+def pinned_volume(name, mode, seed_files, over_link=False, extra=()):
+    """A volume whose proj/ is pinned online, then restarted with WriteBack=mode
+    (and the settings extra)."""
     vol = Volume(name, lease="1s")
     vol.link = None
     server = vol.backing
@@ -118,6 +119,8 @@ def pinned_volume(name, mode, seed_files, over_link=False):
     vol.stop()
     vol.args += ["--set", f"WriteBack={mode}"] + ([] if over_link else
                                                   ["--set", "BackingTimeout=5s"])
+    for kv in extra:
+        vol.args += ["--set", kv]
     vol.start()
     return vol
 
@@ -169,6 +172,21 @@ def link_auto():
     sync(vol, "WriteBack=auto over a slow link")
     eq(read_file(os.path.join(vol.link.server, "proj", "f")), b"two\n",
        "WriteBack=auto over a slow link: sync ships the change")
+    vol.stop()
+
+
+def refresh():
+    """In writeback with nothing to ship, the mirror takes another client's
+    change once per HoardInterval."""
+    vol = pinned_volume("writeback-refresh", "yes", {"f": b"one\n", "g": b"mine\n"},
+                        extra=["HoardInterval=2s"])
+    write_file(vol.v("proj", "g"), b"mine, changed\n")
+    sync(vol, "refresh")
+    write_file(vol.b("proj", "f"), b"theirs\n")
+    check(wait_for(lambda: read_file(vol.v("proj", "f")) == b"theirs\n", 60),
+          "writeback: another client's change reaches the view within a few HoardIntervals")
+    eq(vol.state()["state"], "writeback", "... and the volume is in writeback again")
+    eq(read_file(vol.b("proj", "g")), b"mine, changed\n", "... with the change made locally shipped")
     vol.stop()
 
 
@@ -260,6 +278,7 @@ def main():
     eq(vol.state()["pending"], "0", "nothing pending online")
     vol.stop()
 
+    refresh()
     link_cut()
     link_auto()
     finish()
