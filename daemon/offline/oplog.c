@@ -33,17 +33,32 @@
 #include "fault.h"
 #include "oplog-internal.h"
 
-#define LOG_FORMAT "1"
+/* 2: objects and conflicts never reuse an id (AUTOINCREMENT). */
+#define LOG_FORMAT "2"
+
+/*
+ * Object and conflict ids are AUTOINCREMENT, never SQLite's max(rowid)+1:
+ * they are held outside the database (a node's and an open file's lid, a
+ * mirror file's mark, the st_ino an object made offline shows; a conflict
+ * id a user read from 'query conflicts'), so an id whose row went (a
+ * create cancelled, an object forgotten, a conflict settled) must not come
+ * back naming another.
+ */
+#define OBJECTS_COLUMNS \
+        "(lid INTEGER PRIMARY KEY AUTOINCREMENT, local INTEGER NOT NULL, type INTEGER NOT NULL," \
+        " names INTEGER NOT NULL DEFAULT 1," \
+        " srv_parent INTEGER, srv_name TEXT," \
+        " b_ino INTEGER, b_size INTEGER, b_mtime INTEGER, b_ctime INTEGER, b_mode INTEGER," \
+        " b_uid INTEGER, b_gid INTEGER, b_nlink INTEGER, b_content TEXT," \
+        " orig_content TEXT, conflict INTEGER, c_ino INTEGER)"
+#define CONFLICTS_COLUMNS \
+        "(id INTEGER PRIMARY KEY AUTOINCREMENT, seq INTEGER, lid INTEGER, kind TEXT NOT NULL," \
+        " path TEXT, base TEXT, local TEXT, remote TEXT, detail TEXT," \
+        " recorded INTEGER NOT NULL DEFAULT 0, local_changed INTEGER NOT NULL DEFAULT 0)"
 
 static const char schema[] =
         "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
-        "CREATE TABLE IF NOT EXISTS objects("
-        " lid INTEGER PRIMARY KEY, local INTEGER NOT NULL, type INTEGER NOT NULL,"
-        " names INTEGER NOT NULL DEFAULT 1,"
-        " srv_parent INTEGER, srv_name TEXT,"
-        " b_ino INTEGER, b_size INTEGER, b_mtime INTEGER, b_ctime INTEGER, b_mode INTEGER,"
-        " b_uid INTEGER, b_gid INTEGER, b_nlink INTEGER, b_content TEXT,"
-        " orig_content TEXT, conflict INTEGER, c_ino INTEGER);"
+        "CREATE TABLE IF NOT EXISTS objects" OBJECTS_COLUMNS ";"
         "CREATE INDEX IF NOT EXISTS objects_ino ON objects(b_ino);"
         "CREATE TABLE IF NOT EXISTS ops("
         " seq INTEGER PRIMARY KEY AUTOINCREMENT, kind INTEGER NOT NULL, lid INTEGER NOT NULL,"
@@ -61,10 +76,11 @@ static const char schema[] =
         "CREATE TABLE IF NOT EXISTS aliases("
         " lid INTEGER NOT NULL, parent INTEGER NOT NULL, name TEXT NOT NULL,"
         " PRIMARY KEY (lid, parent, name));"
-        "CREATE TABLE IF NOT EXISTS conflicts("
-        " id INTEGER PRIMARY KEY, seq INTEGER, lid INTEGER, kind TEXT NOT NULL, path TEXT,"
-        " base TEXT, local TEXT, remote TEXT, detail TEXT,"
-        " recorded INTEGER NOT NULL DEFAULT 0, local_changed INTEGER NOT NULL DEFAULT 0);";
+        "CREATE TABLE IF NOT EXISTS conflicts" CONFLICTS_COLUMNS ";";
+
+/* Objects by the inode they were cached with (see add_cached_ino_column()). */
+static const char objects_cino_index[] =
+        "CREATE INDEX IF NOT EXISTS objects_cino ON objects(c_ino) WHERE c_ino IS NOT NULL";
 
 static const char *const kind_names[_OPLOG_KIND_MAX] = {
         [OPLOG_CONTENT] = "content",   [OPLOG_CREATE] = "create",
@@ -477,8 +493,96 @@ static int add_cached_ino_column(struct oplog *log)
                 sqlite3_finalize(st);
         else
                 e = oplog_exec(log, "ALTER TABLE objects ADD COLUMN c_ino INTEGER");
-        return e < 0 ? e : oplog_exec(log, "CREATE INDEX IF NOT EXISTS objects_cino ON"
-                                           " objects(c_ino) WHERE c_ino IS NOT NULL");
+        return e < 0 ? e : oplog_exec(log, objects_cino_index);
+}
+
+/*
+ * A log made before ids were AUTOINCREMENT: rebuilds @table as @columns,
+ * every row kept with its id (which starts its sequence at the largest).
+ * Run inside a transaction; the caller makes its indexes again.
+ */
+static int rebuild_autoincrement(struct oplog *log, const char *table, const char *columns)
+{
+        sqlite3_stmt *st = NULL;
+        char *names = NULL, *sql;
+        int e;
+
+        /* The old table's columns (migrations before this one added any it lacked). */
+        sql = sqlite3_mprintf("SELECT group_concat('\"' || name || '\"', ',')"
+                              " FROM pragma_table_info(%Q)", table);
+        if (!sql)
+                return -ENOMEM;
+        e = prep(log, &st, sql);
+        sqlite3_free(sql);
+        if (e < 0)
+                return e;
+        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+                names = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+        if (!names)
+                return -EUCLEAN;
+        sql = sqlite3_mprintf("CREATE TABLE \"%w_new\"%s;"
+                              " INSERT INTO \"%w_new\"(%s) SELECT %s FROM \"%w\";"
+                              " DROP TABLE \"%w\"; ALTER TABLE \"%w_new\" RENAME TO \"%w\"",
+                              table, columns, table, names, names, table, table, table, table);
+        sqlite3_free(names);
+        if (!sql)
+                return -ENOMEM;
+        e = oplog_exec(log, sql);
+        sqlite3_free(sql);
+        return e;
+}
+
+/* Whether @table's ids are AUTOINCREMENT (1), not (0), or -errno. */
+static int ids_autoincrement(struct oplog *log, const char *table)
+{
+        char *sql = sqlite3_mprintf("SELECT sql LIKE '%%AUTOINCREMENT%%' FROM sqlite_master"
+                                    " WHERE type='table' AND name=%Q", table);
+        int64_t v = 0;
+        int e;
+
+        if (!sql)
+                return -ENOMEM;
+        e = query_int(log, &v, sql, 0);
+        sqlite3_free(sql);
+        return e < 0 ? e : v != 0;
+}
+
+/*
+ * A log made before ids were AUTOINCREMENT (see OBJECTS_COLUMNS) gets its
+ * objects and conflicts tables rebuilt with them, in one transaction: rows,
+ * ids and indexes as they were, the next id past the largest kept.
+ */
+static int make_ids_never_reused(struct oplog *log)
+{
+        int objects = ids_autoincrement(log, "objects");
+        int conflicts = ids_autoincrement(log, "conflicts");
+        int e;
+
+        if (objects < 0 || conflicts < 0)
+                return objects < 0 ? objects : conflicts;
+        if (objects && conflicts)
+                return 0;
+        e = oplog_begin(log);
+        if (e < 0)
+                return e;
+        if (!objects)
+                e = rebuild_autoincrement(log, "objects", OBJECTS_COLUMNS);
+        if (e >= 0 && !conflicts)
+                e = rebuild_autoincrement(log, "conflicts", CONFLICTS_COLUMNS);
+        /* The indexes went with the old tables. */
+        if (e >= 0)
+                e = oplog_exec(log, schema);
+        if (e >= 0)
+                e = oplog_exec(log, objects_cino_index);
+        if (e >= 0)
+                e = oplog_exec(log, "INSERT OR REPLACE INTO meta(key, value) VALUES"
+                                    " ('format', '" LOG_FORMAT "')");
+        if (e < 0) {
+                oplog_rollback(log);
+                return e;
+        }
+        return oplog_commit(log);
 }
 
 /* Removes content files that no committed row names (a crash before a commit). */
@@ -647,6 +751,8 @@ int oplog_open(struct oplog **out, const char *dir, const struct oplog_options *
                 e = add_conflict_time_columns(log);
         if (e >= 0)
                 e = add_cached_ino_column(log);
+        if (e >= 0)
+                e = make_ids_never_reused(log);
         if (e >= 0)
                 e = oplog_exec(log, "INSERT OR IGNORE INTO meta(key, value) VALUES"
                                     " ('format', '" LOG_FORMAT "')");

@@ -585,6 +585,308 @@ static void test_shrink(struct fixture *f, gconstpointer data)
         g_free(big);
 }
 
+static void reopen(struct fixture *f, gconstpointer data)
+{
+        struct oplog_options o = OPLOG_OPTIONS_INIT;
+        char *path = g_build_filename(f->dir, "log", NULL);
+
+        o.copy_content = data != NULL;
+        oplog_close(f->log);
+        g_assert_cmpint(oplog_open(&f->log, path, &o), ==, 0);
+        g_free(path);
+}
+
+static bool object_known(struct oplog *log, uint64_t lid)
+{
+        struct oplog_object o;
+        int e = oplog_object_load(log, lid, &o);
+
+        g_assert_true(e == 0 || e == -ENOENT);
+        if (e == 0)
+                oplog_object_clear(&o);
+        return e == 0;
+}
+
+static int last_seq(void *ud, const struct oplog_record *r)
+{
+        *(uint64_t *)ud = r->seq;
+        return 0;
+}
+
+/* A conflict on the last record (a create of @lid); its id. */
+static uint64_t add_conflict(struct oplog *log, uint64_t lid)
+{
+        uint64_t seq = 0, id;
+
+        g_assert_cmpint(oplog_foreach(log, true, last_seq, &seq), ==, 0);
+        g_assert_cmpint(oplog_mark(log, seq, OPLOG_CONFLICT, "conflict"), ==, 0);
+        g_assert_cmpint(oplog_add_conflict(log, seq, lid, "name/name", "x", "", "", "", "create",
+                                           0, &id), ==, 0);
+        return id;
+}
+
+static void settle_conflicts(struct oplog *log, uint64_t id)
+{
+        uint64_t seq = 0;
+
+        g_assert_cmpint(oplog_foreach(log, false, last_seq, &seq), ==, 0);
+        g_assert_cmpint(oplog_begin(log), ==, 0);
+        g_assert_cmpint(oplog_conflict_settle(log, id, seq, false, NULL), ==, 0);
+        g_assert_cmpint(oplog_commit(log), ==, 0);
+}
+
+/*
+ * An id whose row went (a create cancelled, an object forgotten, a conflict
+ * settled) never names another: nodes, open files and the mirror's marks
+ * hold lids, users hold conflict ids.  Also across a reopen, a shrink and
+ * in a snapshot.
+ */
+static void test_ids_never_reused(struct fixture *f, gconstpointer data)
+{
+        struct oplog_options o = OPLOG_OPTIONS_INIT;
+        uint64_t a, b, c, d, s, s2, id1, id2, id3, e, last;
+        struct oplog *snap;
+        char *snapdir;
+
+        /* The newest object's create cancelled: the next new one gets another lid. */
+        g_assert_cmpint(oplog_record_create(f->log, OPLOG_ROOT, "a", 0644, 0, 0, &a), ==, 0);
+        g_assert_cmpint(oplog_record_unlink(f->log, OPLOG_ROOT, "a", a), ==, 0);
+        g_assert_false(object_known(f->log, a));
+        g_assert_cmpint(oplog_record_create(f->log, OPLOG_ROOT, "b", 0644, 0, 0, &b), ==, 0);
+        g_assert_cmpuint(b, >, a);
+        /* Across a close and open. */
+        g_assert_cmpint(oplog_record_create(f->log, OPLOG_ROOT, "c", 0644, 0, 0, &c), ==, 0);
+        g_assert_cmpint(oplog_record_unlink(f->log, OPLOG_ROOT, "c", c), ==, 0);
+        reopen(f, data);
+        g_assert_false(object_known(f->log, c));
+        g_assert_cmpint(oplog_record_create(f->log, OPLOG_ROOT, "d", 0644, 0, 0, &d), ==, 0);
+        g_assert_cmpuint(d, >, c);
+        /* A server object forgotten and registered again. */
+        s = server_object(f, OPLOG_ROOT, "s", S_IFREG | 0644, 700);
+        g_assert_cmpint(oplog_forget_settled(f->log, NULL), ==, 0);
+        g_assert_false(object_known(f->log, s));
+        s2 = server_object(f, OPLOG_ROOT, "s", S_IFREG | 0644, 700);
+        g_assert_cmpuint(s2, >, s);
+        /* Conflicts: settled, the next one has another id, also after a reopen. */
+        g_assert_cmpint(oplog_record_create(f->log, OPLOG_ROOT, "e", 0644, 0, 0, &e), ==, 0);
+        id1 = add_conflict(f->log, e);
+        settle_conflicts(f->log, id1);
+        g_assert_cmpint(oplog_record_create(f->log, OPLOG_ROOT, "e2", 0644, 0, 0, &e), ==, 0);
+        id2 = add_conflict(f->log, e);
+        g_assert_cmpuint(id2, >, id1);
+        settle_conflicts(f->log, id2);
+        reopen(f, data);
+        g_assert_cmpint(oplog_record_create(f->log, OPLOG_ROOT, "e3", 0644, 0, 0, &e), ==, 0);
+        id3 = add_conflict(f->log, e);
+        g_assert_cmpuint(id3, >, id2);
+        settle_conflicts(f->log, id3);
+        /* Everything settled and forgotten, the database rewritten (VACUUM). */
+        g_assert_cmpint(oplog_record_create(f->log, OPLOG_ROOT, "f", 0644, 0, 0, &last), ==, 0);
+        g_assert_cmpint(oplog_foreach(f->log, true, mark_applied, f->log), ==, 0);
+        g_assert_cmpint(oplog_compact(f->log, NULL), ==, 0);
+        g_assert_cmpint(oplog_forget_settled(f->log, NULL), ==, 0);
+        g_assert_false(object_known(f->log, last));
+        g_assert_cmpint(oplog_shrink(f->log), ==, 0);
+        reopen(f, data);
+        g_assert_cmpint(oplog_record_create(f->log, OPLOG_ROOT, "g", 0644, 0, 0, &a), ==, 0);
+        g_assert_cmpuint(a, >, last);
+        g_assert_cmpint(oplog_record_unlink(f->log, OPLOG_ROOT, "g", a), ==, 0);
+        /* A snapshot goes on from where its log was. */
+        snapdir = g_build_filename(f->dir, "snap", NULL);
+        g_assert_cmpint(g_mkdir(snapdir, 0700), ==, 0);
+        g_assert_cmpint(oplog_snapshot(f->log, snapdir), ==, 0);
+        o.copy_content = data != NULL;
+        g_assert_cmpint(oplog_open(&snap, snapdir, &o), ==, 0);
+        g_assert_cmpint(oplog_record_create(snap, OPLOG_ROOT, "h", 0644, 0, 0, &b), ==, 0);
+        g_assert_cmpuint(b, >, a);
+        oplog_close(snap);
+        g_free(snapdir);
+}
+
+/* The schema of a log made before ids were AUTOINCREMENT (@oldest: before
+ * containers, conflict times and cached inodes too), with a few rows. */
+static void make_old_log(const char *dir, bool oldest)
+{
+        GString *sql = g_string_new(NULL);
+        char *path = g_build_filename(dir, "log.db", NULL);
+        sqlite3 *db;
+
+        g_assert_cmpint(g_mkdir(dir, 0700), ==, 0);
+        g_string_append(sql,
+                "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);"
+                "CREATE TABLE objects("
+                " lid INTEGER PRIMARY KEY, local INTEGER NOT NULL, type INTEGER NOT NULL,"
+                " names INTEGER NOT NULL DEFAULT 1,"
+                " srv_parent INTEGER, srv_name TEXT,"
+                " b_ino INTEGER, b_size INTEGER, b_mtime INTEGER, b_ctime INTEGER, b_mode INTEGER,"
+                " b_uid INTEGER, b_gid INTEGER, b_nlink INTEGER, b_content TEXT,"
+                " orig_content TEXT, conflict INTEGER");
+        g_string_append(sql, oldest ? ");" : ", c_ino INTEGER);");
+        g_string_append(sql,
+                "CREATE INDEX objects_ino ON objects(b_ino);"
+                "CREATE TABLE ops("
+                " seq INTEGER PRIMARY KEY AUTOINCREMENT, kind INTEGER NOT NULL, lid INTEGER NOT NULL,"
+                " parent INTEGER, name TEXT, parent2 INTEGER, name2 TEXT, other INTEGER,"
+                " flags INTEGER NOT NULL DEFAULT 0, mask INTEGER NOT NULL DEFAULT 0,"
+                " mode INTEGER, uid INTEGER, gid INTEGER, rdev INTEGER, atime INTEGER, mtime INTEGER,"
+                " size INTEGER, content TEXT, xname TEXT, xvalue BLOB,"
+                " state INTEGER NOT NULL DEFAULT 0, outcome TEXT, intent INTEGER");
+        g_string_append(sql, oldest ? ");" : ", container BLOB);");
+        g_string_append(sql,
+                "CREATE INDEX ops_lid ON ops(lid);"
+                "CREATE INDEX ops_other ON ops(other) WHERE other IS NOT NULL;"
+                "CREATE INDEX ops_parent ON ops(parent) WHERE parent IS NOT NULL;"
+                "CREATE INDEX ops_parent2 ON ops(parent2) WHERE parent2 IS NOT NULL;"
+                "CREATE TABLE aliases("
+                " lid INTEGER NOT NULL, parent INTEGER NOT NULL, name TEXT NOT NULL,"
+                " PRIMARY KEY (lid, parent, name));"
+                "CREATE TABLE conflicts("
+                " id INTEGER PRIMARY KEY, seq INTEGER, lid INTEGER, kind TEXT NOT NULL, path TEXT,"
+                " base TEXT, local TEXT, remote TEXT, detail TEXT");
+        g_string_append(sql, oldest ? ");" : ", recorded INTEGER NOT NULL DEFAULT 0,"
+                                             " local_changed INTEGER NOT NULL DEFAULT 0);"
+                                             "CREATE INDEX objects_cino ON objects(c_ino)"
+                                             " WHERE c_ino IS NOT NULL;");
+        /* The root, directory d (100), d/f (101), lid 4 gone (a create cancelled),
+         * 5 made offline, its create held behind conflict 3. */
+        g_string_append(sql,
+                "INSERT INTO meta VALUES ('format', '1');"
+                "INSERT INTO objects(lid, local, type, srv_parent, srv_name) VALUES"
+                " (1, 0, 16384, 0, '');"
+                "INSERT INTO objects(lid, local, type, srv_parent, srv_name, b_ino, b_size,"
+                " b_mtime, b_ctime, b_mode, b_uid, b_gid, b_nlink) VALUES"
+                " (2, 0, 16384, 1, 'd', 100, 4096, 7, 8, 16877, 0, 0, 2),"
+                " (3, 0, 32768, 2, 'f', 101, 3, 9, 10, 33188, 1000, 1000, 2);"
+                "INSERT INTO objects(lid, local, type, srv_parent, conflict) VALUES"
+                " (5, 1, 32768, 0, 3);"
+                "INSERT INTO ops(seq, kind, lid, parent, name, mode, uid, gid, state, outcome)"
+                " VALUES (10, 2, 5, 2, 'new', 33188, 1000, 1000, 2, 'conflict');"
+                "INSERT INTO ops(seq, kind, lid, mask, mode) VALUES (11, 9, 3, 1, 384);"
+                "INSERT INTO aliases VALUES (3, 1, 'f-link');"
+                "INSERT INTO conflicts(id, seq, lid, kind, path, base, local, remote, detail)"
+                " VALUES (3, 10, 5, 'name/name', 'd/new', '', '', '', 'create: exists');");
+        if (!oldest)
+                g_string_append(sql, "UPDATE objects SET c_ino=b_ino WHERE b_ino IS NOT NULL;");
+        g_assert_cmpint(sqlite3_open(path, &db), ==, SQLITE_OK);
+        g_assert_cmpint(sqlite3_exec(db, sql->str, NULL, NULL, NULL), ==, SQLITE_OK);
+        g_assert_cmpint(sqlite3_close(db), ==, SQLITE_OK);
+        g_string_free(sql, TRUE);
+        g_free(path);
+}
+
+static int64_t sql_int(struct oplog *log, const char *sql)
+{
+        sqlite3_stmt *st;
+        int64_t v;
+
+        g_assert_cmpint(sqlite3_prepare_v2(log->db, sql, -1, &st, NULL), ==, SQLITE_OK);
+        g_assert_cmpint(sqlite3_step(st), ==, SQLITE_ROW);
+        v = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        return v;
+}
+
+static int all_records(void *ud, const struct oplog_record *r)
+{
+        GString *s = ud;
+
+        g_string_append_printf(s, "%s%s:%" G_GUINT64_FORMAT ":%" G_GUINT64_FORMAT ":%s",
+                               s->len ? " " : "", oplog_kind_to_string(r->kind), r->seq, r->lid,
+                               oplog_state_to_string(r->state));
+        return 0;
+}
+
+static int the_conflict(void *ud, const struct oplog_conflict *c)
+{
+        GString *s = ud;
+
+        g_string_append_printf(s, "%" G_GUINT64_FORMAT ":%" G_GUINT64_FORMAT ":%" G_GUINT64_FORMAT
+                               ":%s:%s;", c->id, c->seq, c->lid, c->kind, c->path);
+        return 0;
+}
+
+/* The migrated log has every row make_old_log() made, with its id. */
+static void assert_old_rows(struct oplog *log)
+{
+        GString *s = g_string_new(NULL);
+        struct oplog_object o;
+        uint64_t lid;
+
+        g_assert_cmpint(oplog_object_load(log, 3, &o), ==, 0);
+        g_assert_false(o.local);
+        g_assert_cmpuint(o.srv_parent, ==, 2);
+        g_assert_cmpstr(o.srv_name, ==, "f");
+        g_assert_cmpuint(o.base.ino, ==, 101);
+        g_assert_cmpuint(o.base.mode, ==, S_IFREG | 0644);
+        g_assert_cmpint(o.base.mtime_ns, ==, 9);
+        g_assert_cmpuint(o.base.nlink, ==, 2);
+        oplog_object_clear(&o);
+        g_assert_cmpint(oplog_object_load(log, 5, &o), ==, 0);
+        g_assert_true(o.local);
+        g_assert_cmpuint(o.conflict, ==, 3);
+        oplog_object_clear(&o);
+        g_assert_cmpint(oplog_object_load(log, 2, &o), ==, 0);
+        g_assert_cmpuint(o.type, ==, S_IFDIR);
+        g_assert_cmpuint(o.base.ino, ==, 100);
+        oplog_object_clear(&o);
+        g_assert_false(object_known(log, 4));
+        g_assert_cmpint(oplog_find_ino(log, 101, &lid), ==, 0);
+        g_assert_cmpuint(lid, ==, 3);
+        g_assert_cmpint(oplog_foreach(log, false, all_records, s), ==, 0);
+        /* (after the ones a test added since) */
+        g_assert_true(g_str_has_prefix(s->str, "create:10:5:conflict setattr:11:3:pending"));
+        g_string_truncate(s, 0);
+        g_assert_cmpint(oplog_conflict_foreach(log, the_conflict, s), ==, 0);
+        g_assert_true(g_str_has_prefix(s->str, "3:10:5:name/name:d/new;"));
+        g_string_free(s, TRUE);
+        g_assert_cmpint(sql_int(log, "SELECT count(*) FROM aliases WHERE lid=3"), ==, 1);
+}
+
+/*
+ * A log an older build made (lids SQLite's max(rowid)+1) is migrated at
+ * open: its objects and conflicts tables rebuilt AUTOINCREMENT with every
+ * row and id, the indexes made again, the format 2; new ids go past the old
+ * largest, also once the newest new object is gone and the log reopened.
+ */
+static void test_migrate_old_log(struct fixture *f, gconstpointer data)
+{
+        bool oldest = !g_strcmp0(data, "oldest");
+        struct oplog_options o = OPLOG_OPTIONS_INIT;
+        char *dir = g_build_filename(f->dir, "old", NULL);
+        uint64_t lid, lid2, id, e;
+        struct oplog *log;
+
+        make_old_log(dir, oldest);
+        g_assert_cmpint(oplog_open(&log, dir, &o), ==, 0);
+        assert_old_rows(log);
+        g_assert_cmpint(sql_int(log, "SELECT count(*) FROM sqlite_master WHERE type='table'"
+                                     " AND name IN ('objects', 'conflicts')"
+                                     " AND sql LIKE '%AUTOINCREMENT%'"), ==, 2);
+        g_assert_cmpint(sql_int(log, "SELECT count(*) FROM sqlite_master WHERE name LIKE"
+                                     " '%\\_new' ESCAPE '\\'"), ==, 0);
+        g_assert_cmpint(sql_int(log, "SELECT count(*) FROM sqlite_master WHERE type='index'"
+                                     " AND name IN ('objects_ino', 'objects_cino')"), ==, 2);
+        g_assert_cmpint(sql_int(log, "SELECT value FROM meta WHERE key='format'"), ==, 2);
+        g_assert_cmpint(sql_int(log, "PRAGMA integrity_check = 1") , ==, 0);
+        /* New ids go past the old largest (lid 5, conflict 3). */
+        g_assert_cmpint(oplog_record_create(log, 2, "later", 0644, 0, 0, &lid), ==, 0);
+        g_assert_cmpuint(lid, >, 5);
+        id = add_conflict(log, lid);
+        g_assert_cmpuint(id, >, 3);
+        g_assert_cmpint(oplog_record_create(log, 2, "gone", 0644, 0, 0, &e), ==, 0);
+        g_assert_cmpint(oplog_record_unlink(log, 2, "gone", e), ==, 0);
+        g_assert_false(object_known(log, e));
+        oplog_close(log);
+        /* Open again: nothing more to migrate, the rows as they were. */
+        g_assert_cmpint(oplog_open(&log, dir, &o), ==, 0);
+        assert_old_rows(log);
+        g_assert_cmpint(oplog_record_create(log, 2, "again", 0644, 0, 0, &lid2), ==, 0);
+        g_assert_cmpuint(lid2, >, e);
+        g_assert_cmpint(sql_int(log, "SELECT value FROM meta WHERE key='format'"), ==, 2);
+        oplog_close(log);
+        g_free(dir);
+}
+
 int main(int argc, char **argv)
 {
         g_test_init(&argc, &argv, NULL);
@@ -617,5 +919,11 @@ int main(int argc, char **argv)
         T("exchange-not-collapsed", test_exchange_not_collapsed);
         T("object-identity", test_object_identity);
         T("max-bytes-enospc", test_max_bytes_enospc);
+        T("ids-never-reused", test_ids_never_reused);
+        g_test_add("/fcache/offline/oplog/ids-never-reused-copy", struct fixture, "copy", setup,
+                   test_ids_never_reused, teardown);
+        T("migrate-old-log", test_migrate_old_log);
+        g_test_add("/fcache/offline/oplog/migrate-oldest-log", struct fixture, "oldest", setup,
+                   test_migrate_old_log, teardown);
         return g_test_run();
 }
