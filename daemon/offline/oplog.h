@@ -8,8 +8,11 @@
  * OPLOG_ROOT; an object that exists on the server gets its lid from
  * oplog_object() (keyed by its server inode, with the server version it was
  * cached at: its "base"); an object created offline gets one from its
- * oplog_record_create()/_mkdir()/_symlink().  Reintegration (reintegrate.h)
- * replays the log against the server.
+ * oplog_record_create()/_mkdir()/_symlink().  A lid (and a conflict id) is
+ * never given to another object, also once its own is gone (a create
+ * cancelled, an object forgotten): nodes, open files and the mirror's marks
+ * hold lids.  Reintegration (reintegrate.h) replays the log against the
+ * server.
  *
  * Files under the log directory (CacheDir/offline, say):
  *   log.db        SQLite, WAL, synchronous=NORMAL: objects, ops, conflicts
