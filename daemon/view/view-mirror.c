@@ -2095,7 +2095,9 @@ static int fetch_install(struct view *v, struct name_fetch *f,
 {
         struct store_identity id;
         struct sobj_info info;
+        struct sobj *o;
         char *path;
+        int r;
 
         if (__atomic_load_n(&v->state, __ATOMIC_ACQUIRE) != VIEW_WRITEBACK)
                 return -EAGAIN;         /* switched meanwhile: looked up again */
@@ -2118,9 +2120,16 @@ static int fetch_install(struct view *v, struct name_fetch *f,
          * container of it: dropping that would remove this very file.) */
         if (store_info_ino(v->store, id.ino, &info) == 0 && !info.container && info.pin < 0)
                 store_drop_ino(v->store, id.ino, false);
-        if (store_reindex_container(v->store, &id, true) < 0)
+        r = store_reindex_container(v->store, &id, false);
+        /* Validated against the identity just copied, which also dates its
+         * use: culled in LRU order (not first, as a file never used would be). */
+        if (r == 1 && store_obj_find(v->store, id.ino, &o) == 0) {
+                store_obj_revalidate(v->store, o, &f->bst, NULL);
+                store_obj_put(v->store, o);
+        }
+        if (r < 0)
                 log_warn("Failed to index the fetched '%s' in the store (served from the"
-                         " mirror, not culled)", path);
+                         " mirror, not culled): %s", path, strerror(-r));
         g_free(path);
         return 0;
 }
