@@ -20,6 +20,7 @@ import os
 import random
 import shutil
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from viewlib import (Volume, check, eq, err_of, finish, read_file,  # noqa: E402
@@ -139,8 +140,18 @@ def link_cut():
     write_file(vol.v("proj", "f"), b"two\n")
     sync(vol, "over a link")
     eq(read_file(srv("f")), b"two\n", "over a link: sync ships the change")
+    other = lambda *p: os.path.join(vol.link.server, "other", *p)   # noqa: E731
+    os.makedirs(other())
+    write_file(other("a"), b"fetched over the link\n")
+    write_file(other("b"), b"never fetched\n")
+    eq(read_file(vol.v("other", "a")), b"fetched over the link\n",
+       "over a link: a name outside the pins fetched from the server")
     vol.link.cut()
     try:
+        t0 = time.monotonic()
+        eq(err_of(lambda: os.stat(vol.v("other", "b"))), errno.EHOSTDOWN,
+           "link cut: a name outside the pins never fetched answers EHOSTDOWN")
+        print(f"# ... after {time.monotonic() - t0:.1f} s (BackingTimeout=2s)")
         write_file(vol.v("proj", "f"), b"three\n")
         write_file(vol.v("proj", "g"), b"made while the link is cut\n")
         eq(read_file(vol.v("proj", "g")), b"made while the link is cut\n",
