@@ -240,9 +240,12 @@ def fetch_misses():
         check(b"larger than the room the cache" in f.read(), "... and the log says why")
 
     write_file(v("a"), b"alpha, edited in writeback\n")
+    write_file(v("sub", "new"), b"made in a fetched directory\n")
     sync(vol, "fetch")
     eq(read_file(b("a")), b"alpha, edited in writeback\n",
        "writeback: an edit of a fetched file is on the server after sync")
+    eq(read_file(b("sub", "new")), b"made in a fetched directory\n",
+       "writeback: a file made in a fetched directory is on the server after sync")
 
     # Removed here, not yet shipped: a lookup does not bring it back.
     eq(read_file(v("gone")), b"removed here\n", "writeback: other/gone fetched")
