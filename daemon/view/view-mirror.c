@@ -2087,35 +2087,50 @@ static int name_fetch_work(void *arg, struct backing_progress *p)
         return 0;       /* -ETIMEDOUT is the wait's alone: f is then the thread's */
 }
 
-/* mode_lock held: the fetched object goes in place (never over anything),
- * a file as an unpinned container of the store's (counted and culled as a
- * file cached whole online is). */
-static int fetch_install(struct view *v, struct name_fetch *f,
-                         bool (*removed)(struct view *v, int mdfd, const char *name))
+/*
+ * The fetched object goes in place, with mode_lock held exclusively: no
+ * switch and no change half done (applied to the mirror, not yet logged)
+ * meanwhile, so the log says all that was done to the directory.  Never
+ * over anything the mirror has.
+ */
+static int fetch_place(struct view *v, struct name_fetch *f,
+                       bool (*removed)(struct view *v, int mdfd, const char *name))
 {
-        struct store_identity id;
-        struct sobj_info info;
-        struct sobj *o;
-        char *path;
-        int r;
+        int r = 0;
 
+        pthread_rwlock_wrlock(&v->mode_lock);
         if (__atomic_load_n(&v->state, __ATOMIC_ACQUIRE) != VIEW_WRITEBACK)
-                return -EAGAIN;         /* switched meanwhile: looked up again */
-        if (removed(v, f->mdfd, f->name))
-                return -ENOENT;
-        if (renameat2(f->mdfd, f->tmp, f->mdfd, f->name, RENAME_NOREPLACE) < 0)
-                return errno == EEXIST ? -EAGAIN : -errno;
-        f->tmp[0] = 0;
-        if (S_ISDIR(f->bst.st_mode))
+                r = -EAGAIN;            /* switched meanwhile: looked up again */
+        else if (removed(v, f->mdfd, f->name))
+                r = -ENOENT;
+        else if (renameat2(f->mdfd, f->tmp, f->mdfd, f->name, RENAME_NOREPLACE) < 0)
+                r = errno == EEXIST ? -EAGAIN : -errno;
+        else
+                f->tmp[0] = 0;
+        pthread_rwlock_unlock(&v->mode_lock);
+        if (r == 0 && S_ISDIR(f->bst.st_mode))
                 mirror_dirs_changed();
-        if (!S_ISREG(f->bst.st_mode))
-                return 0;
-        path = g_build_filename(f->rel, f->name, NULL);
-        id = (struct store_identity){
+        return r;
+}
+
+/*
+ * A fetched file is an unpinned container of the store's (counted against
+ * CacheSize and culled as a file cached whole online is).  A change made to
+ * it meanwhile leaves the mirror file unlike that identity: the store then
+ * forgets it (container_open()), the mirror keeps it.
+ */
+static void fetch_index(struct view *v, struct name_fetch *f)
+{
+        char *path = g_build_filename(f->rel, f->name, NULL);
+        struct store_identity id = {
                 .ino = f->bst.st_ino, .size = f->bst.st_size,
                 .mtime_ns = timespec_ns(&f->bst.st_mtim), .ctime_ns = timespec_ns(&f->bst.st_ctim),
                 .path = path,
         };
+        struct sobj_info info;
+        struct sobj *o;
+        int r;
+
         /* Blocks of an older read go: the container is the copy now.  (Not a
          * container of it: dropping that would remove this very file.) */
         if (store_info_ino(v->store, id.ino, &info) == 0 && !info.container && info.pin < 0)
@@ -2131,7 +2146,7 @@ static int fetch_install(struct view *v, struct name_fetch *f,
                 log_warn("Failed to index the fetched '%s' in the store (served from the"
                          " mirror, not culled): %s", path, strerror(-r));
         g_free(path);
-        return 0;
+        store_cull(v->store);   /* CacheSize holds for them too */
 }
 
 /* What a fetch's error answers: -ENOENT and -EAGAIN as they are, else
@@ -2199,13 +2214,10 @@ int mirror_fetch_name(struct view *v, int mdfd, const char *name,
         }
         if (r == 0)
                 r = f->result;
-        if (r == 0) {
-                pthread_rwlock_rdlock(&v->mode_lock);
-                r = fetch_install(v, f, removed);
-                pthread_rwlock_unlock(&v->mode_lock);
-                if (r == 0 && S_ISREG(f->bst.st_mode))
-                        store_cull(v->store);   /* CacheSize holds for them too */
-        }
+        if (r == 0)
+                r = fetch_place(v, f, removed);
+        if (r == 0 && S_ISREG(f->bst.st_mode))
+                fetch_index(v, f);
         if (r < 0)
                 r = fetch_answer(v, path, (uint64_t)f->bst.st_size, room, r);
         g_free(path);

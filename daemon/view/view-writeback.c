@@ -270,9 +270,11 @@ static uint64_t pending_upto(struct view *v, uint64_t k)
  * directory, which may hold changes not shipped yet.  The log guards it: a
  * name a pending record created, removed or moved in that directory (an
  * unlink, an rmdir, a rename's source) is the application's doing, not a
- * miss.  While a LOOKUP is in flight the kernel holds its directory's lock,
- * so no entry of it is made, removed or moved through the view meanwhile;
- * the check is made again as the fetched object goes in place.
+ * miss.  While the LOOKUP of a name it has no dentry for is in flight the
+ * kernel holds the directory's lock, so no entry of it is made, removed or
+ * moved through the view meanwhile (a revalidation of a dentry it has is
+ * not under that lock); the check is made again as the fetched object goes
+ * in place, with changes excluded.
  */
 struct name_ref {
         uint64_t parent;
@@ -339,8 +341,8 @@ int writeback_fetch_name(struct view *v, int mdfd, const char *name)
         if (__atomic_load_n(&v->state, __ATOMIC_ACQUIRE) != VIEW_WRITEBACK)
                 return -EHOSTDOWN;
         if (name_logged(v, mdfd, name)) {
-                log_debug("Write-back: '%s' was removed or moved here and the server does not"
-                          " know yet: not fetched", name);
+                log_debug("Write-back: '%s' is named by a change not shipped yet (removed or"
+                          " moved here): ENOENT, not fetched", name);
                 return -ENOENT;
         }
         return mirror_fetch_name(v, mdfd, name, name_logged);
