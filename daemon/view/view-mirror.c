@@ -1431,8 +1431,15 @@ static pthread_mutex_t resync_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct backing_progress *resync_progress;       /* under resync_lock */
 static bool resync_busy, resync_stop;
 
+/* A one-name fetch's copy (mirror_fetch_name()), on its own thread. */
+static __thread struct backing_progress *fetch_progress;
+
 static void resync_step(void)
 {
+        if (fetch_progress) {
+                backing_progress_step(fetch_progress);
+                return;
+        }
         pthread_mutex_lock(&resync_lock);
         if (resync_progress)
                 backing_progress_step(resync_progress);
@@ -1974,4 +1981,246 @@ static void drop_moved_cached(struct view *v, int dfd, const char *name, const c
              timespec_ns(&bst.st_mtim) != b.ver.mtime_ns))
                 remove_entry_of(v, rel, fd);
         close(fd);
+}
+
+/*
+ * One name fetched in write-back (mirror_fetch_name()).  The backing's side
+ * runs on a thread of its own, bounded by BackingTimeout of no progress
+ * (each chunk copied is a sign of life); it makes the object as a
+ * temporary of the mirror directory, with the server's identity as its
+ * base, and the requester puts it in place.  Abandoned, the thread removes
+ * its temporary whenever the server lets it finish.
+ */
+struct name_fetch {
+        int root_fd, mdfd;      /* dups: the backing root, the mirror directory */
+        char *rel, *name;       /* the directory's volume path, the name */
+        uint64_t dir_ino;       /* the directory's server inode (0: the root) */
+        uint64_t room;          /* bytes a file may have (CacheSize) */
+        struct stat bst;        /* the server's object */
+        char tmp[64];           /* the temporary made in mdfd, "" when none */
+        int result;             /* of the work: 0 or -errno */
+};
+
+static void name_fetch_free(void *arg)
+{
+        struct name_fetch *f = arg;
+
+        if (f->tmp[0])
+                remove_tree(f->mdfd, f->tmp, 0);
+        if (f->root_fd >= 0)
+                close(f->root_fd);
+        if (f->mdfd >= 0)
+                close(f->mdfd);
+        g_free(f->rel);
+        g_free(f->name);
+        g_free(f);
+}
+
+/* The server's object as a temporary of the mirror directory. */
+static int fetch_as_tmp(struct name_fetch *f, int bdfd)
+{
+        char target[PATH_MAX + 1];
+        ssize_t n;
+        int r;
+
+        switch (f->bst.st_mode & S_IFMT) {
+        case S_IFREG:
+                /* The mirror keeps the links of pinned files only. */
+                if (f->bst.st_nlink > 1)
+                        return -EMLINK;
+                if ((uint64_t)f->bst.st_size > f->room)
+                        return -EFBIG;
+                r = copy_to_tmp(bdfd, f->mdfd, f->name, &f->bst, f->tmp, sizeof(f->tmp), true,
+                                NULL);
+                if (r < 0) {
+                        f->tmp[0] = 0;  /* removed by copy_to_tmp() */
+                        return r;
+                }
+                break;
+        case S_IFDIR:
+                tmp_name(f->tmp, sizeof(f->tmp));
+                if (mkdirat(f->mdfd, f->tmp, 0700) < 0) {
+                        f->tmp[0] = 0;
+                        return -errno;
+                }
+                break;
+        case S_IFLNK:
+                n = readlinkat(bdfd, f->name, target, sizeof(target) - 1);
+                if (n < 0)
+                        return -errno;
+                target[n] = 0;
+                tmp_name(f->tmp, sizeof(f->tmp));
+                if (symlinkat(target, f->mdfd, f->tmp) < 0) {
+                        f->tmp[0] = 0;
+                        return -errno;
+                }
+                break;
+        default:
+                return -EOPNOTSUPP;
+        }
+        /* Not complete (a directory): its names are fetched one by one too. */
+        return prepare(f->mdfd, f->tmp, &f->bst, 0);
+}
+
+static int name_fetch_work(void *arg, struct backing_progress *p)
+{
+        struct name_fetch *f = arg;
+        struct stat dst;
+        int bdfd, r;
+
+        fetch_progress = p;
+        bdfd = open_beneath(f->root_fd, f->rel, O_RDONLY | O_DIRECTORY);
+        r = bdfd < 0 ? bdfd : 0;
+        /* The server's directory at that path must be the one the mirror
+         * has (not one renamed locally and not shipped yet, nor another). */
+        if (r == -ENOENT || r == -ENOTDIR ||
+            (r == 0 && f->dir_ino && (fstat(bdfd, &dst) < 0 || (uint64_t)dst.st_ino != f->dir_ino)))
+                r = -ESTALE;
+        if (r == 0)
+                r = fstatat(bdfd, f->name, &f->bst, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+        if (r == 0)
+                r = fetch_as_tmp(f, bdfd);
+        if (bdfd >= 0)
+                close(bdfd);
+        fetch_progress = NULL;
+        f->result = r;
+        return 0;       /* -ETIMEDOUT is the wait's alone: f is then the thread's */
+}
+
+/*
+ * The fetched object goes in place, with mode_lock held exclusively: no
+ * switch and no change half done (applied to the mirror, not yet logged)
+ * meanwhile, so the log says all that was done to the directory.  Never
+ * over anything the mirror has.
+ */
+static int fetch_place(struct view *v, struct name_fetch *f,
+                       bool (*removed)(struct view *v, int mdfd, const char *name))
+{
+        int r = 0;
+
+        pthread_rwlock_wrlock(&v->mode_lock);
+        if (__atomic_load_n(&v->state, __ATOMIC_ACQUIRE) != VIEW_WRITEBACK)
+                r = -EAGAIN;            /* switched meanwhile: looked up again */
+        else if (removed(v, f->mdfd, f->name))
+                r = -ENOENT;
+        else if (renameat2(f->mdfd, f->tmp, f->mdfd, f->name, RENAME_NOREPLACE) < 0)
+                r = errno == EEXIST ? -EAGAIN : -errno;
+        else
+                f->tmp[0] = 0;
+        pthread_rwlock_unlock(&v->mode_lock);
+        if (r == 0 && S_ISDIR(f->bst.st_mode))
+                mirror_dirs_changed();
+        return r;
+}
+
+/*
+ * A fetched file is an unpinned container of the store's (counted against
+ * CacheSize and culled as a file cached whole online is).  A change made to
+ * it meanwhile leaves the mirror file unlike that identity: the store then
+ * forgets it (container_open()), the mirror keeps it.
+ */
+static void fetch_index(struct view *v, struct name_fetch *f)
+{
+        char *path = g_build_filename(f->rel, f->name, NULL);
+        struct store_identity id = {
+                .ino = f->bst.st_ino, .size = f->bst.st_size,
+                .mtime_ns = timespec_ns(&f->bst.st_mtim), .ctime_ns = timespec_ns(&f->bst.st_ctim),
+                .path = path,
+        };
+        struct sobj_info info;
+        struct sobj *o;
+        int r;
+
+        /* Blocks of an older read go: the container is the copy now.  (Not a
+         * container of it: dropping that would remove this very file.) */
+        if (store_info_ino(v->store, id.ino, &info) == 0 && !info.container && info.pin < 0)
+                store_drop_ino(v->store, id.ino, false);
+        r = store_reindex_container(v->store, &id, false);
+        /* Validated against the identity just copied, which also dates its
+         * use: culled in LRU order (not first, as a file never used would be). */
+        if (r == 1 && store_obj_find(v->store, id.ino, &o) == 0) {
+                store_obj_revalidate(v->store, o, &f->bst, NULL);
+                store_obj_put(v->store, o);
+        }
+        if (r < 0)
+                log_warn("Failed to index the fetched '%s' in the store (served from the"
+                         " mirror, not culled): %s", path, strerror(-r));
+        g_free(path);
+        store_cull(v->store);   /* CacheSize holds for them too */
+}
+
+/* What a fetch's error answers: -ENOENT and -EAGAIN as they are, else
+ * -EHOSTDOWN, logged with why. */
+static int fetch_answer(struct view *v, const char *path, uint64_t size, uint64_t room, int r)
+{
+        if (r == -EFBIG)
+                log_warn("Write-back: '%s' (%" PRIu64 " bytes) is larger than the room the cache"
+                         " has for files outside the pins (%" PRIu64 " bytes: CacheSize less"
+                         " Reserve and pinned files), not fetched: EHOSTDOWN", path, size, room);
+        else if (r == -ETIMEDOUT)
+                log_warn("Write-back: fetching '%s' got no answer from the server within"
+                         " BackingTimeout (%" PRIu64 " ms): EHOSTDOWN", path,
+                         v->cfg->backing_timeout_ms);
+        else if (r == -ESTALE)
+                log_info("Write-back: the server's directory of '%s' is not the one the mirror"
+                         " has (moved locally or on the server): EHOSTDOWN", path);
+        else if (r == -EMLINK)
+                log_info("Write-back: '%s' has several links on the server (only pinned files'"
+                         " links are mirrored): EHOSTDOWN", path);
+        else if (r == -EOPNOTSUPP)
+                log_info("Write-back: '%s' is neither a file, a directory nor a symlink on the"
+                         " server: EHOSTDOWN", path);
+        else if (r != -ENOENT && r != -EAGAIN)
+                log_warn("Write-back: fetching '%s' from the server failed: %s: EHOSTDOWN", path,
+                         strerror(-r));
+        return r == -ENOENT || r == -EAGAIN ? r : -EHOSTDOWN;
+}
+
+int mirror_fetch_name(struct view *v, int mdfd, const char *name,
+                      bool (*removed)(struct view *v, int mdfd, const char *name))
+{
+        struct name_fetch *f = g_new0(struct name_fetch, 1);
+        struct store_stats ss;
+        struct mirror_base b;
+        struct stat mst, root;
+        uint64_t room;
+        char *path;
+        int r = 0;
+
+        f->result = -EAGAIN;
+        f->root_fd = fcntl(v->root_fd, F_DUPFD_CLOEXEC, 0);
+        f->mdfd = fcntl(mdfd, F_DUPFD_CLOEXEC, 0);
+        f->name = g_strdup(name);
+        if (f->root_fd < 0 || f->mdfd < 0 || fstat(mdfd, &mst) < 0 ||
+            fstat(v->mirror_fd, &root) < 0)
+                r = -errno;
+        if (r == 0 && !(f->rel = view_rel_path(v->mirror_fd, mdfd, NULL)))
+                r = -ENAMETOOLONG;
+        /* A directory below the root names its server directory by its base. */
+        if (r == 0 && (mst.st_ino != root.st_ino || mst.st_dev != root.st_dev)) {
+                r = mirror_get_base(mdfd, NULL, &b) < 0 ? -ESTALE : 0;
+                f->dir_ino = b.ver.ino;
+        }
+        store_get_stats(v->store, &ss);
+        room = f->room = ss.capacity > ss.pinned ? ss.capacity - ss.pinned : 0;
+        path = g_build_filename(f->rel ? f->rel : ".", name, NULL);
+        if (r == 0)
+                r = backing_call_moving(v, name_fetch_work, f, name_fetch_free, NULL);
+        if (r == -ETIMEDOUT) {
+                /* f is the thread's now: it drops it when the server lets it end. */
+                r = fetch_answer(v, path, 0, room, r);
+                g_free(path);
+                return r;
+        }
+        if (r == 0)
+                r = f->result;
+        if (r == 0)
+                r = fetch_place(v, f, removed);
+        if (r == 0 && S_ISREG(f->bst.st_mode))
+                fetch_index(v, f);
+        if (r < 0)
+                r = fetch_answer(v, path, (uint64_t)f->bst.st_size, room, r);
+        g_free(path);
+        name_fetch_free(f);
+        return r;
 }

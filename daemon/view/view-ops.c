@@ -982,22 +982,44 @@ static void op_init(void *ud, struct fuse_conn_info *conn)
                  conn->proto_minor);
 }
 
+/*
+ * A name a directory the mirror holds in part lacks.  It may well exist on
+ * the server: never a cached "no".  In write-back it is fetched from there
+ * and looked up again (*again: the volume switched, or it was put there
+ * meanwhile: the lookup starts over); else EHOSTDOWN.
+ */
+static int lookup_miss(struct view *v, fuse_ino_t parent, int pfd, const char *name,
+                       struct fuse_entry_param *e, bool *again)
+{
+        int r = writeback_fetch_name(v, pfd, name);
+
+        *again = r == -EAGAIN;
+        if (r == 0)
+                return vnode_lookup(v, parent, pfd, name, e);
+        if (r == -EHOSTDOWN && __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) != VIEW_WRITEBACK)
+                log_info("Offline lookup of '%s' in a directory not mirrored completely:"
+                         " EHOSTDOWN", name);
+        return *again ? -EHOSTDOWN : r;
+}
+
 static int lookup_once(struct view *v, fuse_ino_t parent, const char *name,
                        struct fuse_entry_param *e)
 {
-        struct vnode *p;
-        int pfd = vnode_get(v, parent, &p), r;
+        bool again = true;
+        int r = -EHOSTDOWN;
 
-        if (pfd < 0)
-                return pfd;
-        r = vnode_lookup(v, parent, pfd, name, e);
-        if (r == -ENOENT && view_offline(v) && !vnode_dir_complete(v, p, pfd)) {
-                /* It may well exist on the server: never a cached "no". */
-                log_info("Offline lookup of '%s' in a directory not mirrored completely:"
-                         " EHOSTDOWN", name);
-                r = -EHOSTDOWN;
+        for (int tries = 0; again && tries < 3; tries++) {
+                struct vnode *p;
+                int pfd = vnode_get(v, parent, &p);
+
+                if (pfd < 0)
+                        return pfd;
+                again = false;
+                r = vnode_lookup(v, parent, pfd, name, e);
+                if (r == -ENOENT && view_offline(v) && !vnode_dir_complete(v, p, pfd))
+                        r = lookup_miss(v, parent, pfd, name, e, &again);
+                vnode_put(v, p);
         }
-        vnode_put(v, p);
         return r;
 }
 

@@ -21,6 +21,8 @@
  *
  * Other clients' changes reach the mirror once per HoardInterval with
  * nothing left to ship: a reconnect, online while the mirror is resynced.
+ * A name the mirror lacks outside the pins is fetched at its first lookup
+ * (writeback_fetch_name()).
  *
  * sync (and flush of a path in writeback) waits until the records pending
  * when it was asked are on the server (applied, or kept as conflicts).
@@ -28,6 +30,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -259,6 +262,90 @@ static uint64_t pending_upto(struct view *v, uint64_t k)
         oplog_foreach(v->oplog, true, count_upto, &u);
         pthread_mutex_unlock(&v->offline_lock);
         return u.n;
+}
+
+/*
+ * Names not in the mirror, looked up in writeback: fetched one by one
+ * (Coda's fetch of a miss while weakly connected), never a walk of the
+ * directory, which may hold changes not shipped yet.  The log guards it: a
+ * name a pending record created, removed or moved in that directory (an
+ * unlink, an rmdir, a rename's source) is the application's doing, not a
+ * miss.  While the LOOKUP of a name it has no dentry for is in flight the
+ * kernel holds the directory's lock, so no entry of it is made, removed or
+ * moved through the view meanwhile (a revalidation of a dentry it has is
+ * not under that lock); the check is made again as the fetched object goes
+ * in place, with changes excluded.
+ */
+struct name_ref {
+        uint64_t parent;
+        const char *name;
+        bool named;
+};
+
+static int names_it(void *ud, const struct oplog_record *rec)
+{
+        struct name_ref *n = ud;
+        bool at = rec->parent == n->parent && rec->name && !strcmp(rec->name, n->name);
+        bool to = rec->parent2 == n->parent && rec->name2 && !strcmp(rec->name2, n->name);
+
+        if (rec->state == OPLOG_APPLIED)
+                return 0;
+        switch (rec->kind) {
+        case OPLOG_CREATE: case OPLOG_MKDIR: case OPLOG_SYMLINK: case OPLOG_MKNOD:
+        case OPLOG_UNLINK: case OPLOG_RMDIR:
+                n->named = n->named || at;
+                break;
+        case OPLOG_RENAME:
+                n->named = n->named || at || to;
+                break;
+        case OPLOG_LINK:
+                n->named = n->named || to;
+                break;
+        default:
+                break;
+        }
+        return n->named ? -1 : 0;
+}
+
+/* offline_lock held: the log's id of mirror directory @mdfd; false when the
+ * log does not know it (then no record names a place in it). */
+static bool dir_lid(struct view *v, int mdfd, uint64_t *lid)
+{
+        struct mirror_base b;
+        struct stat st, root;
+
+        if (fstat(mdfd, &st) == 0 && fstat(v->mirror_fd, &root) == 0 &&
+            st.st_ino == root.st_ino && st.st_dev == root.st_dev) {
+                *lid = OPLOG_ROOT;
+                return true;
+        }
+        if (mirror_get_base(mdfd, NULL, &b) == 0)
+                return oplog_find_cached_ino(v->oplog, b.ver.ino, lid) == 0;
+        return mirror_get_lid(mdfd, NULL, lid) == 0;
+}
+
+/* Whether a record not yet on the server names @name in directory @mdfd. */
+static bool name_logged(struct view *v, int mdfd, const char *name)
+{
+        struct name_ref n = { .name = name };
+
+        pthread_mutex_lock(&v->offline_lock);
+        if (dir_lid(v, mdfd, &n.parent))
+                oplog_foreach(v->oplog, false, names_it, &n);
+        pthread_mutex_unlock(&v->offline_lock);
+        return n.named;
+}
+
+int writeback_fetch_name(struct view *v, int mdfd, const char *name)
+{
+        if (__atomic_load_n(&v->state, __ATOMIC_ACQUIRE) != VIEW_WRITEBACK)
+                return -EHOSTDOWN;
+        if (name_logged(v, mdfd, name)) {
+                log_debug("Write-back: '%s' is named by a change not shipped yet (removed or"
+                          " moved here): ENOENT, not fetched", name);
+                return -ENOENT;
+        }
+        return mirror_fetch_name(v, mdfd, name, name_logged);
 }
 
 int writeback_sync(struct view *v, struct ctl_out *out, GString *err)

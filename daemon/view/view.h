@@ -444,6 +444,18 @@ int mirror_unpin_path(struct view *v, const char *rel);
  * file linked there, no copy); its directories are mirrored not complete.
  * -EAGAIN when it no longer qualifies, -EHOSTDOWN offline. */
 int mirror_cache_file(struct view *v, int bdfd, const char *name);
+/*
+ * In write-back: name @name that mirror directory @mdfd (not complete) lacks,
+ * fetched from the server into it (a file copied whole, an unpinned container
+ * of the store's; a directory not complete; a symlink), under BackingTimeout,
+ * never over anything and never while removed(v, mdfd, name) says a pending
+ * record removed it.  0 (it is there now), -ENOENT (not on the server, or
+ * removed), -EAGAIN (the volume switched, or something else put it there
+ * meanwhile: look it up again), -EHOSTDOWN (why logged: no answer, a server
+ * error, another type, too big for CacheSize, the directory not the server's).
+ */
+int mirror_fetch_name(struct view *v, int mdfd, const char *name,
+                      bool (*removed)(struct view *v, int mdfd, const char *name));
 /* The cached (unpinned) file @rel of the mirror, if it is still the file of
  * descriptor fd, goes, and the directories only it kept. */
 int mirror_remove_cached(struct view *v, const char *rel, int fd);
@@ -508,6 +520,10 @@ void view_writeback_kick(struct view *v);
 /* "sync": false when @cmdline is another request. */
 bool writeback_execute(struct view *v, const char *cmdline, struct ctl_out *out, GString *err,
                        int *status);
+/* A lookup of @name that mirror directory @mdfd (not complete) lacks: in
+ * writeback fetched from the server (mirror_fetch_name()) unless a pending
+ * record removed it (-ENOENT); -EHOSTDOWN in any other state. */
+int writeback_fetch_name(struct view *v, int mdfd, const char *name);
 /* Waits until the records pending now are on the server (sync, and flush
  * of a path in writeback): 0, -EHOSTDOWN (offline), -ETIMEDOUT (no progress). */
 int writeback_sync(struct view *v, struct ctl_out *out, GString *err);
