@@ -457,7 +457,7 @@ static int do_resolve(struct view *v, uint64_t id, enum resolve_how how, int mer
                 for (guint i = 0; again && i < again->len; i++) {
                         struct conflict_row *c = &g_array_index(again, struct conflict_row, i);
 
-                        /* (resolve_conflict removed conflict @id: an id may be reused) */
+                        /* A conflict at the same path again (ids are never reused). */
                         if (!strcmp(c->path, before.path))
                                 out_kv(out, "conflict_again=%" PRIu64 " %s %s", c->id,
                                        c->kind, c->path);

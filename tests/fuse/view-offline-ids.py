@@ -5,7 +5,7 @@ shows once it has named them (view-inode.c); every change that can make it
 another follows: an atomic save (a file made offline renamed over a server
 file takes that file's identity), a hard link (each name is recorded), an
 unlink (a create cancelled, the name made again; a removed file held open
-whose log id another file then takes), a rename of a server file
+while another file is made), a rename of a server file
 and of a directory, and a switch online and back.  Each step changes the
 object through a node that named it before (a descriptor held open, or the
 name), and the server must end with exactly those changes, with no conflict.
@@ -70,8 +70,8 @@ def main():
     eq((read_file(v("p", "c")), mode(v("p", "c"))), (b"second c\n", 0o611),
        "the name made again holds its own content and mode")
 
-    # A file made offline, held open, its name removed (the create cancelled,
-    # its log id free), another made: changes through the held descriptor are
+    # A file made offline, held open, its name removed (the create cancelled),
+    # another made: changes through the held descriptor are
     # of nothing the server will see, never of the new file.
     fd = os.open(v("p", "x"), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
     os.write(fd, b"x first\n")
