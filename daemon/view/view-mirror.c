@@ -923,8 +923,15 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
         if (S_ISDIR(bst.st_mode)) {
                 uint32_t flags = (based ? have.flags : 0) | (recursive ? MIRROR_COMPLETE : 0);
 
-                if (!exists && mkdirat(mdfd, name, 0700) < 0)
-                        return -errno;
+                if (!exists && mkdirat(mdfd, name, 0700) < 0) {
+                        r = -errno;
+                        /* A file cached whole meanwhile may have made it on
+                         * its way into the mirror (mirror_cache_file): it is
+                         * taken as it is. */
+                        if (r != -EEXIST || fstatat(mdfd, name, &mst, AT_SYMLINK_NOFOLLOW) < 0 ||
+                            !S_ISDIR(mst.st_mode))
+                                return r;
+                }
                 if (!exists)
                         mirror_dirs_changed();
                 if (recursive) {

@@ -67,7 +67,9 @@ def main():
     eq(fsck(view)[0], 0, "online: git fsck clean in the view")
     eq(refs(view), refs(server), "online: the server has the view's refs")
 
-    vol.ctl("pin recursive", "proj")
+    # Right after the reads of git fsck, which cache files whole into the
+    # mirror while the pin makes the same directories there.
+    eq(vol.ctl("pin recursive", "proj").get("mirrored"), "yes", "pin recursive: mirrored")
     eq(vol.ctl("disconnect")["state"], "offline", "disconnect")
 
     # ---- offline ----
