@@ -135,8 +135,8 @@ struct getxattrat_args {
  * in it (Linux 6.13+; it refuses an O_PATH descriptor itself with
  * AT_EMPTY_PATH), a path walk of one step, where /proc/self/fd/N costs
  * procfs's lookup and permission checks of the magic link (about 5 us
- * against 0.6 here); that on older kernels.  Returns -1 and errno as
- * getxattr(2).
+ * against 0.6 here); that on older kernels and where a seccomp filter
+ * refuses it.  Returns -1 and errno as getxattr(2).
  */
 static ssize_t dir_getxattr(int dfd, const char *name, void *buf, size_t size)
 {
@@ -147,7 +147,11 @@ static ssize_t dir_getxattr(int dfd, const char *name, void *buf, size_t size)
                 struct getxattrat_args a = { .value = (uintptr_t)buf, .size = (uint32_t)size };
                 long r = syscall(SYS_getxattrat, dfd, ".", 0, name, &a, sizeof(a));
 
-                if (r >= 0 || (errno != ENOSYS && errno != EINVAL))
+                /* EPERM: a seccomp filter that does not know the call
+                 * (systemd's @system-service before it listed it, as
+                 * fcached.service runs the view); the /proc path then gives
+                 * the xattr's own answer. */
+                if (r >= 0 || (errno != ENOSYS && errno != EINVAL && errno != EPERM))
                         return r;
                 __atomic_store_n(&no_at, true, __ATOMIC_RELAXED);
         }
