@@ -688,6 +688,17 @@ static bool probing(struct view *v)
         return state == VIEW_OFFLINE || state == VIEW_REINTEGRATING;
 }
 
+void view_reconnect_logged(struct view *v, const char *why, const char *failed)
+{
+        GString *out = g_string_new(NULL), *err = g_string_new(NULL);
+
+        log_info("%s", why);
+        if (view_reconnect(v, false, out, err) < 0)
+                log_warn("%s: %s", failed, err->str);
+        g_string_free(out, TRUE);
+        g_string_free(err, TRUE);
+}
+
 /* After a timeout: probe the backing, reconnect when it answers again. */
 static void *timeout_thread(void *arg)
 {
@@ -697,7 +708,6 @@ static void *timeout_thread(void *arg)
                 log_error("Failed to switch offline after a backing timeout");
         while (__atomic_load_n(&v->auto_reconnect, __ATOMIC_ACQUIRE) && probing(v)) {
                 struct timespec ts = { 2, 0 };
-                GString *out, *err;
 
                 nanosleep(&ts, NULL);
                 /* A worker that started offline probes before its session serves;
@@ -706,13 +716,8 @@ static void *timeout_thread(void *arg)
                     __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) == VIEW_REINTEGRATING ||
                     !__atomic_load_n(&v->se, __ATOMIC_ACQUIRE) || backing_probe(v) < 0)
                         continue;
-                out = g_string_new(NULL);
-                err = g_string_new(NULL);
-                log_info("The backing answers again: reconnecting");
-                if (view_reconnect(v, false, out, err) < 0)
-                        log_warn("Reconnecting after a backing timeout failed: %s", err->str);
-                g_string_free(out, TRUE);
-                g_string_free(err, TRUE);
+                view_reconnect_logged(v, "The backing answers again: reconnecting",
+                                      "Reconnecting after a backing timeout failed");
         }
         __atomic_store_n(&v->timeout_thread, false, __ATOMIC_RELEASE);
         return NULL;

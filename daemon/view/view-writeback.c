@@ -121,13 +121,8 @@ static int trickle_round(struct view *v)
 /* Writeback no longer wanted: drained and online, as at the end of a reconnect. */
 static void writeback_leave(struct view *v)
 {
-        GString *out = g_string_new(NULL), *err = g_string_new(NULL);
-
-        log_info("Write-back is no longer wanted: shipping the log, then online");
-        if (view_reconnect(v, false, out, err) < 0)
-                log_warn("Leaving write-back failed: %s", err->str);
-        g_string_free(out, TRUE);
-        g_string_free(err, TRUE);
+        view_reconnect_logged(v, "Write-back is no longer wanted: shipping the log, then online",
+                              "Leaving write-back failed");
 }
 
 /*
@@ -140,20 +135,14 @@ static bool refresh_if_due(struct view *v)
 {
         static uint64_t last_ns;
         uint64_t now = now_ns(), interval_ns = v->cfg->hoard_interval_ms * 1000000;
-        GString *out, *err;
 
         if (!last_ns)
                 last_ns = now;
         if (!interval_ns || now - last_ns < interval_ns)
                 return false;
         last_ns = now;
-        out = g_string_new(NULL);
-        err = g_string_new(NULL);
-        log_info("Write-back: nothing to ship, taking the server's changes into the mirror");
-        if (view_reconnect(v, false, out, err) < 0)
-                log_warn("Taking the server's changes in write-back failed: %s", err->str);
-        g_string_free(out, TRUE);
-        g_string_free(err, TRUE);
+        view_reconnect_logged(v, "Write-back: nothing to ship, taking the server's changes into"
+                              " the mirror", "Taking the server's changes in write-back failed");
         return true;
 }
 

@@ -354,6 +354,8 @@ bool view_wait_offline(struct view *v);
 /* @force: even when more pinned objects would go than ReconnectDeleteLimit.
  * From offline or writeback; it ends in writeback when view_writeback_wanted(). */
 int view_reconnect(struct view *v, bool force, GString *out, GString *err);
+/* A reconnect started in the background: @why logged first, a failure after @failed. */
+void view_reconnect_logged(struct view *v, const char *why, const char *failed);
 /* Before serving: a volume that would start online starts in writeback when wanted. */
 void view_start_writeback(struct view *v);
 /* Online -> writeback (the mirror served, the log shipped by the trickle). */
