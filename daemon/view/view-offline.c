@@ -899,6 +899,7 @@ static void trickle_wait(struct view *v)
 static int reconnect(struct view *v, bool force, GString *out, GString *err)
 {
         struct reintegrate_stats stats = { 0 };
+        gint64 replay_start, resync_start, resync_end;
         bool from_writeback;
         GArray *ids;
         int r;
@@ -943,6 +944,7 @@ again:
         pthread_rwlock_unlock(&v->mode_lock);
         if (from_writeback)
                 trickle_wait(v);
+        replay_start = g_get_monotonic_time();
         /* The log as it stands, while changes go on offline (logged after it). */
         r = view_replay_while_serving(v, &stats);
         pthread_rwlock_wrlock(&v->mode_lock);
@@ -978,7 +980,9 @@ again:
          * offline period bases its changes on what the server has then.
          * Shared: a switch offline meanwhile does not wait for the resync,
          * which stops at its next pin. */
+        resync_start = g_get_monotonic_time();
         resync_after_reconnect(v);
+        resync_end = g_get_monotonic_time();
         view_conflicts_recount(v);
         /* Online while the mirror took the server's state: no change made
          * in writeback (not yet on the server) was there for it to overwrite. */
@@ -992,6 +996,9 @@ again:
                                "\nmerged=%" PRIu64 "\nconflicts=%" PRIu64 "\nheld=%" PRIu64 "\n",
                                stats.total, stats.applied, stats.already, stats.merged,
                                stats.conflicts, stats.held);
+        g_string_append_printf(out, "replay_ms=%" PRId64 "\nresync_ms=%" PRId64 "\n",
+                               (resync_start - replay_start) / 1000,
+                               (resync_end - resync_start) / 1000);
         return 0;
 }
 
