@@ -140,6 +140,7 @@ int oplog_sqlite_errno(int rc)
 /* The slots of the statements prepared once (log->stmts). */
 enum {
         STMT_OBJECT_LOAD, STMT_OBJECT_SAVE, STMT_MARK, STMT_INTENT, STMT_NAMES,
+        STMT_CONTAINER,         /* replay: a content record's container */
         /* appending a record: each runs at every change an application makes offline */
         STMT_BEGIN, STMT_COMMIT, STMT_EXISTS, STMT_INSERT_ROW, STMT_INSERT_OBJECT,
         STMT_SETATTR_PENDING, STMT_SETATTR_UPDATE, STMT_LAST_SEQ, STMT_DELETE_SEQ,
@@ -1698,7 +1699,7 @@ int oplog_content_open(struct oplog *log, uint64_t seq)
         char name[32];
         int fd, e;
 
-        e = prep(log, &st, "SELECT container FROM ops WHERE seq=?1");
+        e = prep_cached(log, STMT_CONTAINER, &st, "SELECT container FROM ops WHERE seq=?1");
         if (e < 0)
                 return e;
         sqlite3_bind_int64(st, 1, (sqlite3_int64)seq);
@@ -1711,14 +1712,14 @@ int oplog_content_open(struct oplog *log, uint64_t seq)
                 size_t n = (size_t)sqlite3_column_bytes(st, 0);
 
                 memcpy(&fh, sqlite3_column_blob(st, 0), n < sizeof(fh) ? n : sizeof(fh));
-                sqlite3_finalize(st);
+                release_cached(st);
                 if (n > sizeof(fh) || sizeof(fh.h) + fh.h.handle_bytes != n)
                         return -EUCLEAN;
                 /* -ESTALE: the container is gone (every name removed, no one has it open). */
                 fd = open_by_handle_at(log->dir_fd, &fh.h, O_RDONLY | O_CLOEXEC);
                 return fd < 0 ? -errno : fd;
         }
-        sqlite3_finalize(st);
+        release_cached(st);
         snprintf(name, sizeof(name), "%" PRIu64, seq);
         fd = openat(log->content_fd, name, O_RDONLY | O_CLOEXEC);
         return fd < 0 ? -errno : fd;

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -485,9 +486,29 @@ static void node_set(fcache_merge_node *n, uint32_t mode, uint32_t uid, uint32_t
  * So one SQLite transaction serves a thousand records while every record is
  * still marked atomically with the server identity it produced.
  *
+ * On a local backing (opts.backing_local) a new file's bytes are not
+ * fsynced by its record: one syncfs() of the backing before each of those
+ * journal syncs and commits (backing_durable(), the lock held, so no mark
+ * is written meanwhile; a local disk answers) makes every file written
+ * since durable, and a sync point ('S') in the journal after it says so.
+ * That is enough: a mark is written after its record's server writes, so
+ * every mark before an 'S' names bytes that are durable.  A mark after the
+ * last 'S' may have reached the disk (the kernel writes the journal back
+ * when it likes) without its bytes; after a reboot (the journal's boot id,
+ * 'B', is not this boot's) those marks are dropped and their records
+ * settled again by their checks, as a torn tail is.  After a crash of the
+ * process alone the page cache holds both, and every mark counts.  A
+ * server's files are fsynced one by one as before (a syncfs of a share
+ * that stopped answering would hold the lock; FUSE does not pass it on).
+ * A replace through a temporary (rename_over()) is fsynced before its
+ * rename on any backing: without that a power loss can leave the name with
+ * neither the old bytes nor the new.
+ *
  * Entry: u32 magic, u32 body length, u64 FNV-1a of the body, then the body:
  *   u8 'M', u64 seq, u8 state, u16 len, outcome, u16 n, n x object, or
- *   u8 'I', u64 seq, u64 ino (a create's intent);
+ *   u8 'I', u64 seq, u64 ino (a create's intent), or
+ *   u8 'B', u64 0, 16 bytes boot id (the boot the entries after it are of), or
+ *   u8 'S', u64 0 (a sync point: the server's writes before it are durable);
  *   object: u64 lid, u8 local, u64 srv_parent, u16 len, srv_name,
  *           struct oplog_version, u64 conflict.
  */
@@ -546,6 +567,75 @@ static int journal_write(struct ctx *c, GByteArray *body)
         return (size_t)n == body->len + 16 ? 0 : -EIO;
 }
 
+/* The kernel's id of this boot (zeros if unknown). */
+static void boot_id(uint8_t id[16])
+{
+        char text[64];
+        unsigned j = 0;
+        ssize_t n;
+        int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+
+        memset(id, 0, 16);
+        if (fd < 0)
+                return;
+        n = read(fd, text, sizeof(text) - 1);
+        close(fd);
+        for (ssize_t i = 0; i + 1 < n && j < 16; i++) {
+                unsigned v;
+
+                if (text[i] == '-')
+                        continue;
+                if (sscanf(text + i, "%2x", &v) != 1)
+                        break;
+                id[j++] = (uint8_t)v;
+                i++;
+        }
+}
+
+/* A body-less journal entry of type @t ('S'), or 'B' with this boot's id. */
+static int journal_note(struct ctx *c, uint8_t t)
+{
+        GByteArray *b = g_byte_array_new();
+        uint64_t zero = 0;
+        uint8_t id[16];
+        int e;
+
+        put(b, &t, 1);
+        put(b, &zero, 8);
+        if (t == 'B') {
+                boot_id(id);
+                put(b, id, sizeof(id));
+        }
+        e = journal_write(c, b);
+        g_byte_array_unref(b);
+        return e;
+}
+
+/* An empty journal's first entry: the boot its marks are of (local backings). */
+static int journal_start(struct ctx *c)
+{
+        return c->o->backing_local && !c->dry ? journal_note(c, 'B') : 0;
+}
+
+/*
+ * A local backing's writes so far durable (see "Marking records"), then a
+ * sync point in the journal for them.  A server's files were fsynced each.
+ */
+static int backing_durable(struct ctx *c)
+{
+        int fd, e = 0;
+
+        if (!c->o->backing_local || oplog_no_fsync(c->log))
+                return 0;
+        /* The root may be O_PATH, which syncfs() refuses. */
+        fd = openat(c->root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0 || syncfs(fd) < 0)
+                e = -errno;
+        if (fd >= 0)
+                close(fd);
+        return e < 0 ? e : journal_note(c, 'S');
+}
+
 /* Commits what the journal holds to the database, then empties the journal. */
 static int flush(struct ctx *c)
 {
@@ -555,6 +645,10 @@ static int flush(struct ctx *c)
 
         if (c->dry || (!c->marks->len && !c->intents->len))
                 return 0;
+        /* The marks go into the database: what they name is on the server's disk first. */
+        e = backing_durable(c);
+        if (e < 0)
+                return e;
         e = oplog_begin(c->log);
         if (e < 0)
                 return e;
@@ -582,6 +676,9 @@ static int flush(struct ctx *c)
                 return e;
         if (ftruncate(c->jfd, 0) < 0)
                 return -errno;
+        e = journal_start(c);
+        if (e < 0)
+                return e;
         g_hash_table_remove_all(c->unsaved);
         g_array_set_size(c->marks, 0);
         g_array_set_size(c->intents, 0);
@@ -592,6 +689,7 @@ static int flush(struct ctx *c)
 static int sync_maybe(struct ctx *c)
 {
         unsigned every = c->o->sync_every ? c->o->sync_every : 256;
+        int e;
 
         if (c->marks->len >= FLUSH_EVERY)
                 return flush(c);
@@ -600,6 +698,9 @@ static int sync_maybe(struct ctx *c)
         c->run->since_sync = 0;
         if (oplog_no_fsync(c->log))
                 return 0;
+        e = backing_durable(c);
+        if (e < 0)
+                return e;
         return fdatasync(c->jfd) < 0 ? -errno : 0;
 }
 
@@ -692,8 +793,12 @@ static char *get_str(struct reader *rd)
         return s;
 }
 
-/* Applies one journal entry to the database (inside the caller's transaction). */
-static int replay_entry(struct oplog *log, struct reader *rd)
+/*
+ * Applies one journal entry to the database (inside the caller's
+ * transaction); a mark only if @marks (not one a reboot may have cut from
+ * its server bytes).
+ */
+static int replay_entry(struct oplog *log, struct reader *rd, bool marks)
 {
         uint8_t t;
         uint64_t seq;
@@ -701,6 +806,8 @@ static int replay_entry(struct oplog *log, struct reader *rd)
 
         get(rd, &t, 1);
         get(rd, &seq, 8);
+        if (t == 'B' || t == 'S' || (t == 'M' && !marks))
+                return rd->bad ? -EINVAL : 0;
         if (t == 'I') {
                 uint64_t ino;
 
@@ -741,16 +848,59 @@ static int replay_entry(struct oplog *log, struct reader *rd)
         return -EINVAL;
 }
 
+/* The length of the complete entry at @off of @buf (@n bytes), 0 if none. */
+static size_t journal_entry(const uint8_t *buf, size_t n, size_t off)
+{
+        uint32_t hdr[2];
+        uint64_t h;
+
+        if (off + 16 > n)
+                return 0;
+        memcpy(hdr, buf + off, 8);
+        memcpy(&h, buf + off + 8, 8);
+        if (hdr[0] != JOURNAL_MAGIC || hdr[1] < 9 || off + 16 + hdr[1] > n ||
+            fnv1a(buf + off + 16, hdr[1]) != h)
+                return 0;
+        return 16 + hdr[1];
+}
+
+/*
+ * Where the marks the journal @buf (@n bytes) holds stop counting: its end,
+ * or, when it is of another boot than this one, its last sync point (marks
+ * after it may have reached the disk without their server bytes).
+ */
+static size_t journal_trusted(const uint8_t *buf, size_t n)
+{
+        uint8_t id[16], now[16];
+        size_t off = 0, len, upto = 0;
+        bool other_boot = false;
+
+        while ((len = journal_entry(buf, n, off)) > 0) {
+                uint8_t t = buf[off + 16];
+
+                if (t == 'B' && len >= 16 + 9 + 16) {
+                        memcpy(id, buf + off + 16 + 9, 16);
+                        boot_id(now);
+                        other_boot = memcmp(id, now, 16) != 0;
+                }
+                if (t == 'S')
+                        upto = off + len;
+                off += len;
+        }
+        return other_boot ? upto : n;
+}
+
 /*
  * Brings the database up to the journal an interrupted run left: every
  * complete entry is applied in order (a torn tail, after a power loss, is
- * dropped: those records are settled again by their checks).
+ * dropped: those records are settled again by their checks, as are the
+ * marks a reboot left after the last sync point: journal_trusted()).
  */
 static int journal_recover(struct oplog *log, int jfd)
 {
         struct stat st;
         uint8_t *buf;
-        size_t off = 0;
+        size_t off = 0, len, trusted;
         ssize_t n;
         int e;
 
@@ -767,20 +917,13 @@ static int journal_recover(struct oplog *log, int jfd)
                 free(buf);
                 return e;
         }
+        trusted = journal_trusted(buf, (size_t)n);
         e = oplog_begin(log);
-        while (e >= 0 && off + 16 <= (size_t)n) {
-                uint32_t hdr[2];
-                uint64_t h;
-                struct reader rd;
+        while (e >= 0 && (len = journal_entry(buf, (size_t)n, off)) > 0) {
+                struct reader rd = { buf + off + 16, buf + off + len, false };
 
-                memcpy(hdr, buf + off, 8);
-                memcpy(&h, buf + off + 8, 8);
-                if (hdr[0] != JOURNAL_MAGIC || off + 16 + hdr[1] > (size_t)n ||
-                    fnv1a(buf + off + 16, hdr[1]) != h)
-                        break;
-                rd = (struct reader){ buf + off + 16, buf + off + 16 + hdr[1], false };
-                e = replay_entry(log, &rd);
-                off += 16 + hdr[1];
+                e = replay_entry(log, &rd, off < trusted);
+                off += len;
         }
         free(buf);
         if (e >= 0)
@@ -1237,6 +1380,25 @@ static void note_wrote(struct ctx *c, const struct stat *server, const struct st
                 c->o->wrote(c->o->userdata, server, local);
 }
 
+/* The id of the bytes open as @fd, and its stat *st. */
+static int content_of_fd(int fd, char id[FCACHE_MERGE_ID_SIZE], struct stat *st)
+{
+        void *map = NULL;
+        int e;
+
+        if (fstat(fd, st) < 0)
+                return -errno;
+        if (st->st_size > 0) {
+                map = mmap(NULL, (size_t)st->st_size, PROT_READ, MAP_SHARED, fd, 0);
+                if (map == MAP_FAILED)
+                        return -errno;
+        }
+        e = fcache_merge_blob_id(id, map, (size_t)st->st_size);
+        if (map)
+                munmap(map, (size_t)st->st_size);
+        return e;
+}
+
 /*
  * The local side of content record @r: the id of the bytes its container
  * holds now (a record of the old format carries the id of its copy) and the
@@ -1247,7 +1409,6 @@ static int local_content(struct ctx *c, const struct rec *r, char id[FCACHE_MERG
                          struct timespec *mtime)
 {
         struct stat st;
-        void *map = NULL;
         int fd, e;
 
         *mtime = (struct timespec){ 0, UTIME_OMIT };
@@ -1258,24 +1419,10 @@ static int local_content(struct ctx *c, const struct rec *r, char id[FCACHE_MERG
         fd = oplog_content_open(c->log, r->r.seq);
         if (fd < 0)
                 return fd;
-        if (fstat(fd, &st) < 0) {
-                e = -errno;
-                close(fd);
-                return e;
-        }
-        if (st.st_size > 0) {
-                map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-                if (map == MAP_FAILED) {
-                        e = -errno;
-                        close(fd);
-                        return e;
-                }
-        }
-        e = fcache_merge_blob_id(id, map, (size_t)st.st_size);
-        if (map)
-                munmap(map, (size_t)st.st_size);
+        e = content_of_fd(fd, id, &st);
         close(fd);
-        *mtime = st.st_mtim;
+        if (e >= 0)
+                *mtime = st.st_mtim;
         return e;
 }
 
@@ -1615,18 +1762,75 @@ static int name_taken(struct ctx *c, const struct rec *r, struct oplog_object *o
                                   "the server created the same name");
 }
 
-/* Copies @src's bytes to the new file @fd, durable, with @mtime (UTIME_OMIT: none). */
-static int fill(int fd, int src, const struct timespec *mtime)
+/*
+ * Copies @src's bytes to the new file @fd, with the times @ts (UTIME_OMIT:
+ * none); fsynced when @sync (a server's file: on a local backing the batch
+ * is made durable at once, backing_durable()).
+ */
+static int fill(int fd, int src, const struct timespec ts[2], bool sync)
 {
-        struct timespec ts[2] = { { 0, UTIME_OMIT }, *mtime };
         int e = oplog_copy_fd(fd, src);
 
-        if (e >= 0 && fsync(fd) < 0)
+        if (e >= 0 && sync && fsync(fd) < 0)
                 e = -errno;
         /* After the data is on the server: a later write-back would move it. */
-        if (e >= 0 && mtime->tv_nsec != UTIME_OMIT)
+        if (e >= 0 && (ts[0].tv_nsec != UTIME_OMIT || ts[1].tv_nsec != UTIME_OMIT))
                 (void)futimens(fd, ts);
         return e;
+}
+
+/*
+ * The content record a create carries (carry_content()): the object's next
+ * record when it is its content, or the first after setattrs of the object
+ * alone (tar's chmod and utimens between its write and its close), whose
+ * owner and mode the create then takes (carried_attrs()).  NULL if none.
+ */
+static struct rec *carried_content(const struct rec *r)
+{
+        struct rec *n = r->next;
+
+        if (r->r.kind != OPLOG_CREATE)
+                return NULL;
+        while (n && n->r.lid == r->r.lid && n->r.kind == OPLOG_SETATTR)
+                n = n->next;
+        return n && n->r.lid == r->r.lid && n->r.kind == OPLOG_CONTENT ? n : NULL;
+}
+
+/*
+ * The owner and mode create @r gives its file when it carries @content over
+ * setattrs (*eff: @r with those applied, later ones winning), and the atime
+ * they set (UTIME_OMIT: none).  Their mtimes are not needed: the container's,
+ * which the create gives the file, is at least as late (it is the object's
+ * now).
+ */
+static void carried_attrs(const struct rec *r, const struct rec *content, struct rec *eff,
+                          struct timespec *atime)
+{
+        *eff = *r;
+        *atime = (struct timespec){ 0, UTIME_OMIT };
+        for (const struct rec *n = content ? r->next : NULL; n && n != content; n = n->next) {
+                if (n->r.mask & OPLOG_SET_MODE)
+                        eff->r.mode = (r->r.mode & ~07777u) | (n->r.mode & 07777);
+                if (n->r.mask & OPLOG_SET_UID)
+                        eff->r.uid = n->r.uid;
+                if (n->r.mask & OPLOG_SET_GID)
+                        eff->r.gid = n->r.gid;
+                if ((n->r.mask & OPLOG_SET_ATIME) && n->r.atime_ns == INT64_MIN)
+                        *atime = (struct timespec){ 0, UTIME_NOW };
+                else if (n->r.mask & OPLOG_SET_ATIME)
+                        *atime = (struct timespec){ n->r.atime_ns / 1000000000,
+                                                    n->r.atime_ns % 1000000000 };
+        }
+}
+
+/* The records create @r's file now has the result of: up to its carried @content. */
+static void carry_done(struct ctx *c, const struct rec *r, struct rec *content)
+{
+        for (struct rec *n = r->next; n; n = n->next) {
+                g_hash_table_add(c->run->carried, &n->r.seq);
+                if (n == content)
+                        break;
+        }
 }
 
 /*
@@ -1638,29 +1842,32 @@ static int fill(int fd, int src, const struct timespec *mtime)
  * after a crash does not know what its file holds: its content record then
  * checks and, at worst, writes the same bytes again.
  */
-static int carry_content(struct ctx *c, const struct rec *r, int fd, struct rec **carried,
+static int carry_content(struct ctx *c, const struct rec *r, struct rec *next,
+                         const struct timespec *atime, int fd, struct rec **carried,
                          char id[FCACHE_MERGE_ID_SIZE], struct stat *lst)
 {
-        struct rec *next = r->next;
-        struct timespec mtime;
+        struct timespec ts[2] = { *atime, { 0, UTIME_OMIT } };
         int src, e;
 
         *carried = NULL;
         lst->st_ino = 0;
-        if (r->r.kind != OPLOG_CREATE || !next || next->r.kind != OPLOG_CONTENT ||
-            next->r.lid != r->r.lid)
+        if (!next)
                 return 0;
-        e = local_content(c, next, id, &mtime);
-        if (e == -ESTALE)
-                return 0; /* removed locally since: the content record settles it */
-        if (e < 0)
-                return e;
         src = oplog_content_open(c->log, next->r.seq);
+        if (src == -ESTALE)
+                return 0; /* removed locally since: the content record settles it */
         if (src < 0)
                 return src;
-        if (fstat(src, lst) < 0)
-                lst->st_ino = 0;
-        e = BACKING(c, fill(fd, src, &mtime));
+        e = content_of_fd(src, id, lst);
+        /* A record of the old format carries the id of its copy. */
+        if (e >= 0 && next->content)
+                snprintf(id, FCACHE_MERGE_ID_SIZE, "%s", next->content);
+        if (e < 0) {
+                close(src);
+                return e;
+        }
+        ts[1] = next->content ? (struct timespec){ 0, UTIME_OMIT } : lst->st_mtim;
+        e = BACKING(c, fill(fd, src, ts, !c->o->backing_local));
         /* The local copy's version whose bytes the server got (none if it changed meanwhile). */
         if (e >= 0 && lst->st_ino && !local_unchanged(src, lst))
                 lst->st_ino = 0;
@@ -1686,15 +1893,17 @@ static int carry_content(struct ctx *c, const struct rec *r, int fd, struct rec 
 static int create_file(struct ctx *c, const struct rec *r, struct oplog_object *o, int pfd)
 {
         char cid[FCACHE_MERGE_ID_SIZE];
-        struct rec *carried = NULL;
+        struct rec *carried = NULL, *content = carried_content(r), eff;
+        struct timespec atime;
         struct stat st;
         struct stat lst = { 0 };
         int fd = -1, e;
 
+        carried_attrs(r, content, &eff, &atime);
         e = journal_intent(c, r, NAME_MAY_EXIST);
         if (e < 0)
                 return e;
-        e = BACKING(c, make_tmp(r, pfd, r->name, &fd, &st));
+        e = BACKING(c, make_tmp(&eff, pfd, r->name, &fd, &st));
         if (e == -EEXIST) {
                 if (BACKING(c, fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) < 0)
                         return -errno;
@@ -1704,12 +1913,12 @@ static int create_file(struct ctx *c, const struct rec *r, struct oplog_object *
                 return e;
         e = journal_intent(c, r, st.st_ino);
         if (e >= 0)
-                e = carry_content(c, r, fd, &carried, cid, &lst);
+                e = carry_content(c, r, content, &atime, fd, &carried, cid, &lst);
         if (e >= 0) {
                 fault_point(FAULT_REINT_AFTER_WRITE);
                 e = created(c, r, o, pfd, fd, carried ? cid : NULL, &lst, "applied");
                 if (e >= 0 && carried)
-                        g_hash_table_add(c->run->carried, &carried->r.seq);
+                        carry_done(c, r, carried);
         }
         BACKING(c, close(fd));
         return e;
@@ -1728,7 +1937,7 @@ static int create_in_doubt(struct ctx *c, const struct rec *r, struct oplog_obje
                            struct stat *st)
 {
         char lid[FCACHE_MERGE_ID_SIZE], rid[FCACHE_MERGE_ID_SIZE];
-        struct rec *next = r->next;
+        struct rec *next = carried_content(r);
         struct timespec mtime;
         int e;
 
@@ -1736,7 +1945,7 @@ static int create_in_doubt(struct ctx *c, const struct rec *r, struct oplog_obje
                 return 0;
         if (st->st_size == 0)
                 return created(c, r, o, pfd, -1, NULL, NULL, "already");
-        if (!next || next->r.kind != OPLOG_CONTENT || next->r.lid != r->r.lid)
+        if (!next)
                 return 0;
         e = local_content(c, next, lid, &mtime);
         if (e == -ESTALE)
@@ -1752,8 +1961,9 @@ static int create_in_doubt(struct ctx *c, const struct rec *r, struct oplog_obje
         if (e < 0)
                 return e;
         e = created(c, r, o, pfd, -1, lid, NULL, "already");
+        /* Its owner and mode were the setattrs' from its create on (create_file()). */
         if (e >= 0)
-                g_hash_table_add(c->run->carried, &next->r.seq);
+                carry_done(c, r, next);
         return e;
 }
 
@@ -2205,6 +2415,11 @@ static int do_setattr(struct ctx *c, const struct rec *r, struct oplog_object *o
         set_path(c, o->srv_parent, o->srv_name);
         if (c->dry && g_hash_table_contains(c->virt, &o->lid))
                 return REINTEGRATE_APPLIED;
+        if (!c->dry && g_hash_table_contains(c->run->carried, &r->r.seq)) {
+                /* Its create made the file with this owner and mode (carried_attrs()). */
+                e = mark(c, r, OPLOG_APPLIED, "applied");
+                return e < 0 ? e : REINTEGRATE_APPLIED;
+        }
         /* Content is not this record's business: the same id on all three sides. */
         node_set(&bn, o->base.mode, o->base.uid, o->base.gid, "-", lid_str(o->srv_parent, ps),
                  o->srv_name);
@@ -2576,6 +2791,8 @@ static int start(struct ctx *cp, GPtrArray **out)
                 return -errno;
         /* An interrupted run's marks first (a dry run needs them too to see where replay is). */
         e = journal_recover(log, c.jfd);
+        if (e >= 0)
+                e = journal_start(&c);
         recs = g_ptr_array_new_with_free_func(rec_free);
         if (e >= 0)
                 e = oplog_foreach(log, true, collect, recs);

@@ -130,6 +130,10 @@ struct reintegrate_options {
          * container's stat): the mirror's resync can take it as the same
          * without reading it back.  Called under the lock. */
         void (*wrote)(void *userdata, const struct stat *server, const struct stat *local);
+        /* The backing is a local filesystem: the new files of a batch of
+         * records are made durable by one syncfs() before their marks are,
+         * not by an fsync each (see reintegrate.c, "Marking records"). */
+        bool backing_local;
 };
 #define REINTEGRATE_OPTIONS_VERSION 1
 #define REINTEGRATE_OPTIONS_INIT { REINTEGRATE_OPTIONS_VERSION }

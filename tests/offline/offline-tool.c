@@ -827,12 +827,15 @@ static int cmd_server_edits(const char *dir)
 
 static int cmd_reint(const char *dir)
 {
+        struct reintegrate_options o = REINTEGRATE_OPTIONS_INIT;
         struct reintegrate_stats st;
         struct run r = { 0 };
         int e;
 
         run_open(&r, dir, false);
-        e = reintegrate_run(r.log, r.srv, NULL, &st);
+        /* The server is a local directory: batches synced, the journal's sync points kept. */
+        o.backing_local = true;
+        e = reintegrate_run(r.log, r.srv, &o, &st);
         if (e < 0) {
                 fprintf(stderr, "reintegrate: %s\n", strerror(-e));
                 return 1;
