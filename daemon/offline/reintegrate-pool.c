@@ -10,6 +10,7 @@
  * The window bounds that look (it is quadratic in the window).
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +30,7 @@ enum slot_state { WAITING, READY, RUNNING };
 struct slot {
         unsigned i;
         enum slot_state state;
+        unsigned blocker;       /* WAITING: the earlier record it was last found to wait for */
         struct deps d;
 };
 
@@ -40,6 +42,7 @@ struct pool {
         unsigned n, next;               /* next: the first record not yet in the window */
         struct slot win[WINDOW];        /* the unfinished records, in log order */
         unsigned len, running;
+        bool *finished;                 /* per record: done (its blockers wait no more) */
         bool stop;
         int err;
 };
@@ -91,7 +94,11 @@ static bool depend(const struct deps *a, const struct deps *b)
                any_in(a->ex, a->nex, b->sh, b->nsh) || any_in(a->sh, a->nsh, b->ex, b->nex);
 }
 
-/* Slides the window past finished records and marks what may start now. */
+/*
+ * Slides the window past finished records and marks what may start now.  A
+ * waiting record whose last found blocker has not finished is not looked
+ * at again: each finish costs about the window, not its square.
+ */
 static void schedule(struct pool *p)
 {
         while (!p->stop && p->len < WINDOW && p->next < p->n) {
@@ -99,22 +106,29 @@ static void schedule(struct pool *p)
 
                 s->i = p->next++;
                 s->state = WAITING;
+                s->blocker = UINT_MAX;
                 deps_of(p->ops->record(p->ud, s->i), &s->d);
         }
         for (unsigned j = 0; j < p->len; j++) {
+                struct slot *s = &p->win[j];
                 bool go = true;
 
-                if (p->win[j].state != WAITING)
+                if (s->state != WAITING ||
+                    (s->blocker != UINT_MAX && !p->finished[s->blocker]))
                         continue;
-                for (unsigned k = 0; k < j && go; k++)
-                        go = !depend(&p->win[k].d, &p->win[j].d);
+                for (unsigned k = 0; k < j && go; k++) {
+                        go = !depend(&p->win[k].d, &s->d);
+                        if (!go)
+                                s->blocker = p->win[k].i;
+                }
                 if (go)
-                        p->win[j].state = READY;
+                        s->state = READY;
         }
 }
 
 static void finish(struct pool *p, unsigned i)
 {
+        p->finished[i] = true;
         for (unsigned j = 0; j < p->len; j++) {
                 if (p->win[j].i != i)
                         continue;
@@ -196,7 +210,11 @@ int reintegrate_pool_run(pthread_mutex_t *mu, unsigned threads, unsigned n,
                 threads = n ? n : 1;
         p = calloc(1, sizeof(*p));
         ws = calloc(threads, sizeof(*ws));
-        if (!p || !ws) {
+        if (p)
+                p->finished = calloc(n ? n : 1, sizeof(*p->finished));
+        if (!p || !ws || !p->finished) {
+                if (p)
+                        free(p->finished);
                 free(p);
                 free(ws);
                 return -ENOMEM;
@@ -224,6 +242,7 @@ int reintegrate_pool_run(pthread_mutex_t *mu, unsigned threads, unsigned n,
                 pthread_join(ws[t].thread, NULL);
         e = p->err;
         pthread_cond_destroy(&p->cv);
+        free(p->finished);
         free(ws);
         free(p);
         return e;
