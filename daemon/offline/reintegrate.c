@@ -483,14 +483,17 @@ static void node_set(fcache_merge_node *n, uint32_t mode, uint32_t uid, uint32_t
  * before anything else.  The journal is fdatasync'ed every sync_every
  * records and the batch committed every FLUSH_EVERY records, before a
  * conflict is recorded, and at the end, after which the journal is emptied.
- * So one SQLite transaction serves a thousand records while every record is
- * still marked atomically with the server identity it produced.
+ * So one SQLite transaction serves thousands of records while every record
+ * is still marked atomically with the server identity it produced.
  *
  * On a local backing (opts.backing_local) a new file's bytes are not
- * fsynced by its record: one syncfs() of the backing before each of those
- * journal syncs and commits (backing_durable(), the lock held, so no mark
- * is written meanwhile; a local disk answers) makes every file written
- * since durable, and a sync point ('S') in the journal after it says so.
+ * fsynced by its record: one syncfs() of the backing before each commit
+ * (backing_durable(), the lock held, so no mark is written meanwhile; a
+ * local disk answers) makes every file written since durable, and a sync
+ * point ('S') in the journal after it says so.  The journal is synced only
+ * with the commits there, unless sync_every is given: a sync costs about
+ * the same whatever it writes, and a power loss puts back in doubt no more
+ * than a batch, whose checks are cheap.
  * That is enough: a mark is written after its record's server writes, so
  * every mark before an 'S' names bytes that are durable.  A mark after the
  * last 'S' may have reached the disk (the kernel writes the journal back
@@ -514,7 +517,7 @@ static void node_set(fcache_merge_node *n, uint32_t mode, uint32_t uid, uint32_t
  */
 #define JOURNAL "replay.journal"
 #define JOURNAL_MAGIC 0x4a4c4346u /* "FCLJ" */
-#define FLUSH_EVERY 1024
+#define FLUSH_EVERY 4096
 
 struct pending_mark {
         uint64_t seq;
@@ -688,7 +691,8 @@ static int flush(struct ctx *c)
 
 static int sync_maybe(struct ctx *c)
 {
-        unsigned every = c->o->sync_every ? c->o->sync_every : 256;
+        unsigned every = c->o->sync_every ? c->o->sync_every :
+                         c->o->backing_local ? FLUSH_EVERY : 256;
         int e;
 
         if (c->marks->len >= FLUSH_EVERY)
@@ -1388,6 +1392,17 @@ static int content_of_fd(int fd, char id[FCACHE_MERGE_ID_SIZE], struct stat *st)
 
         if (fstat(fd, st) < 0)
                 return -errno;
+        /* A small file read: a mapping costs its unmapping's TLB flush on every CPU. */
+        if (st->st_size > 0 && st->st_size <= 65536) {
+                char *buf = g_malloc((size_t)st->st_size);
+                ssize_t n = pread(fd, buf, (size_t)st->st_size, 0);
+
+                e = n < 0 ? -errno : n != st->st_size ? -EAGAIN :
+                    fcache_merge_blob_id(id, buf, (size_t)n);
+                g_free(buf);
+                if (e != -EAGAIN)
+                        return e;
+        }
         if (st->st_size > 0) {
                 map = mmap(NULL, (size_t)st->st_size, PROT_READ, MAP_SHARED, fd, 0);
                 if (map == MAP_FAILED)

@@ -899,7 +899,7 @@ struct entry_look {
 };
 
 static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
-                     const struct stat *bst, bool exists, bool based,
+                     const struct stat *bst, const struct stat *mst_now, bool based,
                      const struct mirror_base *have, struct batch *batch, struct dirref **dir,
                      const struct entry_look *look, uint64_t *copied);
 static int sync_other(struct view *v, int bdfd, int mdfd, const char *name,
@@ -983,7 +983,8 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
                         if (fill->mark(v, &bst, fill) < 0)
                                 fill->res->failed++;
                 }
-                r = sync_file(v, bdfd, mdfd, name, &bst, exists, based, &have, batch, dir,
+                r = sync_file(v, bdfd, mdfd, name, &bst, exists ? &mst : NULL, based, &have,
+                              batch, dir,
                               look, &copied);
                 if (r != 1)
                         fill_file_done(fill, copied, r == 0);
@@ -994,7 +995,7 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
 
 /* A regular file: 1 when queued in @batch. */
 static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
-                     const struct stat *bst, bool exists, bool based,
+                     const struct stat *bst, const struct stat *mst_now, bool based,
                      const struct mirror_base *have, struct batch *batch, struct dirref **dir,
                      const struct entry_look *look, uint64_t *copied)
 {
@@ -1029,10 +1030,12 @@ static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
                 note_container(v, mdfd, name, bst);
                 return r;
         }
-        if (exists && bst->st_nlink > 1 && based && fstatat(mdfd, name, &mst, AT_SYMLINK_NOFOLLOW) == 0 &&
-            mst.st_nlink > 1 && have->ver.ino == want.ver.ino)
+        if (mst_now && bst->st_nlink > 1 && based && mst_now->st_nlink > 1 &&
+            have->ver.ino == want.ver.ino)
                 return rewrite_shared(v, bdfd, mdfd, name, bst, copied);
-        if (exists && fstatat(mdfd, name, &mst, AT_SYMLINK_NOFOLLOW) == 0) {
+        /* The mirror's entry as sync_entry() just found it (nothing here changed it). */
+        if (mst_now) {
+                mst = *mst_now;
                 /* The look-up's comparison holds while the mirror file is as it saw it. */
                 known = look && look->same >= 0 && same_stat_identity(&mst, &look->mst) ?
                         look->same : -1;
