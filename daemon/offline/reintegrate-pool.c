@@ -146,6 +146,26 @@ static struct slot *ready(struct pool *p)
         return NULL;
 }
 
+/*
+ * After a record finished: wakes as many waiting threads as there are
+ * records ready beyond the one this thread takes next (all of them at the
+ * end, to leave).  Waking every thread at each finish made an untar's
+ * replay mostly context switches on a small machine.
+ */
+static void wake(struct pool *p)
+{
+        unsigned n = 0;
+
+        if (p->stop || (!p->len && p->next == p->n)) {
+                pthread_cond_broadcast(&p->cv);
+                return;
+        }
+        for (unsigned j = 0; j < p->len; j++)
+                n += p->win[j].state == READY;
+        while (n-- > 1)
+                pthread_cond_signal(&p->cv);
+}
+
 struct worker {
         struct pool *p;
         unsigned id;
@@ -184,7 +204,7 @@ static void *work(void *arg)
                                 p->ops->done(p->ud, w->id, i, e);
                         }
                         schedule(p);
-                        pthread_cond_broadcast(&p->cv);
+                        wake(p);
                         continue;
                 }
                 if (!p->running && (p->stop || (!p->len && p->next == p->n)))
