@@ -487,25 +487,23 @@ static void node_set(fcache_merge_node *n, uint32_t mode, uint32_t uid, uint32_t
  * is still marked atomically with the server identity it produced.
  *
  * On a local backing (opts.backing_local) a new file's bytes are not
- * fsynced by its record: one syncfs() of the backing before each commit
- * (backing_durable(), the lock held, so no mark is written meanwhile; a
- * local disk answers) makes every file written since durable, and a sync
- * point ('S') in the journal after it says so.  The journal is synced only
- * with the commits there, unless sync_every is given: a sync costs about
- * the same whatever it writes, and a power loss puts back in doubt no more
- * than a batch, whose checks are cheap.
- * That is enough: a mark is written after its record's server writes, so
- * every mark before an 'S' names bytes that are durable.  A mark after the
- * last 'S' may have reached the disk (the kernel writes the journal back
- * when it likes) without its bytes; after a reboot (the journal's boot id,
- * 'B', is not this boot's) those marks are dropped and their records
- * settled again by their checks, as a torn tail is.  After a crash of the
- * process alone the page cache holds both, and every mark counts.  A
- * server's files are fsynced one by one as before (a syncfs of a share
- * that stopped answering would hold the lock; FUSE does not pass it on).
- * A replace through a temporary (rename_over()) is fsynced before its
- * rename on any backing: without that a power loss can leave the name with
- * neither the old bytes nor the new.
+ * fsynced by its record: one syncfs() of the backing before each journal
+ * sync and commit (backing_durable(), the lock held, so no mark is written
+ * meanwhile; a local disk answers) makes every file written since durable,
+ * and a sync point ('S') in the journal after it says so.  That is enough:
+ * a mark is written after its record's server writes, so every mark before
+ * an 'S' names bytes that are durable.  A mark after the last 'S' may have
+ * reached the disk (the kernel writes the journal back when it likes)
+ * without its bytes; after a reboot (the journal's boot id, 'B', is not
+ * this boot's) those marks are dropped and their records settled again by
+ * their checks, as a torn tail is: no more than sync_every records (a
+ * rename among them may then be kept as a conflict, as after a torn tail).
+ * After a crash of the process alone the page cache holds both, and every
+ * mark counts.  A server's files are fsynced one by one as before (a
+ * syncfs of a share that stopped answering would hold the lock; FUSE does
+ * not pass it on).  A replace through a temporary (rename_over()) is
+ * fsynced before its rename on any backing: without that a power loss can
+ * leave the name with neither the old bytes nor the new.
  *
  * Entry: u32 magic, u32 body length, u64 FNV-1a of the body, then the body:
  *   u8 'M', u64 seq, u8 state, u16 len, outcome, u16 n, n x object, or
@@ -691,8 +689,7 @@ static int flush(struct ctx *c)
 
 static int sync_maybe(struct ctx *c)
 {
-        unsigned every = c->o->sync_every ? c->o->sync_every :
-                         c->o->backing_local ? FLUSH_EVERY : 256;
+        unsigned every = c->o->sync_every ? c->o->sync_every : 256;
         int e;
 
         if (c->marks->len >= FLUSH_EVERY)
