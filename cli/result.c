@@ -166,7 +166,7 @@ static const char *const text_keys[] = {
         "callbacks_released", "dry_run", "file_handles", "files_counted", "first_error",
         "fits", "fs_network", "fs_type", "fscache", "fscache_cookie", "kept", "kmod",
         "measured", "method", "mirrored", "mount_point", "mountpoint", "name", "path",
-        "pin_mode", "pinned", "reason", "recursive", "state", "takeover", "type", "valid",
+        "pin_mode", "pinned", "reason", "recursive", "state", "takeover", "type", "unstable", "valid",
         "volume", NULL,
 };
 
