@@ -314,7 +314,7 @@ static bool dir_lid(struct view *v, int mdfd, uint64_t *lid)
 }
 
 /* Whether a record not yet on the server names @name in directory @mdfd. */
-static bool name_logged(struct view *v, int mdfd, const char *name)
+bool writeback_name_logged(struct view *v, int mdfd, const char *name)
 {
         struct name_ref n = { .name = name };
 
@@ -329,12 +329,12 @@ int writeback_fetch_name(struct view *v, int mdfd, const char *name)
 {
         if (__atomic_load_n(&v->state, __ATOMIC_ACQUIRE) != VIEW_WRITEBACK)
                 return -EHOSTDOWN;
-        if (name_logged(v, mdfd, name)) {
+        if (writeback_name_logged(v, mdfd, name)) {
                 log_debug("Write-back: '%s' is named by a change not shipped yet (removed or"
                           " moved here): ENOENT, not fetched", name);
                 return -ENOENT;
         }
-        return mirror_fetch_name(v, mdfd, name, name_logged);
+        return mirror_fetch_name(v, mdfd, name, writeback_name_logged, NULL);
 }
 
 int writeback_sync(struct view *v, struct ctl_out *out, GString *err)
