@@ -329,10 +329,10 @@ static int execute(struct view *v, const char *cmdline, int tfd, const char *rel
                 g_string_assign(err, msg);
                 return r;
         }
-        /* In writeback, a flush ships the changes made (of every path). */
+        /* In writeback, a flush ships the changes made to its path (the root: all). */
         if (c.verb == VERB_FLUSH &&
             __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) == VIEW_WRITEBACK)
-                return writeback_sync(v, o, err);
+                return writeback_sync(v, strcmp(rel, ".") ? tfd : -1, o, err);
         if (writeback_pin_verb(v, &c))
                 return writeback_pin_execute(v, &c, tfd, rel, o, err, job);
         switch (c.verb) {
@@ -620,7 +620,7 @@ static void serve_request(struct view *v, int cfd)
                 under = strcmp(rel, ".") ? rel : "";
                 if (!conflicts_execute(v, req.command, under, &o, err, &r) &&
                     !metered_execute(v, req.command, &o, err, &r) &&
-                    !writeback_execute(v, req.command, &o, err, &r))
+                    !writeback_execute(v, req.command, tfd, rel, &o, err, &r))
                         r = execute(v, req.command, tfd, rel, &o, err, NULL);
         }
         ctlmsg_put_s32(&o.msg, CTLA_STATUS, r < 0 ? r : 0);

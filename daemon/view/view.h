@@ -521,9 +521,10 @@ void view_writeback_init(struct view *v);
 void view_writeback_start(struct view *v);
 /* Wakes the trickle (a change logged, the metered state changed). */
 void view_writeback_kick(struct view *v);
-/* "sync": false when @cmdline is another request. */
-bool writeback_execute(struct view *v, const char *cmdline, struct ctl_out *out, GString *err,
-                       int *status);
+/* "sync": false when @cmdline is another request; the target fd (volume
+ * path @rel: "." is every path) says what to wait for. */
+bool writeback_execute(struct view *v, const char *cmdline, int fd, const char *rel,
+                       struct ctl_out *out, GString *err, int *status);
 /* A lookup of @name that mirror directory @mdfd (not complete) lacks: in
  * writeback fetched from the server (mirror_fetch_name()) unless a pending
  * record removed it (-ENOENT); -EHOSTDOWN in any other state. */
@@ -549,8 +550,10 @@ int prefetch_subtree_writeback(struct view *v, int fd, const char *rel, bool rec
 int unpin_subtree_writeback(struct view *v, int fd, const char *rel, bool recursive,
                             struct pin_result *res, int *pins_removed);
 /* Waits until the records pending now are on the server (sync, and flush
- * of a path in writeback): 0, -EHOSTDOWN (offline), -ETIMEDOUT (no progress). */
-int writeback_sync(struct view *v, struct ctl_out *out, GString *err);
+ * of a path in writeback): those of the objects at mirror object @fd (its
+ * subtree) and what they depend on, or all with fd -1.  0, -EHOSTDOWN
+ * (offline), -ETIMEDOUT (no progress). */
+int writeback_sync(struct view *v, int fd, struct ctl_out *out, GString *err);
 
 /*
  * view-deadline.c: backing calls bounded by BackingTimeout (see there):

@@ -272,6 +272,48 @@ def pin_over_link():
     vol.stop()
 
 
+def flush_path_over_link():
+    """flush PATH (and sync PATH) in writeback waits for the records of PATH
+    only: it returns while records of another path, logged before it was
+    asked, are still pending (many creates keep the trickle busy over the link)."""
+    if not have_link():
+        print("# no sshfs or sshd: flush PATH over a slow link is not tried")
+        return
+    vol = pinned_volume("writeback-flush", "yes", {"f": b"one\n", "g": b"one\n"},
+                        over_link=True)
+    v = lambda *p: vol.v("proj", *p)          # noqa: E731
+    srv = lambda *p: os.path.join(vol.link.server, "proj", *p)   # noqa: E731
+    for d in ("first", "second"):
+        os.makedirs(v(d))
+    sync(vol, "flush PATH")
+    n = 300
+    write_file(v("f"), b"two\n")
+    for i in range(n):
+        write_file(v("first", f"a{i}"), b"a")
+    # The next records go in a later round than f's (a round replays what was
+    # pending at its start, and marks it at its end).
+    under_way = wait_for(lambda: int(vol.state().get("reintegration_total", "0")) > 0 and
+                         int(vol.state()["pending"]) > 0, 30)
+    print(f"# a round under way before the second batch: {under_way}")
+    for i in range(n):
+        write_file(v("second", f"b{i}"), b"b")
+    write_file(v("g"), b"two\n")
+    asked = int(vol.state()["pending"])
+    q = vol.ctl("flush", "proj/f", ok=False)
+    left = int(vol.state()["pending"])
+    eq(q["_rc"], 0, f"flush PATH in writeback succeeds ({q['_err']})")
+    eq(read_file(srv("f")), b"two\n", "flush PATH: its change is on the server")
+    check(int(q.get("synced", "-1")) < asked,
+          f"flush PATH waited for its own records (synced={q.get('synced')}) of {asked} pending")
+    check(left > 0, f"flush PATH returned while other paths' records are pending (pending={left})")
+    q = vol.ctl("sync", "proj/g", ok=False)
+    eq(q["_rc"], 0, f"sync PATH in writeback succeeds ({q['_err']})")
+    eq(read_file(srv("g")), b"two\n", "sync PATH: its change is on the server")
+    sync(vol, "flush PATH, at the end")
+    eq(len(os.listdir(srv("second"))), n, "... and then sync ships every other record")
+    vol.stop()
+
+
 def link_auto():
     """WriteBack=auto over a 10 ms link: the measured round trip takes the
     volume to writeback by itself (no metered connection)."""
@@ -467,6 +509,10 @@ def main():
     eq((read_file(vol.b("proj", "f")), read_file(vol.b("proj", "g"))), (b"two\n", b"new\n"),
        "leaving writeback drained the log to the server")
     eq(vol.state()["pending"], "0", "nothing pending online")
+    q = vol.ctl("sync", "proj/f", ok=False)
+    check(q["_rc"] != 0 and "online, not in write-back" in q["_err"],
+          f"sync PATH on a volume online fails and says its state ({q['_err']})")
+    eq(vol.ctl("sync", ok=False)["_rc"], 0, "... sync of the whole volume answers at once")
     vol.stop()
 
     fetch_misses()
@@ -474,6 +520,7 @@ def main():
     link_cut()
     link_auto()
     pin_over_link()
+    flush_path_over_link()
     finish()
 
 
