@@ -124,7 +124,8 @@ static int list_dir(int dfd, struct sentry *dir, bool recursive, int depth,
 static int listing_work(void *arg, struct backing_progress *p)
 {
         struct listing *l = arg;
-        int fd = view_open_path(l->v, l->rel, O_RDONLY | O_NOFOLLOW);
+        /* O_PATH: a special file on the server is never opened. */
+        int fd = view_open_path(l->v, l->rel, O_PATH | O_NOFOLLOW);
         int r = fd < 0 ? fd : 0;
 
         l->top = g_new0(struct sentry, 1);
@@ -134,6 +135,7 @@ static int listing_work(void *arg, struct backing_progress *p)
         if (r == -ENOENT || r == -ENOTDIR || r == -ELOOP ||
             (r == 0 && l->dir_ino && (uint64_t)l->top->st.st_ino != l->dir_ino))
                 r = -ESTALE;
+        /* list_dir() reads the directory through openat(fd, "."). */
         if (r == 0 && S_ISDIR(l->top->st.st_mode))
                 r = list_dir(fd, l->top, l->recursive, 0, p);
         if (fd >= 0)

@@ -25,7 +25,8 @@
  * (writeback_fetch_name()).
  *
  * sync (and flush of a path in writeback) waits until the records pending
- * when it was asked are on the server (applied, or kept as conflicts).
+ * when it was asked are on the server (applied, or kept as conflicts): of a
+ * path, only those of its objects and what they need there first.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -291,40 +292,38 @@ int writeback_fetch_name(struct view *v, int mdfd, const char *name)
 }
 
 /*
- * What a sync waits for: the records pending when it was asked (all of
- * them, or those of a path's objects and what they depend on).
+ * What a sync waits for: the sequences of the records pending when it was
+ * asked (all of them, or those of a path's objects and what they need).
  */
-struct sync_set {
-        GHashTable *seqs;       /* seq -> seq */
-};
-
 static int add_seq(void *ud, const struct oplog_record *rec)
 {
-        struct sync_set *w = ud;
-
-        g_hash_table_add(w->seqs, g_memdup2(&rec->seq, sizeof(rec->seq)));
+        g_hash_table_add(ud, g_memdup2(&rec->seq, sizeof(rec->seq)));
         return 0;
 }
 
+struct seq_count {
+        GHashTable *seqs;
+        uint64_t n;
+};
+
 static int count_in(void *ud, const struct oplog_record *rec)
 {
-        void **a = ud;
+        struct seq_count *c = ud;
 
-        if (g_hash_table_contains(((struct sync_set *)a[0])->seqs, &rec->seq))
-                (*(uint64_t *)a[1])++;
+        if (g_hash_table_contains(c->seqs, &rec->seq))
+                c->n++;
         return 0;
 }
 
 /* Of the records waited for, those still pending. */
-static uint64_t pending_of(struct view *v, struct sync_set *w)
+static uint64_t pending_of(struct view *v, GHashTable *seqs)
 {
-        uint64_t n = 0;
-        void *a[2] = { w, &n };
+        struct seq_count c = { seqs, 0 };
 
         pthread_mutex_lock(&v->offline_lock);
-        oplog_foreach(v->oplog, true, count_in, a);
+        oplog_foreach(v->oplog, true, count_in, &c);
         pthread_mutex_unlock(&v->offline_lock);
-        return n;
+        return c.n;
 }
 
 /* offline_lock held: the log's id of mirror entry dfd/name (dfd itself when
@@ -425,7 +424,7 @@ static bool makes_or_moves(enum oplog_kind k)
  * need on the server (a directory's mkdir, the source and target of a
  * rename), whatever path they are on.
  */
-static void path_records(struct view *v, int fd, struct sync_set *w)
+static void path_records(struct view *v, int fd, GHashTable *seqs)
 {
         GHashTable *lids = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
         GHashTable *needs = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
@@ -466,11 +465,12 @@ static void path_records(struct view *v, int fd, struct sync_set *w)
                         }
                 }
         }
-        for (guint i = 0; i < recs->len; i++)
+        for (guint i = 0; i < recs->len; i++) {
+                uint64_t seq = g_array_index(recs, struct rec_ref, i).seq;
+
                 if (in[i])
-                        g_hash_table_add(w->seqs, g_memdup2(&g_array_index(recs, struct rec_ref,
-                                                                           i).seq,
-                                                            sizeof(uint64_t)));
+                        g_hash_table_add(seqs, g_memdup2(&seq, sizeof(seq)));
+        }
         g_free(in);
         g_array_free(recs, TRUE);
         g_hash_table_destroy(needs);
@@ -482,7 +482,7 @@ int writeback_sync(struct view *v, int fd, struct ctl_out *out, GString *err)
         uint64_t bound_ms = v->cfg->backing_timeout_ms ? 2 * v->cfg->backing_timeout_ms + 5000
                                                        : 60000;
         uint64_t total, left, moved = now_ns(), seen, done;
-        struct sync_set w = { g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL) };
+        GHashTable *seqs = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
         int state, r = 0;
 
         /* Writes to files still open become records first (as at a reconnect). */
@@ -493,13 +493,13 @@ int writeback_sync(struct view *v, int fd, struct ctl_out *out, GString *err)
                 pthread_rwlock_unlock(&v->mode_lock);
         }
         if (fd >= 0) {
-                path_records(v, fd, &w);
+                path_records(v, fd, seqs);
         } else {
                 pthread_mutex_lock(&v->offline_lock);
-                oplog_foreach(v->oplog, true, add_seq, &w);
+                oplog_foreach(v->oplog, true, add_seq, seqs);
                 pthread_mutex_unlock(&v->offline_lock);
         }
-        total = left = g_hash_table_size(w.seqs) ? pending_of(v, &w) : 0;
+        total = left = g_hash_table_size(seqs) ? pending_of(v, seqs) : 0;
         view_writeback_kick(v);
         pthread_mutex_lock(&v->wb_lock);
         seen = v->wb_rounds;
@@ -530,7 +530,7 @@ int writeback_sync(struct view *v, int fd, struct ctl_out *out, GString *err)
                         wait_ms(v, SYNC_POLL_MS);
                 seen = v->wb_rounds;
                 pthread_mutex_unlock(&v->wb_lock);
-                now = pending_of(v, &w);
+                now = pending_of(v, seqs);
                 if (now < left)
                         log_info("sync: %" PRIu64 " of %" PRIu64 " changes on the server",
                                  total - now, total);
@@ -541,7 +541,7 @@ int writeback_sync(struct view *v, int fd, struct ctl_out *out, GString *err)
                 }
                 left = now;
         }
-        g_hash_table_destroy(w.seqs);
+        g_hash_table_destroy(seqs);
         if (r < 0)
                 return r;
         out_kv(out, "synced=%" PRIu64, total);
