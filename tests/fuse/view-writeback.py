@@ -309,6 +309,16 @@ def flush_path_over_link():
     q = vol.ctl("sync", "proj/g", ok=False)
     eq(q["_rc"], 0, f"sync PATH in writeback succeeds ({q['_err']})")
     eq(read_file(srv("g")), b"two\n", "sync PATH: its change is on the server")
+    # What the path's records need on the server first is waited for too.
+    os.makedirs(v("third", "deep"))
+    write_file(v("third", "deep", "h"), b"h\n")
+    os.rename(v("third", "deep"), v("third", "moved"))
+    q = vol.ctl("sync", "proj/third/moved/h", ok=False)
+    eq(q["_rc"], 0, f"sync PATH of a file made in new directories succeeds ({q['_err']})")
+    eq(read_file(srv("third", "moved", "h")), b"h\n",
+       "sync PATH: the file, its new directories and their rename are on the server")
+    check(int(q.get("synced", "0")) >= 4,
+          f"... the records of the mkdirs and the rename waited for too (synced={q.get('synced')})")
     sync(vol, "flush PATH, at the end")
     eq(len(os.listdir(srv("second"))), n, "... and then sync ships every other record")
     vol.stop()
