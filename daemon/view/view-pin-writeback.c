@@ -419,13 +419,15 @@ static uint64_t needed_bytes(struct view *v, const struct sentry *e)
         return n;
 }
 
-static uint64_t count_files(const struct sentry *e)
+/* The regular files of a listing, and their bytes. */
+static void count_tree(const struct sentry *e, uint64_t *files, uint64_t *bytes)
 {
-        uint64_t n = S_ISREG(e->st.st_mode);
-
+        if (S_ISREG(e->st.st_mode)) {
+                (*files)++;
+                *bytes += (uint64_t)e->st.st_size;
+        }
         for (guint i = 0; e->kids && i < e->kids->len; i++)
-                n += count_files(e->kids->pdata[i]);
-        return n;
+                count_tree(e->kids->pdata[i], files, bytes);
 }
 
 /* The walk ended: why it did not go through, in @err. */
@@ -521,14 +523,17 @@ int pin_subtree_writeback(struct view *v, int fd, const char *rel, bool recursiv
                 res->needed = needed_bytes(v, top);
                 store_get_stats(v->store, &st);
                 *available = st.capacity > st.pinned ? st.capacity - st.pinned : 0;
+                /* What a dry run answers; the walk counts again as it goes. */
+                count_tree(top, &res->files, &res->total_bytes);
                 if (job)
-                        job->files_total = count_files(top);
+                        job->files_total = res->files;
                 if (res->needed > *available)
                         r = -ENOSPC;
         }
         if (r == 0 && !dry_run) {
                 uint64_t needed = res->needed;
 
+                res->files = res->total_bytes = 0;
                 r = wb_run(&w, fd, top);
                 res->needed = needed;
         }
@@ -552,8 +557,10 @@ int prefetch_subtree_writeback(struct view *v, int fd, const char *rel, bool rec
         memset(res, 0, sizeof(*res));
         r = list_server(v, fd, rel, recursive, &top);
         if (r == 0) {
+                uint64_t bytes = 0;
+
                 if (job)
-                        job->files_total = count_files(top);
+                        count_tree(top, &job->files_total, &bytes);
                 r = wb_run(&w, fd, top);
         }
         sentry_free(top);

@@ -207,6 +207,11 @@ def pin_over_link():
     os.makedirs(v("tree", "many"))
     for i in range(40):
         write_file(v("tree", "many", f"m{i}"), b"%d\n" % i)
+    q = vol.ctl("pin recursive dry-run", "tree", ok=False)
+    eq((q["_rc"], q.get("dry_run"), q.get("fits")), (0, "yes", "yes"),
+       f"writeback: pin dry-run answers ({q['_err']})")
+    check(int(q.get("files", "0")) >= 5 and "pin=500 tree" not in vol.ctl("query pinned")["_lines"],
+          f"... with the server's files (files={q.get('files')}), pinning nothing")
     pending = int(vol.state()["pending"])
     q = vol.ctl("pin recursive", "tree", ok=False)
     eq(q["_rc"], 0, f"writeback: pin recursive succeeds with {pending} records pending ({q['_err']})")
