@@ -491,10 +491,16 @@ static int wb_run(struct wb_walk *w, int fd, struct sentry *top)
         return 0;
 }
 
+static int unmark(struct view *v, int fd, const char *rel, bool recursive,
+                  struct pin_result *res);
+
 /* A cancelled pin: what it pinned that was not pinned before is unpinned
- * (their copies stay in the mirror as the store's unpinned containers). */
-static void wb_undo(struct wb_walk *w)
+ * (their copies stay in the mirror as the store's unpinned containers), and
+ * the directories it made complete are not, unless another pin keeps them. */
+static void wb_undo(struct wb_walk *w, int fd, const char *rel)
 {
+        struct pin_result scratch = { 0 };
+
         for (guint i = 0; i < w->newly_pinned->len; i++) {
                 struct sobj *o;
 
@@ -504,6 +510,7 @@ static void wb_undo(struct wb_walk *w)
                         store_obj_put(w->v->store, o);
                 }
         }
+        unmark(w->v, fd, rel, w->recursive, &scratch);
 }
 
 int pin_subtree_writeback(struct view *v, int fd, const char *rel, bool recursive, int prio,
@@ -541,7 +548,7 @@ int pin_subtree_writeback(struct view *v, int fd, const char *rel, bool recursiv
         if (r != -ENOSPC)
                 r = wb_end(&w, "pin", rel, r, err);
         if (r == -ECANCELED)
-                wb_undo(&w);
+                wb_undo(&w, fd, rel);
         g_array_free(w.newly_pinned, TRUE);
         return r;
 }
@@ -655,16 +662,18 @@ static void unpin_dir(struct unpin_walk *u, int dfd, const char *rel, int depth)
         closedir(d);
 }
 
-int unpin_subtree_writeback(struct view *v, int fd, const char *rel, bool recursive,
-                            struct pin_result *res, int *pins_removed)
+/*
+ * The files of the subtree at @fd (volume path @rel) no pin left covers are
+ * unpinned (unpinned containers now) and its directories made not complete:
+ * a container culled must be fetched again, not taken as absent.
+ */
+static int unmark(struct view *v, int fd, const char *rel, bool recursive,
+                  struct pin_result *res)
 {
         struct unpin_walk u = { v, res, g_ptr_array_new_with_free_func(g_free), recursive };
         struct stat st;
-        int r, n;
+        int r;
 
-        memset(res, 0, sizeof(*res));
-        n = store_pin_remove(v->store, rel);
-        *pins_removed = n < 0 ? 0 : n;
         store_pin_foreach(v->store, add_pin, u.pins);
         r = fstat(fd, &st) < 0 ? -errno : 0;
         if (r == 0 && S_ISDIR(st.st_mode)) {
@@ -688,4 +697,15 @@ int unpin_subtree_writeback(struct view *v, int fd, const char *rel, bool recurs
         g_ptr_array_free(u.pins, TRUE);
         store_cull(v->store);   /* the unpinned copies count against CacheSize now */
         return r;
+}
+
+int unpin_subtree_writeback(struct view *v, int fd, const char *rel, bool recursive,
+                            struct pin_result *res, int *pins_removed)
+{
+        int n;
+
+        memset(res, 0, sizeof(*res));
+        n = store_pin_remove(v->store, rel);
+        *pins_removed = n < 0 ? 0 : n;
+        return unmark(v, fd, rel, recursive, res);
 }

@@ -19,11 +19,12 @@ import errno
 import os
 import random
 import shutil
+import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from viewlib import (Volume, check, eq, err_of, finish, read_file,  # noqa: E402
+from viewlib import (CTL, Volume, check, eq, err_of, finish, read_file,  # noqa: E402
                      require_root_fuse, tree, wait_for, write_file)
 
 OPS = 30
@@ -274,6 +275,32 @@ def pin_over_link():
         vol.link.restore()
     check(wait_for(lambda: vol.state()["state"] == "writeback", 120),
           "link back after a pin gave up: the probe brings the volume back to writeback")
+
+    # A pin job cancelled midway: no pin, and no directory left complete
+    # (its files are unpinned, cullable: a name culled must be fetched again).
+    for d in range(4):
+        os.makedirs(srv("big", f"d{d}"))
+        for i in range(100):
+            write_file(srv("big", f"d{d}", f"f{i}"), b"%d\n" % i)
+    os.stat(v("big"))
+    job = subprocess.Popen([CTL, vol.cache, "job pin recursive", "big"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    # Once a second directory's files are counted, the first is whole (complete).
+    first = ""
+    for line in job.stdout:
+        first = line
+        if line.startswith("progress=") and int(line.split("=")[1].split()[0]) > 100:
+            break
+    c = vol.ctl("cancel 1", ok=False)
+    _, jerr = job.communicate(timeout=300)
+    if c["_rc"] != 0:
+        print(f"# the pin ended before the cancel ({first.strip()}; {c['_err']}): not checked")
+    else:
+        check(job.returncode != 0 and "status -125" in jerr,
+              f"a pin job in writeback cancelled answers ECANCELED ({jerr.strip()})")
+        check("pin=500 big" not in vol.ctl("query pinned")["_lines"], "... and records no pin")
+        eq([err_of(lambda: os.listdir(v("big", f"d{d}"))) for d in range(4)], [errno.EHOSTDOWN] * 4,
+           "... and leaves no directory of it complete (not listed)")
     vol.stop()
 
 
