@@ -494,7 +494,7 @@ static int wb_run(struct wb_walk *w, int fd, struct sentry *top)
 static int unmark(struct view *v, int fd, const char *rel, bool recursive,
                   struct pin_result *res);
 
-/* A cancelled pin: what it pinned that was not pinned before is unpinned
+/* A pin cancelled or given up: what it pinned that was not pinned before is unpinned
  * (their copies stay in the mirror as the store's unpinned containers), and
  * the directories it made complete are not, unless another pin keeps them. */
 static void wb_undo(struct wb_walk *w, int fd, const char *rel)
@@ -547,7 +547,8 @@ int pin_subtree_writeback(struct view *v, int fd, const char *rel, bool recursiv
         sentry_free(top);
         if (r != -ENOSPC)
                 r = wb_end(&w, "pin", rel, r, err);
-        if (r == -ECANCELED)
+        /* Cancelled, or given up (no pin is recorded): as if not asked. */
+        if (r < 0 && r != -ENOSPC && !dry_run)
                 wb_undo(&w, fd, rel);
         g_array_free(w.newly_pinned, TRUE);
         return r;
