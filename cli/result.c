@@ -154,6 +154,8 @@ static const char *const repeated_keys[] = {
         "pin",             /* query pinned: each pin at or below the path */
         "record",          /* query reintegration: each log record */
         "skipped",         /* flush all: MOUNTPOINT: why, for each mount left alone */
+        "synced_volume",   /* sync with no PATH: each volume synced */
+        "failed_volume",   /* sync with no PATH: each volume whose changes did not get there */
         NULL,
 };
 

@@ -2184,7 +2184,7 @@ static int fetch_answer(struct view *v, const char *path, uint64_t size, uint64_
 }
 
 int mirror_fetch_name(struct view *v, int mdfd, const char *name,
-                      bool (*removed)(struct view *v, int mdfd, const char *name))
+                      bool (*removed)(struct view *v, int mdfd, const char *name), int *why)
 {
         struct name_fetch *f = g_new0(struct name_fetch, 1);
         struct store_stats ss;
@@ -2213,6 +2213,8 @@ int mirror_fetch_name(struct view *v, int mdfd, const char *name,
         path = g_build_filename(f->rel ? f->rel : ".", name, NULL);
         if (r == 0)
                 r = backing_call_moving(v, name_fetch_work, f, name_fetch_free, NULL);
+        if (why)
+                *why = r;
         if (r == -ETIMEDOUT) {
                 /* f is the thread's now: it drops it when the server lets it end. */
                 r = fetch_answer(v, path, 0, room, r);
@@ -2225,6 +2227,8 @@ int mirror_fetch_name(struct view *v, int mdfd, const char *name,
                 r = fetch_place(v, f, removed);
         if (r == 0 && S_ISREG(f->bst.st_mode))
                 fetch_index(v, f);
+        if (why)
+                *why = r;
         if (r < 0)
                 r = fetch_answer(v, path, (uint64_t)f->bst.st_size, room, r);
         g_free(path);
