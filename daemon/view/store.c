@@ -1077,12 +1077,13 @@ static ssize_t container_read(int fd, char *buf, size_t size, off_t off)
         return (ssize_t)done;
 }
 
-/* Every block of o present, none short; o->lock held. */
+/* Every block of o present, none short; o->lock held.  An empty file has
+ * no block to fetch: it is whole as soon as its identity is known. */
 static bool complete_in_blocks(const struct sobj *o)
 {
         uint32_t total = (uint32_t)((o->size + STORE_BLOCK - 1) / STORE_BLOCK);
 
-        if (o->container || o->size <= 0 || o->bytes < (uint64_t)o->size || total > o->nblk)
+        if (o->container || o->size < 0 || o->bytes < (uint64_t)o->size || total > o->nblk)
                 return false;
         for (uint32_t i = 0; i < total; i++)
                 if (o->len[i] < expect_len(o, i))
