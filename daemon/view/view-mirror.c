@@ -28,6 +28,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1068,6 +1069,21 @@ static bool is_own_tmp(const char *name)
 
         snprintf(mine, sizeof(mine), ".fcache-mirror.%d.", (int)getpid());
         return !strncmp(name, mine, strlen(mine));
+}
+
+bool mirror_tmp_orphaned(const char *name)
+{
+        char *end;
+        long pid;
+
+        if (!mirror_is_tmp(name))
+                return false;
+        errno = 0;
+        pid = strtol(name + 15, &end, 10);
+        if (errno || end == name + 15 || *end != '.' || pid <= 0 || pid == getpid())
+                return false;
+        /* A live process of that id may be a worker still moving it in. */
+        return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
 }
 
 #define LOOK_CHUNK 256          /* entries looked up at once, at most */
