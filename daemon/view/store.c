@@ -1969,3 +1969,14 @@ out:
         store_obj_put(s, o);
         return r;
 }
+
+int store_set_last_use(struct store *s, uint64_t ino, int64_t used_ns)
+{
+        int r;
+
+        pthread_mutex_lock(&s->lock);
+        r = db_run(s, NULL, "UPDATE objects SET atime=? WHERE ino=? AND atime=0", 2, used_ns,
+                   (int64_t)ino);
+        pthread_mutex_unlock(&s->lock);
+        return r < 0 ? r : 0;
+}

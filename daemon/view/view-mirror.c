@@ -1716,10 +1716,15 @@ struct cache_place {
 static int place_cached(void *pud, int dirfd, const char *cname)
 {
         struct cache_place *c = pud;
-        struct stat mst, cst;
+        struct stat mst, cst, st = *c->bst;
         uint64_t lid;
         char tmp[64];
         int r;
+
+        /* Its atime is when it was read whole here, its last use as far as
+         * the file can tell (reads of it are O_NOATIME): a lost index takes
+         * the cull's order back from it (view-reindex.c). */
+        clock_gettime(CLOCK_REALTIME, &st.st_atim);
 
         /* Never over something the mirror holds for itself: a directory, a
          * file made offline, a shared object (but this very file, put there
@@ -1732,7 +1737,7 @@ static int place_cached(void *pud, int dirfd, const char *cname)
         tmp_name(tmp, sizeof(tmp));
         if (linkat(dirfd, cname, c->mdfd, tmp, 0) < 0)
                 return -errno;
-        r = prepare(c->mdfd, tmp, c->bst, 0);
+        r = prepare(c->mdfd, tmp, &st, 0);
         if (r == 0 && renameat(c->mdfd, tmp, c->mdfd, c->name) < 0)
                 r = -errno;
         if (r < 0)

@@ -121,6 +121,20 @@ static bool drop_stale(struct view *v, const char *rel, int fd)
         return gone;
 }
 
+/* When the container @st was last used, on now_ns()'s clock (negative:
+ * before this boot): its atime (set when it was read whole, moved by
+ * reads of it offline), or its mtime if later (a version is used after it
+ * was made), so culling keeps the order the files can tell. */
+static int64_t last_use(const struct stat *st)
+{
+        int64_t used = MAX(timespec_ns(&st->st_atim), timespec_ns(&st->st_mtim)), ago;
+        struct timespec real;
+
+        clock_gettime(CLOCK_REALTIME, &real);
+        ago = timespec_ns(&real) - used;
+        return (int64_t)now_ns() - (ago > 0 ? ago : 0);
+}
+
 static void reindex_file(struct reindex *r, int mdfd, int bdfd, const char *name,
                          const char *rel)
 {
@@ -158,6 +172,7 @@ static void reindex_file(struct reindex *r, int mdfd, int bdfd, const char *name
         id.ctime_ns = b.ver.ctime_ns;
         e = store_reindex_container(v->store, &id, same == 1);
         if (e == 1) {
+                store_set_last_use(v->store, id.ino, last_use(&st));
                 count(&progress.reindexed);
                 if (same != 1)
                         count(&progress.unvalidated);

@@ -17,7 +17,8 @@ unvalidated, served offline, and checked at the reconnect.
 
 A worker killed while moving a file into the mirror may leave its temporary
 in a directory that is not complete: the next start removes it (not one of a
-live process).
+live process).  After a lost index the least recently used containers are
+culled first.
 """
 import errno
 import glob
@@ -367,8 +368,40 @@ def leftover_temporaries():
     vol.stop()
 
 
+def lru_after_lost_index():
+    """After the index is lost the containers indexed again keep the cull's
+    order: the least recently used go first.  They are read in an order
+    unlike their inode numbers' (a row's order among equal use times)."""
+    vol = Volume("index-lru", reserve="0")
+    mirror = os.path.join(vol.cache, "mirror")
+    os.makedirs(vol.b("l"))
+    names = [f"l/f{i}" for i in range(8)]
+    data = {n: rand_bytes(200 * KiB, 90 + i) for i, n in enumerate(names)}
+    for n in names:
+        write_file(vol.b(n), data[n])
+    order = names[::2][::-1] + names[1::2]      # f6 f4 f2 f0 f1 f3 f5 f7
+    vol.start()
+    for n in order:                             # one after another: each its own use
+        read_into_containers(vol, {n: data[n]}, "lru")
+    vol.stop()
+    delete_index(vol.cache)
+    vol.start()
+    eq(reindexed(vol).get("containers_reindexed"), str(len(names)),
+       "lru: the containers are indexed again")
+    eq(vol.ctl("set cache-size 1M")["_rc"], 0, "lru: a CacheSize that holds about half of them")
+    culled = [n for n in order if not os.path.exists(os.path.join(mirror, n))]
+    kept = [n for n in order if n not in culled]
+    check(len(culled) >= 2 and len(kept) >= 2, f"lru: culling removed some ({culled})")
+    eq(culled, order[:len(culled)],
+       f"lru: the least recently used are culled first (read in order {order})")
+    for n in order:
+        eq(read_direct(vol.v(n)), data[n], f"lru: {n} reads right after culling")
+    vol.stop()
+
+
 def main():
     require_root_fuse()
+    lru_after_lost_index()
     leftover_temporaries()
     lost_index()
     cached_reindexed()
