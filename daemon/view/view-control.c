@@ -171,7 +171,9 @@ static int do_query_cached(struct view *v, int fd, struct ctl_out *o)
         }
         if (r < 0)
                 return r;
-        out_kv(o, "cached=%s", !info.bytes ? "no" : info.complete ? "complete" : "partial");
+        /* An empty file's container holds no byte and is complete. */
+        out_kv(o, "cached=%s", !info.bytes && !info.container ? "no" :
+               info.complete ? "complete" : "partial");
         out_kv(o, "cached_bytes=%" PRIu64, info.bytes);
         out_kv(o, "blocks=%" PRIu32, info.blocks_present);
         out_kv(o, "blocks_total=%" PRIu32, info.blocks_total);

@@ -28,6 +28,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1070,6 +1071,21 @@ static bool is_own_tmp(const char *name)
         return !strncmp(name, mine, strlen(mine));
 }
 
+bool mirror_tmp_orphaned(const char *name)
+{
+        char *end;
+        long pid;
+
+        if (!mirror_is_tmp(name))
+                return false;
+        errno = 0;
+        pid = strtol(name + 15, &end, 10);
+        if (errno || end == name + 15 || *end != '.' || pid <= 0 || pid == getpid())
+                return false;
+        /* A live process of that id may be a worker still moving it in. */
+        return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
 #define LOOK_CHUNK 256          /* entries looked up at once, at most */
 #define SEEN_MAX 100000         /* names of a listing remembered, at most (the rest asked) */
 
@@ -1700,10 +1716,15 @@ struct cache_place {
 static int place_cached(void *pud, int dirfd, const char *cname)
 {
         struct cache_place *c = pud;
-        struct stat mst, cst;
+        struct stat mst, cst, st = *c->bst;
         uint64_t lid;
         char tmp[64];
         int r;
+
+        /* Its atime is when it was read whole here, its last use as far as
+         * the file can tell (reads of it are O_NOATIME): a lost index takes
+         * the cull's order back from it (view-reindex.c). */
+        clock_gettime(CLOCK_REALTIME, &st.st_atim);
 
         /* Never over something the mirror holds for itself: a directory, a
          * file made offline, a shared object (but this very file, put there
@@ -1716,7 +1737,7 @@ static int place_cached(void *pud, int dirfd, const char *cname)
         tmp_name(tmp, sizeof(tmp));
         if (linkat(dirfd, cname, c->mdfd, tmp, 0) < 0)
                 return -errno;
-        r = prepare(c->mdfd, tmp, c->bst, 0);
+        r = prepare(c->mdfd, tmp, &st, 0);
         if (r == 0 && renameat(c->mdfd, tmp, c->mdfd, c->name) < 0)
                 r = -errno;
         if (r < 0)

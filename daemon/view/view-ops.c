@@ -631,8 +631,8 @@ static void attach_store(struct view *v, struct vfile *f, bool *keep_cache)
         }
         if (!unchanged && reading && store_obj_pin(f->obj) >= 0)
                 refill_pinned(v, f->obj, f->fd);
-        else if (unchanged && (f->flags & O_ACCMODE) == O_RDONLY)
-                store_obj_opened_ro(v->store, f->obj);
+        else if ((unchanged || st.st_size == 0) && reading && (f->flags & O_ACCMODE) == O_RDONLY)
+                store_obj_opened_ro(v->store, f->obj);  /* an empty file is whole at once */
 }
 
 /* The open file of fi, as it is (its descriptor may still be -1). */

@@ -410,6 +410,9 @@ bool mirror_xattr_hidden(const char *name);
 int view_remove_tree(int dfd, const char *name);
 /* Is @name a copy's temporary in a mirror directory (never an object)? */
 bool mirror_is_tmp(const char *name);
+/* A temporary of the mirror's whose process is gone (a worker killed while
+ * moving a file in): nothing will rename it into place. */
+bool mirror_tmp_orphaned(const char *name);
 /* Is one link of a mirror object (stat st, server inode sino) the index's? */
 bool mirror_links_counted(struct view *v, const struct stat *st, uint64_t sino);
 /* dfd/name becomes the mirror of the server object @b describes (no longer a new one). */
