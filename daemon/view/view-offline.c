@@ -405,8 +405,8 @@ int offline_note_create(struct view *v, int pfd, const char *name, const char *t
                         r = oplog_record_symlink(v->oplog, plid, name, target, st.st_uid,
                                                  st.st_gid, &lid);
                 else if (S_ISREG(st.st_mode))
-                        r = oplog_record_create(v->oplog, plid, name, st.st_mode, st.st_uid,
-                                                st.st_gid, &lid);
+                        r = oplog_record_create_deferred(v->oplog, plid, name, st.st_mode,
+                                                         st.st_uid, st.st_gid, pfd, name, &lid);
                 else
                         r = oplog_record_mknod(v->oplog, plid, name, st.st_mode, st.st_rdev,
                                                st.st_uid, st.st_gid, &lid);
@@ -509,8 +509,13 @@ int offline_note_setattr(struct view *v, uint64_t lid, const struct oplog_setatt
         int r;
 
         pthread_mutex_lock(&v->offline_lock);
-        r = oplog_record_setattr(v->oplog, lid, sa);
+        /* A file created offline: its create takes the mirror's attributes. */
+        r = oplog_deferred_change(v->oplog, lid, -1);
+        if (r == 0)
+                r = oplog_record_setattr(v->oplog, lid, sa);
         pthread_mutex_unlock(&v->offline_lock);
+        if (r > 0)
+                r = 0;
         return note_result(r, "attribute change");
 }
 
@@ -518,10 +523,15 @@ int offline_note_content(struct view *v, uint64_t lid, int fd)
 {
         int r;
 
-        /* The record names the container; replay takes its bytes and mtime then. */
+        /* The record names the container; replay takes its bytes and mtime then
+         * (a file created offline: its create does, no record). */
         pthread_mutex_lock(&v->offline_lock);
-        r = oplog_record_content(v->oplog, lid, fd);
+        r = oplog_deferred_change(v->oplog, lid, fd);
+        if (r == 0)
+                r = oplog_record_content(v->oplog, lid, fd);
         pthread_mutex_unlock(&v->offline_lock);
+        if (r > 0)
+                r = 0;
         return note_result(r, "write");
 }
 
