@@ -387,16 +387,19 @@ static int note_result(int r, const char *what)
         return r;
 }
 
-int offline_note_create(struct view *v, int pfd, const char *name, const char *target)
+int offline_note_create(struct view *v, int pfd, uint64_t *pplid, const char *name,
+                        const char *target, uint64_t *out)
 {
-        uint64_t plid, lid;
+        uint64_t plid = *pplid, lid;
         struct stat st;
-        int r;
+        int r = 0;
 
         if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return -errno;
         pthread_mutex_lock(&v->offline_lock);
-        r = lid_of(v, pfd, NULL, &plid);
+        /* The parent's marks are read only when its node does not know its id. */
+        if (!plid)
+                r = lid_of(v, pfd, NULL, &plid);
         if (r == 0) {
                 if (S_ISDIR(st.st_mode))
                         r = oplog_record_mkdir(v->oplog, plid, name, st.st_mode & 07777,
@@ -414,6 +417,10 @@ int offline_note_create(struct view *v, int pfd, const char *name, const char *t
         if (r == 0)
                 r = mirror_set_lid(pfd, name, lid);
         pthread_mutex_unlock(&v->offline_lock);
+        if (r == 0) {
+                *pplid = plid;
+                *out = lid;
+        }
         if (r < 0)      /* not logged: not done */
                 unlinkat(pfd, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0);
         return note_result(r, "create");
