@@ -1968,7 +1968,10 @@ static int settle_one(struct oplog *log, struct drops *d, struct deferred *df)
 
         df->size = 0;
         fd = open_handle_blob(log, df->handle, df->handle_size);
-        if (fd == -ESTALE)      /* every name removed: the records to come say so */
+        /* Every name removed (the records to come say so), or a handle that
+         * names nothing: a plain create.  Out of descriptors or memory: the
+         * replay fails and is tried again. */
+        if (fd == -ESTALE || fd == -ENOENT || fd == -EUCLEAN || fd == -EINVAL)
                 return exec_ids(log, "UPDATE ops SET container=NULL WHERE seq=?1", 1,
                                 (int64_t)df->seq);
         if (fd < 0)
