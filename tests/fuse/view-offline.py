@@ -12,6 +12,7 @@ import errno
 import os
 import random
 import stat
+import subprocess
 import sys
 import threading
 import time
@@ -220,6 +221,7 @@ def main():
     crash_in_reintegration()
     crash_after_fsync_in_place()
     created_offline_attrs()
+    setid_killed_offline()
     finish()
 
 
@@ -431,6 +433,34 @@ def created_offline_attrs():
               f" expected {short(want(model[n]))}")
     wrong = [n for n, m in model.items() if attrs(vol.v("p", n), m, True) != want(m)]
     eq(wrong, [], "... and the view online shows them")
+    vol.stop()
+
+
+def setid_killed_offline():
+    """Offline, a write by another user than root kills set-id bits, as on a
+    local filesystem: of a pinned server file and of a file created offline
+    (whose create then carries the mode to the server).  A writer passed
+    through would write the mirror's file with the daemon's CAP_FSETID."""
+    vol = Volume("setid", lease="1s")
+    os.makedirs(vol.b("p"))
+    os.chmod(vol.b("p"), 0o777)
+    write_file(vol.b("p", "big"), b"\0" * (256 << 10))
+    vol.start()
+    vol.ctl("pin recursive", "p")
+    vol.ctl("disconnect")
+    write_file(vol.v("p", "made"), b"made offline\n")
+    for name in ("big", "made"):
+        path = vol.v("p", name)
+        os.chmod(path, 0o6777)
+        subprocess.run(["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "sh", "-c",
+                        'echo appended >> "$1"', "sh", path], check=True)
+        eq(oct(stat.S_IMODE(os.stat(path).st_mode)), oct(0o777),
+           f"offline, an append by uid 1000 kills the set-id bits of {name}")
+    q = vol.ctl("reconnect")
+    eq(q["state"], "online", "reconnect after the set-id appends")
+    eq(oct(stat.S_IMODE(os.stat(vol.b("p", "made")).st_mode)), oct(0o777),
+       "the server has the file created offline without its set-id bits")
+    eq(read_file(vol.b("p", "made")), b"made offline\nappended\n", "... and its bytes")
     vol.stop()
 
 
