@@ -1936,13 +1936,10 @@ int oplog_deferred_change(struct oplog *log, uint64_t lid, int fd)
                 deferred_forget(log, lid);
                 return 0;
         }
-        if (fd < 0 || fstat(fd, &cst) < 0 || (uint64_t)cst.st_size <= old) {
-                if (fd >= 0 && (uint64_t)cst.st_size < old)
-                        deferred_count(log, lid, (uint64_t)cst.st_size);
+        if (fd < 0 || fstat(fd, &cst) < 0)
                 return 1;
-        }
-        e = check_room(log, (uint64_t)cst.st_size - old);
-        if (e < 0)
+        /* Grown: the new bytes must fit under max_bytes. */
+        if ((uint64_t)cst.st_size > old && (e = check_room(log, (uint64_t)cst.st_size - old)) < 0)
                 return e;
         deferred_count(log, lid, (uint64_t)cst.st_size);
         return 1;
