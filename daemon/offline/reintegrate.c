@@ -2576,6 +2576,9 @@ static int start(struct ctx *cp, GPtrArray **out)
                 return -errno;
         /* An interrupted run's marks first (a dry run needs them too to see where replay is). */
         e = journal_recover(log, c.jfd);
+        /* Files created offline whose later changes only their containers hold: as records. */
+        if (e >= 0)
+                e = oplog_settle_deferred(log);
         recs = g_ptr_array_new_with_free_func(rec_free);
         if (e >= 0)
                 e = oplog_foreach(log, true, collect, recs);

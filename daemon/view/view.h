@@ -318,8 +318,11 @@ int offline_lid(struct view *v, int dfd, const char *name, uint64_t *lid);
 bool offline_replayed(struct view *v, uint64_t server_ino);
 /* A name of inode ino in directory dfd (to free), or NULL: a scan. */
 char *offline_name_in(int dfd, ino_t ino);
-/* After the change was applied to the mirror: log it (undone if that fails). */
-int offline_note_create(struct view *v, int pfd, const char *name, const char *target);
+/* After the change was applied to the mirror: log it (undone if that fails).
+ * A create: *plid is the parent's log id if the caller knows it, else 0 and
+ * it is found (and set); *lid gets the new object's. */
+int offline_note_create(struct view *v, int pfd, uint64_t *plid, const char *name,
+                        const char *target, uint64_t *lid);
 int offline_note_link(struct view *v, uint64_t lid, int npfd, const char *newname);
 int offline_note_unlink(struct view *v, uint64_t plid, const char *name, uint64_t lid, bool dir);
 int offline_note_rename(struct view *v, uint64_t plid, const char *name, uint64_t lid,
