@@ -47,6 +47,7 @@ static bool daemon_handles(const struct fc_command *cmd, const struct fc_target 
         case FC_OP_SET_CACHE:
         case FC_OP_DISCONNECT:
         case FC_OP_RECONNECT:
+        case FC_OP_SYNC:        /* every volume's with no PATH ("/") */
                 return true;
         default:
                 return false;

@@ -154,11 +154,12 @@ static int tally_fd(struct ktally *t, int fd)
         }
         t->files++;
         if (!measured) {
-                struct stat st;
+                uint64_t size;
+                mode_t mode;
 
                 t->unmeasured++;
-                if (fstat(fd, &st) == 0)
-                        t->bytes += (uint64_t)st.st_size;
+                if (fc_file_type_size(fd, &mode, &size) == 0)
+                        t->bytes += size;
                 return 0;
         }
         t->bytes += q.v[FCACHE_A_FILE_SIZE];

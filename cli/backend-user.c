@@ -45,15 +45,16 @@ static int tally_file(struct tally *t, int fd, uint64_t *bytes)
 {
         struct fc_pagestat before, after;
         enum fc_measure_method m;
-        struct stat st;
+        uint64_t size;
+        mode_t mode;
         bool unmeasured;
         int r;
 
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (!S_ISREG(st.st_mode))
+        if ((r = fc_file_type_size(fd, &mode, &size)) < 0)
+                return r;
+        if (!S_ISREG(mode))
                 return 0;
-        r = fc_pagecache_measure(fd, (uint64_t)st.st_size, &before, &m);
+        r = fc_pagecache_measure(fd, size, &before, &m);
         /* cachestat's rule (owner or write access) keeps the figures, not the act */
         unmeasured = r == -EPERM && t->op != FC_OP_QUERY_CACHED && t->op != FC_OP_QUERY_DIRTY;
         if (r < 0 && !unmeasured)
@@ -73,26 +74,26 @@ static int tally_file(struct tally *t, int fd, uint64_t *bytes)
         case FC_OP_FLUSH_VOLUME:
         case FC_OP_FLUSH_ALL:
         case FC_OP_FLUSH_CALLBACKS:
-                r = fc_pagecache_flush(fd, (uint64_t)st.st_size);
+                r = fc_pagecache_flush(fd, size);
                 break;
         case FC_OP_PREFETCH:
-                r = fc_pagecache_prefetch(fd, (uint64_t)st.st_size, t->cancel);
+                r = fc_pagecache_prefetch(fd, size, t->cancel);
                 break;
         default:
                 break;
         }
         if (r < 0)
                 return r;
-        *bytes = (uint64_t)st.st_size;
+        *bytes = size;
         t->files++;
-        t->bytes += (uint64_t)st.st_size;
+        t->bytes += size;
         if (unmeasured) {
                 t->unmeasured++;
                 return 0;
         }
         after = before;
         if (t->op != FC_OP_QUERY_CACHED && t->op != FC_OP_QUERY_DIRTY) {
-                r = fc_pagecache_measure(fd, (uint64_t)st.st_size, &after, &m);
+                r = fc_pagecache_measure(fd, size, &after, &m);
                 if (r < 0)
                         return r;
         }
@@ -232,6 +233,7 @@ static int run_query(struct fc_request *req)
                 add_pages(res, "writeback", sum.before.writeback);
                 fc_result_add_u64(res, "pages_evicted", sum.before.evicted);
                 fc_result_add_u64(res, "files_dirty", sum.files_dirty);
+                fc_backend_note_unstable_unmeasured(req);
         }
         if (walked)
                 fc_walk_stats_add_result(res, &st, 0, NULL);

@@ -67,3 +67,5 @@ int fc_backend_refuse_not_file(struct fc_request *req);
  * survive the next open (no lease, no cache): kept_at_next_open.
  */
 void fc_backend_note_pages_kept(struct fc_request *req);
+/* Says that uncommitted NFS pages are not in the user backend's dirty figures. */
+void fc_backend_note_unstable_unmeasured(struct fc_request *req);

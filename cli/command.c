@@ -46,6 +46,7 @@ static const struct op_spec ops[FC_OP_COUNT] = {
         [FC_OP_SET_CACHE] = { "set", "cache", 0, ARG_NAME },
         [FC_OP_DISCONNECT] = { "disconnect", NULL, 0, ARG_NONE },
         [FC_OP_RECONNECT] = { "reconnect", NULL, FC_MOD_FORCE, ARG_NONE },
+        [FC_OP_SYNC] = { "sync", NULL, 0, ARG_NONE },
 };
 
 static const char *const mod_words[] = { "recursive", "priority", "dry-run", "force" };
@@ -73,6 +74,7 @@ const char *fc_op_name(enum fc_op op)
                 [FC_OP_SET_CACHE] = "set cache",
                 [FC_OP_DISCONNECT] = "disconnect",
                 [FC_OP_RECONNECT] = "reconnect",
+                [FC_OP_SYNC] = "sync",
         };
 
         return (unsigned)op < FC_OP_COUNT ? names[op] : "?";

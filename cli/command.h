@@ -40,6 +40,7 @@ enum fc_op {
         FC_OP_SET_CACHE,
         FC_OP_DISCONNECT,
         FC_OP_RECONNECT,
+        FC_OP_SYNC,
         FC_OP_COUNT,
 };
 

@@ -59,6 +59,8 @@ static void usage(FILE *f)
               "  disconnect | reconnect [force]  (these need fcached; force: even when the\n"
               "                             server lost more of the pinned copy than\n"
               "                             ReconnectDeleteLimit allows)\n"
+              "  sync                       wait until PATH's changes made in write-back are\n"
+              "                             on the server (no PATH: every volume's)\n"
               "\n"
               "Commands on fcached itself (no PATH):\n"
               "  status                     fcached, fcache.ko, pins and each volume: state,\n"
@@ -203,7 +205,9 @@ int main(int argc, char **argv)
         }
         static char *root[] = { "/" };
         if (npaths == 0) {
-                if (cmd.op != FC_OP_QUERY_CACHE && cmd.op != FC_OP_FLUSH_ALL) {
+                /* sync with no PATH: every volume (fcached takes "/" so) */
+                if (cmd.op != FC_OP_QUERY_CACHE && cmd.op != FC_OP_FLUSH_ALL &&
+                    cmd.op != FC_OP_SYNC) {
                         fprintf(stderr, "fcachectl: %s: missing PATH\n", text);
                         return 2;
                 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -141,6 +142,24 @@ bool fc_pages_dropped_at_open(int fd)
         /* CIFS_SUPER_MAGIC, SMB2_SUPER_MAGIC (cifs and smb3 mounts) */
         return sfs.f_type == (typeof(sfs.f_type))0xFF534D42 ||
                sfs.f_type == (typeof(sfs.f_type))0xFE534D42;
+}
+
+int fc_file_type_size(int fd, mode_t *mode, uint64_t *size)
+{
+        struct statx stx;
+
+        if (statx(fd, "", AT_EMPTY_PATH, STATX_TYPE | STATX_SIZE, &stx) < 0)
+                return -errno;
+        *mode = stx.stx_mode;
+        *size = stx.stx_size;
+        return 0;
+}
+
+bool fc_commits_later(int fd)
+{
+        struct statfs sfs;
+
+        return fstatfs(fd, &sfs) == 0 && sfs.f_type == NFS_SUPER_MAGIC;
 }
 
 int fc_pagecache_flush(int fd, uint64_t size)

@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 enum fc_measure_method { FC_MEASURE_CACHESTAT, FC_MEASURE_MINCORE };
 
@@ -48,6 +49,21 @@ bool fc_memory_backed(int fd);
  * the next reader.
  */
 bool fc_pages_dropped_at_open(int fd);
+
+/*
+ * True if the file's filesystem keeps pages written to the server but not
+ * yet committed there (NFS's unstable writes): neither dirty nor under
+ * writeback, so cachestat(2) does not count them.
+ */
+bool fc_commits_later(int fd);
+
+/*
+ * The file's type and size, asked without its times: NFS writes a file's
+ * dirty pages back to the server before it answers a stat that wants mtime
+ * or ctime (fstat does), which would change the very pages a query counts.
+ * 0 or -errno.
+ */
+int fc_file_type_size(int fd, mode_t *mode, uint64_t *size);
 
 /* Write back dirty pages, then ask the kernel to drop the clean ones. */
 int fc_pagecache_flush(int fd, uint64_t size);

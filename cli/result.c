@@ -154,6 +154,8 @@ static const char *const repeated_keys[] = {
         "pin",             /* query pinned: each pin at or below the path */
         "record",          /* query reintegration: each log record */
         "skipped",         /* flush all: MOUNTPOINT: why, for each mount left alone */
+        "synced_volume",   /* sync with no PATH: each volume synced */
+        "failed_volume",   /* sync with no PATH: each volume whose changes did not get there */
         NULL,
 };
 
@@ -166,7 +168,7 @@ static const char *const text_keys[] = {
         "callbacks_released", "dry_run", "file_handles", "files_counted", "first_error",
         "fits", "fs_network", "fs_type", "fscache", "fscache_cookie", "kept", "kmod",
         "measured", "method", "mirrored", "mount_point", "mountpoint", "name", "path",
-        "pin_mode", "pinned", "reason", "recursive", "state", "takeover", "type", "valid",
+        "pin_mode", "pinned", "reason", "recursive", "state", "takeover", "type", "unstable", "valid",
         "volume", NULL,
 };
 

@@ -276,11 +276,14 @@ static int walk_dir(struct walk *w, struct dir_ref *d, const char *display)
                         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
                                 continue;
                         if (type == DT_UNKNOWN) {
-                                struct stat st;
-                                if (fstatat(d->fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                                /* The type alone: a stat wanting times makes NFS
+                                 * write the file's dirty pages back. */
+                                struct statx stx;
+                                if (statx(d->fd, de->d_name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+                                          STATX_TYPE, &stx) < 0)
                                         continue;
-                                type = S_ISREG(st.st_mode) ? DT_REG : S_ISDIR(st.st_mode) ? DT_DIR
-                                                                                         : DT_LNK;
+                                type = S_ISREG(stx.stx_mode) ? DT_REG : S_ISDIR(stx.stx_mode) ? DT_DIR
+                                                                                             : DT_LNK;
                         }
                         if (type == DT_DIR) {
                                 if (w->p->top_only)
@@ -512,6 +515,17 @@ void fc_backend_note_pages_kept(struct fc_request *req)
                           "cifs drops a file's clean pages when it is opened without a read "
                           "lease or oplock, which the SMB server grants or not: these pages "
                           "may not be there for the next reader");
+}
+
+void fc_backend_note_unstable_unmeasured(struct fc_request *req)
+{
+        if (!fc_commits_later(req->target->fd))
+                return;
+        fc_result_add_str(req->result, "unstable", "not-measured");
+        fc_result_add_str(req->result, "unstable_reason",
+                          "NFS pages written to the server but not yet committed there are "
+                          "neither dirty nor under writeback to cachestat(2); fcache.ko counts "
+                          "them (pages_unstable)");
 }
 
 int fc_backend_refuse_memory_backed(struct fc_request *req, int fd, const char *what)

@@ -210,6 +210,7 @@ const char *fcd_action_for(const struct fc_command *c)
                 return "org.fcache.query";
         case FC_OP_FLUSH:
         case FC_OP_FLUSH_CALLBACKS:
+        case FC_OP_SYNC:        /* a flush of a path in writeback is one */
                 return "org.fcache.flush";
         case FC_OP_FLUSH_VOLUME:
                 return "org.fcache.flush-volume";

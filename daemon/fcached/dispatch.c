@@ -12,6 +12,7 @@
  *                                                         in fcache.ko while it is loaded
  *                                                         (query pinned adds the module's
  *                                                         answer)
+ *   sync with no PATH ("/")                            -> every volume's view
  *   plain mount, volume-only commands                  -> NotSupported, saying why
  *
  * The worker half runs with the caller's identity (caller-access.c): the
@@ -176,6 +177,8 @@ void fcd_dispatch_thread(struct fcd_request *req)
                                            req->cmd.mods & FC_MOD_DRY_RUN,
                                            op ? &op->progress : NULL, op ? &op->cancel : NULL,
                                            &req->build, &req->e);
+        } else if (req->cmd.op == FC_OP_SYNC && !strcmp(req->canonical, "/")) {
+                req->r = 0; /* every volume's, below */
         } else if (daemon_serves(req->cmd.op)) {
                 if (req->cmd.op == FC_OP_QUERY_PINNED)
                         query_kernel_pin(req, &t);
@@ -190,6 +193,8 @@ out:
         fcd_identity_leave(&saved);
         if (req->cmd.op == FC_OP_FLUSH_ALL && req->r == 0)
                 req->r = fcd_volumes_flush_all(req->ctx->volumes, &req->res);
+        if (req->cmd.op == FC_OP_SYNC && !req->volume && req->r == 0)
+                req->r = fcd_volumes_sync_all(req->ctx->volumes, &req->res, &req->e);
         /* The view acts on the object resolved above, handed over as its descriptor. */
         if (req->volume && req->r == 0)
                 fcd_volume_forward(req->ctx->volumes, req->canonical, t.fd, req->cmd_text,

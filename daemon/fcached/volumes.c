@@ -639,3 +639,58 @@ int fcd_volumes_flush_all(struct fcd_volumes *vols, struct fc_result *res)
                 fc_result_add_u64(res, "volumes_failed", (uint64_t)failed);
         return 0;
 }
+
+/* KEY's value in a control answer's lines, or NULL. */
+static const char *line_value(GPtrArray *lines, const char *key)
+{
+        size_t n = strlen(key);
+
+        for (guint k = 0; k < lines->len; k++)
+                if (!strncmp(lines->pdata[k], key, n) && ((char *)lines->pdata[k])[n] == '=')
+                        return (char *)lines->pdata[k] + n + 1;
+        return NULL;
+}
+
+int fcd_volumes_sync_all(struct fcd_volumes *vols, struct fc_result *res, struct fc_error *e)
+{
+        g_autoptr(GPtrArray) sockets = g_ptr_array_new_with_free_func(g_free);
+        g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+        g_autoptr(GString) why = g_string_new(NULL);
+        guint64 synced = 0;
+        int failed = 0, last = 0;
+
+        if (vols) {
+                g_mutex_lock(&vols->lock);
+                for (guint i = 0; i < vols->list->len; i++) {
+                        struct volume *vol = vols->list->pdata[i];
+                        g_ptr_array_add(sockets, g_strdup(vol->socket_path));
+                        g_ptr_array_add(names, g_strdup(vol->cfg.name));
+                }
+                g_mutex_unlock(&vols->lock);
+        }
+        for (guint i = 0; i < sockets->len; i++) {
+                g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
+                int r = fcd_control_call(sockets->pdata[i], "sync", -1, NULL, lines);
+                const char *n = line_value(lines, "synced");
+
+                if (r < 0) {
+                        const char *msg = line_value(lines, "error");
+
+                        failed++;
+                        last = r;
+                        g_string_append_printf(why, "%svolume %s: %s", why->len ? "; " : "",
+                                               (char *)names->pdata[i],
+                                               msg ? msg : g_strerror(-r));
+                        fc_result_add_str(res, "failed_volume", names->pdata[i]);
+                        continue;
+                }
+                synced += n ? g_ascii_strtoull(n, NULL, 10) : 0;
+                fc_result_add_str(res, "synced_volume", names->pdata[i]);
+        }
+        fc_result_add_u64(res, "volumes", sockets->len);
+        fc_result_add_u64(res, "synced", synced);
+        if (failed)
+                return fc_error_set(e, -last, "sync: %d of %u volumes did not get their changes to"
+                                    " the server: %s", failed, sockets->len, why->str);
+        return 0;
+}

@@ -101,3 +101,7 @@ bool fcd_volume_forward(struct fcd_volumes *vols, const char *canonical, int tar
  * "volumes_failed" go into @res.
  */
 int fcd_volumes_flush_all(struct fcd_volumes *vols, struct fc_result *res);
+/* sync of every volume (fcachectl sync with no PATH): waits until each
+ * one's changes made in write-back are on the server.  -errno with @e naming
+ * the volumes that did not get there and why. */
+int fcd_volumes_sync_all(struct fcd_volumes *vols, struct fc_result *res, struct fc_error *e);

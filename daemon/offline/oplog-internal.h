@@ -6,6 +6,7 @@
  */
 #pragma once
 
+#include <glib.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdbool.h>
@@ -34,6 +35,7 @@ struct oplog {
         pthread_cond_t sync_done;
         int wal_fd;             /* log.db-wal, synced outside the connection */
         uint64_t replaying;     /* records up to it are being replayed: none coalesces (0: none) */
+        GHashTable *deferred;   /* lid of a deferred create -> the bytes counted for its container */
 };
 
 /* The replay view of one object (table objects). */

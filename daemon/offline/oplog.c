@@ -144,7 +144,7 @@ enum {
         /* appending a record: each runs at every change an application makes offline */
         STMT_BEGIN, STMT_COMMIT, STMT_EXISTS, STMT_INSERT_ROW, STMT_INSERT_OBJECT,
         STMT_SETATTR_PENDING, STMT_SETATTR_UPDATE, STMT_LAST_SEQ, STMT_DELETE_SEQ,
-        STMT_CONTENT_LAST, STMT_CONTENT_PENDING, STMT_CONTENT_DELETE,
+        STMT_CONTENT_LAST, STMT_CONTENT_PENDING, STMT_CONTENT_DELETE, STMT_DEFERRED,
         _STMT_MAX,
 };
 
@@ -667,6 +667,84 @@ static int set_checkpoint_interval(struct oplog *log)
         return oplog_exec(log, sql);
 }
 
+/* ---- deferred creates (oplog_record_create_deferred()): the count of their containers ---- */
+
+/* Opens the container a row names by file handle (@blob, @n bytes); -ESTALE: gone. */
+static int open_handle_blob(struct oplog *log, const void *blob, size_t n)
+{
+        union {
+                struct file_handle h;
+                char space[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+        } fh;
+        int fd;
+
+        if (n < sizeof(fh.h) || n > sizeof(fh))
+                return -EUCLEAN;
+        memcpy(&fh, blob, n);
+        if (sizeof(fh.h) + fh.h.handle_bytes != n)
+                return -EUCLEAN;
+        fd = open_by_handle_at(log->dir_fd, &fh.h, O_RDONLY | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+}
+
+/* The bytes counted for deferred create @lid's container, and whether it is one. */
+static bool deferred_counted(struct oplog *log, uint64_t lid, uint64_t *size)
+{
+        gpointer v;
+
+        if (!g_hash_table_lookup_extended(log->deferred, GSIZE_TO_POINTER(lid), NULL, &v))
+                return false;
+        *size = GPOINTER_TO_SIZE(v);
+        return true;
+}
+
+/* Counts @size bytes for deferred create @lid's container (instead of what it counted). */
+static void deferred_count(struct oplog *log, uint64_t lid, uint64_t size)
+{
+        uint64_t old = 0;
+
+        deferred_counted(log, lid, &old);
+        log->content_bytes = log->content_bytes - (old < log->content_bytes ? old : log->content_bytes)
+                             + size;
+        g_hash_table_insert(log->deferred, GSIZE_TO_POINTER(lid), GSIZE_TO_POINTER(size));
+}
+
+/* @lid is no deferred create any more (settled, cancelled): its count goes. */
+static void deferred_forget(struct oplog *log, uint64_t lid)
+{
+        uint64_t old;
+
+        if (!deferred_counted(log, lid, &old))
+                return;
+        log->content_bytes -= old < log->content_bytes ? old : log->content_bytes;
+        g_hash_table_remove(log->deferred, GSIZE_TO_POINTER(lid));
+}
+
+/* A log opened again: its deferred creates, their containers' bytes counted. */
+static int count_deferred(struct oplog *log)
+{
+        sqlite3_stmt *st = NULL;
+        int rc, e;
+
+        e = prep(log, &st, "SELECT lid, container FROM ops WHERE kind=2 AND state=0"
+                           " AND container IS NOT NULL");
+        if (e < 0)
+                return e;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                int fd = open_handle_blob(log, sqlite3_column_blob(st, 1),
+                                          (size_t)sqlite3_column_bytes(st, 1));
+                struct stat cst;
+                uint64_t size = 0;
+
+                if (fd >= 0 && fstat(fd, &cst) == 0)
+                        size = (uint64_t)cst.st_size;
+                if (fd >= 0)
+                        close(fd);
+                deferred_count(log, (uint64_t)sqlite3_column_int64(st, 0), size);
+        }
+        return rows_end(st, rc, 0);
+}
+
 int oplog_open(struct oplog **out, const char *dir, const struct oplog_options *opts)
 {
         struct oplog_options defaults = OPLOG_OPTIONS_INIT;
@@ -684,6 +762,7 @@ int oplog_open(struct oplog **out, const char *dir, const struct oplog_options *
                 return -ENOMEM;
         log->opts = opts ? *opts : defaults;
         log->dir_fd = log->content_fd = log->wal_fd = -1;
+        log->deferred = g_hash_table_new(g_direct_hash, g_direct_equal);
         pthread_cond_init(&log->sync_done, NULL);
         log->dir = strdup(dir);
         if (!log->dir) {
@@ -768,6 +847,8 @@ int oplog_open(struct oplog **out, const char *dir, const struct oplog_options *
                 goto fail;
         probe_handles(log);
         e = count_container_bytes(log);
+        if (e >= 0)
+                e = count_deferred(log);
         if (e < 0)
                 goto fail;
         *out = log;
@@ -793,6 +874,8 @@ void oplog_close(struct oplog *log)
         if (log->wal_fd >= 0)
                 close(log->wal_fd);
         pthread_cond_destroy(&log->sync_done);
+        if (log->deferred)
+                g_hash_table_destroy(log->deferred);
         free(log->dir);
         free(log);
 }
@@ -1353,6 +1436,8 @@ static int cancel_local(struct oplog *log, struct drops *d, uint64_t lid)
                 e = exec_ids(log, "DELETE FROM aliases WHERE lid=?1", 1, (int64_t)lid);
         if (e >= 0)
                 e = exec_ids(log, "DELETE FROM objects WHERE lid=?1", 1, (int64_t)lid);
+        if (e >= 0)
+                deferred_forget(log, lid);
         return e < 0 ? e : 1;
 }
 
@@ -1466,16 +1551,22 @@ static int copy_content(struct oplog *log, int fd, const char *name)
  * the header) if the log can open it again by that handle: on the log's
  * filesystem, with the privilege open_by_handle_at() needs.  0 or -errno.
  */
-static int container_handle(struct oplog *log, int fd, struct file_handle *h)
+static int container_handle_at(struct oplog *log, int dfd, const char *name,
+                               struct file_handle *h)
 {
         int mnt;
 
         if (!log->handles)
                 return -EOPNOTSUPP;
         h->handle_bytes = MAX_HANDLE_SZ;
-        if (name_to_handle_at(fd, "", h, &mnt, AT_EMPTY_PATH) < 0)
+        if (name_to_handle_at(dfd, name, h, &mnt, *name ? 0 : AT_EMPTY_PATH) < 0)
                 return -errno;
         return mnt == log->mount_id ? 0 : -EXDEV;
+}
+
+static int container_handle(struct oplog *log, int fd, struct file_handle *h)
+{
+        return container_handle_at(log, fd, "", h);
 }
 
 /*
@@ -1705,19 +1796,11 @@ int oplog_content_open(struct oplog *log, uint64_t seq)
         sqlite3_bind_int64(st, 1, (sqlite3_int64)seq);
         if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_bytes(st, 0) >=
                                                   (int)sizeof(struct file_handle)) {
-                union {
-                        struct file_handle h;
-                        char space[sizeof(struct file_handle) + MAX_HANDLE_SZ];
-                } fh;
-                size_t n = (size_t)sqlite3_column_bytes(st, 0);
-
-                memcpy(&fh, sqlite3_column_blob(st, 0), n < sizeof(fh) ? n : sizeof(fh));
-                release_cached(st);
-                if (n > sizeof(fh) || sizeof(fh.h) + fh.h.handle_bytes != n)
-                        return -EUCLEAN;
                 /* -ESTALE: the container is gone (every name removed, no one has it open). */
-                fd = open_by_handle_at(log->dir_fd, &fh.h, O_RDONLY | O_CLOEXEC);
-                return fd < 0 ? -errno : fd;
+                fd = open_handle_blob(log, sqlite3_column_blob(st, 0),
+                                      (size_t)sqlite3_column_bytes(st, 0));
+                release_cached(st);
+                return fd;
         }
         release_cached(st);
         snprintf(name, sizeof(name), "%" PRIu64, seq);
@@ -1800,6 +1883,163 @@ int oplog_record_symlink(struct oplog *log, uint64_t parent, const char *name,
         if (!target || !*target || strlen(target) >= PATH_MAX)
                 return -EINVAL;
         return record_new(log, &r, S_IFLNK, out_lid);
+}
+
+/* ---- deferred creates ---- */
+
+int oplog_record_create_deferred(struct oplog *log, uint64_t parent, const char *name,
+                                 mode_t mode, uid_t uid, gid_t gid, int dfd, const char *cname,
+                                 uint64_t *out_lid)
+{
+        union {
+                struct file_handle h;
+                char space[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+        } fh;
+        struct row r = { .kind = OPLOG_CREATE, .parent = parent, .name = name,
+                         .mode = mode & 07777, .uid = uid, .gid = gid };
+        bool deferred;
+        int e;
+
+        if (!log || !cname)
+                return -EINVAL;
+        deferred = container_handle_at(log, dfd, cname, &fh.h) == 0;
+        if (deferred) {
+                r.container = &fh.h;
+                r.container_size = sizeof(fh.h) + fh.h.handle_bytes;
+        }
+        e = record_new(log, &r, S_IFREG, out_lid);
+        if (e >= 0 && deferred)
+                deferred_count(log, *out_lid, 0);
+        return e;
+}
+
+int oplog_deferred_change(struct oplog *log, uint64_t lid, int fd)
+{
+        sqlite3_stmt *st = NULL;
+        uint64_t old;
+        struct stat cst;
+        bool pending;
+        int e;
+
+        if (!log || !deferred_counted(log, lid, &old))
+                return 0;
+        /* The table only filters: the create row says. */
+        e = prep_cached(log, STMT_DEFERRED, &st,
+                        "SELECT 1 FROM ops WHERE lid=?1 AND kind=2 AND state=0 AND seq>?2"
+                        " AND container IS NOT NULL");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)log->replaying);
+        pending = sqlite3_step(st) == SQLITE_ROW;
+        release_cached(st);
+        if (!pending) {
+                deferred_forget(log, lid);
+                return 0;
+        }
+        if (fd < 0 || fstat(fd, &cst) < 0)
+                return 1;
+        /* Grown: the new bytes must fit under max_bytes. */
+        if ((uint64_t)cst.st_size > old && (e = check_room(log, (uint64_t)cst.st_size - old)) < 0)
+                return e;
+        deferred_count(log, lid, (uint64_t)cst.st_size);
+        return 1;
+}
+
+/* A deferred create as oplog_settle_deferred() found it. */
+struct deferred {
+        uint64_t seq, lid;
+        void *handle;
+        size_t handle_size;
+        uint64_t size;          /* the bytes its content row counts */
+};
+
+static int settle_one(struct oplog *log, struct drops *d, struct deferred *df)
+{
+        struct row c = { .kind = OPLOG_CONTENT, .lid = df->lid, .has_size = true,
+                         .container = df->handle, .container_size = df->handle_size };
+        struct row t = { .kind = OPLOG_SETATTR, .lid = df->lid,
+                         .mask = OPLOG_SET_ATIME | OPLOG_SET_MTIME };
+        sqlite3_stmt *st = NULL;
+        struct stat cst;
+        int fd, e;
+
+        df->size = 0;
+        fd = open_handle_blob(log, df->handle, df->handle_size);
+        /* Every name removed (the records to come say so), or a handle that
+         * names nothing: a plain create.  Out of descriptors or memory: the
+         * replay fails and is tried again. */
+        if (fd == -ESTALE || fd == -ENOENT || fd == -EUCLEAN || fd == -EINVAL)
+                return exec_ids(log, "UPDATE ops SET container=NULL WHERE seq=?1", 1,
+                                (int64_t)df->seq);
+        if (fd < 0)
+                return fd;
+        e = fstat(fd, &cst) < 0 ? -errno : 0;
+        close(fd);
+        if (e < 0)
+                return e;
+        e = prep(log, &st, "UPDATE ops SET mode=?2, uid=?3, gid=?4, container=NULL WHERE seq=?1");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)df->seq);
+        sqlite3_bind_int64(st, 2, cst.st_mode & 07777);
+        sqlite3_bind_int64(st, 3, cst.st_uid);
+        sqlite3_bind_int64(st, 4, cst.st_gid);
+        e = step_done(st);
+        if (e >= 0 && cst.st_size > 0) {
+                c.size = (uint64_t)cst.st_size;
+                e = content_replaced(log, d, df->lid);
+                if (e >= 0)
+                        e = insert_row(log, &c, NULL);
+                df->size = c.size;
+        }
+        t.atime = (int64_t)cst.st_atim.tv_sec * 1000000000 + cst.st_atim.tv_nsec;
+        t.mtime = (int64_t)cst.st_mtim.tv_sec * 1000000000 + cst.st_mtim.tv_nsec;
+        if (e >= 0)
+                e = insert_row(log, &t, NULL);
+        return e;
+}
+
+int oplog_settle_deferred(struct oplog *log)
+{
+        GArray *found = g_array_new(FALSE, FALSE, sizeof(struct deferred));
+        struct drops d = { 0 };
+        sqlite3_stmt *st = NULL;
+        int rc, e;
+
+        e = prep(log, &st, "SELECT seq, lid, container FROM ops WHERE kind=2 AND state=0"
+                           " AND container IS NOT NULL ORDER BY seq");
+        if (e >= 0) {
+                while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                        struct deferred df = {
+                                .seq = (uint64_t)sqlite3_column_int64(st, 0),
+                                .lid = (uint64_t)sqlite3_column_int64(st, 1),
+                                .handle_size = (size_t)sqlite3_column_bytes(st, 2),
+                        };
+
+                        df.handle = g_memdup2(sqlite3_column_blob(st, 2), df.handle_size);
+                        g_array_append_val(found, df);
+                }
+                e = rows_end(st, rc, 0);
+        }
+        if (e >= 0 && found->len)
+                e = oplog_begin(log);
+        for (guint i = 0; e >= 0 && i < found->len; i++)
+                e = settle_one(log, &d, &g_array_index(found, struct deferred, i));
+        if (found->len)
+                e = finish(log, e, &d);
+        for (guint i = 0; i < found->len; i++) {
+                struct deferred *df = &g_array_index(found, struct deferred, i);
+
+                /* Its content row counts the container now (count_container_bytes()). */
+                if (e >= 0) {
+                        deferred_forget(log, df->lid);
+                        log->content_bytes += df->size;
+                }
+                g_free(df->handle);
+        }
+        g_array_unref(found);
+        return e;
 }
 
 /* Begins a record of an existing object: checks, the crash point, BEGIN. */

@@ -210,6 +210,30 @@ int oplog_record_mkdir(struct oplog *log, uint64_t parent, const char *name, mod
                        uid_t uid, gid_t gid, uint64_t *out_lid);
 int oplog_record_symlink(struct oplog *log, uint64_t parent, const char *name,
                          const char *target, uid_t uid, gid_t gid, uint64_t *out_lid);
+/*
+ * A regular file created offline whose container is @dfd/@cname (its mirror
+ * file): while this create is pending, the object's mode, owner, times and
+ * bytes are the container's, and its changes need no record (see
+ * oplog_deferred_change()); oplog_settle_deferred() writes what the
+ * container holds then as the records replay reads.  An untar's file is one
+ * record.  A container the log cannot name by handle makes a plain create.
+ */
+int oplog_record_create_deferred(struct oplog *log, uint64_t parent, const char *name,
+                                 mode_t mode, uid_t uid, gid_t gid, int dfd, const char *cname,
+                                 uint64_t *out_lid);
+/*
+ * Before recording a setattr or content of @lid: 1 when its create is
+ * deferred (nothing to record; the container's size, @fd if >= 0, is
+ * counted against max_bytes: -ENOSPC past it), 0 when the caller records.
+ */
+int oplog_deferred_change(struct oplog *log, uint64_t lid, int fd);
+/*
+ * Turns every deferred create into the records replay reads: the create
+ * takes its container's mode and owner, a content record names the
+ * container (when it holds bytes), a setattr carries its atime and mtime.
+ * One transaction; reintegrate_run() calls it before taking the records.
+ */
+int oplog_settle_deferred(struct oplog *log);
 int oplog_record_link(struct oplog *log, uint64_t lid, uint64_t newparent, const char *newname);
 int oplog_record_unlink(struct oplog *log, uint64_t parent, const char *name, uint64_t lid);
 int oplog_record_rmdir(struct oplog *log, uint64_t parent, const char *name, uint64_t lid);

@@ -2805,6 +2805,9 @@ static int start(struct ctx *cp, GPtrArray **out)
         e = journal_recover(log, c.jfd);
         if (e >= 0)
                 e = journal_start(&c);
+        /* Files created offline whose later changes only their containers hold: as records. */
+        if (e >= 0)
+                e = oplog_settle_deferred(log);
         recs = g_ptr_array_new_with_free_func(rec_free);
         if (e >= 0)
                 e = oplog_foreach(log, true, collect, recs);

@@ -1077,12 +1077,13 @@ static ssize_t container_read(int fd, char *buf, size_t size, off_t off)
         return (ssize_t)done;
 }
 
-/* Every block of o present, none short; o->lock held. */
+/* Every block of o present, none short; o->lock held.  An empty file has
+ * no block to fetch: it is whole as soon as its identity is known. */
 static bool complete_in_blocks(const struct sobj *o)
 {
         uint32_t total = (uint32_t)((o->size + STORE_BLOCK - 1) / STORE_BLOCK);
 
-        if (o->container || o->size <= 0 || o->bytes < (uint64_t)o->size || total > o->nblk)
+        if (o->container || o->size < 0 || o->bytes < (uint64_t)o->size || total > o->nblk)
                 return false;
         for (uint32_t i = 0; i < total; i++)
                 if (o->len[i] < expect_len(o, i))
@@ -1967,4 +1968,15 @@ out:
         pthread_mutex_unlock(&o->lock);
         store_obj_put(s, o);
         return r;
+}
+
+int store_set_last_use(struct store *s, uint64_t ino, int64_t used_ns)
+{
+        int r;
+
+        pthread_mutex_lock(&s->lock);
+        r = db_run(s, NULL, "UPDATE objects SET atime=? WHERE ino=? AND atime=0", 2, used_ns,
+                   (int64_t)ino);
+        pthread_mutex_unlock(&s->lock);
+        return r < 0 ? r : 0;
 }

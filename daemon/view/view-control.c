@@ -171,7 +171,9 @@ static int do_query_cached(struct view *v, int fd, struct ctl_out *o)
         }
         if (r < 0)
                 return r;
-        out_kv(o, "cached=%s", !info.bytes ? "no" : info.complete ? "complete" : "partial");
+        /* An empty file's container holds no byte and is complete. */
+        out_kv(o, "cached=%s", !info.bytes && !info.container ? "no" :
+               info.complete ? "complete" : "partial");
         out_kv(o, "cached_bytes=%" PRIu64, info.bytes);
         out_kv(o, "blocks=%" PRIu32, info.blocks_present);
         out_kv(o, "blocks_total=%" PRIu32, info.blocks_total);
@@ -247,6 +249,69 @@ static int view_reconnect_lines(struct view *v, bool force, struct ctl_out *o, G
         return r;
 }
 
+/* pin, unpin and prefetch in writeback: the server's subtree name by name. */
+static bool writeback_pin_verb(struct view *v, const struct view_command *c)
+{
+        return (c->verb == VERB_PIN || c->verb == VERB_UNPIN || c->verb == VERB_PREFETCH) &&
+               __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) == VIEW_WRITEBACK;
+}
+
+static int writeback_pin_execute(struct view *v, const struct view_command *c, int tfd,
+                                 const char *rel, struct ctl_out *o, GString *err,
+                                 struct pin_job *job)
+{
+        struct pin_result res;
+        uint64_t avail = 0;
+        int r, n = 0;
+
+        switch (c->verb) {
+        case VERB_PIN:
+                r = pin_subtree_writeback(v, tfd, rel, c->recursive, c->priority, c->dry_run,
+                                          &res, &avail, job, err);
+                out_kv(o, "needed=%" PRIu64, res.needed);
+                out_kv(o, "available=%" PRIu64, avail);
+                if (r == -ENOSPC) {
+                        g_string_printf(err, "pin needs %" PRIu64 " bytes but only %" PRIu64
+                                        " are available (CacheSize minus Reserve minus pinned)",
+                                        res.needed, avail);
+                        return r;
+                }
+                if (r < 0)
+                        break;
+                out_kv(o, "fits=yes");
+                pin_out(o, &res);
+                if (!c->dry_run)
+                        r = store_pin_add(v->store, rel, c->priority);
+                if (r >= 0 && !c->dry_run) {
+                        /* Not whole: a name failed or is kept local; the resync completes it. */
+                        out_kv(o, "mirrored=%s", res.mirror_err == 0 ? "yes" : "no");
+                        if (res.mirror_err < 0)
+                                log_warn("Pinned '%s' in write-back is not completely"
+                                         " mirrored: %" PRIu64 " files failed (the next"
+                                         " reconnect's resync completes it)", rel, res.failed);
+                }
+                out_kv(o, "dry_run=%s", c->dry_run ? "yes" : "no");
+                break;
+        case VERB_PREFETCH:
+                r = prefetch_subtree_writeback(v, tfd, rel, c->recursive, &res, job, err);
+                if (r >= 0)
+                        pin_out(o, &res);
+                break;
+        default:
+                r = unpin_subtree_writeback(v, tfd, rel, c->recursive, &res, &n);
+                if (r >= 0) {
+                        out_kv(o, "unpinned=%" PRIu64, res.files);
+                        out_kv(o, "pins_removed=%d", n);
+                }
+                break;
+        }
+        if (r >= 0)
+                out_kv(o, "state=%s", view_state_name(v));
+        if (r < 0 && !err->len)
+                g_string_assign(err, strerror(-r));
+        return r < 0 ? r : 0;
+}
+
 /*
  * Runs @cmdline on the request's target: @tfd, an O_PATH descriptor of the
  * object in what the view serves, and @rel, its path from the volume root.
@@ -266,10 +331,12 @@ static int execute(struct view *v, const char *cmdline, int tfd, const char *rel
                 g_string_assign(err, msg);
                 return r;
         }
-        /* In writeback, a flush ships the changes made (of every path). */
+        /* In writeback, a flush ships the changes made to its path (the root: all). */
         if (c.verb == VERB_FLUSH &&
             __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) == VIEW_WRITEBACK)
-                return writeback_sync(v, o, err);
+                return writeback_sync(v, strcmp(rel, ".") ? tfd : -1, o, err);
+        if (writeback_pin_verb(v, &c))
+                return writeback_pin_execute(v, &c, tfd, rel, o, err, job);
         switch (c.verb) {
         case VERB_QUERY_CACHED: case VERB_FLUSH: case VERB_PIN: case VERB_UNPIN:
         case VERB_SET_CACHEABLE: case VERB_FLUSH_VOLUME: case VERB_PREFETCH:
@@ -555,7 +622,7 @@ static void serve_request(struct view *v, int cfd)
                 under = strcmp(rel, ".") ? rel : "";
                 if (!conflicts_execute(v, req.command, under, &o, err, &r) &&
                     !metered_execute(v, req.command, &o, err, &r) &&
-                    !writeback_execute(v, req.command, &o, err, &r))
+                    !writeback_execute(v, req.command, tfd, rel, &o, err, &r))
                         r = execute(v, req.command, tfd, rel, &o, err, NULL);
         }
         ctlmsg_put_s32(&o.msg, CTLA_STATUS, r < 0 ? r : 0);

@@ -28,6 +28,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1088,6 +1089,21 @@ static bool is_own_tmp(const char *name)
         return !strncmp(name, mine, strlen(mine));
 }
 
+bool mirror_tmp_orphaned(const char *name)
+{
+        char *end;
+        long pid;
+
+        if (!mirror_is_tmp(name))
+                return false;
+        errno = 0;
+        pid = strtol(name + 15, &end, 10);
+        if (errno || end == name + 15 || *end != '.' || pid <= 0 || pid == getpid())
+                return false;
+        /* A live process of that id may be a worker still moving it in. */
+        return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
 #define LOOK_CHUNK 256          /* entries looked up at once, at most */
 #define SEEN_MAX 100000         /* names of a listing remembered, at most (the rest asked) */
 
@@ -1718,10 +1734,15 @@ struct cache_place {
 static int place_cached(void *pud, int dirfd, const char *cname)
 {
         struct cache_place *c = pud;
-        struct stat mst, cst;
+        struct stat mst, cst, st = *c->bst;
         uint64_t lid;
         char tmp[64];
         int r;
+
+        /* Its atime is when it was read whole here, its last use as far as
+         * the file can tell (reads of it are O_NOATIME): a lost index takes
+         * the cull's order back from it (view-reindex.c). */
+        clock_gettime(CLOCK_REALTIME, &st.st_atim);
 
         /* Never over something the mirror holds for itself: a directory, a
          * file made offline, a shared object (but this very file, put there
@@ -1734,7 +1755,7 @@ static int place_cached(void *pud, int dirfd, const char *cname)
         tmp_name(tmp, sizeof(tmp));
         if (linkat(dirfd, cname, c->mdfd, tmp, 0) < 0)
                 return -errno;
-        r = prepare(c->mdfd, tmp, c->bst, 0);
+        r = prepare(c->mdfd, tmp, &st, 0);
         if (r == 0 && renameat(c->mdfd, tmp, c->mdfd, c->name) < 0)
                 r = -errno;
         if (r < 0)
@@ -2202,7 +2223,7 @@ static int fetch_answer(struct view *v, const char *path, uint64_t size, uint64_
 }
 
 int mirror_fetch_name(struct view *v, int mdfd, const char *name,
-                      bool (*removed)(struct view *v, int mdfd, const char *name))
+                      bool (*removed)(struct view *v, int mdfd, const char *name), int *why)
 {
         struct name_fetch *f = g_new0(struct name_fetch, 1);
         struct store_stats ss;
@@ -2231,6 +2252,8 @@ int mirror_fetch_name(struct view *v, int mdfd, const char *name,
         path = g_build_filename(f->rel ? f->rel : ".", name, NULL);
         if (r == 0)
                 r = backing_call_moving(v, name_fetch_work, f, name_fetch_free, NULL);
+        if (why)
+                *why = r;
         if (r == -ETIMEDOUT) {
                 /* f is the thread's now: it drops it when the server lets it end. */
                 r = fetch_answer(v, path, 0, room, r);
@@ -2243,6 +2266,8 @@ int mirror_fetch_name(struct view *v, int mdfd, const char *name,
                 r = fetch_place(v, f, removed);
         if (r == 0 && S_ISREG(f->bst.st_mode))
                 fetch_index(v, f);
+        if (why)
+                *why = r;
         if (r < 0)
                 r = fetch_answer(v, path, (uint64_t)f->bst.st_size, room, r);
         g_free(path);

@@ -387,16 +387,19 @@ static int note_result(int r, const char *what)
         return r;
 }
 
-int offline_note_create(struct view *v, int pfd, const char *name, const char *target)
+int offline_note_create(struct view *v, int pfd, uint64_t *pplid, const char *name,
+                        const char *target, uint64_t *out)
 {
-        uint64_t plid, lid;
+        uint64_t plid = *pplid, lid;
         struct stat st;
-        int r;
+        int r = 0;
 
         if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return -errno;
         pthread_mutex_lock(&v->offline_lock);
-        r = lid_of(v, pfd, NULL, &plid);
+        /* The parent's marks are read only when its node does not know its id. */
+        if (!plid)
+                r = lid_of(v, pfd, NULL, &plid);
         if (r == 0) {
                 if (S_ISDIR(st.st_mode))
                         r = oplog_record_mkdir(v->oplog, plid, name, st.st_mode & 07777,
@@ -405,8 +408,8 @@ int offline_note_create(struct view *v, int pfd, const char *name, const char *t
                         r = oplog_record_symlink(v->oplog, plid, name, target, st.st_uid,
                                                  st.st_gid, &lid);
                 else if (S_ISREG(st.st_mode))
-                        r = oplog_record_create(v->oplog, plid, name, st.st_mode, st.st_uid,
-                                                st.st_gid, &lid);
+                        r = oplog_record_create_deferred(v->oplog, plid, name, st.st_mode,
+                                                         st.st_uid, st.st_gid, pfd, name, &lid);
                 else
                         r = oplog_record_mknod(v->oplog, plid, name, st.st_mode, st.st_rdev,
                                                st.st_uid, st.st_gid, &lid);
@@ -414,6 +417,10 @@ int offline_note_create(struct view *v, int pfd, const char *name, const char *t
         if (r == 0)
                 r = mirror_set_lid(pfd, name, lid);
         pthread_mutex_unlock(&v->offline_lock);
+        if (r == 0) {
+                *pplid = plid;
+                *out = lid;
+        }
         if (r < 0)      /* not logged: not done */
                 unlinkat(pfd, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0);
         return note_result(r, "create");
@@ -509,8 +516,13 @@ int offline_note_setattr(struct view *v, uint64_t lid, const struct oplog_setatt
         int r;
 
         pthread_mutex_lock(&v->offline_lock);
-        r = oplog_record_setattr(v->oplog, lid, sa);
+        /* A file created offline: its create takes the mirror's attributes. */
+        r = oplog_deferred_change(v->oplog, lid, -1);
+        if (r == 0)
+                r = oplog_record_setattr(v->oplog, lid, sa);
         pthread_mutex_unlock(&v->offline_lock);
+        if (r > 0)
+                r = 0;
         return note_result(r, "attribute change");
 }
 
@@ -518,10 +530,15 @@ int offline_note_content(struct view *v, uint64_t lid, int fd)
 {
         int r;
 
-        /* The record names the container; replay takes its bytes and mtime then. */
+        /* The record names the container; replay takes its bytes and mtime then
+         * (a file created offline: its create does, no record). */
         pthread_mutex_lock(&v->offline_lock);
-        r = oplog_record_content(v->oplog, lid, fd);
+        r = oplog_deferred_change(v->oplog, lid, fd);
+        if (r == 0)
+                r = oplog_record_content(v->oplog, lid, fd);
         pthread_mutex_unlock(&v->offline_lock);
+        if (r > 0)
+                r = 0;
         return note_result(r, "write");
 }
 

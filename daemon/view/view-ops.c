@@ -631,8 +631,8 @@ static void attach_store(struct view *v, struct vfile *f, bool *keep_cache)
         }
         if (!unchanged && reading && store_obj_pin(f->obj) >= 0)
                 refill_pinned(v, f->obj, f->fd);
-        else if (unchanged && (f->flags & O_ACCMODE) == O_RDONLY)
-                store_obj_opened_ro(v->store, f->obj);
+        else if ((unchanged || st.st_size == 0) && reading && (f->flags & O_ACCMODE) == O_RDONLY)
+                store_obj_opened_ro(v->store, f->obj);  /* an empty file is whole at once */
 }
 
 /* The open file of fi, as it is (its descriptor may still be -1). */
@@ -1341,6 +1341,25 @@ static mode_t create_mode(fuse_req_t req, int pfd, mode_t mode)
         return mode & ~fuse_req_ctx(req)->umask;
 }
 
+/*
+ * Offline: logs the create of pfd/name in node parent.  The parent's log id
+ * is its node's once known (an untar's creates in a directory read its
+ * marks once); *lid gets the new object's.  @epoch: vnode_ids_epoch() from
+ * before the change.
+ */
+static int note_create(struct view *v, fuse_ino_t parent, int pfd, const char *name,
+                       const char *target, uint64_t epoch, uint64_t *lid)
+{
+        uint64_t plid = 0;
+        int r;
+
+        vnode_known_lid(v, parent, &plid);
+        r = offline_note_create(v, pfd, &plid, name, target, lid);
+        if (r >= 0)
+                vnode_remember_lid(v, parent, epoch, plid);
+        return r;
+}
+
 enum mk { MK_NOD, MK_DIR, MK_LINK };
 
 static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -1348,6 +1367,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 {
         struct view *v = V(req);
         struct fuse_entry_param e;
+        uint64_t epoch = vnode_ids_epoch(v), lid = 0;
         struct creds c;
         int r;
 
@@ -1369,11 +1389,14 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         if (r >= 0 && offline)
                 mirror_dirs_changed();  /* made in the mirror, the tree served */
         if (r >= 0 && offline)
-                r = offline_note_create(v, pfd, name, target);
+                r = note_create(v, parent, pfd, name, target, epoch, &lid);
         else if (r >= 0)
                 mirror_note_change(v, pfd, name);
         if (r >= 0)
                 r = vnode_lookup(v, parent, pfd, name, &e);
+        /* One name: its node keeps its log id (the next creates in a new directory). */
+        if (r >= 0 && lid)
+                vnode_remember_lid(v, e.ino, epoch, lid);
         vnode_put(v, p);
         view_change_end(v);
         reply_entry_or_err(req, r, &e);
@@ -1905,7 +1928,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                 creds_leave(&c);
         }
         if (r >= 0 && offline && !existed) {
-                r = offline_note_create(v, pfd, name, NULL);
+                r = note_create(v, parent, pfd, name, NULL, epoch, &lid);
         } else if (r >= 0 && !existed) {
                 struct stat st;
 
@@ -1917,15 +1940,9 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         }
         if (r >= 0)
                 r = vnode_lookup(v, parent, pfd, name, &e);
-        /* Its log id, as the reply shows it; remembered: it has one name. */
-        if (r >= 0 && offline && !existed) {
-                if (e.attr.st_ino >= OFFLINE_INO_BASE)
-                        lid = e.attr.st_ino - OFFLINE_INO_BASE;
-                else
-                        mirror_get_lid(pfd, name, &lid);
-                if (lid)
-                        vnode_remember_lid(v, e.ino, epoch, lid);
-        }
+        /* Its log id, remembered: it has one name. */
+        if (r >= 0 && offline && !existed && lid)
+                vnode_remember_lid(v, e.ino, epoch, lid);
         /* Online, the close of a new file of a local backing has nothing to
          * do (no write-back errors to report) unless the mirror keeps its
          * directory: the release notes the change for the mirror's cached

@@ -246,6 +246,20 @@ void passthrough_reply_end(void)
         reply_backing_id = 0;
 }
 
+/*
+ * A writer of a file with set-id bits is not passed through: the kernel
+ * would write the local file with the daemon's credentials, whose
+ * CAP_FSETID keeps the bits a write by the caller kills (and with
+ * HANDLE_KILLPRIV the kernel leaves that kill to the view, which does not
+ * see the write).  Through the view, the write is made as the caller.
+ */
+static bool writer_keeps_setid(int fd, bool writing)
+{
+        struct stat st;
+
+        return writing && fstat(fd, &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID));
+}
+
 int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regular,
                      bool local_copy, bool created, int *stranded)
 {
@@ -287,6 +301,7 @@ int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regula
         n->opens = 1;
         n->offline = offline;
         if (!(flags & O_DIRECT) && local_copy && (offline || v->backing_local) &&
+            !writer_keeps_setid(fd, writing) &&
             (created || (offline && writing) ||
              (!writing && fstat(fd, &st) == 0 && st.st_size >= PT_MIN_SIZE))) {
                 r = ioctl(pt.fuse_fd, VIEW_DEV_IOC_BACKING_OPEN, &map);

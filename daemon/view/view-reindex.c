@@ -1,7 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * view-reindex.c: the unpinned containers of the mirror given back to a
- * store whose index was made anew.
+ * view-reindex.c: the start's walk of the mirror's directories that are not
+ * complete: temporaries left by a dead worker removed, and the unpinned
+ * containers given back to a store whose index was made anew.
+ *
+ * A worker killed while moving a file into the mirror (view-mirror.c) may
+ * leave its temporary (.fcache-mirror.PID.N) in a directory that is not
+ * complete, which no hoard walk visits: every start's walk removes those of
+ * a process that is gone (never one a live process may still rename).
  *
  * A file read whole while unpinned lives in the mirror only (its container,
  * view-mirror.c); the index (store.db) is what counts it in the cache's size
@@ -43,10 +49,13 @@ enum { REINDEX_NONE, REINDEX_RUNNING, REINDEX_DONE };
 static struct {
         int state;
         uint64_t reindexed, unvalidated, dropped;
+        bool swept;             /* the start's walk has ended */
+        uint64_t tmp_removed;
 } progress;
 
 struct reindex {
         struct view *v;
+        bool reindex;           /* the index was made anew: give the containers back */
         GPtrArray *pins;        /* paths of the pins, relative to the volume root */
 };
 
@@ -112,6 +121,20 @@ static bool drop_stale(struct view *v, const char *rel, int fd)
         return gone;
 }
 
+/* When the container @st was last used, on now_ns()'s clock (negative:
+ * before this boot): its atime (set when it was read whole, moved by
+ * reads of it offline), or its mtime if later (a version is used after it
+ * was made), so culling keeps the order the files can tell. */
+static int64_t last_use(const struct stat *st)
+{
+        int64_t used = MAX(timespec_ns(&st->st_atim), timespec_ns(&st->st_mtim)), ago;
+        struct timespec real;
+
+        clock_gettime(CLOCK_REALTIME, &real);
+        ago = timespec_ns(&real) - used;
+        return (int64_t)now_ns() - (ago > 0 ? ago : 0);
+}
+
 static void reindex_file(struct reindex *r, int mdfd, int bdfd, const char *name,
                          const char *rel)
 {
@@ -149,6 +172,7 @@ static void reindex_file(struct reindex *r, int mdfd, int bdfd, const char *name
         id.ctime_ns = b.ver.ctime_ns;
         e = store_reindex_container(v->store, &id, same == 1);
         if (e == 1) {
+                store_set_last_use(v->store, id.ino, last_use(&st));
                 count(&progress.reindexed);
                 if (same != 1)
                         count(&progress.unvalidated);
@@ -160,13 +184,13 @@ out:
 }
 
 /* The backing's directory bdfd/name, as walk_dir() wants it. */
-static int backing_dir(struct view *v, int bdfd, const char *name)
+static int backing_dir(struct view *v, int bdfd, const char *name, bool reindexing)
 {
         int fd;
 
         if (bdfd < 0)
                 return bdfd;    /* gone stays gone, unknown stays unknown */
-        if (view_offline(v))
+        if (view_offline(v) || !reindexing)
                 return -EHOSTDOWN;
         fd = backing_openat(v, bdfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         /* A symlink or a file where the mirror has a directory: that one is gone. */
@@ -192,18 +216,22 @@ static void walk_dir(struct reindex *r, int mdfd, int bdfd, const char *rel, int
                 char *crel;
                 int cm, cb;
 
-                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
-                    mirror_is_tmp(de->d_name))
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
                         continue;
+                if (mirror_is_tmp(de->d_name)) {
+                        if (mirror_tmp_orphaned(de->d_name) && unlinkat(mdfd, de->d_name, 0) == 0)
+                                count(&progress.tmp_removed);
+                        continue;
+                }
                 crel = *rel ? g_strconcat(rel, "/", de->d_name, NULL) : g_strdup(de->d_name);
-                if (de->d_type == DT_REG || de->d_type == DT_UNKNOWN)
+                if (r->reindex && (de->d_type == DT_REG || de->d_type == DT_UNKNOWN))
                         reindex_file(r, mdfd, bdfd, de->d_name, crel);
                 if ((de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) && depth < VIEW_MAX_DEPTH &&
                     (cm = openat(mdfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
                                  O_CLOEXEC)) >= 0) {
                         /* A complete directory is a pin's, its subtree too. */
                         if (mirror_get_base(cm, NULL, &b) < 0 || !(b.flags & MIRROR_COMPLETE)) {
-                                cb = backing_dir(r->v, bdfd, de->d_name);
+                                cb = backing_dir(r->v, bdfd, de->d_name, r->reindex);
                                 walk_dir(r, cm, cb, crel, depth + 1);
                                 if (cb >= 0)
                                         close(cb);
@@ -220,12 +248,16 @@ static void *reindex_thread(void *arg)
         struct reindex *r = arg;
         struct view *v = r->v;
         int mdfd = openat(v->mirror_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        int bdfd = backing_dir(v, v->root_fd, ".");
+        int bdfd = backing_dir(v, v->root_fd, ".", r->reindex);
         struct mirror_base b;
 
         if (mdfd >= 0 && (mirror_get_base(mdfd, NULL, &b) < 0 || !(b.flags & MIRROR_COMPLETE)))
                 walk_dir(r, mdfd, bdfd, "", 0);
-        if (mdfd >= 0 && store_containers_indexed(v->store) == 0 &&
+        if (progress.tmp_removed)
+                log_info("Removed %" PRIu64 " temporaries a dead worker left in the mirror",
+                         progress.tmp_removed);
+        __atomic_store_n(&progress.swept, true, __ATOMIC_RELEASE);
+        if (r->reindex && mdfd >= 0 && store_containers_indexed(v->store) == 0 &&
             progress.reindexed + progress.dropped) {
                 log_info("Cached files found in the mirror after the index was made anew: %" PRIu64
                          " indexed again (%" PRIu64 " to validate online), %" PRIu64
@@ -234,7 +266,8 @@ static void *reindex_thread(void *arg)
                 if (!view_offline(v))
                         store_cull(v->store);   /* CacheSize holds for them too */
         }
-        __atomic_store_n(&progress.state, REINDEX_DONE, __ATOMIC_RELEASE);
+        if (r->reindex)
+                __atomic_store_n(&progress.state, REINDEX_DONE, __ATOMIC_RELEASE);
         if (mdfd >= 0)
                 close(mdfd);
         if (bdfd >= 0)
@@ -266,25 +299,32 @@ static bool mirror_empty(struct view *v)
 void view_reindex_start(struct view *v)
 {
         struct reindex *r;
+        bool reindex;
         pthread_t t;
 
-        if (v->mirror_fd < 0 || !store_containers_unindexed(v->store))
+        if (v->mirror_fd < 0)
                 return;
+        reindex = store_containers_unindexed(v->store);
         if (mirror_empty(v)) {
-                store_containers_indexed(v->store);
+                if (reindex)
+                        store_containers_indexed(v->store);
+                __atomic_store_n(&progress.swept, true, __ATOMIC_RELEASE);
                 return;
         }
         r = g_new0(struct reindex, 1);
         r->v = v;
+        r->reindex = reindex;
         r->pins = g_ptr_array_new_with_free_func(g_free);
-        store_pin_foreach(v->store, collect_pin, r->pins);
-        __atomic_store_n(&progress.state, REINDEX_RUNNING, __ATOMIC_RELEASE);
+        if (reindex) {
+                store_pin_foreach(v->store, collect_pin, r->pins);
+                __atomic_store_n(&progress.state, REINDEX_RUNNING, __ATOMIC_RELEASE);
+        }
         if (pthread_create(&t, NULL, reindex_thread, r) == 0) {
                 pthread_detach(t);
                 return;
         }
-        log_warn("Failed to start the thread that indexes the mirror's cached files again"
-                 " (they are counted and culled after the next start)");
+        log_warn("Failed to start the thread that walks the mirror's cached files"
+                 " (they are indexed again, and leftover temporaries removed, at the next start)");
         __atomic_store_n(&progress.state, REINDEX_NONE, __ATOMIC_RELEASE);
         g_ptr_array_free(r->pins, TRUE);
         g_free(r);
@@ -294,6 +334,9 @@ void view_reindex_state(GString *out)
 {
         int state = __atomic_load_n(&progress.state, __ATOMIC_ACQUIRE);
 
+        if (__atomic_load_n(&progress.swept, __ATOMIC_ACQUIRE))
+                g_string_append_printf(out, "temporaries_removed=%" PRIu64 "\n",
+                                       __atomic_load_n(&progress.tmp_removed, __ATOMIC_RELAXED));
         if (state == REINDEX_NONE)
                 return;
         g_string_append_printf(out, "reindex=%s\ncontainers_reindexed=%" PRIu64

@@ -25,9 +25,12 @@
  * (writeback_fetch_name()).
  *
  * sync (and flush of a path in writeback) waits until the records pending
- * when it was asked are on the server (applied, or kept as conflicts).
+ * when it was asked are on the server (applied, or kept as conflicts): of a
+ * path, only those of its objects and what they need there first.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -219,40 +222,6 @@ void view_writeback_start(struct view *v)
         pthread_detach(t);
 }
 
-/* The highest sequence of a pending record (0: none). */
-static int max_seq(void *ud, const struct oplog_record *rec)
-{
-        uint64_t *k = ud;
-
-        if (rec->seq > *k)
-                *k = rec->seq;
-        return 0;
-}
-
-struct upto {
-        uint64_t k, n;
-};
-
-static int count_upto(void *ud, const struct oplog_record *rec)
-{
-        struct upto *u = ud;
-
-        if (rec->seq <= u->k)
-                u->n++;
-        return 0;
-}
-
-/* Pending records up to sequence k (all with k 0 is none). */
-static uint64_t pending_upto(struct view *v, uint64_t k)
-{
-        struct upto u = { k, 0 };
-
-        pthread_mutex_lock(&v->offline_lock);
-        oplog_foreach(v->oplog, true, count_upto, &u);
-        pthread_mutex_unlock(&v->offline_lock);
-        return u.n;
-}
-
 /*
  * Names not in the mirror, looked up in writeback: fetched one by one
  * (Coda's fetch of a miss while weakly connected), never a walk of the
@@ -296,30 +265,15 @@ static int names_it(void *ud, const struct oplog_record *rec)
         return n->named ? -1 : 0;
 }
 
-/* offline_lock held: the log's id of mirror directory @mdfd; false when the
- * log does not know it (then no record names a place in it). */
-static bool dir_lid(struct view *v, int mdfd, uint64_t *lid)
-{
-        struct mirror_base b;
-        struct stat st, root;
-
-        if (fstat(mdfd, &st) == 0 && fstat(v->mirror_fd, &root) == 0 &&
-            st.st_ino == root.st_ino && st.st_dev == root.st_dev) {
-                *lid = OPLOG_ROOT;
-                return true;
-        }
-        if (mirror_get_base(mdfd, NULL, &b) == 0)
-                return oplog_find_cached_ino(v->oplog, b.ver.ino, lid) == 0;
-        return mirror_get_lid(mdfd, NULL, lid) == 0;
-}
+static bool entry_lid(struct view *v, int dfd, const char *name, uint64_t *lid);
 
 /* Whether a record not yet on the server names @name in directory @mdfd. */
-static bool name_logged(struct view *v, int mdfd, const char *name)
+bool writeback_name_logged(struct view *v, int mdfd, const char *name)
 {
         struct name_ref n = { .name = name };
 
         pthread_mutex_lock(&v->offline_lock);
-        if (dir_lid(v, mdfd, &n.parent))
+        if (entry_lid(v, mdfd, NULL, &n.parent))
                 oplog_foreach(v->oplog, false, names_it, &n);
         pthread_mutex_unlock(&v->offline_lock);
         return n.named;
@@ -329,20 +283,207 @@ int writeback_fetch_name(struct view *v, int mdfd, const char *name)
 {
         if (__atomic_load_n(&v->state, __ATOMIC_ACQUIRE) != VIEW_WRITEBACK)
                 return -EHOSTDOWN;
-        if (name_logged(v, mdfd, name)) {
+        if (writeback_name_logged(v, mdfd, name)) {
                 log_debug("Write-back: '%s' is named by a change not shipped yet (removed or"
                           " moved here): ENOENT, not fetched", name);
                 return -ENOENT;
         }
-        return mirror_fetch_name(v, mdfd, name, name_logged);
+        return mirror_fetch_name(v, mdfd, name, writeback_name_logged, NULL);
 }
 
-int writeback_sync(struct view *v, struct ctl_out *out, GString *err)
+/*
+ * What a sync waits for: the sequences of the records pending when it was
+ * asked (all of them, or those of a path's objects and what they need).
+ */
+static int add_seq(void *ud, const struct oplog_record *rec)
+{
+        g_hash_table_add(ud, g_memdup2(&rec->seq, sizeof(rec->seq)));
+        return 0;
+}
+
+struct seq_count {
+        GHashTable *seqs;
+        uint64_t n;
+};
+
+static int count_in(void *ud, const struct oplog_record *rec)
+{
+        struct seq_count *c = ud;
+
+        if (g_hash_table_contains(c->seqs, &rec->seq))
+                c->n++;
+        return 0;
+}
+
+/* Of the records waited for, those still pending. */
+static uint64_t pending_of(struct view *v, GHashTable *seqs)
+{
+        struct seq_count c = { seqs, 0 };
+
+        pthread_mutex_lock(&v->offline_lock);
+        oplog_foreach(v->oplog, true, count_in, &c);
+        pthread_mutex_unlock(&v->offline_lock);
+        return c.n;
+}
+
+/* offline_lock held: the log's id of mirror entry dfd/name (dfd itself when
+ * name is NULL); false when the log does not know it (no record names it). */
+static bool entry_lid(struct view *v, int dfd, const char *name, uint64_t *lid)
+{
+        struct mirror_base b;
+        struct stat st, root;
+
+        if (!name && fstat(dfd, &st) == 0 && fstat(v->mirror_fd, &root) == 0 &&
+            st.st_ino == root.st_ino && st.st_dev == root.st_dev) {
+                *lid = OPLOG_ROOT;
+                return true;
+        }
+        if (mirror_get_base(dfd, name, &b) == 0)
+                return oplog_find_cached_ino(v->oplog, b.ver.ino, lid) == 0;
+        return mirror_get_lid(dfd, name, lid) == 0;
+}
+
+/* The log ids of the objects of the mirror's subtree at dfd (a directory). */
+static void subtree_lids(struct view *v, int dfd, GHashTable *lids, int depth)
+{
+        struct dirent *de;
+        int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = fd < 0 ? NULL : fdopendir(fd);
+
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return;
+        }
+        while ((de = readdir(d))) {
+                uint64_t lid;
+                bool known;
+
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+                    mirror_is_tmp(de->d_name))
+                        continue;
+                pthread_mutex_lock(&v->offline_lock);
+                known = entry_lid(v, dirfd(d), de->d_name, &lid);
+                pthread_mutex_unlock(&v->offline_lock);
+                if (known)
+                        g_hash_table_add(lids, g_memdup2(&lid, sizeof(lid)));
+                if (de->d_type == DT_DIR && depth < VIEW_MAX_DEPTH) {
+                        int cfd = openat(dirfd(d), de->d_name,
+                                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+                        if (cfd >= 0) {
+                                subtree_lids(v, cfd, lids, depth + 1);
+                                close(cfd);
+                        }
+                }
+        }
+        closedir(d);
+}
+
+/* A pending record, as the dependencies of a path's records need it. */
+struct rec_ref {
+        uint64_t seq, lid, parent, parent2, other;
+        enum oplog_kind kind;
+};
+
+static int copy_ref(void *ud, const struct oplog_record *rec)
+{
+        struct rec_ref r = { rec->seq, rec->lid, rec->parent, rec->parent2, rec->other,
+                             rec->kind };
+
+        g_array_append_val(ud, r);
+        return 0;
+}
+
+static bool has_lid(GHashTable *t, uint64_t lid)
+{
+        return lid && g_hash_table_contains(t, &lid);
+}
+
+/* The places record @r needs on the server first: its directories, a
+ * rename's source and target, the object it replaced. */
+static void add_needs(GHashTable *needs, const struct rec_ref *r)
+{
+        uint64_t ids[3] = { r->parent, r->parent2, r->other };
+
+        for (int i = 0; i < 3; i++)
+                if (ids[i] && ids[i] != OPLOG_ROOT)
+                        g_hash_table_add(needs, g_memdup2(&ids[i], sizeof(ids[i])));
+}
+
+static bool makes_or_moves(enum oplog_kind k)
+{
+        return k == OPLOG_CREATE || k == OPLOG_MKDIR || k == OPLOG_SYMLINK || k == OPLOG_MKNOD ||
+               k == OPLOG_RENAME || k == OPLOG_LINK;
+}
+
+/*
+ * The pending records of the objects at mirror object @fd (its subtree for a
+ * directory): each record of one of them or made in one of its directories,
+ * then, until nothing is added, the records that make or move what those
+ * need on the server (a directory's mkdir, the source and target of a
+ * rename), whatever path they are on.
+ */
+static void path_records(struct view *v, int fd, GHashTable *seqs)
+{
+        GHashTable *lids = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+        GHashTable *needs = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+        GArray *recs = g_array_new(FALSE, FALSE, sizeof(struct rec_ref));
+        bool *in, more = true;
+        struct stat st;
+        uint64_t lid;
+        int dfd;
+
+        pthread_mutex_lock(&v->offline_lock);
+        if (entry_lid(v, fd, NULL, &lid))
+                g_hash_table_add(lids, g_memdup2(&lid, sizeof(lid)));
+        oplog_foreach(v->oplog, true, copy_ref, recs);
+        pthread_mutex_unlock(&v->offline_lock);
+        if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) &&
+            (dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+                subtree_lids(v, dfd, lids, 0);
+                close(dfd);
+        }
+        in = g_new0(bool, recs->len ? recs->len : 1);
+        for (guint i = 0; i < recs->len; i++) {
+                struct rec_ref *r = &g_array_index(recs, struct rec_ref, i);
+
+                if (has_lid(lids, r->lid) || has_lid(lids, r->parent) ||
+                    has_lid(lids, r->parent2) || has_lid(lids, r->other)) {
+                        in[i] = true;
+                        add_needs(needs, r);
+                }
+        }
+        while (more) {
+                more = false;
+                for (guint i = 0; i < recs->len; i++) {
+                        struct rec_ref *r = &g_array_index(recs, struct rec_ref, i);
+
+                        if (!in[i] && makes_or_moves(r->kind) && has_lid(needs, r->lid)) {
+                                in[i] = more = true;
+                                add_needs(needs, r);
+                        }
+                }
+        }
+        for (guint i = 0; i < recs->len; i++) {
+                uint64_t seq = g_array_index(recs, struct rec_ref, i).seq;
+
+                if (in[i])
+                        g_hash_table_add(seqs, g_memdup2(&seq, sizeof(seq)));
+        }
+        g_free(in);
+        g_array_free(recs, TRUE);
+        g_hash_table_destroy(needs);
+        g_hash_table_destroy(lids);
+}
+
+int writeback_sync(struct view *v, int fd, struct ctl_out *out, GString *err)
 {
         uint64_t bound_ms = v->cfg->backing_timeout_ms ? 2 * v->cfg->backing_timeout_ms + 5000
                                                        : 60000;
-        uint64_t k = 0, total, left, moved = now_ns(), seen, done;
-        int state;
+        uint64_t total, left, moved = now_ns(), seen, done;
+        GHashTable *seqs = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+        int state, r = 0;
 
         /* Writes to files still open become records first (as at a reconnect). */
         if (__atomic_load_n(&v->state, __ATOMIC_ACQUIRE) == VIEW_WRITEBACK) {
@@ -351,10 +492,14 @@ int writeback_sync(struct view *v, struct ctl_out *out, GString *err)
                         vfile_flush_dirty(v);
                 pthread_rwlock_unlock(&v->mode_lock);
         }
-        pthread_mutex_lock(&v->offline_lock);
-        oplog_foreach(v->oplog, true, max_seq, &k);
-        pthread_mutex_unlock(&v->offline_lock);
-        total = left = k ? pending_upto(v, k) : 0;
+        if (fd >= 0) {
+                path_records(v, fd, seqs);
+        } else {
+                pthread_mutex_lock(&v->offline_lock);
+                oplog_foreach(v->oplog, true, add_seq, seqs);
+                pthread_mutex_unlock(&v->offline_lock);
+        }
+        total = left = g_hash_table_size(seqs) ? pending_of(v, seqs) : 0;
         view_writeback_kick(v);
         pthread_mutex_lock(&v->wb_lock);
         seen = v->wb_rounds;
@@ -369,21 +514,23 @@ int writeback_sync(struct view *v, struct ctl_out *out, GString *err)
                                         " changes to sync are not on the server (they are"
                                         " shipped at the reconnect)", left, total);
                         out_kv(out, "pending=%" PRIu64, left);
-                        return -EHOSTDOWN;
+                        r = -EHOSTDOWN;
+                        break;
                 }
                 if ((now_ns() - moved) / 1000000 >= bound_ms) {
                         g_string_printf(err, "no change reached the server for %" PRIu64
                                         " ms: %" PRIu64 " of the %" PRIu64 " changes to sync"
                                         " are still pending", bound_ms, left, total);
                         out_kv(out, "pending=%" PRIu64, left);
-                        return -ETIMEDOUT;
+                        r = -ETIMEDOUT;
+                        break;
                 }
                 pthread_mutex_lock(&v->wb_lock);
                 if (v->wb_rounds == seen)
                         wait_ms(v, SYNC_POLL_MS);
                 seen = v->wb_rounds;
                 pthread_mutex_unlock(&v->wb_lock);
-                now = pending_upto(v, k);
+                now = pending_of(v, seqs);
                 if (now < left)
                         log_info("sync: %" PRIu64 " of %" PRIu64 " changes on the server",
                                  total - now, total);
@@ -394,18 +541,52 @@ int writeback_sync(struct view *v, struct ctl_out *out, GString *err)
                 }
                 left = now;
         }
+        g_hash_table_destroy(seqs);
+        if (r < 0)
+                return r;
         out_kv(out, "synced=%" PRIu64, total);
         out_kv(out, "state=%s", view_state_name(v));
         return 0;
 }
 
-bool writeback_execute(struct view *v, const char *cmdline, struct ctl_out *out, GString *err,
-                       int *status)
+/*
+ * sync of a path names a volume in writeback (or reintegrating, whose end
+ * it waits for): elsewhere there is nothing of that path to wait for, which
+ * a user asking for it should know (the whole volume's `sync` answers at once).
+ */
+static bool path_sync_state(struct view *v, const char *rel, GString *err, int *status)
+{
+        uint64_t n = pending_count(v);
+
+        switch (__atomic_load_n(&v->state, __ATOMIC_ACQUIRE)) {
+        case VIEW_ONLINE:
+                g_string_printf(err, "'%s' is on a volume that is online, not in write-back"
+                                " (WriteBack=%s): its changes reach the server as they are"
+                                " made, there is nothing to sync", rel,
+                                volume_config_write_back_name(v->cfg->write_back));
+                *status = -EINVAL;
+                return false;
+        case VIEW_OFFLINE:
+                g_string_printf(err, "'%s' is on a volume that is offline, not in write-back:"
+                                " its %" PRIu64 " pending changes are shipped at the reconnect",
+                                rel, n);
+                *status = -EHOSTDOWN;
+                return false;
+        default:
+                return true;
+        }
+}
+
+bool writeback_execute(struct view *v, const char *cmdline, int fd, const char *rel,
+                       struct ctl_out *out, GString *err, int *status)
 {
         while (*cmdline == ' ')
                 cmdline++;
         if (strncmp(cmdline, "sync", 4) || (cmdline[4] && cmdline[4] != ' '))
                 return false;
-        *status = writeback_sync(v, out, err);
+        if (rel && strcmp(rel, ".") && !path_sync_state(v, rel, err, status))
+                return true;
+        /* The volume root is every path: all that is pending. */
+        *status = writeback_sync(v, rel && strcmp(rel, ".") ? fd : -1, out, err);
         return true;
 }

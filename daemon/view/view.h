@@ -318,8 +318,11 @@ int offline_lid(struct view *v, int dfd, const char *name, uint64_t *lid);
 bool offline_replayed(struct view *v, uint64_t server_ino);
 /* A name of inode ino in directory dfd (to free), or NULL: a scan. */
 char *offline_name_in(int dfd, ino_t ino);
-/* After the change was applied to the mirror: log it (undone if that fails). */
-int offline_note_create(struct view *v, int pfd, const char *name, const char *target);
+/* After the change was applied to the mirror: log it (undone if that fails).
+ * A create: *plid is the parent's log id if the caller knows it, else 0 and
+ * it is found (and set); *lid gets the new object's. */
+int offline_note_create(struct view *v, int pfd, uint64_t *plid, const char *name,
+                        const char *target, uint64_t *lid);
 int offline_note_link(struct view *v, uint64_t lid, int npfd, const char *newname);
 int offline_note_unlink(struct view *v, uint64_t plid, const char *name, uint64_t lid, bool dir);
 int offline_note_rename(struct view *v, uint64_t plid, const char *name, uint64_t lid,
@@ -410,6 +413,9 @@ bool mirror_xattr_hidden(const char *name);
 int view_remove_tree(int dfd, const char *name);
 /* Is @name a copy's temporary in a mirror directory (never an object)? */
 bool mirror_is_tmp(const char *name);
+/* A temporary of the mirror's whose process is gone (a worker killed while
+ * moving a file in): nothing will rename it into place. */
+bool mirror_tmp_orphaned(const char *name);
 /* Is one link of a mirror object (stat st, server inode sino) the index's? */
 bool mirror_links_counted(struct view *v, const struct stat *st, uint64_t sino);
 /* dfd/name becomes the mirror of the server object @b describes (no longer a new one). */
@@ -455,9 +461,11 @@ int mirror_cache_file(struct view *v, int bdfd, const char *name);
  * removed), -EAGAIN (the volume switched, or something else put it there
  * meanwhile: look it up again), -EHOSTDOWN (why logged: no answer, a server
  * error, another type, too big for CacheSize, the directory not the server's).
+ * *why (may be NULL) gets the error before it became -EHOSTDOWN (-ETIMEDOUT:
+ * no answer within BackingTimeout).
  */
 int mirror_fetch_name(struct view *v, int mdfd, const char *name,
-                      bool (*removed)(struct view *v, int mdfd, const char *name));
+                      bool (*removed)(struct view *v, int mdfd, const char *name), int *why);
 /* The cached (unpinned) file @rel of the mirror, if it is still the file of
  * descriptor fd, goes, and the directories only it kept. */
 int mirror_remove_cached(struct view *v, const char *rel, int fd);
@@ -519,16 +527,39 @@ void view_writeback_init(struct view *v);
 void view_writeback_start(struct view *v);
 /* Wakes the trickle (a change logged, the metered state changed). */
 void view_writeback_kick(struct view *v);
-/* "sync": false when @cmdline is another request. */
-bool writeback_execute(struct view *v, const char *cmdline, struct ctl_out *out, GString *err,
-                       int *status);
+/* "sync": false when @cmdline is another request; the target fd (volume
+ * path @rel: "." is every path) says what to wait for. */
+bool writeback_execute(struct view *v, const char *cmdline, int fd, const char *rel,
+                       struct ctl_out *out, GString *err, int *status);
 /* A lookup of @name that mirror directory @mdfd (not complete) lacks: in
  * writeback fetched from the server (mirror_fetch_name()) unless a pending
  * record removed it (-ENOENT); -EHOSTDOWN in any other state. */
 int writeback_fetch_name(struct view *v, int mdfd, const char *name);
+/* Whether a record not yet on the server creates, removes or moves @name in
+ * mirror directory @mdfd (the application's doing: never fetched over). */
+bool writeback_name_logged(struct view *v, int mdfd, const char *name);
+/*
+ * view-pin-writeback.c: pin, prefetch and unpin in writeback, on the
+ * mirror's object @fd (volume path @rel): the server's subtree is listed
+ * and what the mirror lacks is fetched name by name (mirror_fetch_name()),
+ * never a name a pending record touches nor over anything the mirror has,
+ * under BackingTimeout (no answer: the volume goes offline, -EHOSTDOWN).
+ * A pin marks the directories it made whole complete and pins their files.
+ */
+int pin_subtree_writeback(struct view *v, int fd, const char *rel, bool recursive, int prio,
+                          bool dry_run, struct pin_result *res, uint64_t *available,
+                          struct pin_job *job, GString *err);
+int prefetch_subtree_writeback(struct view *v, int fd, const char *rel, bool recursive,
+                               struct pin_result *res, struct pin_job *job, GString *err);
+/* Unpins the mirror's files of the subtree (unpinned containers now, cullable,
+ * so their directories are no longer complete) and removes the pin @rel. */
+int unpin_subtree_writeback(struct view *v, int fd, const char *rel, bool recursive,
+                            struct pin_result *res, int *pins_removed);
 /* Waits until the records pending now are on the server (sync, and flush
- * of a path in writeback): 0, -EHOSTDOWN (offline), -ETIMEDOUT (no progress). */
-int writeback_sync(struct view *v, struct ctl_out *out, GString *err);
+ * of a path in writeback): those of the objects at mirror object @fd (its
+ * subtree) and what they depend on, or all with fd -1.  0, -EHOSTDOWN
+ * (offline), -ETIMEDOUT (no progress). */
+int writeback_sync(struct view *v, int fd, struct ctl_out *out, GString *err);
 
 /*
  * view-deadline.c: backing calls bounded by BackingTimeout (see there):

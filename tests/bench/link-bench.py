@@ -26,11 +26,16 @@ FCACHE_BENCH_RTT_MS of round trip, default 10):
             every file is on the server), against the same untar on local
             disk and into a pinned directory of the volume with WriteBack=no
             (the volume is restarted with WriteBack=yes for its part)
+  pinwb     `pin recursive` of a directory of 100 (and of 1,000) small
+            files (4 KiB), cold, with the volume in writeback (the server's
+            subtree fetched name by name), against the same pin online in
+            the same run (the volume restarted with WriteBack=yes for its
+            part, as for untar)
 
 Each round uses fresh directories (nothing cached on any side).  Prints the
 median and range of each column and of the ratios view/baseline per round.
 Environment: FCACHE_BENCH_ROUNDS (default 3), FCACHE_BENCH_ROWS (default
-"read,pin100,pin1000,reconnect,untar"), FCACHE_BENCH_RTT_MS, FCACHE_BENCH_LEASE (AttrLease,
+"read,pin100,pin1000,reconnect,untar,pinwb"), FCACHE_BENCH_RTT_MS, FCACHE_BENCH_LEASE (AttrLease,
 default 30s), FCACHE_BENCH_CREATES / FCACHE_BENCH_EDITS (reconnect row,
 default 1000 / 100), FCACHECTL (fcachectl to run prefetch with; the column is
 missing without it).
@@ -48,7 +53,7 @@ import linklib  # noqa: E402
 import viewlib  # noqa: E402
 
 ROUNDS = int(os.environ.get("FCACHE_BENCH_ROUNDS", "3"))
-ROWS = os.environ.get("FCACHE_BENCH_ROWS", "read,pin100,pin1000,reconnect,untar").split(",")
+ROWS = os.environ.get("FCACHE_BENCH_ROWS", "read,pin100,pin1000,reconnect,untar,pinwb").split(",")
 RTT_MS = float(os.environ.get("FCACHE_BENCH_RTT_MS", "10"))
 LEASE = os.environ.get("FCACHE_BENCH_LEASE", "30s")
 FCACHECTL = os.environ.get("FCACHECTL", "")
@@ -169,6 +174,8 @@ def main():
                   f" resync {took - replay:.2f} s ({q.get('records')} records)", flush=True)
     if "untar" in ROWS:
         untar_row(vol, link, add)
+    if "pinwb" in ROWS:
+        pinwb_row(vol, link, add)
     print(f"# {ROUNDS} rounds; seconds (or ratios): median (min-max)")
     for k, xs in res.items():
         print(f"{k:32s} {summary(xs)}")
@@ -217,6 +224,36 @@ def untar_row(vol, link, add):
         add("untar WriteBack=no / local", no[r] / local[r])
         print(f"# untar round {r + 1}: WriteBack=yes {wb[-1]:.3f} s, shipped in {ship:.2f} s",
               flush=True)
+
+
+def pinwb_row(vol, link, add):
+    """The pinwb row: pins online first, then the volume in writeback (restarted
+    with WriteBack=yes unless the untar row left it so)."""
+    online = {}
+    for n in (100, 1000):
+        for r in range(ROUNDS):
+            for kind in ("on", "wb"):
+                make_tree(os.path.join(link.server, f"pinwb-{kind}{n}-{r}"), n, 4096)
+            if vol.state().get("state") == "online":
+                online[n, r] = pin_time(vol, f"pinwb-on{n}-{r}")
+    if vol.state().get("state") != "writeback":
+        vol.stop()
+        vol.args += ["--set", "WriteBack=yes"]
+        vol.start()
+        if vol.state().get("state") != "writeback":
+            raise RuntimeError(f"pinwb row: WriteBack=yes is not in writeback: {vol.state()}")
+    for n in (100, 1000):
+        for r in range(ROUNDS):
+            t = time.perf_counter()
+            q = vol.ctl("pin recursive", f"pinwb-wb{n}-{r}", timeout=1800)
+            took = time.perf_counter() - t
+            if q.get("mirrored") != "yes" or q.get("state") != "writeback":
+                raise RuntimeError(f"pinwb row: the pin in writeback did not mirror it all: {q}")
+            add(f"pinwb{n} view pin writeback", took)
+            if (n, r) in online:
+                add(f"pinwb{n} view pin online", online[n, r])
+                add(f"pinwb{n} writeback / online", took / online[n, r])
+            print(f"# pinwb{n} round {r + 1}: writeback {took:.2f} s", flush=True)
 
 
 def reconnect(vol):

@@ -39,7 +39,7 @@ start_fcached --volumes-dir="$V" --view="$FCACHE_VIEW" || exit 1
 check "volume lap is mounted" wait_mounted "$T/mnt" "$T/cache"
 
 expect "fcachectl: the first words" "$(ctl "")" = \
-        "disconnect flush pin prefetch query reconnect set status unpin volume "
+        "disconnect flush pin prefetch query reconnect set status sync unpin volume "
 expect "fcachectl query: what to query" "$(ctl query "")" = \
         "cache cached conflicts dirty pinned reintegration state "
 expect "fcachectl set cacheable: on or off" "$(ctl set cacheable "")" = "off on "

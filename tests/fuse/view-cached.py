@@ -10,7 +10,9 @@ An offline edit of such a file reaches the server at the reconnect; a file
 the server changed meanwhile is not served stale after it.  Culling removes
 the containers and the disk use goes down.  Then a seeded random round
 (FCACHE_CACHED_SEED to rerun) of reads, partial reads, server changes and
-disconnects, every read checked against the server's bytes.
+disconnects, every read checked against the server's bytes.  An empty file
+read online is whole at once (no block): offline it reads back empty, and
+one the server filled meanwhile is not served stale after the reconnect.
 """
 import errno
 import os
@@ -160,9 +162,47 @@ def main():
     check(os.path.exists(os.path.join(mirror, "solo", "p")),
           "written through the view, its mirror copy stays (the hoard walk's to renew)")
 
+    empty_files(vol)
     randomized(vol)
     vol.stop()
     finish()
+
+
+def empty_files(vol):
+    """An empty file has no block: read online, it is whole at once and gets
+    its container, so offline it reads back empty (not EHOSTDOWN); one the
+    server filled meanwhile is not served stale after the reconnect."""
+    b, v = vol.b, vol.v
+    mirror = os.path.join(vol.cache, "mirror")
+    os.makedirs(b("e"))
+    for n in ("empty", "filled", "looked"):
+        write_file(b("e", n), b"")
+    eq(read_file(v("e", "empty")), b"", "online, an empty file reads empty")
+    eq(read_file(v("e", "filled")), b"", "online, another empty file reads empty")
+    os.stat(v("e", "looked"))
+    check(wait_for(lambda: all(os.path.exists(os.path.join(mirror, "e", n))
+                               for n in ("empty", "filled"))),
+          "an empty file read online gets its container at once")
+    eq(vol.ctl("query cached", "e/empty")["cached"], "complete",
+       "query cached: an empty file read online is complete")
+    time.sleep(0.5)                             # the containers are moved off the request path
+    eq(vol.ctl("disconnect")["state"], "offline", "disconnect (empty files)")
+    eq(read_direct(v("e", "empty")), b"", "offline, an empty file read online reads back empty")
+    eq(err_of(lambda: read_file(v("e", "looked"))), errno.EHOSTDOWN,
+       "offline, an empty file only looked up (never opened) is EHOSTDOWN")
+    filled = b"the server wrote this while the volume was offline\n"
+    write_file(b("e", "filled"), filled)
+    eq(read_direct(v("e", "filled")), b"", "offline, the cached (empty) version is served")
+    q = vol.ctl("reconnect")
+    eq((q["state"], q.get("conflicts")), ("online", "0"), "reconnect (empty files): online")
+    time.sleep(1.2)                             # the attribute lease
+    eq(read_direct(v("e", "filled")), filled,
+       "after the reconnect an empty file the server filled is not served stale")
+    eq(read_file(v("e", "empty")), b"", "and the unchanged empty file still reads empty")
+    vol.ctl("disconnect")
+    eq(read_direct(v("e", "filled")), filled,
+       "offline again, the filled file (read whole since) reads as the server has it")
+    vol.ctl("reconnect")
 
 
 def randomized(vol):

@@ -14,6 +14,11 @@ reindex=done, containers_reindexed, containers_dropped), counted in the
 cache's use and culled; one the server changed or removed meanwhile is
 removed from the mirror and read afresh; found offline they are indexed
 unvalidated, served offline, and checked at the reconnect.
+
+A worker killed while moving a file into the mirror may leave its temporary
+in a directory that is not complete: the next start removes it (not one of a
+live process).  After a lost index the least recently used containers are
+culled first.
 """
 import errno
 import glob
@@ -315,8 +320,89 @@ def lost_index():
     vol.stop()
 
 
+def swept(vol):
+    """query state once the start's walk of the mirror has ended."""
+    wait_for(lambda: "temporaries_removed" in vol.state())
+    return vol.state()
+
+
+def leftover_temporaries():
+    """A worker killed while moving a file into the mirror leaves its
+    temporary in a directory that is not complete: the next worker's start
+    removes it (not one a live process may still own), the index intact."""
+    vol = Volume("index-tmp")
+    mirror = os.path.join(vol.cache, "mirror")
+    os.makedirs(vol.b("t", "sub"))
+    data = {"t/a": rand_bytes(50 * KiB, 80), "t/sub/b": rand_bytes(60 * KiB, 81)}
+    for name, d in data.items():
+        write_file(vol.b(name), d)
+    vol.start()
+    read_into_containers(vol, data, "tmp")
+    pid = vol.worker_pid()
+    # what the worker's moves in flight leave when it is killed: the
+    # store's content file linked into the mirror under a temporary name
+    stale = [os.path.join(mirror, "t", f".fcache-mirror.{pid}.7"),
+             os.path.join(mirror, "t", "sub", f".fcache-mirror.{pid}.8")]
+    live = os.path.join(mirror, "t", f".fcache-mirror.{os.getpid()}.9")
+    for p in stale + [live]:
+        write_file(p, rand_bytes(50 * KiB, 82))
+    old = vol.kill_worker()
+    vol.wait_new_worker(old)
+    st = swept(vol)
+    eq((st.get("temporaries_removed"), st.get("reindex")), ("2", None),
+       "tmp: after a kill -9 the next worker's start removes the dead worker's temporaries"
+       " (no reindex: the index is intact)")
+    for p in stale:
+        check(not os.path.exists(p), f"tmp: {os.path.relpath(p, mirror)} is gone")
+    check(os.path.exists(live), "tmp: a temporary of a live process stays")
+    os.unlink(live)
+    for name, d in data.items():
+        eq(read_direct(vol.v(name)), d, f"tmp: {name} reads right")
+        eq(vol.ctl("query cached", name)["cached"], "complete", f"tmp: {name} still cached")
+    vol.stop()
+    stale = os.path.join(mirror, "t", ".fcache-mirror.999999999.1")
+    write_file(stale, b"x")
+    vol.start()
+    eq(swept(vol).get("temporaries_removed"), "1", "tmp: a restart removes one too")
+    check(not os.path.exists(stale), "tmp: ... from the mirror")
+    vol.stop()
+
+
+def lru_after_lost_index():
+    """After the index is lost the containers indexed again keep the cull's
+    order: the least recently used go first.  They are read in an order
+    unlike their inode numbers' (a row's order among equal use times)."""
+    vol = Volume("index-lru", reserve="0")
+    mirror = os.path.join(vol.cache, "mirror")
+    os.makedirs(vol.b("l"))
+    names = [f"l/f{i}" for i in range(8)]
+    data = {n: rand_bytes(200 * KiB, 90 + i) for i, n in enumerate(names)}
+    for n in names:
+        write_file(vol.b(n), data[n])
+    order = names[::2][::-1] + names[1::2]      # f6 f4 f2 f0 f1 f3 f5 f7
+    vol.start()
+    for n in order:                             # one after another: each its own use
+        read_into_containers(vol, {n: data[n]}, "lru")
+    vol.stop()
+    delete_index(vol.cache)
+    vol.start()
+    eq(reindexed(vol).get("containers_reindexed"), str(len(names)),
+       "lru: the containers are indexed again")
+    eq(vol.ctl("set cache-size 1M")["_rc"], 0, "lru: a CacheSize that holds about half of them")
+    culled = [n for n in order if not os.path.exists(os.path.join(mirror, n))]
+    kept = [n for n in order if n not in culled]
+    check(len(culled) >= 2 and len(kept) >= 2, f"lru: culling removed some ({culled})")
+    eq(culled, order[:len(culled)],
+       f"lru: the least recently used are culled first (read in order {order})")
+    for n in order:
+        eq(read_direct(vol.v(n)), data[n], f"lru: {n} reads right after culling")
+    vol.stop()
+
+
 def main():
     require_root_fuse()
+    lru_after_lost_index()
+    leftover_temporaries()
     lost_index()
     cached_reindexed()
     cached_reindexed_offline()

@@ -10,12 +10,16 @@ while offline: the successor starts offline and loses no acknowledged edit.
 """
 import errno
 import os
+import random
+import stat
+import subprocess
 import sys
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from viewlib import (Volume, check, eq, err_of, finish, rand_bytes,  # noqa: E402
-                     read_file, require_root_fuse, tree, write_file)
+                     read_file, require_root_fuse, short, tree, write_file)
 
 LINES = [f"line {i}\n" for i in range(1, 21)]
 
@@ -216,6 +220,8 @@ def main():
     disk_full()
     crash_in_reintegration()
     crash_after_fsync_in_place()
+    created_offline_attrs()
+    setid_killed_offline()
     finish()
 
 
@@ -325,6 +331,136 @@ def crash_after_fsync_in_place():
     eq(q["state"], "online", "reconnect after the kills")
     eq({n: read_file(vol.b("p", n)) for n in sorted(os.listdir(vol.b("p")))}, model,
        "the server holds what fsync acknowledged offline, once")
+    vol.stop()
+
+
+def created_offline_attrs():
+    """Files created offline and then written, chmod'ed, chown'ed and
+    utimens'ed (an untar's steps, in a seeded random order), with kill -9 of
+    the worker at random points between the steps (also right after the
+    create): the log records only their creates, the mirror file being the
+    truth until a replay takes it, so the successor and then the server after
+    reconnect hold exactly the final mode, owner, times and bytes.
+    FCACHE_OFFLINE_SEED=N reruns a seed."""
+    seed = int(os.environ.get("FCACHE_OFFLINE_SEED", random.randrange(1 << 32)))
+    print(f"# created_offline_attrs: seed {seed} (FCACHE_OFFLINE_SEED={seed} to rerun)", flush=True)
+    rnd = random.Random(seed)
+    vol = Volume("created-attrs", lease="1s")
+    os.makedirs(vol.b("p"))
+    write_file(vol.b("p", "seed"), b"seed\n")
+    vol.start()
+    vol.ctl("pin recursive", "p")
+    vol.ctl("disconnect")
+    now = int(time.time())
+    model = {}
+    kills = 0
+
+    def maybe_kill(p):
+        nonlocal kills
+        if kills < 6 and rnd.random() < p:
+            old = vol.kill_worker()
+            vol.wait_new_worker(old)
+            kills += 1
+            eq(vol.state()["state"], "offline", f"kill {kills}: the successor starts offline")
+
+    for i in range(12):
+        name = f"f{i}"
+        path = vol.v("p", name)
+        m = {"data": b"", "mode": 0o600, "uid": 0, "gid": 0, "times": None}
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        model[name] = m
+        maybe_kill(0.3)
+        steps = ["write", "chmod", "chown", "write", "truncate"]
+        rnd.shuffle(steps)
+        # Mostly the times last, as tar does; otherwise a write after them stamps its own.
+        steps.insert(len(steps) if rnd.random() < 0.7 else rnd.randrange(len(steps)), "utime")
+        for step in steps:
+            if step == "write":
+                data = rand_bytes(rnd.randrange(1, 20000), rnd.randrange(1 << 30))
+                with open(path, "r+b") as f:
+                    f.seek(len(m["data"]))
+                    f.write(data)
+                m["data"] += data
+                m["times"] = None
+            elif step == "truncate":
+                n = rnd.randrange(len(m["data"]) + 1)
+                os.truncate(path, n)
+                m["data"] = m["data"][:n]
+                m["times"] = None
+            elif step == "chmod":
+                m["mode"] = rnd.choice([0o644, 0o640, 0o755, 0o700, 0o444, 0o604])
+                os.chmod(path, m["mode"])
+            elif step == "chown":
+                m["uid"], m["gid"] = rnd.randrange(1000, 1010), rnd.randrange(1000, 1010)
+                os.chown(path, m["uid"], m["gid"])
+            else:
+                # atime after mtime and recent: no read changes it (relatime)
+                mt = (now - rnd.randrange(10 ** 6, 10 ** 8)) * 10 ** 9 + rnd.randrange(10 ** 9)
+                at = (now - rnd.randrange(60, 3600)) * 10 ** 9 + rnd.randrange(10 ** 9)
+                os.utime(path, ns=(at, mt))
+                m["times"] = (at, mt)
+            maybe_kill(0.1)
+    for name, m in model.items():
+        if m["times"] is None:          # written last: the time of that change
+            m["mtime"] = os.stat(vol.v("p", name)).st_mtime_ns
+
+    def attrs(path, m, server=False):
+        st = os.stat(path)
+        atime = st.st_atime_ns
+        # The server's relatime: a read after the replay's utimensat (which
+        # left ctime after atime) may move atime on, never back.
+        if server and m["times"] and atime > m["times"][0]:
+            atime = m["times"][0]
+        got = (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid,
+               (atime, st.st_mtime_ns) if m["times"] else st.st_mtime_ns)
+        return got, read_file(path)
+
+    def want(m):
+        return ((m["mode"], m["uid"], m["gid"], m["times"] or m["mtime"]), m["data"])
+
+    eq({n: attrs(vol.v("p", n), m) for n, m in model.items()},
+       {n: want(m) for n, m in model.items()},
+       f"offline after {kills} kills: each created file has its final mode, owner, times, bytes")
+    eq(vol.state()["pending"], str(len(model)),
+       "the log holds one record per file created offline (its create)")
+    q = vol.ctl("reconnect")
+    eq(q["state"], "online", "reconnect after files created offline")
+    wrong = [n for n, m in model.items() if attrs(vol.b("p", n), m, True) != want(m)]
+    eq(wrong, [], "the server holds each created file's final mode, owner, times and bytes")
+    for n in wrong[:3]:
+        print(f"# {n}: server {short(attrs(vol.b('p', n), model[n], True))},"
+              f" expected {short(want(model[n]))}")
+    wrong = [n for n, m in model.items() if attrs(vol.v("p", n), m, True) != want(m)]
+    eq(wrong, [], "... and the view online shows them")
+    vol.stop()
+
+
+def setid_killed_offline():
+    """Offline, a write by another user than root kills set-id bits, as on a
+    local filesystem: of a pinned server file and of a file created offline
+    (whose create then carries the mode to the server).  A writer passed
+    through would write the mirror's file with the daemon's CAP_FSETID."""
+    vol = Volume("setid", lease="1s")
+    os.makedirs(vol.b("p"))
+    os.chmod(vol.b("p"), 0o777)
+    write_file(vol.b("p", "big"), b"\0" * (256 << 10))
+    vol.start()
+    vol.ctl("pin recursive", "p")
+    vol.ctl("disconnect")
+    write_file(vol.v("p", "made"), b"made offline\n")
+    for name in ("big", "made"):
+        path = vol.v("p", name)
+        os.chmod(path, 0o6777)
+        subprocess.run(["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "sh", "-c",
+                        'echo appended >> "$1"', "sh", path], check=True)
+        eq(oct(stat.S_IMODE(os.stat(path).st_mode)), oct(0o777),
+           f"offline, an append by uid 1000 kills the set-id bits of {name}")
+    q = vol.ctl("reconnect")
+    eq(q["state"], "online", "reconnect after the set-id appends")
+    eq(oct(stat.S_IMODE(os.stat(vol.b("p", "made")).st_mode)), oct(0o777),
+       "the server has the file created offline without its set-id bits")
+    eq(read_file(vol.b("p", "made")), b"made offline\nappended\n", "... and its bytes")
     vol.stop()
 
 

@@ -887,6 +887,94 @@ static void test_migrate_old_log(struct fixture *f, gconstpointer data)
         g_free(dir);
 }
 
+/* The create's mode and the setattr's times, as oplog_settle_deferred() wrote them. */
+struct settled {
+        uint32_t create_mode;
+        int64_t atime_ns, mtime_ns;
+        uint64_t size;
+};
+
+static int settled_of(void *ud, const struct oplog_record *r)
+{
+        struct settled *s = ud;
+
+        if (r->kind == OPLOG_CREATE)
+                s->create_mode = r->mode;
+        if (r->kind == OPLOG_SETATTR) {
+                s->atime_ns = r->atime_ns;
+                s->mtime_ns = r->mtime_ns;
+        }
+        if (r->kind == OPLOG_CONTENT)
+                s->size = r->size;
+        return 0;
+}
+
+/*
+ * A create named with its container: the object's setattrs and writes need
+ * no record while it is pending (also after a reopen); settling turns the
+ * container's mode, times and bytes into records; a cancelled one leaves
+ * nothing counted.  Without handles (the copy fixture) it is a plain create.
+ */
+static void test_create_deferred(struct fixture *f, gconstpointer data)
+{
+        struct timespec ts[2] = { { 1000, 111 }, { 2000, 222 } };
+        struct settled s = { 0 };
+        char *path = g_build_filename(f->dir, "made", NULL), *log_path;
+        int dfd = open(f->dir, O_RDONLY | O_DIRECTORY), fd;
+        uint64_t lid, gone;
+
+        g_assert_cmpint(dfd, >=, 0);
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+        g_assert_cmpint(fd, >=, 0);
+        g_assert_cmpint(oplog_record_create_deferred(f->log, OPLOG_ROOT, "made", 0600, 0, 0, dfd,
+                                                     "made", &lid), ==, 0);
+        if (data) {
+                g_assert_cmpint(oplog_deferred_change(f->log, lid, fd), ==, 0);
+                goto out;
+        }
+        g_assert_cmpint(pwrite(fd, "hello\n", 6, 0), ==, 6);
+        g_assert_cmpint(fchmod(fd, 0640), ==, 0);
+        g_assert_cmpint(futimens(fd, ts), ==, 0);
+        g_assert_cmpint(oplog_deferred_change(f->log, lid, fd), ==, 1);
+        g_assert_cmpuint(f->log->content_bytes, ==, 6);
+        g_assert_cmpint(oplog_deferred_change(f->log, lid, -1), ==, 1);
+        assert_records(f, "create:made");
+        /* Deferred still after a reopen, its container counted again. */
+        oplog_close(f->log);
+        log_path = g_build_filename(f->dir, "log", NULL);
+        g_assert_cmpint(oplog_open(&f->log, log_path, NULL), ==, 0);
+        g_free(log_path);
+        g_assert_cmpuint(f->log->content_bytes, ==, 6);
+        g_assert_cmpint(oplog_deferred_change(f->log, lid, -1), ==, 1);
+        g_assert_cmpint(oplog_settle_deferred(f->log), ==, 0);
+        assert_records(f, "create:made content setattr");
+        g_assert_cmpint(oplog_foreach(f->log, true, settled_of, &s), ==, 0);
+        g_assert_cmpuint(s.create_mode, ==, 0640);
+        g_assert_cmpint(s.atime_ns, ==, 1000 * 1000000000LL + 111);
+        g_assert_cmpint(s.mtime_ns, ==, 2000 * 1000000000LL + 222);
+        g_assert_cmpuint(s.size, ==, 6);
+        g_assert_cmpuint(f->log->content_bytes, ==, 6);
+        /* Settled: its changes are records again. */
+        g_assert_cmpint(oplog_deferred_change(f->log, lid, fd), ==, 0);
+        /* A deferred create cancelled by its unlink leaves nothing counted. */
+        close(fd);
+        g_free(path);
+        path = g_build_filename(f->dir, "tmp", NULL);
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+        g_assert_cmpint(oplog_record_create_deferred(f->log, OPLOG_ROOT, "tmp", 0600, 0, 0, dfd,
+                                                     "tmp", &gone), ==, 0);
+        g_assert_cmpint(pwrite(fd, "scratch", 7, 0), ==, 7);
+        g_assert_cmpint(oplog_deferred_change(f->log, gone, fd), ==, 1);
+        g_assert_cmpuint(f->log->content_bytes, ==, 13);
+        g_assert_cmpint(oplog_record_unlink(f->log, OPLOG_ROOT, "tmp", gone), ==, 0);
+        g_assert_cmpuint(f->log->content_bytes, ==, 6);
+        assert_records(f, "create:made content setattr");
+out:
+        close(fd);
+        close(dfd);
+        g_free(path);
+}
+
 int main(int argc, char **argv)
 {
         g_test_init(&argc, &argv, NULL);
@@ -923,6 +1011,9 @@ int main(int argc, char **argv)
         g_test_add("/fcache/offline/oplog/ids-never-reused-copy", struct fixture, "copy", setup,
                    test_ids_never_reused, teardown);
         T("migrate-old-log", test_migrate_old_log);
+        T("create-deferred", test_create_deferred);
+        g_test_add("/fcache/offline/oplog/create-deferred-copy", struct fixture, "copy", setup,
+                   test_create_deferred, teardown);
         g_test_add("/fcache/offline/oplog/migrate-oldest-log", struct fixture, "oldest", setup,
                    test_migrate_old_log, teardown);
         return g_test_run();

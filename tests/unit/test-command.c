@@ -42,6 +42,7 @@ static void test_every_command(void)
                 { "set cache fast-ssd", FC_OP_SET_CACHE, 0 },
                 { "disconnect", FC_OP_DISCONNECT, 0 },
                 { "reconnect", FC_OP_RECONNECT, 0 },
+                { "sync", FC_OP_SYNC, 0 },
                 { "  query\tcached  ", FC_OP_QUERY_CACHED, 0 },
         };
 

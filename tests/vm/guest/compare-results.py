@@ -21,7 +21,7 @@ KERNEL_ONLY = {
 }
 # named differently by nature, or words rather than figures
 NOT_COMPARED = {"backend", "method", "first_error", "reason", "attributes",
-                "callbacks_released"}
+                "callbacks_released", "unstable", "unstable_reason"}
 
 
 # a walk's own figure: the module flushes a volume without walking it

@@ -30,8 +30,16 @@ if ! kill -0 $cfd 2>/dev/null; then
 	todo "cachefilesd runs (cull test not run)"
 else
 	mount -t nfs4 -o vers=4.2,fsc,nosharecache 127.0.0.1:/ /mnt/nfsc
+	cache_used() { sync; df -k /mnt/fscache | awk 'NR == 2 { print $3 }'; }
+	cache_used_ge() { [ "$(cache_used)" -ge "$1" ]; }
+	used0=$(cache_used)
 	fc pin /mnt/nfsc/cull/p
 	cat /mnt/nfsc/cull/p > /dev/null
+	# FS-Cache writes the read data to the cache in the background, and
+	# drops a write that finds the cache below bstop: the pinned file's
+	# 8 MiB must be in the cache before the unpinned files fill it
+	wait_for 120 cache_used_ge $((used0 + 8192))
+	diag "fsc: the pinned file in the cache: $(( $(cache_used) - used0 )) KiB"
 	check "fsc: the pinned file's cookie is in use" \
 		eq "$(fc_key cookie query /mnt/nfsc/cull/p)" 2
 	for i in 1 2 3 4 5 6 7; do cat /mnt/nfsc/cull/u$i > /dev/null; done
