@@ -99,6 +99,7 @@ struct view {
         unsigned reconnects;    /* atomic: view_reconnect() calls under way */
         uint64_t reint_done;    /* atomic: records replayed by the running or last reintegration */
         uint64_t reint_total;   /* atomic: and the records it had to replay */
+        uint64_t reint_bytes;   /* atomic: and the content bytes it put on the server */
         bool replay_busy;       /* atomic: a replay runs (or, given up on, still waits on the backing) */
         uint64_t delete_gone;   /* atomic: pinned objects the last reconnect found gone */
         uint64_t delete_pinned; /* atomic: of the pinned objects it counted */
