@@ -18,6 +18,7 @@
  * inode of the temporary recorded as the record's intent before it was
  * renamed into place, removals and renames by inode at the two names.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -1615,6 +1616,64 @@ static int name_taken(struct ctx *c, const struct rec *r, struct oplog_object *o
                                   "the server created the same name");
 }
 
+/* Whether directory pfd/name has no entries. */
+static bool dir_empty(int pfd, const char *name)
+{
+        int fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct dirent *d;
+        bool empty = true;
+        DIR *dir;
+
+        if (fd < 0)
+                return false;
+        dir = fdopendir(fd);
+        if (!dir) {
+                close(fd);
+                return false;
+        }
+        while (empty && (d = readdir(dir)))
+                empty = !strcmp(d->d_name, ".") || !strcmp(d->d_name, "..");
+        closedir(dir);
+        return empty;
+}
+
+/*
+ * A create the view began online and made again offline when the server
+ * did not answer within BackingTimeout: the server may have applied the
+ * first after all, and then has at the name (@st) what the record makes,
+ * as it was before any later record: an empty directory or regular file,
+ * the same symlink or node, with the record's permission bits.  That is
+ * taken as done, never as another's create (a conflict) nor made twice.
+ * Another client's object just like it would be taken too: it holds
+ * nothing to lose.
+ */
+static bool created_in_doubt(int pfd, const struct rec *r, const struct stat *st)
+{
+        char target[PATH_MAX];
+        ssize_t n;
+
+        switch (r->r.kind) {
+        case OPLOG_CREATE:
+                return S_ISREG(st->st_mode) && st->st_size == 0 &&
+                       (st->st_mode & 07777) == (r->r.mode & 07777);
+        case OPLOG_MKDIR:
+                return S_ISDIR(st->st_mode) && (st->st_mode & 07777) == (r->r.mode & 07777) &&
+                       dir_empty(pfd, r->name);
+        case OPLOG_SYMLINK:
+                if (!S_ISLNK(st->st_mode) || !r->content)
+                        return false;
+                n = readlinkat(pfd, r->name, target, sizeof(target));
+                return n >= 0 && (size_t)n == strlen(r->content) &&
+                       !memcmp(target, r->content, (size_t)n);
+        case OPLOG_MKNOD:
+                return (st->st_mode & S_IFMT) == (r->r.mode & S_IFMT) &&
+                       (st->st_mode & 07777) == (r->r.mode & 07777) &&
+                       st->st_rdev == (dev_t)r->r.rdev;
+        default:
+                return false;
+        }
+}
+
 /* Copies @src's bytes to the new file @fd, durable, with @mtime (UTIME_OMIT: none). */
 static int fill(int fd, int src, const struct timespec *mtime)
 {
@@ -1698,6 +1757,8 @@ static int create_file(struct ctx *c, const struct rec *r, struct oplog_object *
         if (e == -EEXIST) {
                 if (BACKING(c, fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) < 0)
                         return -errno;
+                if (BACKING(c, created_in_doubt(pfd, r, &st)))
+                        return created(c, r, o, pfd, -1, NULL, NULL, "already");
                 return name_taken(c, r, o, pfd, &st);
         }
         if (e < 0)
@@ -1803,8 +1864,12 @@ static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
         }
         if (c->dry) {
                 /* A real run learns this from its O_EXCL create or no-replace rename. */
-                if (BACKING(c, fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) == 0)
-                        return name_taken(c, r, o, pfd, &st);
+                if (BACKING(c, fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) == 0) {
+                        if (!BACKING(c, created_in_doubt(pfd, r, &st)))
+                                return name_taken(c, r, o, pfd, &st);
+                        set_srv(o, r->r.parent, r->name);
+                        return REINTEGRATE_ALREADY;
+                }
                 if (errno != ENOENT)
                         return -errno;
                 g_hash_table_add(c->virt, &o->lid);
@@ -1836,6 +1901,8 @@ place:
                 BACKING(c, remove_tmp(pfd, tmp, r->r.kind));
                 if (BACKING(c, fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) < 0)
                         return -errno;
+                if (BACKING(c, created_in_doubt(pfd, r, &st)))
+                        return created(c, r, o, pfd, -1, NULL, NULL, "already");
                 return name_taken(c, r, o, pfd, &st);
         }
         if (e >= 0) {

@@ -16,16 +16,19 @@
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statfs.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "view.h"
 
 #define HELPERS 8
 
-enum call { CALL_FSTATAT, CALL_OPENAT, CALL_REOPEN, CALL_CLOSE, CALL_PWRITE, CALL_FN };
+enum call { CALL_FSTATAT, CALL_OPENAT, CALL_REOPEN, CALL_CLOSE, CALL_PWRITE, CALL_FN,
+            CALL_CHANGE };
 
 struct job {
         enum call call;
@@ -37,6 +40,7 @@ struct job {
         off_t off;
         bool as_caller;
         struct caller_id id;    /* CALL_REOPEN as_caller: whose identity */
+        struct backing_change ch; /* CALL_CHANGE: fds, names and value the job's own */
         int (*fn)(void *arg);   /* CALL_FN: the work, on arg */
         void *arg;              /* CALL_FN: the requester's; abandoned, drop()'s */
         void (*drop)(void *arg);
@@ -58,7 +62,8 @@ static void job_unref(struct job *j)
 {
         if (--j->refs)
                 return;
-        if (j->abandoned && (j->call == CALL_OPENAT || j->call == CALL_REOPEN) &&
+        if (j->abandoned && (j->call == CALL_OPENAT || j->call == CALL_REOPEN ||
+                             (j->call == CALL_CHANGE && j->ch.kind == BC_CREATE)) &&
             j->result >= 0)
                 close(j->result);       /* nobody will take it */
         /* -ETIMEDOUT, late or the work's own: the requester no longer has arg. */
@@ -66,10 +71,16 @@ static void job_unref(struct job *j)
                 j->drop(j->arg);
         if (j->dirfd >= 0)
                 close(j->dirfd);
+        if (j->call == CALL_CHANGE && j->ch.fd2 >= 0)
+                close(j->ch.fd2);
+        if (j->call == CALL_CHANGE)
+                free((char *)j->ch.name2);
         free(j->name);
         free(j->buf);
         free(j);
 }
+
+static int change_run(const struct backing_change *c);
 
 static void run(struct job *j)
 {
@@ -101,6 +112,14 @@ static void run(struct job *j)
         case CALL_FN:
                 j->result = j->fn(j->arg);
                 break;
+        case CALL_CHANGE: {
+                struct creds c = { false };
+
+                r = j->as_caller ? creds_enter_id(&j->id, &c) : 0;
+                j->result = r < 0 ? r : change_run(&j->ch);
+                creds_leave(&c);
+                break;
+        }
         case CALL_CLOSE:
                 /* Closing the last descriptor of a network file flushes it. */
                 r = close(j->dirfd);
@@ -374,6 +393,129 @@ int backing_call(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(v
         j->arg = arg;
         j->drop = drop;
         return submit_job(v, j, NULL, false);
+}
+
+int backing_call_bounded(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(void *arg))
+{
+        struct job *j;
+
+        if (!bounded(v))
+                return fn(arg);
+        j = calloc(1, sizeof(*j));
+        if (!j)
+                return -ENOMEM;
+        j->call = CALL_FN;
+        j->dirfd = -1;
+        j->fn = fn;
+        j->arg = arg;
+        j->drop = drop;
+        return submit(v, j, NULL);
+}
+
+/* ---- changes ---- */
+
+/* The change itself, on whichever thread (credentials already taken). */
+static int change_run(const struct backing_change *c)
+{
+        char path[64];
+        int r;
+
+        /* An O_PATH descriptor is reached through its /proc link (chmod,
+         * truncate, utimes and xattrs refuse one). */
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", c->fd);
+        switch (c->kind) {
+        case BC_MKDIR:
+                r = mkdirat(c->fd, c->name, c->mode);
+                break;
+        case BC_MKNOD:
+                r = mknodat(c->fd, c->name, c->mode, c->rdev);
+                break;
+        case BC_SYMLINK:
+                r = symlinkat(c->name2, c->fd, c->name);
+                break;
+        case BC_CREATE:
+                r = openat(c->fd, c->name, c->flags | O_CLOEXEC, c->mode);
+                return r < 0 ? -errno : r;
+        case BC_LINK:
+                r = linkat(c->fd, "", c->fd2, c->name2, AT_EMPTY_PATH);
+                break;
+        case BC_UNLINK:
+                r = unlinkat(c->fd, c->name, c->flags);
+                break;
+        case BC_RENAME:
+                r = renameat2(c->fd, c->name, c->fd2, c->name2, (unsigned)c->flags);
+                break;
+        case BC_CHMOD:
+                r = c->open_file ? fchmod(c->fd, c->mode) : fchmodat(AT_FDCWD, path, c->mode, 0);
+                break;
+        case BC_CHOWN:
+                r = fchownat(c->fd, "", c->uid, c->gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+                break;
+        case BC_TRUNCATE:
+                r = c->open_file ? ftruncate(c->fd, c->off) : truncate(path, c->off);
+                break;
+        case BC_UTIMENS:
+                if (c->open_file)
+                        r = futimens(c->fd, c->times);
+                else if (c->flags & AT_EMPTY_PATH)     /* a symlink itself */
+                        r = utimensat(c->fd, "", c->times, AT_EMPTY_PATH);
+                else
+                        r = utimensat(AT_FDCWD, path, c->times, 0);
+                break;
+        case BC_SETXATTR:
+                r = setxattr(path, c->name2, c->value, c->size, c->flags);
+                break;
+        case BC_REMOVEXATTR:
+                r = removexattr(path, c->name2);
+                break;
+        case BC_FALLOCATE:
+                r = fallocate(c->fd, c->flags, c->off, c->len);
+                break;
+        default:
+                return -EINVAL;
+        }
+        return r < 0 ? -errno : 0;
+}
+
+int backing_change(struct view *v, const struct backing_change *c, const struct caller_id *id)
+{
+        struct creds cr = { false };
+        struct job *j;
+        int r;
+
+        if (!bounded(v)) {
+                r = id ? creds_enter_id(id, &cr) : 0;
+                if (r == 0)
+                        r = change_run(c);
+                creds_leave(&cr);
+                return r;
+        }
+        /* The helper's own copies: the requester may be gone when it runs. */
+        j = job_new(CALL_CHANGE, c->fd, c->name, 0);
+        if (!j)
+                return -ENOMEM;
+        j->ch = *c;
+        j->ch.fd = j->dirfd;
+        j->ch.name = j->name;
+        j->ch.fd2 = c->fd2 >= 0 ? fcntl(c->fd2, F_DUPFD_CLOEXEC, 0) : -1;
+        j->ch.name2 = c->name2 ? strdup(c->name2) : NULL;
+        j->ch.value = NULL;
+        if (c->value || c->size) {
+                j->buf = malloc(c->size ? c->size : 1);
+                if (j->buf && c->size)
+                        memcpy(j->buf, c->value, c->size);
+                j->ch.value = j->buf;
+        }
+        if ((c->fd2 >= 0 && j->ch.fd2 < 0) || (c->name2 && !j->ch.name2) ||
+            ((c->value || c->size) && !j->buf)) {
+                job_unref_new(j);
+                return -ENOMEM;
+        }
+        if (id) {
+                j->as_caller = true;
+                j->id = *id;
+        }
+        return submit(v, j, NULL);
 }
 
 /* The probe, on a helper: Backing= by its path (a share mounted again is a

@@ -736,6 +736,30 @@ static void reply_entry_or_err(fuse_req_t req, int r, const struct fuse_entry_pa
                 return;                                  \
         }
 
+/*
+ * A change the server did not answer within BackingTimeout: the volume goes
+ * offline.  Lets go of the request's nodes (a, b: NULL if none) and of the
+ * state, which the switch takes, and waits for it: true when the request is
+ * to be made again offline, applied to the mirror and logged (the server may
+ * still apply the call that timed out: the replay takes it as done).
+ */
+static bool left_for_offline(struct view *v, struct vnode *a, struct vnode *b)
+{
+        if (b)
+                vnode_put(v, b);
+        if (a)
+                vnode_put(v, a);
+        view_change_end(v);
+        return view_wait_offline(v);
+}
+
+/* The caller's identity, for a change made on a helper (backing_change()). */
+static const struct caller_id *caller_of(fuse_req_t req, struct caller_id *id)
+{
+        creds_capture(req, id);
+        return id;
+}
+
 /* Drops the store copy of the object name in pfd if this was its last link. */
 static void drop_if_last(struct view *v, const struct stat *st)
 {
@@ -1189,13 +1213,17 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
 {
         struct view *v = V(req);
         struct vfile *f = NULL;
-        struct creds c;
+        struct backing_change ch;
+        struct caller_id id;
         struct stat st;
-        char path[64];
-        uint64_t lid = 0;
-        int r = 0, err, ffd = -1;
+        uint64_t lid;
+        int r, err, ffd;
         bool log;
 
+again:
+        lid = 0;
+        r = 0;
+        ffd = -1;
         WITH_NODE_CHANGING(v, ino, n, fd, req, offline);
         log = offline;
         if (offline && (r = lid_before_change(v, ino, fd, &lid)) < 0)
@@ -1209,54 +1237,49 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
                 if (f && !f->dir)
                         ffd = f->fd;
         }
-        proc_path(path, sizeof(path), fd);
-        r = creds_enter(req, &c);
-        if (r < 0)
-                goto out;
+        caller_of(req, &id);
+        /* Each change as the caller, on the open file when there is one. */
+        ch = (struct backing_change){ .fd = ffd >= 0 ? ffd : fd, .open_file = ffd >= 0,
+                                      .fd2 = -1 };
+
         if (valid & FUSE_SET_ATTR_MODE) {
+                const struct caller_id *who = &id;
                 struct stat cur;
 
                 /* The kernel kills set-id bits on a write or truncate by another
                  * user with a forced mode change (default_permissions has already
                  * refused any chmod the caller may not do): apply that as root. */
-                if (c.switched && vnode_fill_stat(v, fd, &cur) == 0 &&
+                if ((id.uid || id.gid) && vnode_fill_stat(v, fd, &cur) == 0 &&
                     (cur.st_mode & 07777 & ~(S_ISUID | S_ISGID)) == (attr->st_mode & 07777) &&
                     (cur.st_mode & (S_ISUID | S_ISGID)))
-                        creds_leave(&c);
-                if (ffd >= 0)
-                        r = fchmod(ffd, attr->st_mode);
-                else
-                        r = fchmodat(AT_FDCWD, path, attr->st_mode, 0);
-                if (r < 0) {
-                        r = -errno;
-                        goto leave;
-                }
+                        who = NULL;
+                ch.kind = BC_CHMOD;
+                ch.mode = attr->st_mode;
+                r = backing_change(v, &ch, who);
+                if (r < 0)
+                        goto out;
         }
-        if (!c.switched)
-                r = creds_enter(req, &c);
-        if (r < 0)
-                goto out;
         if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
-                uid_t uid = valid & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1;
-                gid_t gid = valid & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1;
-
-                if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
-                        r = -errno;
-                        goto leave;
-                }
+                ch.kind = BC_CHOWN;
+                ch.fd = fd;     /* by its O_PATH descriptor, a symlink itself */
+                ch.open_file = false;
+                ch.uid = valid & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1;
+                ch.gid = valid & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1;
+                r = backing_change(v, &ch, &id);
+                ch.fd = ffd >= 0 ? ffd : fd;
+                ch.open_file = ffd >= 0;
+                if (r < 0)
+                        goto out;
         }
         if (valid & FUSE_SET_ATTR_SIZE) {
-                if (ffd >= 0)
-                        r = ftruncate(ffd, attr->st_size);
-                else
-                        r = truncate(path, attr->st_size);
-                if (r < 0) {
-                        r = -errno;
-                        goto leave;
-                }
+                ch.kind = BC_TRUNCATE;
+                ch.off = attr->st_size;
+                r = backing_change(v, &ch, &id);
+                if (r < 0)
+                        goto out;
         }
         if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
-                struct timespec tv[2];
+                struct timespec *tv = ch.times;
 
                 tv[0].tv_sec = 0;
                 tv[1].tv_sec = 0;
@@ -1270,25 +1293,24 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
                         tv[1].tv_nsec = UTIME_NOW;
                 else if (valid & FUSE_SET_ATTR_MTIME)
                         tv[1] = attr->st_mtim;
-                if (ffd >= 0)
-                        r = futimens(ffd, tv);
-                else if (S_ISLNK(vnode_type(n)))
-                        /* The link itself (a NULL path would need a non-O_PATH fd). */
-                        r = utimensat(fd, "", tv, AT_EMPTY_PATH);
-                else
-                        r = utimensat(AT_FDCWD, path, tv, 0);
-                if (r < 0) {
-                        r = -errno;
-                        goto leave;
-                }
+                ch.kind = BC_UTIMENS;
+                /* The link itself (a NULL path would need a non-O_PATH fd). */
+                ch.flags = ffd < 0 && S_ISLNK(vnode_type(n)) ? AT_EMPTY_PATH : 0;
+                r = backing_change(v, &ch, &id);
+                if (r < 0)
+                        goto out;
         }
-leave:
-        creds_leave(&c);
 out:
         if (r >= 0 && log)
                 r = log_setattr(v, lid, fd, ffd, attr, valid);
         if (r >= 0)
                 r = vnode_fill_stat_of(v, n, fd, &st);
+        if (r == -ETIMEDOUT && !offline) {
+                if (left_for_offline(v, n, NULL))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
+        }
         if (r >= 0 && !offline && (valid & FUSE_SET_ATTR_SIZE) && S_ISREG(st.st_mode)) {
                 struct sobj *o;
 
@@ -1348,24 +1370,19 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 {
         struct view *v = V(req);
         struct fuse_entry_param e;
-        struct creds c;
+        struct caller_id id;
+        mode_t asked = mode;
         int r;
 
+again:
+        mode = asked;
         WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
         if (kind != MK_LINK)
                 mode = create_mode(req, pfd, mode);
-        r = creds_enter(req, &c);
-        if (r >= 0) {
-                if (kind == MK_DIR)
-                        r = mkdirat(pfd, name, mode);
-                else if (kind == MK_LINK)
-                        r = symlinkat(target, pfd, name);
-                else
-                        r = mknodat(pfd, name, mode, rdev);
-                if (r < 0)
-                        r = -errno;
-                creds_leave(&c);
-        }
+        r = backing_change(v, &(struct backing_change){
+                .kind = kind == MK_DIR ? BC_MKDIR : kind == MK_LINK ? BC_SYMLINK : BC_MKNOD,
+                .fd = pfd, .name = name, .fd2 = -1, .name2 = target, .mode = mode,
+                .rdev = rdev }, caller_of(req, &id));
         if (r >= 0 && offline)
                 mirror_dirs_changed();  /* made in the mirror, the tree served */
         if (r >= 0 && offline)
@@ -1374,8 +1391,14 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                 mirror_note_change(v, pfd, name);
         if (r >= 0)
                 r = vnode_lookup(v, parent, pfd, name, &e);
-        vnode_put(v, p);
-        view_change_end(v);
+        if (r == -ETIMEDOUT && !offline) {
+                if (left_for_offline(v, p, NULL))
+                        goto again;
+                r = -EIO;
+        } else {
+                vnode_put(v, p);
+                view_change_end(v);
+        }
         reply_entry_or_err(req, r, &e);
 }
 
@@ -1404,6 +1427,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
         bool offline;
         int r, npfd, fd;
 
+again:
         view_change_begin(v);
         offline = view_offline(v);
         r = vnode_get_pair(v, ino, &n, &fd, newparent, &np, &npfd);
@@ -1415,8 +1439,10 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
         r = offline ? lid_before_change(v, ino, fd, &lid) : 0;
         if (r == LID_GONE)
                 r = -ENOENT;    /* no name to link it by */
+        /* As the daemon: linkat(AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH. */
         if (r >= 0)
-                r = linkat(fd, "", npfd, newname, AT_EMPTY_PATH) < 0 ? -errno : 0;
+                r = backing_change(v, &(struct backing_change){ .kind = BC_LINK, .fd = fd,
+                                   .fd2 = npfd, .name2 = newname }, NULL);
         /* A file open since its create may now have a name the mirror keeps. */
         if (r >= 0)
                 mirror_dirs_changed();
@@ -1430,9 +1456,15 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
         }
         if (r >= 0)
                 r = vnode_lookup(v, newparent, npfd, newname, &e);
-        vnode_put(v, np);
-        vnode_put(v, n);
-        view_change_end(v);
+        if (r == -ETIMEDOUT && !offline) {
+                if (left_for_offline(v, np, n))
+                        goto again;
+                r = -EIO;
+        } else {
+                vnode_put(v, np);
+                vnode_put(v, n);
+                view_change_end(v);
+        }
         reply_entry_or_err(req, r, &e);
 }
 
@@ -1440,21 +1472,28 @@ static void op_unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name
 {
         struct view *v = V(req);
         uint64_t plid = 0, lid = 0;
+        struct caller_id id;
         struct stat st;
-        struct creds c;
         bool had;
-        int r = 0;
+        int r;
 
+again:
         WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
-        had = fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+        r = backing_fstatat(v, pfd, name, &st);
+        had = r == 0;
+        r = r == -ETIMEDOUT ? r : 0;
         if (offline && had && (offline_lid(v, pfd, NULL, &plid) < 0 ||
                                offline_lid(v, pfd, name, &lid) < 0))
                 r = -EIO;
         if (r >= 0)
-                r = creds_enter(req, &c);
-        if (r >= 0) {
-                r = unlinkat(pfd, name, flags) < 0 ? -errno : 0;
-                creds_leave(&c);
+                r = backing_change(v, &(struct backing_change){ .kind = BC_UNLINK, .fd = pfd,
+                                   .name = name, .fd2 = -1, .flags = flags },
+                                   caller_of(req, &id));
+        if (r == -ETIMEDOUT && !offline) {
+                if (left_for_offline(v, p, NULL))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
         }
         if (r >= 0 && had)
                 vnode_name_gone(v, st.st_ino, parent, name);
@@ -1508,11 +1547,12 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
         uint64_t plid = 0, lid = 0, nplid = 0, other = 0;
         struct mirror_base dest_base;
         struct vnode *np, *p;
+        struct caller_id id;
         struct stat victim;
-        struct creds c;
         bool had, offline, save;
-        int r = 0, npfd, pfd;
+        int r, npfd, pfd;
 
+again:
         view_change_begin(v);
         offline = view_offline(v);
         r = vnode_get_pair(v, parent, &p, &pfd, newparent, &np, &npfd);
@@ -1521,8 +1561,9 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
                 fuse_reply_err(req, -r);
                 return;
         }
-        had = !(flags & RENAME_EXCHANGE) &&
-              fstatat(npfd, newname, &victim, AT_SYMLINK_NOFOLLOW) == 0;
+        r = flags & RENAME_EXCHANGE ? -ENOENT : backing_fstatat(v, npfd, newname, &victim);
+        had = r == 0;
+        r = r == -ETIMEDOUT ? r : 0;
         save = offline && offline_is_atomic_save(pfd, name, npfd, newname, flags, &dest_base);
         if (offline) {
                 struct stat tmp;
@@ -1534,10 +1575,14 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
                         r = -EIO;
         }
         if (r >= 0)
-                r = creds_enter(req, &c);
-        if (r >= 0) {
-                r = renameat2(pfd, name, npfd, newname, flags) < 0 ? -errno : 0;
-                creds_leave(&c);
+                r = backing_change(v, &(struct backing_change){ .kind = BC_RENAME, .fd = pfd,
+                                   .name = name, .fd2 = npfd, .name2 = newname,
+                                   .flags = (int)flags }, caller_of(req, &id));
+        if (r == -ETIMEDOUT && !offline) {
+                if (left_for_offline(v, np, p))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
         }
         if (r == -ENOENT && !offline && rename_was_done(v, parent, pfd, name, newparent, npfd, newname))
                 r = 0;  /* resent after a takeover: the predecessor did it */
@@ -1563,8 +1608,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
                 if (had)
                         vnode_name_gone(v, victim.st_ino, newparent, newname);
                 vnode_moved(v, newparent, npfd, newname);
-                if (!(flags & RENAME_EXCHANGE) &&
-                    fstatat(npfd, newname, &moved, AT_SYMLINK_NOFOLLOW) == 0)
+                if (!(flags & RENAME_EXCHANGE) && backing_fstatat(v, npfd, newname, &moved) == 0)
                         vnode_name_gone(v, moved.st_ino, parent, name);
                 if (flags & RENAME_EXCHANGE)
                         vnode_moved(v, parent, pfd, name);
@@ -1801,20 +1845,33 @@ static void op_tmpfile(fuse_req_t req, fuse_ino_t parent, mode_t mode, struct fu
         struct view *v = V(req);
         struct fuse_entry_param e;
         struct vfile *f;
-        struct creds c;
-        int r, bfd = -1, flags;
+        struct caller_id id;
+        mode_t asked = mode;
+        int r, bfd, flags;
 
+again:
+        bfd = -1;
         WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
-        mode = create_mode(req, pfd, mode);
+        mode = create_mode(req, pfd, asked);
         flags = (open_flags(fi) & ~(O_TMPFILE | O_CREAT | O_EXCL | O_TRUNC)) | O_TMPFILE;
-        r = offline ? -EOPNOTSUPP : creds_enter(req, &c);
+        r = offline ? -EOPNOTSUPP : 0;
         if (r >= 0) {
-                bfd = openat(pfd, ".", flags | O_CLOEXEC, mode);
-                r = bfd < 0 ? -errno : 0;
-                creds_leave(&c);
+                bfd = backing_change(v, &(struct backing_change){ .kind = BC_CREATE,
+                                     .fd = pfd, .name = ".", .fd2 = -1, .mode = mode,
+                                     .flags = flags }, caller_of(req, &id));
+                r = bfd < 0 ? bfd : 0;
+                bfd = bfd < 0 ? -1 : bfd;
         }
         if (r >= 0)
                 r = vnode_enter_unnamed(v, parent, bfd, &e);
+        if (r == -ETIMEDOUT && !offline) {
+                if (bfd >= 0)
+                        backing_close(v, bfd);
+                if (left_for_offline(v, p, NULL))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
+        }
         vnode_put(v, p);
         if (r < 0) {
                 if (bfd >= 0)
@@ -1879,11 +1936,12 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         struct view *v = V(req);
         struct fuse_entry_param e;
         struct vfile *f;
-        struct creds c;
+        struct caller_id id;
         struct stat before;
         bool existed;
-        uint64_t lid = 0, quiet = 0, epoch;
-        int r, bfd = -1;
+        uint64_t lid, quiet, epoch;
+        mode_t asked = mode;
+        int r, bfd;
 
         /* FUSE_TMPFILE, handed over as a create (view-session.c): the kernel
          * names the unnamed dentry "/", which no create can carry. */
@@ -1891,18 +1949,25 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                 op_tmpfile(req, parent, mode, fi);
                 return;
         }
+again:
+        lid = quiet = 0;
+        bfd = -1;
+        mode = asked;
         WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
         epoch = vnode_ids_epoch(v);
-        existed = fstatat(pfd, name, &before, AT_SYMLINK_NOFOLLOW) == 0;
+        r = backing_fstatat(v, pfd, name, &before);
+        existed = r == 0;
+        r = r == -ETIMEDOUT ? r : 0;
         mode = create_mode(req, pfd, mode);
-        r = offline && existed ? offline_lid(v, pfd, name, &lid) : 0;
-        if (r >= 0)
-                r = creds_enter(req, &c);
+        if (r >= 0 && offline && existed)
+                r = offline_lid(v, pfd, name, &lid);
         if (r >= 0) {
-                bfd = openat(pfd, name, (open_flags(fi) | O_CREAT | O_NOFOLLOW | O_CLOEXEC),
-                             mode);
-                r = bfd < 0 ? -errno : 0;
-                creds_leave(&c);
+                bfd = backing_change(v, &(struct backing_change){ .kind = BC_CREATE,
+                                     .fd = pfd, .name = name, .fd2 = -1, .mode = mode,
+                                     .flags = open_flags(fi) | O_CREAT | O_NOFOLLOW },
+                                     caller_of(req, &id));
+                r = bfd < 0 ? bfd : 0;
+                bfd = bfd < 0 ? -1 : bfd;
         }
         if (r >= 0 && offline && !existed) {
                 r = offline_note_create(v, pfd, name, NULL);
@@ -1912,11 +1977,19 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                 /* A new file may reuse the inode number of one removed behind
                  * the store's back (by replay, or on the server): that copy
                  * must not be patched by the writes to come and served. */
-                if (fstat(bfd, &st) == 0)
+                if (backing_fstatat(v, bfd, NULL, &st) == 0)
                         store_drop_ino(v->store, st.st_ino, true);
         }
         if (r >= 0)
                 r = vnode_lookup(v, parent, pfd, name, &e);
+        if (r == -ETIMEDOUT && !offline) {
+                if (bfd >= 0)
+                        backing_close(v, bfd);
+                if (left_for_offline(v, p, NULL))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
+        }
         /* Its log id, as the reply shows it; remembered: it has one name. */
         if (r >= 0 && offline && !existed) {
                 if (e.attr.st_ino >= OFFLINE_INO_BASE)
@@ -1980,6 +2053,85 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         }
 }
 
+/* A read that reaches the backing (absent blocks of the store's copy, or
+ * the file itself), for a helper: its own descriptor, object and buffer. */
+struct backing_read {
+        struct store *store;
+        struct sobj *o;         /* referenced, or NULL: pread the file */
+        int fd;                 /* a dup() */
+        char *buf;
+        size_t size;
+        off_t off;
+};
+
+static void backing_read_free(void *arg)
+{
+        struct backing_read *b = arg;
+
+        close(b->fd);
+        if (b->o)
+                store_obj_put(b->store, b->o);
+        free(b->buf);
+        free(b);
+}
+
+static int backing_read_run(void *arg)
+{
+        struct backing_read *b = arg;
+        ssize_t n = b->o ? store_obj_read(b->store, b->o, b->fd, b->buf, b->size, b->off)
+                         : pread(b->fd, b->buf, b->size, b->off);
+
+        return n < 0 && !b->o ? -errno : (int)n;
+}
+
+/*
+ * Online: a read of o's copy (NULL: of the file fd) that may need the
+ * backing, bounded: -ETIMEDOUT past BackingTimeout (the volume goes
+ * offline).  A complete copy is read here, without a helper.
+ */
+static ssize_t read_bounded(struct view *v, struct sobj *o, int fd, char *buf, size_t size,
+                            off_t off)
+{
+        struct backing_read *b;
+        struct sobj_info info;
+        ssize_t got;
+        int n;
+
+        if (o)
+                store_obj_info(o, &info);
+        if (o && (info.complete || size > INT_MAX))
+                return store_obj_read(v->store, o, fd, buf, size, off);
+        if (!o && size > INT_MAX) {
+                got = pread(fd, buf, size, off);
+                return got < 0 ? -errno : got;
+        }
+        b = calloc(1, sizeof(*b));
+        if (!b)
+                return -ENOMEM;
+        b->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        b->buf = malloc(size ? size : 1);
+        if (b->fd < 0 || !b->buf) {
+                if (b->fd >= 0)
+                        close(b->fd);
+                free(b->buf);
+                free(b);
+                return -ENOMEM;
+        }
+        b->store = v->store;
+        b->o = o;
+        if (o)
+                store_obj_ref(v->store, o);
+        b->size = size;
+        b->off = off;
+        n = backing_call_bounded(v, backing_read_run, b, backing_read_free);
+        if (n == -ETIMEDOUT)
+                return n;       /* b is the helper's now */
+        if (n > 0)
+                memcpy(buf, b->buf, (size_t)n);
+        backing_read_free(b);
+        return n;
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
@@ -1988,9 +2140,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         struct vfile *f;
         ssize_t n;
         char *buf;
-        int err;
+        bool online;
+        int err, rfd;
 
         passthrough_count_read();
+again:
         f = vfile_find(v, fi, &err);
         if (f && !local_copy_serves(v, f))
                 f = vfile_of(v, fi, &err);
@@ -2015,9 +2169,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         }
         /* One load: a switch may retire it meanwhile (kept until release). */
         o = __atomic_load_n(&f->obj, __ATOMIC_ACQUIRE);
+        rfd = __atomic_load_n(&f->fd, __ATOMIC_ACQUIRE);
+        online = !view_offline(v);
         if (n >= 0) {
                 /* served from the store alone */
-        } else if (o && !view_offline(v)) {
+        } else if (o && online) {
                 uint64_t lease_ns = (uint64_t)(v->lease_s * 1e9);
 
                 if (store_obj_stale(o, now_ns(), lease_ns)) {
@@ -2027,17 +2183,30 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                         if (backing_fstatat(v, f->fd, NULL, &st) == 0)
                                 store_obj_revalidate(v->store, o, &st, NULL);
                 }
-                n = store_obj_read(v->store, o, f->fd, buf, size, off);
+                n = read_bounded(v, o, rfd, buf, size, off);
                 if (n >= 0 && __atomic_exchange_n(&f->touch_atime, false, __ATOMIC_RELAXED)) {
                         char c;
 
                         if (pread(f->fd, &c, 1, 0) < 0)
                                 log_debug("Failed to read a byte for the atime: %m, ignoring");
                 }
+        } else if (online) {
+                n = read_bounded(v, NULL, rfd, buf, size, off);
         } else {
                 n = pread(f->fd, buf, size, off);
                 if (n < 0)
                         n = -errno;
+        }
+        /* The server did not answer in time: read again from the mirror when
+         * it has the file; a file it lacks (cached in part) is EHOSTDOWN, as
+         * offline. */
+        if (n == -ETIMEDOUT && online) {
+                free(buf);
+                if (view_wait_offline(v) &&
+                    __atomic_load_n(&f->fd, __ATOMIC_ACQUIRE) != rfd)
+                        goto again;
+                fuse_reply_err(req, EHOSTDOWN);
+                return;
         }
         if (n < 0)
                 fuse_reply_err(req, (int)-n);
@@ -2277,11 +2446,18 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
         struct view *v = V(req);
         struct vfile *f;
+        bool offline;
         int dfd;
+
+again:
+        offline = view_offline(v);
         WITH_NODE(v, ino, n, fd, req);
 
-        dfd = backing_reopen(fd, O_RDONLY | O_DIRECTORY);
+        dfd = backing_reopen_bounded(v, fd, O_RDONLY | O_DIRECTORY, NULL);
         vnode_put(v, n);
+        /* The server did not answer in time: the mirror's directory. */
+        if (dfd == -ETIMEDOUT && !offline && view_wait_offline(v))
+                goto again;
         if (dfd < 0) {
                 fuse_reply_err(req, -dfd);
                 return;
@@ -2306,6 +2482,62 @@ struct linux_dirent64 {
         char d_name[];
 };
 
+/* One getdents64 from offset off, for a helper: its own descriptor and buffer. */
+struct dents {
+        int fd;                 /* a dup(): shares the listing's offset */
+        off_t off;              /* -1: go on from where the last one stopped */
+        char *buf;
+        size_t size;
+};
+
+static void dents_free(void *arg)
+{
+        struct dents *d = arg;
+
+        close(d->fd);
+        free(d->buf);
+        free(d);
+}
+
+static int dents_run(void *arg)
+{
+        struct dents *d = arg;
+        long n;
+
+        if (d->off >= 0 && lseek(d->fd, d->off, SEEK_SET) < 0)
+                return -errno;
+        n = syscall(SYS_getdents64, d->fd, d->buf, d->size);
+        return n < 0 ? -errno : (int)n;
+}
+
+/* getdents64 of directory fd into raw (size bytes), from off (-1: on), bounded. */
+static long read_dents(struct view *v, int fd, off_t off, char *raw, size_t size)
+{
+        struct dents *d = calloc(1, sizeof(*d));
+        int n;
+
+        if (!d)
+                return -ENOMEM;
+        d->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        d->buf = malloc(size);
+        d->off = off;
+        d->size = size;
+        if (d->fd < 0 || !d->buf) {
+                if (d->fd >= 0)
+                        close(d->fd);
+                free(d->buf);
+                free(d);
+                return -ENOMEM;
+        }
+        n = backing_call_bounded(v, dents_run, d, dents_free);
+        if (n == -ETIMEDOUT)
+                return n;       /* d is the helper's now */
+        if (n > 0)
+                memcpy(raw, d->buf, (size_t)n);
+        dents_free(d);
+        return n;
+}
+
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                        struct fuse_file_info *fi)
 {
@@ -2313,8 +2545,12 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         char *out, *raw;
         size_t used = 0;
         struct vfile *f;
-        int err = 0;
+        bool offline;
+        int err;
 
+again:
+        err = 0;
+        offline = view_offline(v);
         f = vfile_of(v, fi, &err);
         if (!f) {
                 fuse_reply_err(req, err);
@@ -2333,17 +2569,16 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         pthread_mutex_lock(&f->lock);
         if (offline_listing_partial(v, f->fd)) {
                 err = EHOSTDOWN;
-        } else if (lseek(f->fd, off, SEEK_SET) < 0) {
-                err = errno;
         } else {
                 bool full = false;
+                off_t from = off;
 
                 while (!full) {
-                        long n = syscall(SYS_getdents64, f->fd, raw,
-                                         size < 32768 ? 32768 : size);
+                        long n = read_dents(v, f->fd, from, raw, size < 32768 ? 32768 : size);
 
+                        from = -1;
                         if (n < 0) {
-                                err = errno;
+                                err = (int)-n;
                                 break;
                         }
                         if (n == 0)
@@ -2365,6 +2600,15 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                 }
         }
         pthread_mutex_unlock(&f->lock);
+        /* The server did not answer in time: listed again from the mirror. */
+        if (err == ETIMEDOUT && !offline) {
+                free(out);
+                free(raw);
+                if (view_wait_offline(v))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
+        }
         if (err && !used)
                 fuse_reply_err(req, err);
         else
@@ -2399,30 +2643,35 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
                         size_t size, int flags)
 {
         struct view *v = V(req);
-        struct creds c;
-        char path[64];
-        uint64_t lid = 0;
+        struct caller_id id;
+        uint64_t lid;
+        bool log;
         int r;
 
+again:
+        lid = 0;
         WITH_NODE_CHANGING(v, ino, n, fd, req, offline);
-        proc_path(path, sizeof(path), fd);
+        log = offline;
         r = offline && mirror_xattr_hidden(name) ? -EPERM : 0;
         if (r >= 0 && offline)
                 r = lid_before_change(v, ino, fd, &lid);
         if (r == LID_GONE)
-                offline = false;        /* nothing to log */
+                log = false;    /* nothing to log */
+        /* /proc/self/fd/N of a symlink's O_PATH descriptor names the symlink
+         * itself: trusted.* works there, user.* is the backing's own EPERM. */
         if (r >= 0)
-                r = creds_enter(req, &c);
-        if (r >= 0) {
-                /* /proc/self/fd/N of a symlink's O_PATH descriptor names the
-                 * symlink itself: trusted.* works there, user.* is the
-                 * backing's own EPERM. */
-                r = setxattr(path, name, value, size, flags) < 0 ? -errno : 0;
-                creds_leave(&c);
+                r = backing_change(v, &(struct backing_change){ .kind = BC_SETXATTR, .fd = fd,
+                                   .fd2 = -1, .name2 = name, .value = value, .size = size,
+                                   .flags = flags }, caller_of(req, &id));
+        if (r == -ETIMEDOUT && !offline) {
+                if (left_for_offline(v, n, NULL))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
         }
         if (r >= 0 && !strcmp(name, "system.posix_acl_access"))
                 fuse_lowlevel_notify_inval_inode(v->se, ino, -1, 0);      /* the mode too */
-        if (r >= 0 && offline)
+        if (r >= 0 && log)
                 r = offline_note_xattr(v, lid, name, value, size, flags, false);
         vnode_put(v, n);
         view_change_end(v);
@@ -2534,27 +2783,32 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
         struct view *v = V(req);
-        struct creds c;
-        char path[64];
-        uint64_t lid = 0;
+        struct caller_id id;
+        uint64_t lid;
+        bool log;
         int r;
 
+again:
+        lid = 0;
         WITH_NODE_CHANGING(v, ino, n, fd, req, offline);
-        proc_path(path, sizeof(path), fd);
+        log = offline;
         r = offline && mirror_xattr_hidden(name) ? -ENODATA : 0;
         if (r >= 0 && offline)
                 r = lid_before_change(v, ino, fd, &lid);
         if (r == LID_GONE)
-                offline = false;        /* nothing to log */
+                log = false;    /* nothing to log */
         if (r >= 0)
-                r = creds_enter(req, &c);
-        if (r >= 0) {
-                r = removexattr(path, name) < 0 ? -errno : 0;
-                creds_leave(&c);
+                r = backing_change(v, &(struct backing_change){ .kind = BC_REMOVEXATTR,
+                                   .fd = fd, .fd2 = -1, .name2 = name }, caller_of(req, &id));
+        if (r == -ETIMEDOUT && !offline) {
+                if (left_for_offline(v, n, NULL))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
         }
         if (r >= 0 && !strcmp(name, "system.posix_acl_access"))
                 fuse_lowlevel_notify_inval_inode(v->se, ino, -1, 0);      /* the mode too */
-        if (r >= 0 && offline)
+        if (r >= 0 && log)
                 r = offline_note_xattr(v, lid, name, NULL, 0, 0, true);
         vnode_put(v, n);
         view_change_end(v);
@@ -2566,10 +2820,12 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 {
         struct view *v = V(req);
         struct vfile *f;
+        struct caller_id id;
         struct stat st;
         mode_t before;
         int err;
 
+again:
         view_change_begin(v);
         f = vfile_of(v, fi, &err);
         if (!f) {
@@ -2583,8 +2839,17 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
                 return;
         }
         before = as_writer(req, fi, f->fd);
-        err = fallocate(f->fd, mode, offset, length) < 0 ? errno : 0;
+        err = -backing_change(v, &(struct backing_change){ .kind = BC_FALLOCATE, .fd = f->fd,
+                              .fd2 = -1, .flags = mode, .off = offset, .len = length },
+                              before ? caller_of(req, &id) : NULL);
         leave_writer(before);
+        /* As a write: made again in the local copy, which the volume now serves. */
+        if (err == ETIMEDOUT && !view_offline(v)) {
+                if (left_for_offline(v, NULL, NULL))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
+        }
         if (!err && (before & (S_ISUID | S_ISGID)))
                 mode_changed_check(v, ino, f->fd, before);
         if (!err && view_offline(v)) {

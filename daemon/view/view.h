@@ -553,6 +553,43 @@ int backing_probe(struct view *v);
  * the caller's (drop(arg) is called once fn is done with it); else fn's result.
  */
 int backing_call(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(void *arg));
+/* backing_call() bounded as the calls above: made directly when they are,
+ * and past the bound the volume goes offline. */
+int backing_call_bounded(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(void *arg));
+
+/* One change of the backing, as backing_change() makes it. */
+enum backing_change_kind {
+        BC_MKDIR, BC_MKNOD, BC_SYMLINK, BC_CREATE, BC_LINK, BC_UNLINK, BC_RENAME, BC_CHMOD,
+        BC_CHOWN, BC_TRUNCATE, BC_UTIMENS, BC_SETXATTR, BC_REMOVEXATTR, BC_FALLOCATE,
+};
+struct backing_change {
+        enum backing_change_kind kind;
+        int fd;                 /* the directory of name, or the object (O_PATH, or open_file) */
+        const char *name;
+        int fd2;                /* link, rename: the new name's directory; else -1 */
+        const char *name2;      /* link, rename: the new name; symlink: its target;
+                                 * xattrs: the attribute */
+        const void *value;      /* setxattr */
+        size_t size;
+        int flags;              /* create: open(2)'s; unlink: AT_REMOVEDIR; rename: RENAME_*;
+                                 * setxattr: XATTR_*; fallocate: its mode; utimens:
+                                 * AT_EMPTY_PATH for a symlink itself */
+        bool open_file;         /* chmod, truncate, utimens: fd is an open file */
+        mode_t mode;
+        dev_t rdev;
+        uid_t uid;
+        gid_t gid;
+        off_t off, len;         /* truncate: the size; fallocate */
+        struct timespec times[2];
+};
+/*
+ * Makes change c on the backing as the caller id (NULL: as the daemon),
+ * bounded as the calls above (its own copies of c's descriptors, names and
+ * value on the helper): 0 (a create: the new descriptor) or -errno;
+ * -ETIMEDOUT past the bound, and the volume goes offline (the request is
+ * then made again offline: the server may still apply this one later).
+ */
+int backing_change(struct view *v, const struct backing_change *c, const struct caller_id *id);
 /*
  * Long work against the backing (a dry run, a walk): fn(arg) on a thread of
  * its own, which calls backing_progress_step() as it moves; the caller waits
