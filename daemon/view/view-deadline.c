@@ -57,6 +57,7 @@ static pthread_cond_t queued = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t finished = PTHREAD_COND_INITIALIZER;
 static struct job *head, *tail;         /* protected by lock */
 static unsigned started;                /* protected by lock */
+static __thread struct job *running;    /* a helper's job under way */
 
 static void job_unref(struct job *j)
 {
@@ -150,7 +151,9 @@ static void *helper(void *arg)
                 if (!head)
                         tail = NULL;
                 pthread_mutex_unlock(&lock);
+                running = j;
                 run(j);         /* may block for as long as the server is gone */
+                running = NULL;
                 pthread_mutex_lock(&lock);
                 j->done = true;
                 pthread_cond_broadcast(&finished);
@@ -393,6 +396,18 @@ int backing_call(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(v
         j->arg = arg;
         j->drop = drop;
         return submit_job(v, j, NULL, false);
+}
+
+bool backing_call_abandoned(void)
+{
+        bool r;
+
+        if (!running)
+                return false;
+        pthread_mutex_lock(&lock);
+        r = running->abandoned;
+        pthread_mutex_unlock(&lock);
+        return r;
 }
 
 int backing_call_bounded(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(void *arg))

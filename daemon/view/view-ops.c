@@ -906,6 +906,72 @@ static void note_node_change(struct view *v, fuse_ino_t id, int fd)
         free(name);
 }
 
+/* A change's note for the mirror, for a helper: its own copies. */
+struct note {
+        struct view *v;
+        fuse_ino_t id;          /* note_node_change() of it, or 0: mirror_note_change() */
+        int fd;                 /* a dup() */
+        char *name;
+};
+
+static void note_free(void *arg)
+{
+        struct note *n = arg;
+
+        close(n->fd);
+        free(n->name);
+        free(n);
+}
+
+static int note_run(void *arg)
+{
+        struct note *n = arg;
+
+        if (n->id)
+                note_node_change(n->v, n->id, n->fd);
+        else
+                mirror_note_change(n->v, n->fd, n->name);
+        return 0;
+}
+
+/*
+ * Online, after a change: keeps the mirror current (node id, descriptor
+ * fd; or id 0 and fd/name), bounded, since that reads the server: -ETIMEDOUT
+ * when it stopped answering meanwhile (the volume goes offline; the note
+ * given up on puts nothing in place, view-mirror.c), else 0.
+ */
+static int note_change_bounded(struct view *v, fuse_ino_t id, int fd, const char *name)
+{
+        struct note *n;
+        int r;
+
+        if (v->backing_local || !v->cfg->backing_timeout_ms) {
+                if (id)
+                        note_node_change(v, id, fd);
+                else
+                        mirror_note_change(v, fd, name);
+                return 0;
+        }
+        n = calloc(1, sizeof(*n));
+        if (!n)
+                return -ENOMEM;
+        n->v = v;
+        n->id = id;
+        n->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        n->name = name ? strdup(name) : NULL;
+        if (n->fd < 0 || (name && !n->name)) {
+                if (n->fd >= 0)
+                        close(n->fd);
+                free(n->name);
+                free(n);
+                return -ENOMEM;
+        }
+        r = backing_call_bounded(v, note_run, n, note_free);
+        if (r != -ETIMEDOUT)
+                note_free(n);
+        return r;
+}
+
 /* Offline: logs the content of an open file written since it was last logged.
  * The writes of a file passed through are not seen: it stays dirty, and its
  * mtime tells whether it changed since it was last logged (a shell's
@@ -1305,12 +1371,6 @@ out:
                 r = log_setattr(v, lid, fd, ffd, attr, valid);
         if (r >= 0)
                 r = vnode_fill_stat_of(v, n, fd, &st);
-        if (r == -ETIMEDOUT && !offline) {
-                if (left_for_offline(v, n, NULL))
-                        goto again;
-                fuse_reply_err(req, EIO);
-                return;
-        }
         if (r >= 0 && !offline && (valid & FUSE_SET_ATTR_SIZE) && S_ISREG(st.st_mode)) {
                 struct sobj *o;
 
@@ -1322,7 +1382,13 @@ out:
         }
         /* A truncation too: the mirror would serve the old bytes offline. */
         if (r >= 0 && !offline)
-                note_node_change(v, ino, fd);
+                r = note_change_bounded(v, ino, fd, NULL);
+        if (r == -ETIMEDOUT && !offline) {
+                if (left_for_offline(v, n, NULL))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
+        }
         vnode_put(v, n);
         view_change_end(v);
         if (r < 0)
@@ -1388,7 +1454,7 @@ again:
         if (r >= 0 && offline)
                 r = offline_note_create(v, pfd, name, target);
         else if (r >= 0)
-                mirror_note_change(v, pfd, name);
+                r = note_change_bounded(v, 0, pfd, name);
         if (r >= 0)
                 r = vnode_lookup(v, parent, pfd, name, &e);
         if (r == -ETIMEDOUT && !offline) {
@@ -1451,8 +1517,9 @@ again:
                 vnode_ids_forget(v);    /* now named by each of its names */
         } else if (r >= 0) {
                 /* The mirror object first, so that the new name becomes its link. */
-                note_node_change(v, ino, fd);
-                mirror_note_change(v, npfd, newname);
+                r = note_change_bounded(v, ino, fd, NULL);
+                if (r >= 0)
+                        r = note_change_bounded(v, 0, npfd, newname);
         }
         if (r >= 0)
                 r = vnode_lookup(v, newparent, npfd, newname, &e);
@@ -1489,12 +1556,6 @@ again:
                 r = backing_change(v, &(struct backing_change){ .kind = BC_UNLINK, .fd = pfd,
                                    .name = name, .fd2 = -1, .flags = flags },
                                    caller_of(req, &id));
-        if (r == -ETIMEDOUT && !offline) {
-                if (left_for_offline(v, p, NULL))
-                        goto again;
-                fuse_reply_err(req, EIO);
-                return;
-        }
         if (r >= 0 && had)
                 vnode_name_gone(v, st.st_ino, parent, name);
         if (r >= 0 && offline) {
@@ -1502,7 +1563,13 @@ again:
                 vnode_ids_forget(v);    /* a create cancelled; inode numbers free */
         } else if (r >= 0 && had) {
                 drop_if_last(v, &st);
-                mirror_note_change(v, pfd, name);
+                r = note_change_bounded(v, 0, pfd, name);
+        }
+        if (r == -ETIMEDOUT && !offline) {
+                if (left_for_offline(v, p, NULL))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
         }
         vnode_put(v, p);
         view_change_end(v);
@@ -1578,12 +1645,6 @@ again:
                 r = backing_change(v, &(struct backing_change){ .kind = BC_RENAME, .fd = pfd,
                                    .name = name, .fd2 = npfd, .name2 = newname,
                                    .flags = (int)flags }, caller_of(req, &id));
-        if (r == -ETIMEDOUT && !offline) {
-                if (left_for_offline(v, np, p))
-                        goto again;
-                fuse_reply_err(req, EIO);
-                return;
-        }
         if (r == -ENOENT && !offline && rename_was_done(v, parent, pfd, name, newparent, npfd, newname))
                 r = 0;  /* resent after a takeover: the predecessor did it */
         if (r >= 0 && save)
@@ -1591,8 +1652,15 @@ again:
         else if (r >= 0 && offline)
                 r = offline_note_rename(v, plid, name, lid, nplid, newname, other, flags);
         else if (r >= 0) {
-                mirror_note_change(v, pfd, name);
-                mirror_note_change(v, npfd, newname);
+                r = note_change_bounded(v, 0, pfd, name);
+                if (r >= 0)
+                        r = note_change_bounded(v, 0, npfd, newname);
+        }
+        if (r == -ETIMEDOUT && !offline) {
+                if (left_for_offline(v, np, p))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
         }
         /* An atomic save gave the renamed file the replaced one's identity. */
         if (offline)
@@ -2286,6 +2354,21 @@ again:
         fuse_reply_write(req, (size_t)n);
 }
 
+/*
+ * Online, at a writer's close: the mirror takes what it wrote (on the server
+ * already, acknowledged), bounded.  When the server stops answering
+ * meanwhile the volume goes offline with the mirror's copy from before
+ * these writes (said in the log): the server has them, and a change made
+ * to the file offline meets them at the reconnect (a conflict, not a loss).
+ */
+static void note_written_bounded(struct view *v, struct vfile *f)
+{
+        if (note_change_bounded(v, f->id, f->fd, NULL) == -ETIMEDOUT)
+                log_warn("The server stopped answering while the offline mirror took the writes"
+                         " to open file handle %" PRIu64 ": its offline copy is from before"
+                         " them", f->fh);
+}
+
 static uint64_t flush_requests; /* atomic */
 
 uint64_t view_flush_requests(void)
@@ -2368,7 +2451,7 @@ again:
          * disconnect in between would leave the mirror with the old bytes. */
         if (!err && f->written && !f->dir) {
                 f->written = false;
-                note_node_change(v, f->id, f->fd);
+                note_written_bounded(v, f);
         }
         view_change_end(v);
         fuse_reply_err(req, err);
@@ -2392,7 +2475,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
                         log_error("Offline writes to file handle %" PRIu64 " could not be"
                                   " logged at its release", f->fh);
                 else if (!view_offline(v) && f->written && !mirror_quiet_for(f))
-                        note_node_change(v, f->id, f->fd);
+                        note_written_bounded(v, f);
                 else if (f->stranded_fd >= 0)
                         ship_stranded(v, f);
                 view_change_end(v);

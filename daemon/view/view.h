@@ -556,6 +556,9 @@ int backing_call(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(v
 /* backing_call() bounded as the calls above: made directly when they are,
  * and past the bound the volume goes offline. */
 int backing_call_bounded(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(void *arg));
+/* On a helper: whether the requester of the call under way gave up on it
+ * (false on any other thread), so that work it no longer waits for stops. */
+bool backing_call_abandoned(void);
 
 /* One change of the backing, as backing_change() makes it. */
 enum backing_change_kind {
