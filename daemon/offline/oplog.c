@@ -1125,6 +1125,22 @@ int oplog_object_alias(struct oplog *log, uint64_t lid, uint64_t parent, const c
         return step_done(st);
 }
 
+int oplog_mark_in_doubt(struct oplog *log, uint64_t lid)
+{
+        sqlite3_stmt *st = NULL;
+        int e;
+
+        if (!log || !lid)
+                return -EINVAL;
+        e = prep(log, &st, "UPDATE ops SET flags=flags|?2 WHERE seq=(SELECT max(seq) FROM ops"
+                           " WHERE lid=?1 AND state=0 AND kind IN (2, 3, 4, 8, 12))");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
+        sqlite3_bind_int64(st, 2, OPLOG_IN_DOUBT);
+        return step_done(st);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Appending records                                                        */
 /* ------------------------------------------------------------------------ */
@@ -1320,9 +1336,10 @@ static int cancel_local(struct oplog *log, struct drops *d, uint64_t lid)
                 if (e < 0 || v)
                         return e < 0 ? e : 0;
         }
-        /* Its create must still be pending, and nothing of it applied. */
+        /* Its create must still be pending, and nothing of it applied; one in
+         * doubt may be on the server already (oplog_mark_in_doubt()). */
         e = query_int(log, &v, "SELECT count(*) FROM ops WHERE lid=?1 AND state=0 AND"
-                               " kind IN (2, 3, 4, 12)", 1, (int64_t)lid);
+                               " kind IN (2, 3, 4, 12) AND (flags & 65536)=0", 1, (int64_t)lid);
         if (e < 0 || v == 0)
                 return e < 0 ? e : 0;
         e = query_int(log, &v, "SELECT count(*) FROM ops WHERE lid=?1 AND state<>0", 1,
@@ -1897,7 +1914,8 @@ static int find_chain(struct oplog *log, uint64_t lid, uint64_t parent, const ch
         }
         *seq = (uint64_t)sqlite3_column_int64(st, 0);
         *src_parent = (uint64_t)sqlite3_column_int64(st, 1);
-        if (sqlite3_column_type(st, 3) != SQLITE_NULL || (sqlite3_column_int(st, 4) & RENAME_EXCHANGE) ||
+        if (sqlite3_column_type(st, 3) != SQLITE_NULL ||
+            (sqlite3_column_int(st, 4) & (RENAME_EXCHANGE | OPLOG_IN_DOUBT)) ||
             *seq <= log->replaying) {
                 sqlite3_finalize(st);
                 return 0;

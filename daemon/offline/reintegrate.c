@@ -1644,14 +1644,16 @@ static bool dir_empty(int pfd, const char *name)
  * as it was before any later record: an empty directory or regular file,
  * the same symlink or node, with the record's permission bits.  That is
  * taken as done, never as another's create (a conflict) nor made twice.
- * Another client's object just like it would be taken too: it holds
- * nothing to lose.
+ * Only for a record so marked (OPLOG_IN_DOUBT); another client's object
+ * just like it would be taken too then: it holds nothing to lose.
  */
 static bool created_in_doubt(int pfd, const struct rec *r, const struct stat *st)
 {
         char target[PATH_MAX];
         ssize_t n;
 
+        if (!(r->r.flags & OPLOG_IN_DOUBT))
+                return false;
         switch (r->r.kind) {
         case OPLOG_CREATE:
                 return S_ISREG(st->st_mode) && st->st_size == 0 &&

@@ -48,6 +48,7 @@ struct job {
         int result;             /* fd or 0, or -errno */
         struct stat st;
         bool done, abandoned;
+        bool in_doubt;          /* a change given up on, not answered yet (in_doubt) */
         unsigned refs;          /* requester + helper */
         struct job *next;
 };
@@ -58,6 +59,8 @@ static pthread_cond_t finished = PTHREAD_COND_INITIALIZER;
 static struct job *head, *tail;         /* protected by lock */
 static unsigned started;                /* protected by lock */
 static __thread struct job *running;    /* a helper's job under way */
+static unsigned in_doubt;               /* protected by lock: changes given up on still
+                                         * waiting for the server */
 
 static void job_unref(struct job *j)
 {
@@ -156,6 +159,8 @@ static void *helper(void *arg)
                 running = NULL;
                 pthread_mutex_lock(&lock);
                 j->done = true;
+                if (j->in_doubt)
+                        in_doubt--;
                 pthread_cond_broadcast(&finished);
                 job_unref(j);
                 pthread_mutex_unlock(&lock);
@@ -213,6 +218,11 @@ static int submit_job(struct view *v, struct job *j, struct stat *st, bool notic
                         *st = j->st;
         } else {
                 j->abandoned = true;
+                /* A change the server may still make (a lookup, a read, a
+                 * note for the mirror change nothing there). */
+                j->in_doubt = j->call == CALL_CHANGE || j->call == CALL_PWRITE ||
+                              j->call == CALL_REOPEN || j->call == CALL_CLOSE;
+                in_doubt += j->in_doubt;
                 r = -ETIMEDOUT;
         }
         job_unref(j);
@@ -554,9 +564,21 @@ static int probe_path(void *arg)
 
 int backing_probe(struct view *v)
 {
-        char *path = strdup(v->cfg->backing);
+        char *path;
+        unsigned doubt;
         int r;
 
+        /* The changes given up on are answered first: the server may apply
+         * one after the probe's calls, and a replay begun meanwhile would
+         * meet it half way (made twice, or back after its unlink). */
+        pthread_mutex_lock(&lock);
+        doubt = in_doubt;
+        pthread_mutex_unlock(&lock);
+        if (doubt) {
+                log_debug("%u backing changes given up on still wait for the server", doubt);
+                return -EBUSY;
+        }
+        path = strdup(v->cfg->backing);
         if (!path)
                 return -ENOMEM;
         r = backing_call(v, probe_path, path, free);

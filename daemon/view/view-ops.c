@@ -753,6 +753,15 @@ static bool left_for_offline(struct view *v, struct vnode *a, struct vnode *b)
         return view_wait_offline(v);
 }
 
+/* A create made again offline by left_for_offline()'s request, now at
+ * pfd/name in the mirror: its record is in doubt (OPLOG_IN_DOUBT). */
+static int create_in_doubt(struct view *v, int pfd, const char *name)
+{
+        uint64_t lid;
+
+        return mirror_get_lid(pfd, name, &lid) < 0 ? -EIO : offline_note_in_doubt(v, lid);
+}
+
 /* The caller's identity, for a change made on a helper (backing_change()). */
 static const struct caller_id *caller_of(fuse_req_t req, struct caller_id *id)
 {
@@ -1438,6 +1447,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         struct fuse_entry_param e;
         struct caller_id id;
         mode_t asked = mode;
+        bool redo = false;
         int r;
 
 again:
@@ -1455,9 +1465,12 @@ again:
                 r = offline_note_create(v, pfd, name, target);
         else if (r >= 0)
                 r = note_change_bounded(v, 0, pfd, name);
+        if (r >= 0 && redo)
+                r = create_in_doubt(v, pfd, name);
         if (r >= 0)
                 r = vnode_lookup(v, parent, pfd, name, &e);
         if (r == -ETIMEDOUT && !offline) {
+                redo = true;
                 if (left_for_offline(v, p, NULL))
                         goto again;
                 r = -EIO;
@@ -1616,7 +1629,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
         struct vnode *np, *p;
         struct caller_id id;
         struct stat victim;
-        bool had, offline, save;
+        bool had, offline, save, redo = false;
         int r, npfd, pfd;
 
 again:
@@ -1651,12 +1664,15 @@ again:
                 r = offline_note_atomic_save(v, plid, name, lid, other, npfd, newname, &dest_base);
         else if (r >= 0 && offline)
                 r = offline_note_rename(v, plid, name, lid, nplid, newname, other, flags);
+        if (r >= 0 && offline && redo)
+                r = offline_note_in_doubt(v, lid);
         else if (r >= 0) {
                 r = note_change_bounded(v, 0, pfd, name);
                 if (r >= 0)
                         r = note_change_bounded(v, 0, npfd, newname);
         }
         if (r == -ETIMEDOUT && !offline) {
+                redo = true;
                 if (left_for_offline(v, np, p))
                         goto again;
                 fuse_reply_err(req, EIO);
@@ -2009,6 +2025,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         bool existed;
         uint64_t lid, quiet, epoch;
         mode_t asked = mode;
+        bool redo = false;
         int r, bfd;
 
         /* FUSE_TMPFILE, handed over as a create (view-session.c): the kernel
@@ -2039,6 +2056,8 @@ again:
         }
         if (r >= 0 && offline && !existed) {
                 r = offline_note_create(v, pfd, name, NULL);
+                if (r >= 0 && redo)
+                        r = create_in_doubt(v, pfd, name);
         } else if (r >= 0 && !existed) {
                 struct stat st;
 
@@ -2053,6 +2072,7 @@ again:
         if (r == -ETIMEDOUT && !offline) {
                 if (bfd >= 0)
                         backing_close(v, bfd);
+                redo = true;
                 if (left_for_offline(v, p, NULL))
                         goto again;
                 fuse_reply_err(req, EIO);
@@ -2670,9 +2690,16 @@ again:
                                 struct linux_dirent64 *d = (void *)(raw + pos);
                                 struct stat st = { .st_ino = d->d_ino,
                                                    .st_mode = (mode_t)d->d_type << 12 };
-                                size_t need = fuse_add_direntry(req, out + used, size - used,
-                                                                d->d_name, &st, d->d_off);
+                                size_t need;
 
+                                /* A copy the mirror is making (a note given up on
+                                 * removes its own once the server lets it go on). */
+                                if (offline && mirror_is_tmp(d->d_name)) {
+                                        pos += d->d_reclen;
+                                        continue;
+                                }
+                                need = fuse_add_direntry(req, out + used, size - used,
+                                                         d->d_name, &st, d->d_off);
                                 if (need > size - used) {
                                         full = true;
                                         break;

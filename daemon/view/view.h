@@ -322,6 +322,9 @@ char *offline_name_in(int dfd, ino_t ino);
 int offline_note_create(struct view *v, int pfd, const char *name, const char *target);
 int offline_note_link(struct view *v, uint64_t lid, int npfd, const char *newname);
 int offline_note_unlink(struct view *v, uint64_t plid, const char *name, uint64_t lid, bool dir);
+/* The last create or rename of object lid was made again offline after its
+ * online call timed out: the server may have applied it too (OPLOG_IN_DOUBT). */
+int offline_note_in_doubt(struct view *v, uint64_t lid);
 int offline_note_rename(struct view *v, uint64_t plid, const char *name, uint64_t lid,
                         uint64_t nplid, const char *newname, uint64_t other, unsigned flags);
 int offline_note_setattr(struct view *v, uint64_t lid, const struct oplog_setattr *sa);
