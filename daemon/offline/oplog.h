@@ -173,10 +173,15 @@ int oplog_object_alias(struct oplog *log, uint64_t lid, uint64_t parent, const c
 /*
  * In a record's flags: made again offline after its call to the server got
  * no answer within BackingTimeout, so the server may have applied it too.
- * oplog_mark_in_doubt() sets it on the last pending create, mkdir, symlink,
- * mknod or rename of object @lid: coalescing then keeps that record (the
- * create is not cancelled by a later unlink, the rename not folded into a
- * later one), and replay takes what the server made of it as done.
+ * oplog_mark_in_doubt() sets it on the last pending content, create, mkdir,
+ * symlink, mknod, rename, setattr or xattr record of object @lid:
+ * coalescing then keeps that record (a create is not cancelled by a later
+ * unlink, a rename not folded into a later one, a setattr or xattr neither
+ * merged with a later one nor dropped by an unlink, a content record not
+ * dropped by an unlink and its flag kept by the record replacing it), and
+ * replay takes what the server made of it as done, which also makes it
+ * the base later records of the object are compared with (a content
+ * record in doubt takes what the server has beyond its base as its write).
  */
 #define OPLOG_IN_DOUBT 0x10000
 int oplog_mark_in_doubt(struct oplog *log, uint64_t lid);

@@ -1348,6 +1348,28 @@ static int resume_in_place(struct ctx *c, const struct rec *r, struct oplog_obje
         return e < 0 ? e : REINTEGRATE_APPLIED;
 }
 
+/*
+ * A content record in doubt (OPLOG_IN_DOUBT) whose container went (the file
+ * removed offline): the server's file may hold its write, so its version
+ * now is the base the removal compares with.
+ */
+static int content_rebase_in_doubt(struct ctx *c, const struct rec *r, struct oplog_object *o)
+{
+        char rid[FCACHE_MERGE_ID_SIZE];
+        struct stat st;
+        int pfd, e;
+
+        if (!(r->r.flags & OPLOG_IN_DOUBT) || locate(c, o, &pfd, &st) < 0 ||
+            st.st_ino != o->base.ino || !S_ISREG(st.st_mode) || same_identity(&o->base, &st))
+                return 0;
+        e = BACKING(c, remote_id(pfd, o->srv_name, &st, rid));
+        if (e < 0)
+                return e;
+        set_base(o, &st, rid);
+        dirty(c, o);
+        return 0;
+}
+
 static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o)
 {
         fcache_merge_structure_options so = FCACHE_MERGE_STRUCTURE_OPTIONS_INIT;
@@ -1373,6 +1395,8 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
                 /* The container is gone: every local name of the object was removed. */
                 if (c->dry)
                         return REINTEGRATE_ALREADY;
+                if ((e = content_rebase_in_doubt(c, r, o)) < 0)
+                        return e;
                 e = mark(c, r, OPLOG_APPLIED, "gone");
                 return e < 0 ? e : REINTEGRATE_ALREADY;
         }
@@ -1411,6 +1435,11 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
                         return e < 0 ? e : REINTEGRATE_ALREADY;
                 }
         }
+        /* A write in doubt: what the server has beyond the base is that write
+         * (bn names the base's content: now the server's). */
+        if ((r->r.flags & OPLOG_IN_DOUBT) && S_ISREG(st.st_mode) && st.st_ino == o->base.ino &&
+            strcmp(rid, o->base.content))
+                set_base(o, &st, rid);
         node_set(&rn, st.st_mode, st.st_uid, st.st_gid, rid, lid_parent, o->srv_name);
         so.flags = c->o->structure_flags;
         e = fcache_merge_structure(&d, &bn, &ln, &rn, &so);

@@ -75,6 +75,8 @@ struct vfile {
         uint64_t lid;           /* offline: the object's log id, 0 until it changes */
         uint64_t lid_epoch;     /* vnode_ids_epoch() when lid was found (file_lid()) */
         bool dirty;             /* offline: written since its content was last logged */
+        bool doubt;             /* a write made again offline after its server call
+                                 * timed out: the next content record is in doubt */
         bool written;           /* online: written, so the mirror takes it at release */
         uint64_t mirror_quiet;  /* immutable: created online where the mirror had no
                                  * directory, at this mirror_dirs_gen(); else 0 */
@@ -762,6 +764,31 @@ static int create_in_doubt(struct view *v, int pfd, const char *name)
         return mirror_get_lid(pfd, name, &lid) < 0 ? -EIO : offline_note_in_doubt(v, lid);
 }
 
+/*
+ * Before a change is made again offline (left_for_offline()): what the
+ * mirror's note given up on already put at mdfd/name, the change's target,
+ * goes.  That note copies what the server has there after the change, and
+ * stops halfway when it is given up on; the entry is its work when nothing
+ * offline made it (no log id) and it is no server object the mirror had
+ * before: for a create (@made) whatever it is, the name being new; for a
+ * rename one with no base yet (a directory whose copy did not end) or the
+ * base of the object being moved there (@moved: its server inode, 0 if none).
+ */
+static void clear_note_leftover(int mdfd, const char *name, bool made, uint64_t moved)
+{
+        struct mirror_base b;
+        uint64_t lid;
+        int r;
+
+        if (mirror_get_lid(mdfd, name, &lid) == 0)
+                return;
+        r = mirror_get_base(mdfd, name, &b);
+        if ((r == -ENODATA || (r == 0 && (made || (moved && b.ver.ino == moved)))) &&
+            view_remove_tree(mdfd, name) == 0)
+                log_info("Removed the offline mirror's unfinished copy of '%s' before making"
+                         " its change again offline", name);
+}
+
 /* The caller's identity, for a change made on a helper (backing_change()). */
 static const struct caller_id *caller_of(fuse_req_t req, struct caller_id *id)
 {
@@ -1005,6 +1032,10 @@ static int log_content(struct view *v, struct vfile *f)
                 return 0;
         }
         r = offline_note_content(v, f->lid, f->fd);
+        if (r == 0 && f->doubt) {
+                r = offline_note_in_doubt(v, f->lid);
+                f->doubt = r < 0;
+        }
         if (r == 0 && have) {
                 mark_take(&f->pt_logged, &st);
         } else if (r == 0 && !f->passthrough) {
@@ -1293,7 +1324,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
         struct stat st;
         uint64_t lid;
         int r, err, ffd;
-        bool log;
+        bool log, redo = false;
 
 again:
         lid = 0;
@@ -1378,6 +1409,8 @@ again:
 out:
         if (r >= 0 && log)
                 r = log_setattr(v, lid, fd, ffd, attr, valid);
+        if (r >= 0 && log && redo)
+                r = offline_note_in_doubt(v, lid);
         if (r >= 0)
                 r = vnode_fill_stat_of(v, n, fd, &st);
         if (r >= 0 && !offline && (valid & FUSE_SET_ATTR_SIZE) && S_ISREG(st.st_mode)) {
@@ -1393,6 +1426,7 @@ out:
         if (r >= 0 && !offline)
                 r = note_change_bounded(v, ino, fd, NULL);
         if (r == -ETIMEDOUT && !offline) {
+                redo = true;
                 if (left_for_offline(v, n, NULL))
                         goto again;
                 fuse_reply_err(req, EIO);
@@ -1455,6 +1489,8 @@ again:
         WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
         if (kind != MK_LINK)
                 mode = create_mode(req, pfd, mode);
+        if (redo && offline)
+                clear_note_leftover(pfd, name, true, 0);
         r = backing_change(v, &(struct backing_change){
                 .kind = kind == MK_DIR ? BC_MKDIR : kind == MK_LINK ? BC_SYMLINK : BC_MKNOD,
                 .fd = pfd, .name = name, .fd2 = -1, .name2 = target, .mode = mode,
@@ -1644,6 +1680,13 @@ again:
         r = flags & RENAME_EXCHANGE ? -ENOENT : backing_fstatat(v, npfd, newname, &victim);
         had = r == 0;
         r = r == -ETIMEDOUT ? r : 0;
+        if (redo && offline && !(flags & RENAME_EXCHANGE)) {
+                struct mirror_base src;
+
+                clear_note_leftover(npfd, newname, false,
+                                    mirror_get_base(pfd, name, &src) == 0 ? src.ver.ino : 0);
+                had = fstatat(npfd, newname, &victim, AT_SYMLINK_NOFOLLOW) == 0;
+        }
         save = offline && offline_is_atomic_save(pfd, name, npfd, newname, flags, &dest_base);
         if (offline) {
                 struct stat tmp;
@@ -1664,13 +1707,15 @@ again:
                 r = offline_note_atomic_save(v, plid, name, lid, other, npfd, newname, &dest_base);
         else if (r >= 0 && offline)
                 r = offline_note_rename(v, plid, name, lid, nplid, newname, other, flags);
-        if (r >= 0 && offline && redo)
-                r = offline_note_in_doubt(v, lid);
         else if (r >= 0) {
-                r = note_change_bounded(v, 0, pfd, name);
+                /* The new name first: a note given up on then leaves the old
+                 * name's copy, which the change made again offline moves. */
+                r = note_change_bounded(v, 0, npfd, newname);
                 if (r >= 0)
-                        r = note_change_bounded(v, 0, npfd, newname);
+                        r = note_change_bounded(v, 0, pfd, name);
         }
+        if (r >= 0 && offline && redo && !save)
+                r = offline_note_in_doubt(v, lid);
         if (r == -ETIMEDOUT && !offline) {
                 redo = true;
                 if (left_for_offline(v, np, p))
@@ -1804,7 +1849,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         bool writing = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
         struct vfile *f;
         struct sobj *o;
-        bool keep = false, offline, regular;
+        bool keep = false, offline, regular, redo = false;
         uint64_t lid = 0, epoch;
         int r, bfd, bid, stranded;
 
@@ -1855,6 +1900,7 @@ again:
         if (bfd == -ETIMEDOUT && !offline) {
                 if (writing)
                         view_change_end(v);
+                redo = true;
                 if (view_wait_offline(v))
                         goto again;
                 fuse_reply_err(req, EIO);
@@ -1878,6 +1924,7 @@ again:
         f->lid = lid;
         f->lid_epoch = epoch;
         f->dirty = offline && (fi->flags & O_TRUNC);
+        f->doubt = redo && (fi->flags & O_TRUNC);       /* the server may have truncated it */
         f->written = !offline && (fi->flags & O_TRUNC);
         if (!writing)
                 attach_store(v, f, &keep);
@@ -2312,7 +2359,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
         bool offline;
         mode_t before;
         ssize_t n;
-        int err;
+        int err, sr = -EIO;
 
 again:
         view_change_begin(v);
@@ -2337,12 +2384,18 @@ again:
 
                 creds_capture(req, &id);
                 n = backing_pwrite(v, f->fd, buf, size, off, before ? &id : NULL);
+                /* Its new attributes (bounded: a stat after a write asks the
+                 * server); no answer is the write's own timeout. */
+                sr = n >= 0 ? backing_fstatat(v, f->fd, NULL, &st) : -EIO;
+                if (sr == -ETIMEDOUT)
+                        n = -ETIMEDOUT;
                 err = n < 0 ? (int)-n : 0;
         }
         leave_writer(before);
         /* The server did not answer in time: the write is made again in the
          * local copy, which the volume now serves (and logs). */
         if (n == -ETIMEDOUT) {
+                f->doubt = true;
                 view_change_end(v);
                 if (view_wait_offline(v))
                         goto again;
@@ -2358,13 +2411,13 @@ again:
         }
         if (offline) {
                 f->dirty = true;
-        } else if (fstat(f->fd, &st) == 0) {
+        } else {
                 f->written = true;
                 /* Patch the store copy even when this open has none attached
                  * (a writer that opened before any reader cached the file). */
                 struct sobj *o = f->obj;
 
-                if (o || store_obj_find(v->store, st.st_ino, &o) == 0) {
+                if (sr == 0 && (o || store_obj_find(v->store, st.st_ino, &o) == 0)) {
                         store_obj_written(v->store, o, buf, (size_t)n, off, &st);
                         if (o != f->obj)
                                 store_obj_put(v->store, o);
@@ -2755,7 +2808,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
         struct view *v = V(req);
         struct caller_id id;
         uint64_t lid;
-        bool log;
+        bool log, redo = false;
         int r;
 
 again:
@@ -2774,6 +2827,7 @@ again:
                                    .fd2 = -1, .name2 = name, .value = value, .size = size,
                                    .flags = flags }, caller_of(req, &id));
         if (r == -ETIMEDOUT && !offline) {
+                redo = true;
                 if (left_for_offline(v, n, NULL))
                         goto again;
                 fuse_reply_err(req, EIO);
@@ -2783,6 +2837,8 @@ again:
                 fuse_lowlevel_notify_inval_inode(v->se, ino, -1, 0);      /* the mode too */
         if (r >= 0 && log)
                 r = offline_note_xattr(v, lid, name, value, size, flags, false);
+        if (r >= 0 && log && redo)
+                r = offline_note_in_doubt(v, lid);
         vnode_put(v, n);
         view_change_end(v);
         fuse_reply_err(req, -r);
@@ -2895,7 +2951,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
         struct view *v = V(req);
         struct caller_id id;
         uint64_t lid;
-        bool log;
+        bool log, redo = false;
         int r;
 
 again:
@@ -2911,6 +2967,7 @@ again:
                 r = backing_change(v, &(struct backing_change){ .kind = BC_REMOVEXATTR,
                                    .fd = fd, .fd2 = -1, .name2 = name }, caller_of(req, &id));
         if (r == -ETIMEDOUT && !offline) {
+                redo = true;
                 if (left_for_offline(v, n, NULL))
                         goto again;
                 fuse_reply_err(req, EIO);
@@ -2920,6 +2977,8 @@ again:
                 fuse_lowlevel_notify_inval_inode(v->se, ino, -1, 0);      /* the mode too */
         if (r >= 0 && log)
                 r = offline_note_xattr(v, lid, name, NULL, 0, 0, true);
+        if (r >= 0 && log && redo)
+                r = offline_note_in_doubt(v, lid);
         vnode_put(v, n);
         view_change_end(v);
         fuse_reply_err(req, -r);
@@ -2955,6 +3014,7 @@ again:
         leave_writer(before);
         /* As a write: made again in the local copy, which the volume now serves. */
         if (err == ETIMEDOUT && !view_offline(v)) {
+                f->doubt = true;
                 if (left_for_offline(v, NULL, NULL))
                         goto again;
                 fuse_reply_err(req, EIO);
