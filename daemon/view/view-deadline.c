@@ -62,19 +62,44 @@ static __thread struct job *running;    /* a helper's job under way */
 static unsigned in_doubt;               /* protected by lock: changes given up on still
                                          * waiting for the server */
 
-static void job_unref(struct job *j)
+static void enqueue(struct job *j);
+
+void backing_close_later(int fd)
 {
-        if (--j->refs)
+        struct job *j;
+        int fl = fcntl(fd, F_GETFL);
+
+        /* Only an O_PATH descriptor closes without a word to the server. */
+        if ((fl >= 0 && (fl & O_PATH)) || !(j = calloc(1, sizeof(*j)))) {
+                close(fd);
                 return;
+        }
+        j->call = CALL_CLOSE;
+        j->dirfd = fd;
+        j->refs = 1;
+        pthread_mutex_lock(&lock);
+        enqueue(j);
+        pthread_mutex_unlock(&lock);
+}
+
+/* lock held: drops a reference; true when it was the last (then job_free()
+ * after the lock: closing a network file's descriptor asks its server). */
+static bool job_put(struct job *j)
+{
+        return --j->refs == 0;
+}
+
+static void job_free(struct job *j)
+{
         if (j->abandoned && (j->call == CALL_OPENAT || j->call == CALL_REOPEN ||
                              (j->call == CALL_CHANGE && j->ch.kind == BC_CREATE)) &&
             j->result >= 0)
-                close(j->result);       /* nobody will take it */
+                backing_close_later(j->result); /* nobody will take it */
         /* -ETIMEDOUT, late or the work's own: the requester no longer has arg. */
         if (j->call == CALL_FN && j->drop && (j->abandoned || j->result == -ETIMEDOUT))
                 j->drop(j->arg);
         if (j->dirfd >= 0)
-                close(j->dirfd);
+                backing_close_later(j->dirfd);
         if (j->call == CALL_CHANGE && j->ch.fd2 >= 0)
                 close(j->ch.fd2);
         if (j->call == CALL_CHANGE)
@@ -145,6 +170,7 @@ static void *helper(void *arg)
 {
         for (;;) {
                 struct job *j;
+                bool last;
 
                 pthread_mutex_lock(&lock);
                 while (!head)
@@ -162,8 +188,10 @@ static void *helper(void *arg)
                 if (j->in_doubt)
                         in_doubt--;
                 pthread_cond_broadcast(&finished);
-                job_unref(j);
+                last = job_put(j);
                 pthread_mutex_unlock(&lock);
+                if (last)
+                        job_free(j);
         }
         return NULL;
 }
@@ -204,6 +232,7 @@ static int submit_job(struct view *v, struct job *j, struct stat *st, bool notic
 {
         uint64_t ms = v->cfg->backing_timeout_ms;
         struct timespec until;
+        bool last;
         int r = 0;
 
         deadline_from_now(&until, ms);
@@ -225,8 +254,10 @@ static int submit_job(struct view *v, struct job *j, struct stat *st, bool notic
                 in_doubt += j->in_doubt;
                 r = -ETIMEDOUT;
         }
-        job_unref(j);
+        last = job_put(j);
         pthread_mutex_unlock(&lock);
+        if (last)
+                job_free(j);
         if (r == -ETIMEDOUT && notice)
                 view_backing_timed_out(v);
         return r;
@@ -240,8 +271,7 @@ static int submit(struct view *v, struct job *j, struct stat *st)
 /* Frees a job never submitted. */
 static void job_unref_new(struct job *j)
 {
-        j->refs = 1;
-        job_unref(j);
+        job_free(j);
 }
 
 static struct job *job_new(enum call call, int dirfd, const char *name, int flags)
@@ -265,7 +295,7 @@ static struct job *job_new(enum call call, int dirfd, const char *name, int flag
 }
 
 /* Only the backing may hang: the mirror (offline) is local. */
-static bool bounded(struct view *v)
+bool backing_bounded(struct view *v)
 {
         /* A local filesystem does not go away as a server does: its calls
          * are plain ones, without a helper thread's round trip. */
@@ -276,7 +306,7 @@ int backing_fstatat(struct view *v, int dirfd, const char *name, struct stat *st
 {
         struct job *j;
 
-        if (!bounded(v)) {
+        if (!backing_bounded(v)) {
                 if (fstatat(dirfd, name ? name : "", st,
                             AT_SYMLINK_NOFOLLOW | (name && *name ? 0 : AT_EMPTY_PATH)) < 0)
                         return -errno;
@@ -291,7 +321,7 @@ int backing_openat(struct view *v, int dirfd, const char *name, int flags)
         struct job *j;
         int fd;
 
-        if (!bounded(v)) {
+        if (!backing_bounded(v)) {
                 fd = openat(dirfd, name, flags);
                 return fd < 0 ? -errno : fd;
         }
@@ -305,7 +335,7 @@ int backing_reopen_bounded(struct view *v, int pathfd, int flags, const struct c
         struct job *j;
         int r;
 
-        if (!bounded(v)) {
+        if (!backing_bounded(v)) {
                 r = id ? creds_enter_id(id, &c) : 0;
                 if (r == 0)
                         r = backing_reopen(pathfd, flags);
@@ -330,7 +360,7 @@ ssize_t backing_pwrite(struct view *v, int fd, const void *buf, size_t size, off
         ssize_t n;
         int r;
 
-        if (!bounded(v) || size > INT_MAX) {
+        if (!backing_bounded(v) || size > INT_MAX) {
                 r = id ? creds_enter_id(id, &c) : 0;
                 n = r < 0 ? r : pwrite(fd, buf, size, off);
                 if (n < 0 && r == 0)
@@ -359,7 +389,7 @@ int backing_flush(struct view *v, int fd)
         struct job *j;
         int dfd;
 
-        if (!bounded(v)) {
+        if (!backing_bounded(v)) {
                 dfd = dup(fd);
                 if (dfd < 0)
                         return -errno;
@@ -424,7 +454,7 @@ int backing_call_bounded(struct view *v, int (*fn)(void *arg), void *arg, void (
 {
         struct job *j;
 
-        if (!bounded(v))
+        if (!backing_bounded(v))
                 return fn(arg);
         j = calloc(1, sizeof(*j));
         if (!j)
@@ -508,7 +538,7 @@ int backing_change(struct view *v, const struct backing_change *c, const struct 
         struct job *j;
         int r;
 
-        if (!bounded(v)) {
+        if (!backing_bounded(v)) {
                 r = id ? creds_enter_id(id, &cr) : 0;
                 if (r == 0)
                         r = change_run(c);

@@ -954,7 +954,7 @@ static void note_free(void *arg)
 {
         struct note *n = arg;
 
-        close(n->fd);
+        backing_close_later(n->fd);
         free(n->name);
         free(n);
 }
@@ -981,7 +981,7 @@ static int note_change_bounded(struct view *v, fuse_ino_t id, int fd, const char
         struct note *n;
         int r;
 
-        if (v->backing_local || !v->cfg->backing_timeout_ms) {
+        if (!backing_bounded(v)) {
                 if (id)
                         note_node_change(v, id, fd);
                 else
@@ -2072,7 +2072,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         bool existed;
         uint64_t lid, quiet, epoch;
         mode_t asked = mode;
-        bool redo = false;
+        bool redo = false, fresh = false;
         int r, bfd;
 
         /* FUSE_TMPFILE, handed over as a create (view-session.c): the kernel
@@ -2087,8 +2087,12 @@ again:
         mode = asked;
         WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
         epoch = vnode_ids_epoch(v);
+        /* Only a name the server lacked before: else it is the server's file. */
+        if (redo && offline && fresh)
+                clear_note_leftover(pfd, name, true, 0);
         r = backing_fstatat(v, pfd, name, &before);
         existed = r == 0;
+        fresh = !offline && r == -ENOENT;
         r = r == -ETIMEDOUT ? r : 0;
         mode = create_mode(req, pfd, mode);
         if (r >= 0 && offline && existed)
@@ -2113,6 +2117,11 @@ again:
                  * must not be patched by the writes to come and served. */
                 if (backing_fstatat(v, bfd, NULL, &st) == 0)
                         store_drop_ino(v->store, st.st_ino, true);
+                /* A network backing's new file goes in the mirror now (when
+                 * its directory is pinned), not at its close: a switch
+                 * offline meanwhile then finds it, to go on writing there. */
+                if (!v->backing_local)
+                        r = note_change_bounded(v, 0, pfd, name);
         }
         if (r >= 0)
                 r = vnode_lookup(v, parent, pfd, name, &e);
@@ -2203,7 +2212,7 @@ static void backing_read_free(void *arg)
 {
         struct backing_read *b = arg;
 
-        close(b->fd);
+        backing_close_later(b->fd);
         if (b->o)
                 store_obj_put(b->store, b->o);
         free(b->buf);
@@ -2234,9 +2243,9 @@ static ssize_t read_bounded(struct view *v, struct sobj *o, int fd, char *buf, s
 
         if (o)
                 store_obj_info(o, &info);
-        if (o && (info.complete || size > INT_MAX))
+        if (o && (info.complete || size > INT_MAX || !backing_bounded(v)))
                 return store_obj_read(v->store, o, fd, buf, size, off);
-        if (!o && size > INT_MAX) {
+        if (!o && (size > INT_MAX || !backing_bounded(v))) {
                 got = pread(fd, buf, size, off);
                 return got < 0 ? -errno : got;
         }
@@ -2650,7 +2659,7 @@ static void dents_free(void *arg)
 {
         struct dents *d = arg;
 
-        close(d->fd);
+        backing_close_later(d->fd);
         free(d->buf);
         free(d);
 }
@@ -2669,9 +2678,17 @@ static int dents_run(void *arg)
 /* getdents64 of directory fd into raw (size bytes), from off (-1: on), bounded. */
 static long read_dents(struct view *v, int fd, off_t off, char *raw, size_t size)
 {
-        struct dents *d = calloc(1, sizeof(*d));
+        struct dents *d;
+        long got;
         int n;
 
+        if (!backing_bounded(v)) {
+                if (off >= 0 && lseek(fd, off, SEEK_SET) < 0)
+                        return -errno;
+                got = syscall(SYS_getdents64, fd, raw, size);
+                return got < 0 ? -errno : got;
+        }
+        d = calloc(1, sizeof(*d));
         if (!d)
                 return -ENOMEM;
         d->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);

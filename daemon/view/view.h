@@ -548,6 +548,9 @@ ssize_t backing_pwrite(struct view *v, int fd, const void *buf, size_t size, off
                        const struct caller_id *id);
 int backing_flush(struct view *v, int fd);
 void backing_close(struct view *v, int fd);
+/* Closes fd on a helper, unless it is O_PATH: closing any descriptor of a
+ * network file flushes it, a round trip (unbounded) to its server. */
+void backing_close_later(int fd);
 /* Probes Backing= (by its path) on a helper even offline: 0 when it answers in time. */
 int backing_probe(struct view *v);
 /*
@@ -556,6 +559,9 @@ int backing_probe(struct view *v);
  * the caller's (drop(arg) is called once fn is done with it); else fn's result.
  */
 int backing_call(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(void *arg));
+/* Whether the calls above run on helpers now (a network backing online with
+ * a BackingTimeout); else they are plain calls. */
+bool backing_bounded(struct view *v);
 /* backing_call() bounded as the calls above: made directly when they are,
  * and past the bound the volume goes offline. */
 int backing_call_bounded(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(void *arg));
