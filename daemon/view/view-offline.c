@@ -463,6 +463,16 @@ int offline_note_rename(struct view *v, uint64_t plid, const char *name, uint64_
         return note_result(r, "rename");
 }
 
+int offline_note_in_doubt(struct view *v, uint64_t lid)
+{
+        int r;
+
+        pthread_mutex_lock(&v->offline_lock);
+        r = oplog_mark_in_doubt(v->oplog, lid);
+        pthread_mutex_unlock(&v->offline_lock);
+        return note_result(r, "in-doubt mark");
+}
+
 bool offline_is_atomic_save(int pfd, const char *name, int npfd, const char *newname,
                             unsigned flags, struct mirror_base *dest_base)
 {
