@@ -614,8 +614,8 @@ struct refresh {
         char *mountpoint;
         char *backing;
         GArray *remote_us;         /* per row: its server object's mtime (µs), 0 if none */
-        bool have_state, have_cache, have_conflicts, have_reint;
-        guint64 pending, conflicts, size, used, pinned, free, reint_done, reint_total;
+        bool have_state, have_cache, have_conflicts, have_reint, have_reint_bytes;
+        guint64 pending, conflicts, size, used, pinned, free, reint_done, reint_total, reint_bytes;
         GArray *rows;              /* struct fcd_conflict_row */
 };
 
@@ -690,6 +690,7 @@ static void refresh_worker(GTask *task, gpointer src, gpointer data, GCancellabl
                                  line_u64(st, "conflicts", &rf->conflicts);
                 rf->have_reint = line_u64(st, "reintegration_done", &rf->reint_done) &&
                                  line_u64(st, "reintegration_total", &rf->reint_total);
+                rf->have_reint_bytes = line_u64(st, "reintegration_bytes", &rf->reint_bytes);
         }
         if (fcd_control_call(rf->socket_path, "query cache", -1, NULL, ca) == 0)
                 rf->have_cache = line_u64(ca, "size", &rf->size) &&
@@ -754,6 +755,10 @@ static void update_volume(struct fcd_objects *objs, const struct fcd_volume_info
                 set_prop(o, &ch, "ReintegrationDone", g_variant_new_uint64(0));
                 set_prop(o, &ch, "ReintegrationTotal", g_variant_new_uint64(0));
         }
+        if (rf && rf->have_reint_bytes)
+                set_prop(o, &ch, "ReintegrationBytes", g_variant_new_uint64(rf->reint_bytes));
+        else if (fresh)
+                set_prop(o, &ch, "ReintegrationBytes", g_variant_new_uint64(0));
         if (rf && rf->have_cache) {
                 set_prop(o, &ch, "CacheSize", g_variant_new_uint64(rf->size));
                 set_prop(o, &ch, "CacheUsed", g_variant_new_uint64(rf->used));

@@ -1209,6 +1209,22 @@ int oplog_object_alias(struct oplog *log, uint64_t lid, uint64_t parent, const c
         return step_done(st);
 }
 
+int oplog_mark_in_doubt(struct oplog *log, uint64_t lid)
+{
+        sqlite3_stmt *st = NULL;
+        int e;
+
+        if (!log || !lid)
+                return -EINVAL;
+        e = prep(log, &st, "UPDATE ops SET flags=flags|?2 WHERE seq=(SELECT max(seq) FROM ops"
+                           " WHERE lid=?1 AND state=0 AND kind IN (1, 2, 3, 4, 8, 9, 10, 11, 12))");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
+        sqlite3_bind_int64(st, 2, OPLOG_IN_DOUBT);
+        return step_done(st);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Appending records                                                        */
 /* ------------------------------------------------------------------------ */
@@ -1404,9 +1420,10 @@ static int cancel_local(struct oplog *log, struct drops *d, uint64_t lid)
                 if (e < 0 || v)
                         return e < 0 ? e : 0;
         }
-        /* Its create must still be pending, and nothing of it applied. */
+        /* Its create must still be pending, and nothing of it applied; one in
+         * doubt may be on the server already (oplog_mark_in_doubt()). */
         e = query_int(log, &v, "SELECT count(*) FROM ops WHERE lid=?1 AND state=0 AND"
-                               " kind IN (2, 3, 4, 12)", 1, (int64_t)lid);
+                               " kind IN (2, 3, 4, 12) AND (flags & 65536)=0", 1, (int64_t)lid);
         if (e < 0 || v == 0)
                 return e < 0 ? e : 0;
         e = query_int(log, &v, "SELECT count(*) FROM ops WHERE lid=?1 AND state<>0", 1,
@@ -1460,8 +1477,10 @@ static int drop_edits_of_removed(struct oplog *log, struct drops *d, uint64_t li
         e = drops_add_lid(log, d, lid);
         if (e < 0)
                 return e;
-        return exec_ids(log, "DELETE FROM ops WHERE lid=?1 AND state=0 AND kind IN (1, 9, 10, 11)",
-                        1, (int64_t)lid);
+        /* One in doubt stays: replayed first, it takes the server's state as
+         * what the unlink removes (oplog_mark_in_doubt()). */
+        return exec_ids(log, "DELETE FROM ops WHERE lid=?1 AND state=0 AND kind IN (1, 9, 10, 11)"
+                             " AND (flags & 65536)=0", 1, (int64_t)lid);
 }
 
 /* Finishes a record: commit, or roll back; then drop the coalesced content files. */
@@ -1659,6 +1678,16 @@ static int content_replaced(struct oplog *log, struct drops *d, uint64_t lid)
         return step_done_cached(st);
 }
 
+/* Whether @lid's pending content record is in doubt (1; 0 if none is), or -errno. */
+static int content_in_doubt(struct oplog *log, uint64_t lid)
+{
+        int64_t v;
+        int e = query_int(log, &v, "SELECT count(*) FROM ops WHERE lid=?1 AND kind=1 AND"
+                                   " state=0 AND (flags & 65536)<>0", 1, (int64_t)lid);
+
+        return e < 0 ? e : v > 0;
+}
+
 int oplog_record_content(struct oplog *log, uint64_t lid, int fd)
 {
         union {
@@ -1701,6 +1730,9 @@ int oplog_record_content(struct oplog *log, uint64_t lid, int fd)
         e = oplog_begin(log);
         if (e >= 0)
                 e = object_exists(log, lid);
+        /* The row replaced was in doubt: so is the one replacing it. */
+        if (e >= 0 && (e = content_in_doubt(log, lid)) > 0)
+                r.flags |= OPLOG_IN_DOUBT;
         /* A row whose in-place write is under way on the server stays, to be finished. */
         if (e >= 0)
                 e = content_replaced(log, &d, lid);
@@ -2138,7 +2170,8 @@ static int find_chain(struct oplog *log, uint64_t lid, uint64_t parent, const ch
         }
         *seq = (uint64_t)sqlite3_column_int64(st, 0);
         *src_parent = (uint64_t)sqlite3_column_int64(st, 1);
-        if (sqlite3_column_type(st, 3) != SQLITE_NULL || (sqlite3_column_int(st, 4) & RENAME_EXCHANGE) ||
+        if (sqlite3_column_type(st, 3) != SQLITE_NULL ||
+            (sqlite3_column_int(st, 4) & (RENAME_EXCHANGE | OPLOG_IN_DOUBT)) ||
             *seq <= log->replaying) {
                 sqlite3_finalize(st);
                 return 0;
@@ -2300,13 +2333,16 @@ int oplog_record_setattr(struct oplog *log, uint64_t lid, const struct oplog_set
                 return e;
         /* Start from the pending setattr of the object, if any. */
         e = prep_cached(log, STMT_SETATTR_PENDING, &st,
-                        "SELECT seq, mask, mode, uid, gid, atime, mtime FROM ops WHERE lid=?1"
-                        " AND kind=9 AND state=0 AND seq>?2 ORDER BY seq DESC LIMIT 1");
+                        "SELECT seq, mask, mode, uid, gid, atime, mtime, flags FROM ops WHERE"
+                        " lid=?1 AND kind=9 AND state=0 AND seq>?2 ORDER BY seq DESC LIMIT 1");
         if (e >= 0) {
                 sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
                 sqlite3_bind_int64(st, 2, (sqlite3_int64)log->replaying);
                 rc = sqlite3_step(st);
-                if (rc == SQLITE_ROW) {
+                /* Not into one in doubt: it replays as it is (oplog_mark_in_doubt()). */
+                if (rc == SQLITE_ROW && (sqlite3_column_int(st, 7) & OPLOG_IN_DOUBT)) {
+                        rc = SQLITE_DONE;
+                } else if (rc == SQLITE_ROW) {
                         seq = (uint64_t)sqlite3_column_int64(st, 0);
                         r.mask = (unsigned)sqlite3_column_int(st, 1);
                         r.mode = (uint32_t)sqlite3_column_int64(st, 2);
@@ -2356,7 +2392,7 @@ static int record_xattr(struct oplog *log, enum oplog_kind kind, uint64_t lid, c
         if (e < 0)
                 return e;
         e = prep(log, &st, "DELETE FROM ops WHERE lid=?1 AND kind IN (10, 11) AND state=0 AND"
-                           " xname=?2 AND seq>?3");
+                           " xname=?2 AND seq>?3 AND (flags & 65536)=0");
         if (e >= 0) {
                 sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
                 bind_text(st, 2, name);

@@ -171,6 +171,22 @@ int oplog_find_cached_ino(struct oplog *log, uint64_t ino, uint64_t *out_lid);
 int oplog_object_alias(struct oplog *log, uint64_t lid, uint64_t parent, const char *name);
 
 /*
+ * In a record's flags: made again offline after its call to the server got
+ * no answer within BackingTimeout, so the server may have applied it too.
+ * oplog_mark_in_doubt() sets it on the last pending content, create, mkdir,
+ * symlink, mknod, rename, setattr or xattr record of object @lid:
+ * coalescing then keeps that record (a create is not cancelled by a later
+ * unlink, a rename not folded into a later one, a setattr or xattr neither
+ * merged with a later one nor dropped by an unlink, a content record not
+ * dropped by an unlink and its flag kept by the record replacing it), and
+ * replay takes what the server made of it as done, which also makes it
+ * the base later records of the object are compared with (a content
+ * record in doubt takes what the server has beyond its base as its write).
+ */
+#define OPLOG_IN_DOUBT 0x10000
+int oplog_mark_in_doubt(struct oplog *log, uint64_t lid);
+
+/*
  * Records.  @uid/@gid are the owner the object gets (the caller's fsuid and
  * fsgid, or the setgid directory's group); @mode of create carries the type
  * (S_IFREG; S_IFIFO/S_IFSOCK/S_IFCHR/S_IFBLK with @rdev via _mknod).
@@ -303,7 +319,7 @@ struct oplog_record {
         uint64_t parent2;       /* link/rename destination */
         const char *name2;
         uint64_t other;         /* rename: replaced or exchanged object */
-        unsigned flags;         /* rename flags; setxattr flags */
+        unsigned flags;         /* rename flags; setxattr flags; OPLOG_IN_DOUBT */
         unsigned mask;          /* setattr */
         uint32_t mode, uid, gid;
         uint64_t rdev;

@@ -18,6 +18,7 @@
  * inode of the temporary recorded as the record's intent before it was
  * renamed into place, removals and renames by inode at the two names.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -1506,6 +1507,28 @@ static int resume_in_place(struct ctx *c, const struct rec *r, struct oplog_obje
         return e < 0 ? e : REINTEGRATE_APPLIED;
 }
 
+/*
+ * A content record in doubt (OPLOG_IN_DOUBT) whose container went (the file
+ * removed offline): the server's file may hold its write, so its version
+ * now is the base the removal compares with.
+ */
+static int content_rebase_in_doubt(struct ctx *c, const struct rec *r, struct oplog_object *o)
+{
+        char rid[FCACHE_MERGE_ID_SIZE];
+        struct stat st;
+        int pfd, e;
+
+        if (!(r->r.flags & OPLOG_IN_DOUBT) || locate(c, o, &pfd, &st) < 0 ||
+            st.st_ino != o->base.ino || !S_ISREG(st.st_mode) || same_identity(&o->base, &st))
+                return 0;
+        e = BACKING(c, remote_id(pfd, o->srv_name, &st, rid));
+        if (e < 0)
+                return e;
+        set_base(o, &st, rid);
+        dirty(c, o);
+        return 0;
+}
+
 static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o)
 {
         fcache_merge_structure_options so = FCACHE_MERGE_STRUCTURE_OPTIONS_INIT;
@@ -1531,6 +1554,8 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
                 /* The container is gone: every local name of the object was removed. */
                 if (c->dry)
                         return REINTEGRATE_ALREADY;
+                if ((e = content_rebase_in_doubt(c, r, o)) < 0)
+                        return e;
                 e = mark(c, r, OPLOG_APPLIED, "gone");
                 return e < 0 ? e : REINTEGRATE_ALREADY;
         }
@@ -1569,6 +1594,11 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
                         return e < 0 ? e : REINTEGRATE_ALREADY;
                 }
         }
+        /* A write in doubt: what the server has beyond the base is that write
+         * (bn names the base's content: now the server's). */
+        if ((r->r.flags & OPLOG_IN_DOUBT) && S_ISREG(st.st_mode) && st.st_ino == o->base.ino &&
+            strcmp(rid, o->base.content))
+                set_base(o, &st, rid);
         node_set(&rn, st.st_mode, st.st_uid, st.st_gid, rid, lid_parent, o->srv_name);
         so.flags = c->o->structure_flags;
         e = fcache_merge_structure(&d, &bn, &ln, &rn, &so);
@@ -1774,6 +1804,66 @@ static int name_taken(struct ctx *c, const struct rec *r, struct oplog_object *o
                                   "the server created the same name");
 }
 
+/* Whether directory pfd/name has no entries. */
+static bool dir_empty(int pfd, const char *name)
+{
+        int fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct dirent *d;
+        bool empty = true;
+        DIR *dir;
+
+        if (fd < 0)
+                return false;
+        dir = fdopendir(fd);
+        if (!dir) {
+                close(fd);
+                return false;
+        }
+        while (empty && (d = readdir(dir)))
+                empty = !strcmp(d->d_name, ".") || !strcmp(d->d_name, "..");
+        closedir(dir);
+        return empty;
+}
+
+/*
+ * A create the view began online and made again offline when the server
+ * did not answer within BackingTimeout: the server may have applied the
+ * first after all, and then has at the name (@st) what the record makes,
+ * as it was before any later record: an empty directory or regular file,
+ * the same symlink or node, with the record's permission bits.  That is
+ * taken as done, never as another's create (a conflict) nor made twice.
+ * Only for a record so marked (OPLOG_IN_DOUBT); another client's object
+ * just like it would be taken too then: it holds nothing to lose.
+ */
+static bool created_in_doubt(int pfd, const struct rec *r, const struct stat *st)
+{
+        char target[PATH_MAX];
+        ssize_t n;
+
+        if (!(r->r.flags & OPLOG_IN_DOUBT))
+                return false;
+        switch (r->r.kind) {
+        case OPLOG_CREATE:
+                return S_ISREG(st->st_mode) && st->st_size == 0 &&
+                       (st->st_mode & 07777) == (r->r.mode & 07777);
+        case OPLOG_MKDIR:
+                return S_ISDIR(st->st_mode) && (st->st_mode & 07777) == (r->r.mode & 07777) &&
+                       dir_empty(pfd, r->name);
+        case OPLOG_SYMLINK:
+                if (!S_ISLNK(st->st_mode) || !r->content)
+                        return false;
+                n = readlinkat(pfd, r->name, target, sizeof(target));
+                return n >= 0 && (size_t)n == strlen(r->content) &&
+                       !memcmp(target, r->content, (size_t)n);
+        case OPLOG_MKNOD:
+                return (st->st_mode & S_IFMT) == (r->r.mode & S_IFMT) &&
+                       (st->st_mode & 07777) == (r->r.mode & 07777) &&
+                       st->st_rdev == (dev_t)r->r.rdev;
+        default:
+                return false;
+        }
+}
+
 /*
  * Copies @src's bytes to the new file @fd, with the times @ts (UTIME_OMIT:
  * none); fsynced when @sync (a server's file: on a local backing the batch
@@ -1919,6 +2009,8 @@ static int create_file(struct ctx *c, const struct rec *r, struct oplog_object *
         if (e == -EEXIST) {
                 if (BACKING(c, fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) < 0)
                         return -errno;
+                if (BACKING(c, created_in_doubt(pfd, r, &st)))
+                        return created(c, r, o, pfd, -1, NULL, NULL, "already");
                 return name_taken(c, r, o, pfd, &st);
         }
         if (e < 0)
@@ -2025,8 +2117,12 @@ static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
         }
         if (c->dry) {
                 /* A real run learns this from its O_EXCL create or no-replace rename. */
-                if (BACKING(c, fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) == 0)
-                        return name_taken(c, r, o, pfd, &st);
+                if (BACKING(c, fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) == 0) {
+                        if (!BACKING(c, created_in_doubt(pfd, r, &st)))
+                                return name_taken(c, r, o, pfd, &st);
+                        set_srv(o, r->r.parent, r->name);
+                        return REINTEGRATE_ALREADY;
+                }
                 if (errno != ENOENT)
                         return -errno;
                 g_hash_table_add(c->virt, &o->lid);
@@ -2058,6 +2154,8 @@ place:
                 BACKING(c, remove_tmp(pfd, tmp, r->r.kind));
                 if (BACKING(c, fstatat(pfd, r->name, &st, AT_SYMLINK_NOFOLLOW)) < 0)
                         return -errno;
+                if (BACKING(c, created_in_doubt(pfd, r, &st)))
+                        return created(c, r, o, pfd, -1, NULL, NULL, "already");
                 return name_taken(c, r, o, pfd, &st);
         }
         if (e >= 0) {

@@ -16,16 +16,19 @@
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statfs.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "view.h"
 
 #define HELPERS 8
 
-enum call { CALL_FSTATAT, CALL_OPENAT, CALL_REOPEN, CALL_CLOSE, CALL_PWRITE, CALL_FN };
+enum call { CALL_FSTATAT, CALL_OPENAT, CALL_REOPEN, CALL_CLOSE, CALL_PWRITE, CALL_FN,
+            CALL_CHANGE };
 
 struct job {
         enum call call;
@@ -37,6 +40,7 @@ struct job {
         off_t off;
         bool as_caller;
         struct caller_id id;    /* CALL_REOPEN as_caller: whose identity */
+        struct backing_change ch; /* CALL_CHANGE: fds, names and value the job's own */
         int (*fn)(void *arg);   /* CALL_FN: the work, on arg */
         void *arg;              /* CALL_FN: the requester's; abandoned, drop()'s */
         void (*drop)(void *arg);
@@ -44,6 +48,7 @@ struct job {
         int result;             /* fd or 0, or -errno */
         struct stat st;
         bool done, abandoned;
+        bool in_doubt;          /* a change given up on, not answered yet (in_doubt) */
         unsigned refs;          /* requester + helper */
         struct job *next;
 };
@@ -53,23 +58,58 @@ static pthread_cond_t queued = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t finished = PTHREAD_COND_INITIALIZER;
 static struct job *head, *tail;         /* protected by lock */
 static unsigned started;                /* protected by lock */
+static __thread struct job *running;    /* a helper's job under way */
+static unsigned in_doubt;               /* protected by lock: changes given up on still
+                                         * waiting for the server */
 
-static void job_unref(struct job *j)
+static void enqueue(struct job *j);
+
+void backing_close_later(int fd)
 {
-        if (--j->refs)
+        struct job *j;
+        int fl = fcntl(fd, F_GETFL);
+
+        /* Only an O_PATH descriptor closes without a word to the server. */
+        if ((fl >= 0 && (fl & O_PATH)) || !(j = calloc(1, sizeof(*j)))) {
+                close(fd);
                 return;
-        if (j->abandoned && (j->call == CALL_OPENAT || j->call == CALL_REOPEN) &&
+        }
+        j->call = CALL_CLOSE;
+        j->dirfd = fd;
+        j->refs = 1;
+        pthread_mutex_lock(&lock);
+        enqueue(j);
+        pthread_mutex_unlock(&lock);
+}
+
+/* lock held: drops a reference; true when it was the last (then job_free()
+ * after the lock: closing a network file's descriptor asks its server). */
+static bool job_put(struct job *j)
+{
+        return --j->refs == 0;
+}
+
+static void job_free(struct job *j)
+{
+        if (j->abandoned && (j->call == CALL_OPENAT || j->call == CALL_REOPEN ||
+                             (j->call == CALL_CHANGE && j->ch.kind == BC_CREATE)) &&
             j->result >= 0)
-                close(j->result);       /* nobody will take it */
+                backing_close_later(j->result); /* nobody will take it */
         /* -ETIMEDOUT, late or the work's own: the requester no longer has arg. */
         if (j->call == CALL_FN && j->drop && (j->abandoned || j->result == -ETIMEDOUT))
                 j->drop(j->arg);
         if (j->dirfd >= 0)
-                close(j->dirfd);
+                backing_close_later(j->dirfd);
+        if (j->call == CALL_CHANGE && j->ch.fd2 >= 0)
+                close(j->ch.fd2);
+        if (j->call == CALL_CHANGE)
+                free((char *)j->ch.name2);
         free(j->name);
         free(j->buf);
         free(j);
 }
+
+static int change_run(const struct backing_change *c);
 
 static void run(struct job *j)
 {
@@ -101,6 +141,14 @@ static void run(struct job *j)
         case CALL_FN:
                 j->result = j->fn(j->arg);
                 break;
+        case CALL_CHANGE: {
+                struct creds c = { false };
+
+                r = j->as_caller ? creds_enter_id(&j->id, &c) : 0;
+                j->result = r < 0 ? r : change_run(&j->ch);
+                creds_leave(&c);
+                break;
+        }
         case CALL_CLOSE:
                 /* Closing the last descriptor of a network file flushes it. */
                 r = close(j->dirfd);
@@ -122,6 +170,7 @@ static void *helper(void *arg)
 {
         for (;;) {
                 struct job *j;
+                bool last;
 
                 pthread_mutex_lock(&lock);
                 while (!head)
@@ -131,12 +180,18 @@ static void *helper(void *arg)
                 if (!head)
                         tail = NULL;
                 pthread_mutex_unlock(&lock);
+                running = j;
                 run(j);         /* may block for as long as the server is gone */
+                running = NULL;
                 pthread_mutex_lock(&lock);
                 j->done = true;
+                if (j->in_doubt)
+                        in_doubt--;
                 pthread_cond_broadcast(&finished);
-                job_unref(j);
+                last = job_put(j);
                 pthread_mutex_unlock(&lock);
+                if (last)
+                        job_free(j);
         }
         return NULL;
 }
@@ -177,6 +232,7 @@ static int submit_job(struct view *v, struct job *j, struct stat *st, bool notic
 {
         uint64_t ms = v->cfg->backing_timeout_ms;
         struct timespec until;
+        bool last;
         int r = 0;
 
         deadline_from_now(&until, ms);
@@ -191,10 +247,17 @@ static int submit_job(struct view *v, struct job *j, struct stat *st, bool notic
                         *st = j->st;
         } else {
                 j->abandoned = true;
+                /* A change the server may still make (a lookup, a read, a
+                 * note for the mirror change nothing there). */
+                j->in_doubt = j->call == CALL_CHANGE || j->call == CALL_PWRITE ||
+                              j->call == CALL_REOPEN || j->call == CALL_CLOSE;
+                in_doubt += j->in_doubt;
                 r = -ETIMEDOUT;
         }
-        job_unref(j);
+        last = job_put(j);
         pthread_mutex_unlock(&lock);
+        if (last)
+                job_free(j);
         if (r == -ETIMEDOUT && notice)
                 view_backing_timed_out(v);
         return r;
@@ -208,8 +271,7 @@ static int submit(struct view *v, struct job *j, struct stat *st)
 /* Frees a job never submitted. */
 static void job_unref_new(struct job *j)
 {
-        j->refs = 1;
-        job_unref(j);
+        job_free(j);
 }
 
 static struct job *job_new(enum call call, int dirfd, const char *name, int flags)
@@ -233,7 +295,7 @@ static struct job *job_new(enum call call, int dirfd, const char *name, int flag
 }
 
 /* Only the backing may hang: the mirror (offline) is local. */
-static bool bounded(struct view *v)
+bool backing_bounded(struct view *v)
 {
         /* A local filesystem does not go away as a server does: its calls
          * are plain ones, without a helper thread's round trip. */
@@ -244,7 +306,7 @@ int backing_fstatat(struct view *v, int dirfd, const char *name, struct stat *st
 {
         struct job *j;
 
-        if (!bounded(v)) {
+        if (!backing_bounded(v)) {
                 if (fstatat(dirfd, name ? name : "", st,
                             AT_SYMLINK_NOFOLLOW | (name && *name ? 0 : AT_EMPTY_PATH)) < 0)
                         return -errno;
@@ -259,7 +321,7 @@ int backing_openat(struct view *v, int dirfd, const char *name, int flags)
         struct job *j;
         int fd;
 
-        if (!bounded(v)) {
+        if (!backing_bounded(v)) {
                 fd = openat(dirfd, name, flags);
                 return fd < 0 ? -errno : fd;
         }
@@ -273,7 +335,7 @@ int backing_reopen_bounded(struct view *v, int pathfd, int flags, const struct c
         struct job *j;
         int r;
 
-        if (!bounded(v)) {
+        if (!backing_bounded(v)) {
                 r = id ? creds_enter_id(id, &c) : 0;
                 if (r == 0)
                         r = backing_reopen(pathfd, flags);
@@ -298,7 +360,7 @@ ssize_t backing_pwrite(struct view *v, int fd, const void *buf, size_t size, off
         ssize_t n;
         int r;
 
-        if (!bounded(v) || size > INT_MAX) {
+        if (!backing_bounded(v) || size > INT_MAX) {
                 r = id ? creds_enter_id(id, &c) : 0;
                 n = r < 0 ? r : pwrite(fd, buf, size, off);
                 if (n < 0 && r == 0)
@@ -327,7 +389,7 @@ int backing_flush(struct view *v, int fd)
         struct job *j;
         int dfd;
 
-        if (!bounded(v)) {
+        if (!backing_bounded(v)) {
                 dfd = dup(fd);
                 if (dfd < 0)
                         return -errno;
@@ -376,6 +438,141 @@ int backing_call(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(v
         return submit_job(v, j, NULL, false);
 }
 
+bool backing_call_abandoned(void)
+{
+        bool r;
+
+        if (!running)
+                return false;
+        pthread_mutex_lock(&lock);
+        r = running->abandoned;
+        pthread_mutex_unlock(&lock);
+        return r;
+}
+
+int backing_call_bounded(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(void *arg))
+{
+        struct job *j;
+
+        if (!backing_bounded(v))
+                return fn(arg);
+        j = calloc(1, sizeof(*j));
+        if (!j)
+                return -ENOMEM;
+        j->call = CALL_FN;
+        j->dirfd = -1;
+        j->fn = fn;
+        j->arg = arg;
+        j->drop = drop;
+        return submit(v, j, NULL);
+}
+
+/* ---- changes ---- */
+
+/* The change itself, on whichever thread (credentials already taken). */
+static int change_run(const struct backing_change *c)
+{
+        char path[64];
+        int r;
+
+        /* An O_PATH descriptor is reached through its /proc link (chmod,
+         * truncate, utimes and xattrs refuse one). */
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", c->fd);
+        switch (c->kind) {
+        case BC_MKDIR:
+                r = mkdirat(c->fd, c->name, c->mode);
+                break;
+        case BC_MKNOD:
+                r = mknodat(c->fd, c->name, c->mode, c->rdev);
+                break;
+        case BC_SYMLINK:
+                r = symlinkat(c->name2, c->fd, c->name);
+                break;
+        case BC_CREATE:
+                r = openat(c->fd, c->name, c->flags | O_CLOEXEC, c->mode);
+                return r < 0 ? -errno : r;
+        case BC_LINK:
+                r = linkat(c->fd, "", c->fd2, c->name2, AT_EMPTY_PATH);
+                break;
+        case BC_UNLINK:
+                r = unlinkat(c->fd, c->name, c->flags);
+                break;
+        case BC_RENAME:
+                r = renameat2(c->fd, c->name, c->fd2, c->name2, (unsigned)c->flags);
+                break;
+        case BC_CHMOD:
+                r = c->open_file ? fchmod(c->fd, c->mode) : fchmodat(AT_FDCWD, path, c->mode, 0);
+                break;
+        case BC_CHOWN:
+                r = fchownat(c->fd, "", c->uid, c->gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+                break;
+        case BC_TRUNCATE:
+                r = c->open_file ? ftruncate(c->fd, c->off) : truncate(path, c->off);
+                break;
+        case BC_UTIMENS:
+                if (c->open_file)
+                        r = futimens(c->fd, c->times);
+                else if (c->flags & AT_EMPTY_PATH)     /* a symlink itself */
+                        r = utimensat(c->fd, "", c->times, AT_EMPTY_PATH);
+                else
+                        r = utimensat(AT_FDCWD, path, c->times, 0);
+                break;
+        case BC_SETXATTR:
+                r = setxattr(path, c->name2, c->value, c->size, c->flags);
+                break;
+        case BC_REMOVEXATTR:
+                r = removexattr(path, c->name2);
+                break;
+        case BC_FALLOCATE:
+                r = fallocate(c->fd, c->flags, c->off, c->len);
+                break;
+        default:
+                return -EINVAL;
+        }
+        return r < 0 ? -errno : 0;
+}
+
+int backing_change(struct view *v, const struct backing_change *c, const struct caller_id *id)
+{
+        struct creds cr = { false };
+        struct job *j;
+        int r;
+
+        if (!backing_bounded(v)) {
+                r = id ? creds_enter_id(id, &cr) : 0;
+                if (r == 0)
+                        r = change_run(c);
+                creds_leave(&cr);
+                return r;
+        }
+        /* The helper's own copies: the requester may be gone when it runs. */
+        j = job_new(CALL_CHANGE, c->fd, c->name, 0);
+        if (!j)
+                return -ENOMEM;
+        j->ch = *c;
+        j->ch.fd = j->dirfd;
+        j->ch.name = j->name;
+        j->ch.fd2 = c->fd2 >= 0 ? fcntl(c->fd2, F_DUPFD_CLOEXEC, 0) : -1;
+        j->ch.name2 = c->name2 ? strdup(c->name2) : NULL;
+        j->ch.value = NULL;
+        if (c->value || c->size) {
+                j->buf = malloc(c->size ? c->size : 1);
+                if (j->buf && c->size)
+                        memcpy(j->buf, c->value, c->size);
+                j->ch.value = j->buf;
+        }
+        if ((c->fd2 >= 0 && j->ch.fd2 < 0) || (c->name2 && !j->ch.name2) ||
+            ((c->value || c->size) && !j->buf)) {
+                job_unref_new(j);
+                return -ENOMEM;
+        }
+        if (id) {
+                j->as_caller = true;
+                j->id = *id;
+        }
+        return submit(v, j, NULL);
+}
+
 /* The probe, on a helper: Backing= by its path (a share mounted again is a
  * new root; the old one may never answer), then what no cache answers. */
 static int probe_path(void *arg)
@@ -397,9 +594,21 @@ static int probe_path(void *arg)
 
 int backing_probe(struct view *v)
 {
-        char *path = strdup(v->cfg->backing);
+        char *path;
+        unsigned doubt;
         int r;
 
+        /* The changes given up on are answered first: the server may apply
+         * one after the probe's calls, and a replay begun meanwhile would
+         * meet it half way (made twice, or back after its unlink). */
+        pthread_mutex_lock(&lock);
+        doubt = in_doubt;
+        pthread_mutex_unlock(&lock);
+        if (doubt) {
+                log_debug("%u backing changes given up on still wait for the server", doubt);
+                return -EBUSY;
+        }
+        path = strdup(v->cfg->backing);
         if (!path)
                 return -ENOMEM;
         r = backing_call(v, probe_path, path, free);

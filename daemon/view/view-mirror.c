@@ -49,6 +49,21 @@ static void cache_complete(void *ud, uint64_t ino);
 static void resync_step(void);
 static bool replayed_same(const struct stat *bst, const struct stat *mst);
 static bool resync_stopped(const struct mirror_fill *fill);
+
+/*
+ * A change's note (mirror_note_change()) run on a helper whose request gave
+ * up on it (BackingTimeout; the volume went offline, and the change is made
+ * again in the mirror, which then holds what the server lacks): nothing more
+ * goes in place (temporary tmp in mdfd removed).  The entry whose copy is
+ * under way may still land at the instant its request gives up.
+ */
+static bool note_given_up(int mdfd, const char *tmp)
+{
+        if (!backing_call_abandoned())
+                return false;
+        unlinkat(mdfd, tmp, 0);
+        return true;
+}
 static int container_remove(void *ud, const struct store_identity *id);
 static void drop_moved_cached(struct view *v, int dfd, const char *name, const char *rel);
 
@@ -372,6 +387,9 @@ static int install(struct view *v, int mdfd, const char *tmp, const char *name,
                    const struct stat *bst, uint32_t flags, bool prepared)
 {
         int r;
+
+        if (note_given_up(mdfd, tmp))
+                return -ECANCELED;
 
         /* Another name of this file was mirrored meanwhile (same batch). */
         if (link_partner(v, mdfd, name, bst) == 0) {
@@ -923,6 +941,8 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
         r = look ? look->err : fstatat(bdfd, name, &bst, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
         if (look && r == 0)
                 bst = look->bst;
+        if (!fill && backing_call_abandoned())
+                return -ECANCELED;      /* a note given up on (note_given_up()) */
         if (r == -ENOENT)
                 return remove_tree(mdfd, name, 0);
         if (r < 0)
@@ -1487,10 +1507,12 @@ static void resync_step(void)
         pthread_mutex_unlock(&resync_lock);
 }
 
-/* A walk without a pin's pass (the resync's) stops once the resync was given up on. */
+/* A walk without a pin's pass (the resync's, a change's note) stops once the
+ * resync, or the note's request, gave up on it. */
 static bool resync_stopped(const struct mirror_fill *fill)
 {
-        return !fill && __atomic_load_n(&resync_stop, __ATOMIC_ACQUIRE);
+        return !fill && (__atomic_load_n(&resync_stop, __ATOMIC_ACQUIRE) ||
+                         backing_call_abandoned());
 }
 
 static int resync_work(void *arg, struct backing_progress *p)

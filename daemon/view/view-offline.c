@@ -463,6 +463,16 @@ int offline_note_rename(struct view *v, uint64_t plid, const char *name, uint64_
         return note_result(r, "rename");
 }
 
+int offline_note_in_doubt(struct view *v, uint64_t lid)
+{
+        int r;
+
+        pthread_mutex_lock(&v->offline_lock);
+        r = oplog_mark_in_doubt(v->oplog, lid);
+        pthread_mutex_unlock(&v->offline_lock);
+        return note_result(r, "in-doubt mark");
+}
+
 bool offline_is_atomic_save(int pfd, const char *name, int npfd, const char *newname,
                             unsigned flags, struct mirror_base *dest_base)
 {
@@ -956,6 +966,7 @@ again:
         from_writeback = v->state == VIEW_WRITEBACK;
         __atomic_store_n(&v->reint_done, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&v->reint_total, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&v->reint_bytes, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&v->state, VIEW_REINTEGRATING, __ATOMIC_RELEASE);
         vfile_flush_dirty(v);
         pthread_rwlock_unlock(&v->mode_lock);
@@ -1136,7 +1147,8 @@ void view_state_out(struct view *v, GString *out)
         g_string_append_printf(out, "state=%s\npending=%" PRIu64 "\nconflicts=%" PRIu64 "\n",
                                state_names[state], pending, conflicts);
         g_string_append_printf(out, "reintegration_done=%" PRIu64 "\nreintegration_total=%" PRIu64
-                               "\n", done, total);
+                               "\nreintegration_bytes=%" PRIu64 "\n", done, total,
+                               __atomic_load_n(&v->reint_bytes, __ATOMIC_ACQUIRE));
         g_string_append_printf(out, "writeback=%s\n",
                                volume_config_write_back_name(v->cfg->write_back));
         if (state != VIEW_ONLINE) {

@@ -75,6 +75,8 @@ struct vfile {
         uint64_t lid;           /* offline: the object's log id, 0 until it changes */
         uint64_t lid_epoch;     /* vnode_ids_epoch() when lid was found (file_lid()) */
         bool dirty;             /* offline: written since its content was last logged */
+        bool doubt;             /* a write made again offline after its server call
+                                 * timed out: the next content record is in doubt */
         bool written;           /* online: written, so the mirror takes it at release */
         uint64_t mirror_quiet;  /* immutable: created online where the mirror had no
                                  * directory, at this mirror_dirs_gen(); else 0 */
@@ -736,6 +738,64 @@ static void reply_entry_or_err(fuse_req_t req, int r, const struct fuse_entry_pa
                 return;                                  \
         }
 
+/*
+ * A change the server did not answer within BackingTimeout: the volume goes
+ * offline.  Lets go of the request's nodes (a, b: NULL if none) and of the
+ * state, which the switch takes, and waits for it: true when the request is
+ * to be made again offline, applied to the mirror and logged (the server may
+ * still apply the call that timed out: the replay takes it as done).
+ */
+static bool left_for_offline(struct view *v, struct vnode *a, struct vnode *b)
+{
+        if (b)
+                vnode_put(v, b);
+        if (a)
+                vnode_put(v, a);
+        view_change_end(v);
+        return view_wait_offline(v);
+}
+
+/* A create made again offline by left_for_offline()'s request, now at
+ * pfd/name in the mirror: its record is in doubt (OPLOG_IN_DOUBT). */
+static int create_in_doubt(struct view *v, int pfd, const char *name)
+{
+        uint64_t lid;
+
+        return mirror_get_lid(pfd, name, &lid) < 0 ? -EIO : offline_note_in_doubt(v, lid);
+}
+
+/*
+ * Before a change is made again offline (left_for_offline()): what the
+ * mirror's note given up on already put at mdfd/name, the change's target,
+ * goes.  That note copies what the server has there after the change, and
+ * stops halfway when it is given up on; the entry is its work when nothing
+ * offline made it (no log id) and it is no server object the mirror had
+ * before: for a create (@made) whatever it is, the name being new; for a
+ * rename one with no base yet (a directory whose copy did not end) or the
+ * base of the object being moved there (@moved: its server inode, 0 if none).
+ */
+static void clear_note_leftover(int mdfd, const char *name, bool made, uint64_t moved)
+{
+        struct mirror_base b;
+        uint64_t lid;
+        int r;
+
+        if (mirror_get_lid(mdfd, name, &lid) == 0)
+                return;
+        r = mirror_get_base(mdfd, name, &b);
+        if ((r == -ENODATA || (r == 0 && (made || (moved && b.ver.ino == moved)))) &&
+            view_remove_tree(mdfd, name) == 0)
+                log_info("Removed the offline mirror's unfinished copy of '%s' before making"
+                         " its change again offline", name);
+}
+
+/* The caller's identity, for a change made on a helper (backing_change()). */
+static const struct caller_id *caller_of(fuse_req_t req, struct caller_id *id)
+{
+        creds_capture(req, id);
+        return id;
+}
+
 /* Drops the store copy of the object name in pfd if this was its last link. */
 static void drop_if_last(struct view *v, const struct stat *st)
 {
@@ -882,6 +942,72 @@ static void note_node_change(struct view *v, fuse_ino_t id, int fd)
         free(name);
 }
 
+/* A change's note for the mirror, for a helper: its own copies. */
+struct note {
+        struct view *v;
+        fuse_ino_t id;          /* note_node_change() of it, or 0: mirror_note_change() */
+        int fd;                 /* a dup() */
+        char *name;
+};
+
+static void note_free(void *arg)
+{
+        struct note *n = arg;
+
+        backing_close_later(n->fd);
+        free(n->name);
+        free(n);
+}
+
+static int note_run(void *arg)
+{
+        struct note *n = arg;
+
+        if (n->id)
+                note_node_change(n->v, n->id, n->fd);
+        else
+                mirror_note_change(n->v, n->fd, n->name);
+        return 0;
+}
+
+/*
+ * Online, after a change: keeps the mirror current (node id, descriptor
+ * fd; or id 0 and fd/name), bounded, since that reads the server: -ETIMEDOUT
+ * when it stopped answering meanwhile (the volume goes offline; the note
+ * given up on puts nothing in place, view-mirror.c), else 0.
+ */
+static int note_change_bounded(struct view *v, fuse_ino_t id, int fd, const char *name)
+{
+        struct note *n;
+        int r;
+
+        if (!backing_bounded(v)) {
+                if (id)
+                        note_node_change(v, id, fd);
+                else
+                        mirror_note_change(v, fd, name);
+                return 0;
+        }
+        n = calloc(1, sizeof(*n));
+        if (!n)
+                return -ENOMEM;
+        n->v = v;
+        n->id = id;
+        n->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        n->name = name ? strdup(name) : NULL;
+        if (n->fd < 0 || (name && !n->name)) {
+                if (n->fd >= 0)
+                        close(n->fd);
+                free(n->name);
+                free(n);
+                return -ENOMEM;
+        }
+        r = backing_call_bounded(v, note_run, n, note_free);
+        if (r != -ETIMEDOUT)
+                note_free(n);
+        return r;
+}
+
 /* Offline: logs the content of an open file written since it was last logged.
  * The writes of a file passed through are not seen: it stays dirty, and its
  * mtime tells whether it changed since it was last logged (a shell's
@@ -906,6 +1032,10 @@ static int log_content(struct view *v, struct vfile *f)
                 return 0;
         }
         r = offline_note_content(v, f->lid, f->fd);
+        if (r == 0 && f->doubt) {
+                r = offline_note_in_doubt(v, f->lid);
+                f->doubt = r < 0;
+        }
         if (r == 0 && have) {
                 mark_take(&f->pt_logged, &st);
         } else if (r == 0 && !f->passthrough) {
@@ -1189,13 +1319,17 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
 {
         struct view *v = V(req);
         struct vfile *f = NULL;
-        struct creds c;
+        struct backing_change ch;
+        struct caller_id id;
         struct stat st;
-        char path[64];
-        uint64_t lid = 0;
-        int r = 0, err, ffd = -1;
-        bool log;
+        uint64_t lid;
+        int r, err, ffd;
+        bool log, redo = false;
 
+again:
+        lid = 0;
+        r = 0;
+        ffd = -1;
         WITH_NODE_CHANGING(v, ino, n, fd, req, offline);
         log = offline;
         if (offline && (r = lid_before_change(v, ino, fd, &lid)) < 0)
@@ -1209,54 +1343,49 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
                 if (f && !f->dir)
                         ffd = f->fd;
         }
-        proc_path(path, sizeof(path), fd);
-        r = creds_enter(req, &c);
-        if (r < 0)
-                goto out;
+        caller_of(req, &id);
+        /* Each change as the caller, on the open file when there is one. */
+        ch = (struct backing_change){ .fd = ffd >= 0 ? ffd : fd, .open_file = ffd >= 0,
+                                      .fd2 = -1 };
+
         if (valid & FUSE_SET_ATTR_MODE) {
+                const struct caller_id *who = &id;
                 struct stat cur;
 
                 /* The kernel kills set-id bits on a write or truncate by another
                  * user with a forced mode change (default_permissions has already
                  * refused any chmod the caller may not do): apply that as root. */
-                if (c.switched && vnode_fill_stat(v, fd, &cur) == 0 &&
+                if ((id.uid || id.gid) && vnode_fill_stat(v, fd, &cur) == 0 &&
                     (cur.st_mode & 07777 & ~(S_ISUID | S_ISGID)) == (attr->st_mode & 07777) &&
                     (cur.st_mode & (S_ISUID | S_ISGID)))
-                        creds_leave(&c);
-                if (ffd >= 0)
-                        r = fchmod(ffd, attr->st_mode);
-                else
-                        r = fchmodat(AT_FDCWD, path, attr->st_mode, 0);
-                if (r < 0) {
-                        r = -errno;
-                        goto leave;
-                }
+                        who = NULL;
+                ch.kind = BC_CHMOD;
+                ch.mode = attr->st_mode;
+                r = backing_change(v, &ch, who);
+                if (r < 0)
+                        goto out;
         }
-        if (!c.switched)
-                r = creds_enter(req, &c);
-        if (r < 0)
-                goto out;
         if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
-                uid_t uid = valid & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1;
-                gid_t gid = valid & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1;
-
-                if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
-                        r = -errno;
-                        goto leave;
-                }
+                ch.kind = BC_CHOWN;
+                ch.fd = fd;     /* by its O_PATH descriptor, a symlink itself */
+                ch.open_file = false;
+                ch.uid = valid & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1;
+                ch.gid = valid & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1;
+                r = backing_change(v, &ch, &id);
+                ch.fd = ffd >= 0 ? ffd : fd;
+                ch.open_file = ffd >= 0;
+                if (r < 0)
+                        goto out;
         }
         if (valid & FUSE_SET_ATTR_SIZE) {
-                if (ffd >= 0)
-                        r = ftruncate(ffd, attr->st_size);
-                else
-                        r = truncate(path, attr->st_size);
-                if (r < 0) {
-                        r = -errno;
-                        goto leave;
-                }
+                ch.kind = BC_TRUNCATE;
+                ch.off = attr->st_size;
+                r = backing_change(v, &ch, &id);
+                if (r < 0)
+                        goto out;
         }
         if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
-                struct timespec tv[2];
+                struct timespec *tv = ch.times;
 
                 tv[0].tv_sec = 0;
                 tv[1].tv_sec = 0;
@@ -1270,23 +1399,18 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
                         tv[1].tv_nsec = UTIME_NOW;
                 else if (valid & FUSE_SET_ATTR_MTIME)
                         tv[1] = attr->st_mtim;
-                if (ffd >= 0)
-                        r = futimens(ffd, tv);
-                else if (S_ISLNK(vnode_type(n)))
-                        /* The link itself (a NULL path would need a non-O_PATH fd). */
-                        r = utimensat(fd, "", tv, AT_EMPTY_PATH);
-                else
-                        r = utimensat(AT_FDCWD, path, tv, 0);
-                if (r < 0) {
-                        r = -errno;
-                        goto leave;
-                }
+                ch.kind = BC_UTIMENS;
+                /* The link itself (a NULL path would need a non-O_PATH fd). */
+                ch.flags = ffd < 0 && S_ISLNK(vnode_type(n)) ? AT_EMPTY_PATH : 0;
+                r = backing_change(v, &ch, &id);
+                if (r < 0)
+                        goto out;
         }
-leave:
-        creds_leave(&c);
 out:
         if (r >= 0 && log)
                 r = log_setattr(v, lid, fd, ffd, attr, valid);
+        if (r >= 0 && log && redo)
+                r = offline_note_in_doubt(v, lid);
         if (r >= 0)
                 r = vnode_fill_stat_of(v, n, fd, &st);
         if (r >= 0 && !offline && (valid & FUSE_SET_ATTR_SIZE) && S_ISREG(st.st_mode)) {
@@ -1300,7 +1424,14 @@ out:
         }
         /* A truncation too: the mirror would serve the old bytes offline. */
         if (r >= 0 && !offline)
-                note_node_change(v, ino, fd);
+                r = note_change_bounded(v, ino, fd, NULL);
+        if (r == -ETIMEDOUT && !offline) {
+                redo = true;
+                if (left_for_offline(v, n, NULL))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
+        }
         vnode_put(v, n);
         view_change_end(v);
         if (r < 0)
@@ -1367,38 +1498,47 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 {
         struct view *v = V(req);
         struct fuse_entry_param e;
-        uint64_t epoch = vnode_ids_epoch(v), lid = 0;
-        struct creds c;
+        uint64_t epoch, lid;
+        struct caller_id id;
+        mode_t asked = mode;
+        bool redo = false;
         int r;
 
+again:
+        mode = asked;
+        epoch = vnode_ids_epoch(v);
+        lid = 0;
         WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
         if (kind != MK_LINK)
                 mode = create_mode(req, pfd, mode);
-        r = creds_enter(req, &c);
-        if (r >= 0) {
-                if (kind == MK_DIR)
-                        r = mkdirat(pfd, name, mode);
-                else if (kind == MK_LINK)
-                        r = symlinkat(target, pfd, name);
-                else
-                        r = mknodat(pfd, name, mode, rdev);
-                if (r < 0)
-                        r = -errno;
-                creds_leave(&c);
-        }
+        if (redo && offline)
+                clear_note_leftover(pfd, name, true, 0);
+        r = backing_change(v, &(struct backing_change){
+                .kind = kind == MK_DIR ? BC_MKDIR : kind == MK_LINK ? BC_SYMLINK : BC_MKNOD,
+                .fd = pfd, .name = name, .fd2 = -1, .name2 = target, .mode = mode,
+                .rdev = rdev }, caller_of(req, &id));
         if (r >= 0 && offline)
                 mirror_dirs_changed();  /* made in the mirror, the tree served */
         if (r >= 0 && offline)
                 r = note_create(v, parent, pfd, name, target, epoch, &lid);
         else if (r >= 0)
-                mirror_note_change(v, pfd, name);
+                r = note_change_bounded(v, 0, pfd, name);
+        if (r >= 0 && redo)
+                r = create_in_doubt(v, pfd, name);
         if (r >= 0)
                 r = vnode_lookup(v, parent, pfd, name, &e);
         /* One name: its node keeps its log id (the next creates in a new directory). */
         if (r >= 0 && lid)
                 vnode_remember_lid(v, e.ino, epoch, lid);
-        vnode_put(v, p);
-        view_change_end(v);
+        if (r == -ETIMEDOUT && !offline) {
+                redo = true;
+                if (left_for_offline(v, p, NULL))
+                        goto again;
+                r = -EIO;
+        } else {
+                vnode_put(v, p);
+                view_change_end(v);
+        }
         reply_entry_or_err(req, r, &e);
 }
 
@@ -1427,6 +1567,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
         bool offline;
         int r, npfd, fd;
 
+again:
         view_change_begin(v);
         offline = view_offline(v);
         r = vnode_get_pair(v, ino, &n, &fd, newparent, &np, &npfd);
@@ -1438,8 +1579,10 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
         r = offline ? lid_before_change(v, ino, fd, &lid) : 0;
         if (r == LID_GONE)
                 r = -ENOENT;    /* no name to link it by */
+        /* As the daemon: linkat(AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH. */
         if (r >= 0)
-                r = linkat(fd, "", npfd, newname, AT_EMPTY_PATH) < 0 ? -errno : 0;
+                r = backing_change(v, &(struct backing_change){ .kind = BC_LINK, .fd = fd,
+                                   .fd2 = npfd, .name2 = newname }, NULL);
         /* A file open since its create may now have a name the mirror keeps. */
         if (r >= 0)
                 mirror_dirs_changed();
@@ -1448,14 +1591,21 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
                 vnode_ids_forget(v);    /* now named by each of its names */
         } else if (r >= 0) {
                 /* The mirror object first, so that the new name becomes its link. */
-                note_node_change(v, ino, fd);
-                mirror_note_change(v, npfd, newname);
+                r = note_change_bounded(v, ino, fd, NULL);
+                if (r >= 0)
+                        r = note_change_bounded(v, 0, npfd, newname);
         }
         if (r >= 0)
                 r = vnode_lookup(v, newparent, npfd, newname, &e);
-        vnode_put(v, np);
-        vnode_put(v, n);
-        view_change_end(v);
+        if (r == -ETIMEDOUT && !offline) {
+                if (left_for_offline(v, np, n))
+                        goto again;
+                r = -EIO;
+        } else {
+                vnode_put(v, np);
+                vnode_put(v, n);
+                view_change_end(v);
+        }
         reply_entry_or_err(req, r, &e);
 }
 
@@ -1463,22 +1613,23 @@ static void op_unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name
 {
         struct view *v = V(req);
         uint64_t plid = 0, lid = 0;
+        struct caller_id id;
         struct stat st;
-        struct creds c;
         bool had;
-        int r = 0;
+        int r;
 
+again:
         WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
-        had = fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+        r = backing_fstatat(v, pfd, name, &st);
+        had = r == 0;
+        r = r == -ETIMEDOUT ? r : 0;
         if (offline && had && (offline_lid(v, pfd, NULL, &plid) < 0 ||
                                offline_lid(v, pfd, name, &lid) < 0))
                 r = -EIO;
         if (r >= 0)
-                r = creds_enter(req, &c);
-        if (r >= 0) {
-                r = unlinkat(pfd, name, flags) < 0 ? -errno : 0;
-                creds_leave(&c);
-        }
+                r = backing_change(v, &(struct backing_change){ .kind = BC_UNLINK, .fd = pfd,
+                                   .name = name, .fd2 = -1, .flags = flags },
+                                   caller_of(req, &id));
         if (r >= 0 && had)
                 vnode_name_gone(v, st.st_ino, parent, name);
         if (r >= 0 && offline) {
@@ -1486,7 +1637,13 @@ static void op_unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name
                 vnode_ids_forget(v);    /* a create cancelled; inode numbers free */
         } else if (r >= 0 && had) {
                 drop_if_last(v, &st);
-                mirror_note_change(v, pfd, name);
+                r = note_change_bounded(v, 0, pfd, name);
+        }
+        if (r == -ETIMEDOUT && !offline) {
+                if (left_for_offline(v, p, NULL))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
         }
         vnode_put(v, p);
         view_change_end(v);
@@ -1531,11 +1688,12 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
         uint64_t plid = 0, lid = 0, nplid = 0, other = 0;
         struct mirror_base dest_base;
         struct vnode *np, *p;
+        struct caller_id id;
         struct stat victim;
-        struct creds c;
-        bool had, offline, save;
-        int r = 0, npfd, pfd;
+        bool had, offline, save, redo = false;
+        int r, npfd, pfd;
 
+again:
         view_change_begin(v);
         offline = view_offline(v);
         r = vnode_get_pair(v, parent, &p, &pfd, newparent, &np, &npfd);
@@ -1544,8 +1702,16 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
                 fuse_reply_err(req, -r);
                 return;
         }
-        had = !(flags & RENAME_EXCHANGE) &&
-              fstatat(npfd, newname, &victim, AT_SYMLINK_NOFOLLOW) == 0;
+        r = flags & RENAME_EXCHANGE ? -ENOENT : backing_fstatat(v, npfd, newname, &victim);
+        had = r == 0;
+        r = r == -ETIMEDOUT ? r : 0;
+        if (redo && offline && !(flags & RENAME_EXCHANGE)) {
+                struct mirror_base src;
+
+                clear_note_leftover(npfd, newname, false,
+                                    mirror_get_base(pfd, name, &src) == 0 ? src.ver.ino : 0);
+                had = fstatat(npfd, newname, &victim, AT_SYMLINK_NOFOLLOW) == 0;
+        }
         save = offline && offline_is_atomic_save(pfd, name, npfd, newname, flags, &dest_base);
         if (offline) {
                 struct stat tmp;
@@ -1557,11 +1723,9 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
                         r = -EIO;
         }
         if (r >= 0)
-                r = creds_enter(req, &c);
-        if (r >= 0) {
-                r = renameat2(pfd, name, npfd, newname, flags) < 0 ? -errno : 0;
-                creds_leave(&c);
-        }
+                r = backing_change(v, &(struct backing_change){ .kind = BC_RENAME, .fd = pfd,
+                                   .name = name, .fd2 = npfd, .name2 = newname,
+                                   .flags = (int)flags }, caller_of(req, &id));
         if (r == -ENOENT && !offline && rename_was_done(v, parent, pfd, name, newparent, npfd, newname))
                 r = 0;  /* resent after a takeover: the predecessor did it */
         if (r >= 0 && save)
@@ -1569,8 +1733,20 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
         else if (r >= 0 && offline)
                 r = offline_note_rename(v, plid, name, lid, nplid, newname, other, flags);
         else if (r >= 0) {
-                mirror_note_change(v, pfd, name);
-                mirror_note_change(v, npfd, newname);
+                /* The new name first: a note given up on then leaves the old
+                 * name's copy, which the change made again offline moves. */
+                r = note_change_bounded(v, 0, npfd, newname);
+                if (r >= 0)
+                        r = note_change_bounded(v, 0, pfd, name);
+        }
+        if (r >= 0 && offline && redo && !save)
+                r = offline_note_in_doubt(v, lid);
+        if (r == -ETIMEDOUT && !offline) {
+                redo = true;
+                if (left_for_offline(v, np, p))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
         }
         /* An atomic save gave the renamed file the replaced one's identity. */
         if (offline)
@@ -1586,8 +1762,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
                 if (had)
                         vnode_name_gone(v, victim.st_ino, newparent, newname);
                 vnode_moved(v, newparent, npfd, newname);
-                if (!(flags & RENAME_EXCHANGE) &&
-                    fstatat(npfd, newname, &moved, AT_SYMLINK_NOFOLLOW) == 0)
+                if (!(flags & RENAME_EXCHANGE) && backing_fstatat(v, npfd, newname, &moved) == 0)
                         vnode_name_gone(v, moved.st_ino, parent, name);
                 if (flags & RENAME_EXCHANGE)
                         vnode_moved(v, parent, pfd, name);
@@ -1699,7 +1874,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         bool writing = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
         struct vfile *f;
         struct sobj *o;
-        bool keep = false, offline, regular;
+        bool keep = false, offline, regular, redo = false;
         uint64_t lid = 0, epoch;
         int r, bfd, bid, stranded;
 
@@ -1750,6 +1925,7 @@ again:
         if (bfd == -ETIMEDOUT && !offline) {
                 if (writing)
                         view_change_end(v);
+                redo = true;
                 if (view_wait_offline(v))
                         goto again;
                 fuse_reply_err(req, EIO);
@@ -1773,6 +1949,7 @@ again:
         f->lid = lid;
         f->lid_epoch = epoch;
         f->dirty = offline && (fi->flags & O_TRUNC);
+        f->doubt = redo && (fi->flags & O_TRUNC);       /* the server may have truncated it */
         f->written = !offline && (fi->flags & O_TRUNC);
         if (!writing)
                 attach_store(v, f, &keep);
@@ -1824,20 +2001,33 @@ static void op_tmpfile(fuse_req_t req, fuse_ino_t parent, mode_t mode, struct fu
         struct view *v = V(req);
         struct fuse_entry_param e;
         struct vfile *f;
-        struct creds c;
-        int r, bfd = -1, flags;
+        struct caller_id id;
+        mode_t asked = mode;
+        int r, bfd, flags;
 
+again:
+        bfd = -1;
         WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
-        mode = create_mode(req, pfd, mode);
+        mode = create_mode(req, pfd, asked);
         flags = (open_flags(fi) & ~(O_TMPFILE | O_CREAT | O_EXCL | O_TRUNC)) | O_TMPFILE;
-        r = offline ? -EOPNOTSUPP : creds_enter(req, &c);
+        r = offline ? -EOPNOTSUPP : 0;
         if (r >= 0) {
-                bfd = openat(pfd, ".", flags | O_CLOEXEC, mode);
-                r = bfd < 0 ? -errno : 0;
-                creds_leave(&c);
+                bfd = backing_change(v, &(struct backing_change){ .kind = BC_CREATE,
+                                     .fd = pfd, .name = ".", .fd2 = -1, .mode = mode,
+                                     .flags = flags }, caller_of(req, &id));
+                r = bfd < 0 ? bfd : 0;
+                bfd = bfd < 0 ? -1 : bfd;
         }
         if (r >= 0)
                 r = vnode_enter_unnamed(v, parent, bfd, &e);
+        if (r == -ETIMEDOUT && !offline) {
+                if (bfd >= 0)
+                        backing_close(v, bfd);
+                if (left_for_offline(v, p, NULL))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
+        }
         vnode_put(v, p);
         if (r < 0) {
                 if (bfd >= 0)
@@ -1902,11 +2092,13 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         struct view *v = V(req);
         struct fuse_entry_param e;
         struct vfile *f;
-        struct creds c;
+        struct caller_id id;
         struct stat before;
         bool existed;
-        uint64_t lid = 0, quiet = 0, epoch;
-        int r, bfd = -1;
+        uint64_t lid, quiet, epoch;
+        mode_t asked = mode;
+        bool redo = false, fresh = false;
+        int r, bfd;
 
         /* FUSE_TMPFILE, handed over as a create (view-session.c): the kernel
          * names the unnamed dentry "/", which no create can carry. */
@@ -1914,32 +2106,59 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                 op_tmpfile(req, parent, mode, fi);
                 return;
         }
+again:
+        lid = quiet = 0;
+        bfd = -1;
+        mode = asked;
         WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
         epoch = vnode_ids_epoch(v);
-        existed = fstatat(pfd, name, &before, AT_SYMLINK_NOFOLLOW) == 0;
+        /* Only a name the server lacked before: else it is the server's file. */
+        if (redo && offline && fresh)
+                clear_note_leftover(pfd, name, true, 0);
+        r = backing_fstatat(v, pfd, name, &before);
+        existed = r == 0;
+        fresh = !offline && r == -ENOENT;
+        r = r == -ETIMEDOUT ? r : 0;
         mode = create_mode(req, pfd, mode);
-        r = offline && existed ? offline_lid(v, pfd, name, &lid) : 0;
-        if (r >= 0)
-                r = creds_enter(req, &c);
+        if (r >= 0 && offline && existed)
+                r = offline_lid(v, pfd, name, &lid);
         if (r >= 0) {
-                bfd = openat(pfd, name, (open_flags(fi) | O_CREAT | O_NOFOLLOW | O_CLOEXEC),
-                             mode);
-                r = bfd < 0 ? -errno : 0;
-                creds_leave(&c);
+                bfd = backing_change(v, &(struct backing_change){ .kind = BC_CREATE,
+                                     .fd = pfd, .name = name, .fd2 = -1, .mode = mode,
+                                     .flags = open_flags(fi) | O_CREAT | O_NOFOLLOW },
+                                     caller_of(req, &id));
+                r = bfd < 0 ? bfd : 0;
+                bfd = bfd < 0 ? -1 : bfd;
         }
         if (r >= 0 && offline && !existed) {
                 r = note_create(v, parent, pfd, name, NULL, epoch, &lid);
+                if (r >= 0 && redo)
+                        r = create_in_doubt(v, pfd, name);
         } else if (r >= 0 && !existed) {
                 struct stat st;
 
                 /* A new file may reuse the inode number of one removed behind
                  * the store's back (by replay, or on the server): that copy
                  * must not be patched by the writes to come and served. */
-                if (fstat(bfd, &st) == 0)
+                if (backing_fstatat(v, bfd, NULL, &st) == 0)
                         store_drop_ino(v->store, st.st_ino, true);
+                /* A network backing's new file goes in the mirror now (when
+                 * its directory is pinned), not at its close: a switch
+                 * offline meanwhile then finds it, to go on writing there. */
+                if (!v->backing_local)
+                        r = note_change_bounded(v, 0, pfd, name);
         }
         if (r >= 0)
                 r = vnode_lookup(v, parent, pfd, name, &e);
+        if (r == -ETIMEDOUT && !offline) {
+                if (bfd >= 0)
+                        backing_close(v, bfd);
+                redo = true;
+                if (left_for_offline(v, p, NULL))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
+        }
         /* Its log id, remembered: it has one name. */
         if (r >= 0 && offline && !existed && lid)
                 vnode_remember_lid(v, e.ino, epoch, lid);
@@ -1997,6 +2216,85 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         }
 }
 
+/* A read that reaches the backing (absent blocks of the store's copy, or
+ * the file itself), for a helper: its own descriptor, object and buffer. */
+struct backing_read {
+        struct store *store;
+        struct sobj *o;         /* referenced, or NULL: pread the file */
+        int fd;                 /* a dup() */
+        char *buf;
+        size_t size;
+        off_t off;
+};
+
+static void backing_read_free(void *arg)
+{
+        struct backing_read *b = arg;
+
+        backing_close_later(b->fd);
+        if (b->o)
+                store_obj_put(b->store, b->o);
+        free(b->buf);
+        free(b);
+}
+
+static int backing_read_run(void *arg)
+{
+        struct backing_read *b = arg;
+        ssize_t n = b->o ? store_obj_read(b->store, b->o, b->fd, b->buf, b->size, b->off)
+                         : pread(b->fd, b->buf, b->size, b->off);
+
+        return n < 0 && !b->o ? -errno : (int)n;
+}
+
+/*
+ * Online: a read of o's copy (NULL: of the file fd) that may need the
+ * backing, bounded: -ETIMEDOUT past BackingTimeout (the volume goes
+ * offline).  A complete copy is read here, without a helper.
+ */
+static ssize_t read_bounded(struct view *v, struct sobj *o, int fd, char *buf, size_t size,
+                            off_t off)
+{
+        struct backing_read *b;
+        struct sobj_info info;
+        ssize_t got;
+        int n;
+
+        if (o)
+                store_obj_info(o, &info);
+        if (o && (info.complete || size > INT_MAX || !backing_bounded(v)))
+                return store_obj_read(v->store, o, fd, buf, size, off);
+        if (!o && (size > INT_MAX || !backing_bounded(v))) {
+                got = pread(fd, buf, size, off);
+                return got < 0 ? -errno : got;
+        }
+        b = calloc(1, sizeof(*b));
+        if (!b)
+                return -ENOMEM;
+        b->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        b->buf = malloc(size ? size : 1);
+        if (b->fd < 0 || !b->buf) {
+                if (b->fd >= 0)
+                        close(b->fd);
+                free(b->buf);
+                free(b);
+                return -ENOMEM;
+        }
+        b->store = v->store;
+        b->o = o;
+        if (o)
+                store_obj_ref(v->store, o);
+        b->size = size;
+        b->off = off;
+        n = backing_call_bounded(v, backing_read_run, b, backing_read_free);
+        if (n == -ETIMEDOUT)
+                return n;       /* b is the helper's now */
+        if (n > 0)
+                memcpy(buf, b->buf, (size_t)n);
+        backing_read_free(b);
+        return n;
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
@@ -2005,9 +2303,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         struct vfile *f;
         ssize_t n;
         char *buf;
-        int err;
+        bool online;
+        int err, rfd;
 
         passthrough_count_read();
+again:
         f = vfile_find(v, fi, &err);
         if (f && !local_copy_serves(v, f))
                 f = vfile_of(v, fi, &err);
@@ -2032,9 +2332,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         }
         /* One load: a switch may retire it meanwhile (kept until release). */
         o = __atomic_load_n(&f->obj, __ATOMIC_ACQUIRE);
+        rfd = __atomic_load_n(&f->fd, __ATOMIC_ACQUIRE);
+        online = !view_offline(v);
         if (n >= 0) {
                 /* served from the store alone */
-        } else if (o && !view_offline(v)) {
+        } else if (o && online) {
                 uint64_t lease_ns = (uint64_t)(v->lease_s * 1e9);
 
                 if (store_obj_stale(o, now_ns(), lease_ns)) {
@@ -2044,17 +2346,30 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                         if (backing_fstatat(v, f->fd, NULL, &st) == 0)
                                 store_obj_revalidate(v->store, o, &st, NULL);
                 }
-                n = store_obj_read(v->store, o, f->fd, buf, size, off);
+                n = read_bounded(v, o, rfd, buf, size, off);
                 if (n >= 0 && __atomic_exchange_n(&f->touch_atime, false, __ATOMIC_RELAXED)) {
                         char c;
 
                         if (pread(f->fd, &c, 1, 0) < 0)
                                 log_debug("Failed to read a byte for the atime: %m, ignoring");
                 }
+        } else if (online) {
+                n = read_bounded(v, NULL, rfd, buf, size, off);
         } else {
                 n = pread(f->fd, buf, size, off);
                 if (n < 0)
                         n = -errno;
+        }
+        /* The server did not answer in time: read again from the mirror when
+         * it has the file; a file it lacks (cached in part) is EHOSTDOWN, as
+         * offline. */
+        if (n == -ETIMEDOUT && online) {
+                free(buf);
+                if (view_wait_offline(v) &&
+                    __atomic_load_n(&f->fd, __ATOMIC_ACQUIRE) != rfd)
+                        goto again;
+                fuse_reply_err(req, EHOSTDOWN);
+                return;
         }
         if (n < 0)
                 fuse_reply_err(req, (int)-n);
@@ -2072,7 +2387,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
         bool offline;
         mode_t before;
         ssize_t n;
-        int err;
+        int err, sr = -EIO;
 
 again:
         view_change_begin(v);
@@ -2097,12 +2412,18 @@ again:
 
                 creds_capture(req, &id);
                 n = backing_pwrite(v, f->fd, buf, size, off, before ? &id : NULL);
+                /* Its new attributes (bounded: a stat after a write asks the
+                 * server); no answer is the write's own timeout. */
+                sr = n >= 0 ? backing_fstatat(v, f->fd, NULL, &st) : -EIO;
+                if (sr == -ETIMEDOUT)
+                        n = -ETIMEDOUT;
                 err = n < 0 ? (int)-n : 0;
         }
         leave_writer(before);
         /* The server did not answer in time: the write is made again in the
          * local copy, which the volume now serves (and logs). */
         if (n == -ETIMEDOUT) {
+                f->doubt = true;
                 view_change_end(v);
                 if (view_wait_offline(v))
                         goto again;
@@ -2118,13 +2439,13 @@ again:
         }
         if (offline) {
                 f->dirty = true;
-        } else if (fstat(f->fd, &st) == 0) {
+        } else {
                 f->written = true;
                 /* Patch the store copy even when this open has none attached
                  * (a writer that opened before any reader cached the file). */
                 struct sobj *o = f->obj;
 
-                if (o || store_obj_find(v->store, st.st_ino, &o) == 0) {
+                if (sr == 0 && (o || store_obj_find(v->store, st.st_ino, &o) == 0)) {
                         store_obj_written(v->store, o, buf, (size_t)n, off, &st);
                         if (o != f->obj)
                                 store_obj_put(v->store, o);
@@ -2132,6 +2453,21 @@ again:
         }
         view_change_end(v);
         fuse_reply_write(req, (size_t)n);
+}
+
+/*
+ * Online, at a writer's close: the mirror takes what it wrote (on the server
+ * already, acknowledged), bounded.  When the server stops answering
+ * meanwhile the volume goes offline with the mirror's copy from before
+ * these writes (said in the log): the server has them, and a change made
+ * to the file offline meets them at the reconnect (a conflict, not a loss).
+ */
+static void note_written_bounded(struct view *v, struct vfile *f)
+{
+        if (note_change_bounded(v, f->id, f->fd, NULL) == -ETIMEDOUT)
+                log_warn("The server stopped answering while the offline mirror took the writes"
+                         " to open file handle %" PRIu64 ": its offline copy is from before"
+                         " them", f->fh);
 }
 
 static uint64_t flush_requests; /* atomic */
@@ -2216,7 +2552,7 @@ again:
          * disconnect in between would leave the mirror with the old bytes. */
         if (!err && f->written && !f->dir) {
                 f->written = false;
-                note_node_change(v, f->id, f->fd);
+                note_written_bounded(v, f);
         }
         view_change_end(v);
         fuse_reply_err(req, err);
@@ -2240,7 +2576,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
                         log_error("Offline writes to file handle %" PRIu64 " could not be"
                                   " logged at its release", f->fh);
                 else if (!view_offline(v) && f->written && !mirror_quiet_for(f))
-                        note_node_change(v, f->id, f->fd);
+                        note_written_bounded(v, f);
                 else if (f->stranded_fd >= 0)
                         ship_stranded(v, f);
                 view_change_end(v);
@@ -2294,11 +2630,18 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
         struct view *v = V(req);
         struct vfile *f;
+        bool offline;
         int dfd;
+
+again:
+        offline = view_offline(v);
         WITH_NODE(v, ino, n, fd, req);
 
-        dfd = backing_reopen(fd, O_RDONLY | O_DIRECTORY);
+        dfd = backing_reopen_bounded(v, fd, O_RDONLY | O_DIRECTORY, NULL);
         vnode_put(v, n);
+        /* The server did not answer in time: the mirror's directory. */
+        if (dfd == -ETIMEDOUT && !offline && view_wait_offline(v))
+                goto again;
         if (dfd < 0) {
                 fuse_reply_err(req, -dfd);
                 return;
@@ -2323,6 +2666,70 @@ struct linux_dirent64 {
         char d_name[];
 };
 
+/* One getdents64 from offset off, for a helper: its own descriptor and buffer. */
+struct dents {
+        int fd;                 /* a dup(): shares the listing's offset */
+        off_t off;              /* -1: go on from where the last one stopped */
+        char *buf;
+        size_t size;
+};
+
+static void dents_free(void *arg)
+{
+        struct dents *d = arg;
+
+        backing_close_later(d->fd);
+        free(d->buf);
+        free(d);
+}
+
+static int dents_run(void *arg)
+{
+        struct dents *d = arg;
+        long n;
+
+        if (d->off >= 0 && lseek(d->fd, d->off, SEEK_SET) < 0)
+                return -errno;
+        n = syscall(SYS_getdents64, d->fd, d->buf, d->size);
+        return n < 0 ? -errno : (int)n;
+}
+
+/* getdents64 of directory fd into raw (size bytes), from off (-1: on), bounded. */
+static long read_dents(struct view *v, int fd, off_t off, char *raw, size_t size)
+{
+        struct dents *d;
+        long got;
+        int n;
+
+        if (!backing_bounded(v)) {
+                if (off >= 0 && lseek(fd, off, SEEK_SET) < 0)
+                        return -errno;
+                got = syscall(SYS_getdents64, fd, raw, size);
+                return got < 0 ? -errno : got;
+        }
+        d = calloc(1, sizeof(*d));
+        if (!d)
+                return -ENOMEM;
+        d->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        d->buf = malloc(size);
+        d->off = off;
+        d->size = size;
+        if (d->fd < 0 || !d->buf) {
+                if (d->fd >= 0)
+                        close(d->fd);
+                free(d->buf);
+                free(d);
+                return -ENOMEM;
+        }
+        n = backing_call_bounded(v, dents_run, d, dents_free);
+        if (n == -ETIMEDOUT)
+                return n;       /* d is the helper's now */
+        if (n > 0)
+                memcpy(raw, d->buf, (size_t)n);
+        dents_free(d);
+        return n;
+}
+
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                        struct fuse_file_info *fi)
 {
@@ -2330,8 +2737,12 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         char *out, *raw;
         size_t used = 0;
         struct vfile *f;
-        int err = 0;
+        bool offline;
+        int err;
 
+again:
+        err = 0;
+        offline = view_offline(v);
         f = vfile_of(v, fi, &err);
         if (!f) {
                 fuse_reply_err(req, err);
@@ -2350,17 +2761,16 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         pthread_mutex_lock(&f->lock);
         if (offline_listing_partial(v, f->fd)) {
                 err = EHOSTDOWN;
-        } else if (lseek(f->fd, off, SEEK_SET) < 0) {
-                err = errno;
         } else {
                 bool full = false;
+                off_t from = off;
 
                 while (!full) {
-                        long n = syscall(SYS_getdents64, f->fd, raw,
-                                         size < 32768 ? 32768 : size);
+                        long n = read_dents(v, f->fd, from, raw, size < 32768 ? 32768 : size);
 
+                        from = -1;
                         if (n < 0) {
-                                err = errno;
+                                err = (int)-n;
                                 break;
                         }
                         if (n == 0)
@@ -2369,9 +2779,16 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                                 struct linux_dirent64 *d = (void *)(raw + pos);
                                 struct stat st = { .st_ino = d->d_ino,
                                                    .st_mode = (mode_t)d->d_type << 12 };
-                                size_t need = fuse_add_direntry(req, out + used, size - used,
-                                                                d->d_name, &st, d->d_off);
+                                size_t need;
 
+                                /* A copy the mirror is making (a note given up on
+                                 * removes its own once the server lets it go on). */
+                                if (offline && mirror_is_tmp(d->d_name)) {
+                                        pos += d->d_reclen;
+                                        continue;
+                                }
+                                need = fuse_add_direntry(req, out + used, size - used,
+                                                         d->d_name, &st, d->d_off);
                                 if (need > size - used) {
                                         full = true;
                                         break;
@@ -2382,6 +2799,15 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                 }
         }
         pthread_mutex_unlock(&f->lock);
+        /* The server did not answer in time: listed again from the mirror. */
+        if (err == ETIMEDOUT && !offline) {
+                free(out);
+                free(raw);
+                if (view_wait_offline(v))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
+        }
         if (err && !used)
                 fuse_reply_err(req, err);
         else
@@ -2416,31 +2842,39 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
                         size_t size, int flags)
 {
         struct view *v = V(req);
-        struct creds c;
-        char path[64];
-        uint64_t lid = 0;
+        struct caller_id id;
+        uint64_t lid;
+        bool log, redo = false;
         int r;
 
+again:
+        lid = 0;
         WITH_NODE_CHANGING(v, ino, n, fd, req, offline);
-        proc_path(path, sizeof(path), fd);
+        log = offline;
         r = offline && mirror_xattr_hidden(name) ? -EPERM : 0;
         if (r >= 0 && offline)
                 r = lid_before_change(v, ino, fd, &lid);
         if (r == LID_GONE)
-                offline = false;        /* nothing to log */
+                log = false;    /* nothing to log */
+        /* /proc/self/fd/N of a symlink's O_PATH descriptor names the symlink
+         * itself: trusted.* works there, user.* is the backing's own EPERM. */
         if (r >= 0)
-                r = creds_enter(req, &c);
-        if (r >= 0) {
-                /* /proc/self/fd/N of a symlink's O_PATH descriptor names the
-                 * symlink itself: trusted.* works there, user.* is the
-                 * backing's own EPERM. */
-                r = setxattr(path, name, value, size, flags) < 0 ? -errno : 0;
-                creds_leave(&c);
+                r = backing_change(v, &(struct backing_change){ .kind = BC_SETXATTR, .fd = fd,
+                                   .fd2 = -1, .name2 = name, .value = value, .size = size,
+                                   .flags = flags }, caller_of(req, &id));
+        if (r == -ETIMEDOUT && !offline) {
+                redo = true;
+                if (left_for_offline(v, n, NULL))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
         }
         if (r >= 0 && !strcmp(name, "system.posix_acl_access"))
                 fuse_lowlevel_notify_inval_inode(v->se, ino, -1, 0);      /* the mode too */
-        if (r >= 0 && offline)
+        if (r >= 0 && log)
                 r = offline_note_xattr(v, lid, name, value, size, flags, false);
+        if (r >= 0 && log && redo)
+                r = offline_note_in_doubt(v, lid);
         vnode_put(v, n);
         view_change_end(v);
         fuse_reply_err(req, -r);
@@ -2551,28 +2985,36 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
         struct view *v = V(req);
-        struct creds c;
-        char path[64];
-        uint64_t lid = 0;
+        struct caller_id id;
+        uint64_t lid;
+        bool log, redo = false;
         int r;
 
+again:
+        lid = 0;
         WITH_NODE_CHANGING(v, ino, n, fd, req, offline);
-        proc_path(path, sizeof(path), fd);
+        log = offline;
         r = offline && mirror_xattr_hidden(name) ? -ENODATA : 0;
         if (r >= 0 && offline)
                 r = lid_before_change(v, ino, fd, &lid);
         if (r == LID_GONE)
-                offline = false;        /* nothing to log */
+                log = false;    /* nothing to log */
         if (r >= 0)
-                r = creds_enter(req, &c);
-        if (r >= 0) {
-                r = removexattr(path, name) < 0 ? -errno : 0;
-                creds_leave(&c);
+                r = backing_change(v, &(struct backing_change){ .kind = BC_REMOVEXATTR,
+                                   .fd = fd, .fd2 = -1, .name2 = name }, caller_of(req, &id));
+        if (r == -ETIMEDOUT && !offline) {
+                redo = true;
+                if (left_for_offline(v, n, NULL))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
         }
         if (r >= 0 && !strcmp(name, "system.posix_acl_access"))
                 fuse_lowlevel_notify_inval_inode(v->se, ino, -1, 0);      /* the mode too */
-        if (r >= 0 && offline)
+        if (r >= 0 && log)
                 r = offline_note_xattr(v, lid, name, NULL, 0, 0, true);
+        if (r >= 0 && log && redo)
+                r = offline_note_in_doubt(v, lid);
         vnode_put(v, n);
         view_change_end(v);
         fuse_reply_err(req, -r);
@@ -2583,10 +3025,12 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 {
         struct view *v = V(req);
         struct vfile *f;
+        struct caller_id id;
         struct stat st;
         mode_t before;
         int err;
 
+again:
         view_change_begin(v);
         f = vfile_of(v, fi, &err);
         if (!f) {
@@ -2600,8 +3044,18 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
                 return;
         }
         before = as_writer(req, fi, f->fd);
-        err = fallocate(f->fd, mode, offset, length) < 0 ? errno : 0;
+        err = -backing_change(v, &(struct backing_change){ .kind = BC_FALLOCATE, .fd = f->fd,
+                              .fd2 = -1, .flags = mode, .off = offset, .len = length },
+                              before ? caller_of(req, &id) : NULL);
         leave_writer(before);
+        /* As a write: made again in the local copy, which the volume now serves. */
+        if (err == ETIMEDOUT && !view_offline(v)) {
+                f->doubt = true;
+                if (left_for_offline(v, NULL, NULL))
+                        goto again;
+                fuse_reply_err(req, EIO);
+                return;
+        }
         if (!err && (before & (S_ISUID | S_ISGID)))
                 mode_changed_check(v, ino, f->fd, before);
         if (!err && view_offline(v)) {

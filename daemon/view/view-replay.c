@@ -70,6 +70,7 @@ static void replay_wrote(void *ud, const struct stat *server, const struct stat 
 {
         struct replay *rp = ud;
 
+        __atomic_add_fetch(&rp->v->reint_bytes, (uint64_t)local->st_size, __ATOMIC_RELEASE);
         mirror_note_replayed(rp->v, server, local);
 }
 

@@ -111,6 +111,7 @@ static int trickle_round(struct view *v)
 
         __atomic_store_n(&v->reint_done, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&v->reint_total, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&v->reint_bytes, 0, __ATOMIC_RELEASE);
         r = view_replay(v, &st);
         if (st.conflicts)
                 view_conflicts_recount(v);

@@ -99,6 +99,7 @@ struct view {
         unsigned reconnects;    /* atomic: view_reconnect() calls under way */
         uint64_t reint_done;    /* atomic: records replayed by the running or last reintegration */
         uint64_t reint_total;   /* atomic: and the records it had to replay */
+        uint64_t reint_bytes;   /* atomic: and the content bytes it put on the server */
         bool replay_busy;       /* atomic: a replay runs (or, given up on, still waits on the backing) */
         uint64_t delete_gone;   /* atomic: pinned objects the last reconnect found gone */
         uint64_t delete_pinned; /* atomic: of the pinned objects it counted */
@@ -325,6 +326,9 @@ int offline_note_create(struct view *v, int pfd, uint64_t *plid, const char *nam
                         const char *target, uint64_t *lid);
 int offline_note_link(struct view *v, uint64_t lid, int npfd, const char *newname);
 int offline_note_unlink(struct view *v, uint64_t plid, const char *name, uint64_t lid, bool dir);
+/* The last create or rename of object lid was made again offline after its
+ * online call timed out: the server may have applied it too (OPLOG_IN_DOUBT). */
+int offline_note_in_doubt(struct view *v, uint64_t lid);
 int offline_note_rename(struct view *v, uint64_t plid, const char *name, uint64_t lid,
                         uint64_t nplid, const char *newname, uint64_t other, unsigned flags);
 int offline_note_setattr(struct view *v, uint64_t lid, const struct oplog_setattr *sa);
@@ -576,6 +580,9 @@ ssize_t backing_pwrite(struct view *v, int fd, const void *buf, size_t size, off
                        const struct caller_id *id);
 int backing_flush(struct view *v, int fd);
 void backing_close(struct view *v, int fd);
+/* Closes fd on a helper, unless it is O_PATH: closing any descriptor of a
+ * network file flushes it, a round trip (unbounded) to its server. */
+void backing_close_later(int fd);
 /* Probes Backing= (by its path) on a helper even offline: 0 when it answers in time. */
 int backing_probe(struct view *v);
 /*
@@ -584,6 +591,49 @@ int backing_probe(struct view *v);
  * the caller's (drop(arg) is called once fn is done with it); else fn's result.
  */
 int backing_call(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(void *arg));
+/* Whether the calls above run on helpers now (a network backing online with
+ * a BackingTimeout); else they are plain calls. */
+bool backing_bounded(struct view *v);
+/* backing_call() bounded as the calls above: made directly when they are,
+ * and past the bound the volume goes offline. */
+int backing_call_bounded(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(void *arg));
+/* On a helper: whether the requester of the call under way gave up on it
+ * (false on any other thread), so that work it no longer waits for stops. */
+bool backing_call_abandoned(void);
+
+/* One change of the backing, as backing_change() makes it. */
+enum backing_change_kind {
+        BC_MKDIR, BC_MKNOD, BC_SYMLINK, BC_CREATE, BC_LINK, BC_UNLINK, BC_RENAME, BC_CHMOD,
+        BC_CHOWN, BC_TRUNCATE, BC_UTIMENS, BC_SETXATTR, BC_REMOVEXATTR, BC_FALLOCATE,
+};
+struct backing_change {
+        enum backing_change_kind kind;
+        int fd;                 /* the directory of name, or the object (O_PATH, or open_file) */
+        const char *name;
+        int fd2;                /* link, rename: the new name's directory; else -1 */
+        const char *name2;      /* link, rename: the new name; symlink: its target;
+                                 * xattrs: the attribute */
+        const void *value;      /* setxattr */
+        size_t size;
+        int flags;              /* create: open(2)'s; unlink: AT_REMOVEDIR; rename: RENAME_*;
+                                 * setxattr: XATTR_*; fallocate: its mode; utimens:
+                                 * AT_EMPTY_PATH for a symlink itself */
+        bool open_file;         /* chmod, truncate, utimens: fd is an open file */
+        mode_t mode;
+        dev_t rdev;
+        uid_t uid;
+        gid_t gid;
+        off_t off, len;         /* truncate: the size; fallocate */
+        struct timespec times[2];
+};
+/*
+ * Makes change c on the backing as the caller id (NULL: as the daemon),
+ * bounded as the calls above (its own copies of c's descriptors, names and
+ * value on the helper): 0 (a create: the new descriptor) or -errno;
+ * -ETIMEDOUT past the bound, and the volume goes offline (the request is
+ * then made again offline: the server may still apply this one later).
+ */
+int backing_change(struct view *v, const struct backing_change *c, const struct caller_id *id);
 /*
  * Long work against the backing (a dry run, a walk): fn(arg) on a thread of
  * its own, which calls backing_progress_step() as it moves; the caller waits

@@ -53,6 +53,8 @@ for _ in $(seq 100); do [ "$(vprop ReintegrationTotal)" -gt 0 ] 2>/dev/null && b
 total=$(vprop ReintegrationTotal)
 expect "Volume1.ReintegrationTotal: the records the reconnect replayed ($total)" "$total" -ge 5
 expect "Volume1.ReintegrationDone: all of them" "$(vprop ReintegrationDone)" = "$total"
+check "Volume1.ReintegrationBytes: a count of bytes shipped" \
+	eval '[[ "$(vprop ReintegrationBytes)" =~ ^[0-9]+$ ]]'
 expect "fcachectl --json status has them" "$("$FCACHECTL" --json status | /usr/bin/python3 -c '
 import json, sys; v = json.load(sys.stdin)["result"]["volumes"][0]
 print(v["reintegration_done"] == v["reintegration_total"] > 0)')" = True

@@ -122,10 +122,10 @@ def main():
     acked = b"".join(writer.acked)
     # Known, not yet fixed (so reported, not failed, unless FCACHE_LINK_STRICT=1):
     # a writer's close brings the mirror up to date by reading the backing
-    # without a bound (view-mirror.c), so the append in flight at the cut
-    # stalls the whole cut, completes after the switch, and reconnecting then
-    # finds the server's file changed since the mirror's base: the offline
-    # appends are kept as a conflict, not on the server.
+    # (bounded: given up on at the cut, view-ops.c's note_written_bounded()),
+    # so the mirror's copy lacks the append acknowledged just before the cut,
+    # and reconnecting finds the server's file changed since the mirror's
+    # base: the offline appends are kept as a conflict, not on the server.
     strict = os.environ.get("FCACHE_LINK_STRICT") == "1"
     same = server == acked
     if strict:
@@ -134,7 +134,7 @@ def main():
         lines, nuls = server.count(b"\n"), server.count(b"\0")
         print(f"{'ok' if same else 'not ok'} - every acknowledged append is on the server, in"
               f" order, once: {lines} lines there, {len(writer.acked)} acknowledged,"
-              f" {nuls} NUL bytes # TODO the close of a writer is unbounded")
+              f" {nuls} NUL bytes # TODO the mirror lacks the append its close was noting at the cut")
     if same or strict:
         eq(read_file(vol.v("proj", "log")), server, "the view reads what the server has")
     finish()

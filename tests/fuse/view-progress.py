@@ -3,7 +3,8 @@
 """`query state` answers while a reconnect replays (it used to wait for the
 replay's end behind the offline lock), with the replay's progress: state
 reintegrating, done never past total and never going back, pending = total -
-done; after it, online with nothing pending and done = total.
+done, the bytes shipped never going back; after it, online with nothing
+pending, done = total and every created file's bytes counted.
 """
 import os
 import sys
@@ -36,18 +37,20 @@ def main():
         st = vol.ctl("query state", timeout=600)
         if st.get("state") == "reintegrating":
             seen.append((int(st["reintegration_done"]), int(st["reintegration_total"]),
-                         int(st["pending"])))
+                         int(st["pending"]), int(st["reintegration_bytes"])))
     t.join()
     check(len(seen) > 0, f"query state answered {len(seen)} times during the replay")
-    check(all(d <= tot for d, tot, _ in seen), "done never past total")
+    check(all(s[0] <= s[1] for s in seen), "done never past total")
     bad = [s for s in seen if s[2] != s[1] - s[0]]
     check(not bad, f"pending = total - done {bad[:3]}")
     check(all(a[0] <= b[0] for a, b in zip(seen, seen[1:])), "done never goes back")
+    check(all(a[3] <= b[3] for a, b in zip(seen, seen[1:])), "the bytes shipped never go back")
     moving = [s for s in seen if 0 < s[0] < s[1]]
     print(f"# answers during the replay: {len(seen)}, with 0 < done < total: {len(moving)}")
     st = vol.state()
     eq((st["state"], st["pending"]), ("online", "0"), "after it: online, nothing pending")
     eq(st["reintegration_done"], st["reintegration_total"], "after it: done = total")
+    eq(st["reintegration_bytes"], str(FILES * 100), "after it: every created file's 100 bytes counted")
     finish()
 
 

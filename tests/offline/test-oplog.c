@@ -282,6 +282,48 @@ static void test_unlink_server_file_drops_edits(struct fixture *f, gconstpointer
 }
 
 /*
+ * Records made again offline after their call to the server timed out (in
+ * doubt: the server may have them too) are kept as they are: a create is
+ * not cancelled, a rename not folded into the next, a setattr not merged
+ * into nor dropped, a content record not dropped and its mark kept by the
+ * record replacing it.
+ */
+static int count_in_doubt(void *ud, const struct oplog_record *r)
+{
+        *(unsigned *)ud += (r->flags & OPLOG_IN_DOUBT) != 0;
+        return 0;
+}
+
+static void test_in_doubt_kept(struct fixture *f, gconstpointer data)
+{
+        uint64_t a = server_object(f, OPLOG_ROOT, "a", S_IFREG | 0644, 700);
+        uint64_t b = server_object(f, OPLOG_ROOT, "b", S_IFREG | 0644, 701);
+        struct oplog_setattr s1 = { .mask = OPLOG_SET_MODE, .mode = 0600 };
+        struct oplog_setattr s2 = { .mask = OPLOG_SET_MODE, .mode = 0640 };
+        unsigned marked = 0;
+        uint64_t t;
+
+        g_assert_cmpint(oplog_record_create(f->log, OPLOG_ROOT, "t", 0644, 0, 0, &t), ==, 0);
+        g_assert_cmpint(oplog_mark_in_doubt(f->log, t), ==, 0);
+        g_assert_cmpint(oplog_record_unlink(f->log, OPLOG_ROOT, "t", t), ==, 0);
+        assert_records(f, "create:t unlink:t");
+        g_assert_cmpint(oplog_record_rename(f->log, OPLOG_ROOT, "a", a, OPLOG_ROOT, "c", 0, 0), ==, 0);
+        g_assert_cmpint(oplog_mark_in_doubt(f->log, a), ==, 0);
+        g_assert_cmpint(oplog_record_rename(f->log, OPLOG_ROOT, "c", a, OPLOG_ROOT, "a", 0, 0), ==, 0);
+        assert_records(f, "create:t unlink:t rename:a->c rename:c->a");
+        g_assert_cmpint(oplog_record_setattr(f->log, b, &s1), ==, 0);
+        g_assert_cmpint(oplog_mark_in_doubt(f->log, b), ==, 0);
+        g_assert_cmpint(oplog_record_setattr(f->log, b, &s2), ==, 0);
+        g_assert_cmpint(oplog_record_content(f->log, b, content(f, "one")), ==, 0);
+        g_assert_cmpint(oplog_mark_in_doubt(f->log, b), ==, 0);
+        g_assert_cmpint(oplog_record_content(f->log, b, content(f, "two")), ==, 0);
+        g_assert_cmpint(oplog_record_unlink(f->log, OPLOG_ROOT, "b", b), ==, 0);
+        assert_records(f, "create:t unlink:t rename:a->c rename:c->a setattr content unlink:b");
+        g_assert_cmpint(oplog_foreach(f->log, true, count_in_doubt, &marked), ==, 0);
+        g_assert_cmpuint(marked, ==, 4);        /* create, rename, setattr, content */
+}
+
+/*
  * While a run replays the records up to K (oplog_set_replaying), a new record
  * never merges into, cancels or drops one of them; after K they coalesce as
  * ever, and once the run ended with them too.
@@ -994,6 +1036,7 @@ int main(int argc, char **argv)
                    test_create_unlink_cancels, teardown);
         T("container-named", test_container_named);
         T("cancel-keeps-replaced-unlink", test_cancel_keeps_replaced_unlink);
+        T("in-doubt-kept", test_in_doubt_kept);
         T("link-blocks-cancel", test_link_blocks_cancel);
         T("unlink-server-file-drops-edits", test_unlink_server_file_drops_edits);
         T("setattr-merges", test_setattr_merges);
