@@ -101,7 +101,6 @@ static int replay_work(void *arg, struct backing_progress *p)
         opts.threads = v->cfg->fetch_threads;
         opts.lock = &v->offline_lock;
         opts.backing_local = v->backing_local;
-        opts.backing_local = v->backing_local;
         rp->result = reintegrate_run(v->oplog, rp->root_fd, &opts, &rp->st);
         /* What reached the server leaves the log, also after an error. */
         pthread_mutex_lock(&v->offline_lock);
