@@ -416,6 +416,21 @@ void backing_close(struct view *v, int fd)
         pthread_mutex_unlock(&lock);
 }
 
+/* A job running fn(arg) on a helper (drop(arg) when nobody waits for it). */
+static struct job *fn_job_new(int (*fn)(void *arg), void *arg, void (*drop)(void *arg))
+{
+        struct job *j = calloc(1, sizeof(*j));
+
+        if (!j)
+                return NULL;
+        j->call = CALL_FN;
+        j->dirfd = -1;
+        j->fn = fn;
+        j->arg = arg;
+        j->drop = drop;
+        return j;
+}
+
 int backing_call(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(void *arg))
 {
         struct job *j;
@@ -427,14 +442,9 @@ int backing_call(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(v
                         drop(arg);
                 return r;
         }
-        j = calloc(1, sizeof(*j));
+        j = fn_job_new(fn, arg, drop);
         if (!j)
                 return -ENOMEM;
-        j->call = CALL_FN;
-        j->dirfd = -1;
-        j->fn = fn;
-        j->arg = arg;
-        j->drop = drop;
         return submit_job(v, j, NULL, false);
 }
 
@@ -456,14 +466,9 @@ int backing_call_bounded(struct view *v, int (*fn)(void *arg), void *arg, void (
 
         if (!backing_bounded(v))
                 return fn(arg);
-        j = calloc(1, sizeof(*j));
+        j = fn_job_new(fn, arg, drop);
         if (!j)
                 return -ENOMEM;
-        j->call = CALL_FN;
-        j->dirfd = -1;
-        j->fn = fn;
-        j->arg = arg;
-        j->drop = drop;
         return submit(v, j, NULL);
 }
 
