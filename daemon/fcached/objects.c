@@ -636,18 +636,13 @@ static void refresh_free(gpointer p)
 
 static bool line_u64(GPtrArray *lines, const char *key, guint64 *out)
 {
-        size_t kl = strlen(key);
+        const char *v = fcd_control_value(lines, key);
+        char *end;
 
-        for (guint i = 0; i < lines->len; i++) {
-                const char *l = lines->pdata[i];
-                char *end;
-
-                if (!strncmp(l, key, kl) && l[kl] == '=') {
-                        *out = g_ascii_strtoull(l + kl + 1, &end, 10);
-                        return *end == '\0';
-                }
-        }
-        return false;
+        if (!v)
+                return false;
+        *out = g_ascii_strtoull(v, &end, 10);
+        return *end == '\0';
 }
 
 /*

@@ -602,6 +602,20 @@ bool fcd_volume_forward(struct fcd_volumes *vols, const char *canonical, int tar
         return true;
 }
 
+/* Each volume's control socket and name, copied: the calls run without the lock. */
+static void volumes_targets(struct fcd_volumes *vols, GPtrArray *sockets, GPtrArray *names)
+{
+        if (!vols)
+                return;
+        g_mutex_lock(&vols->lock);
+        for (guint i = 0; i < vols->list->len; i++) {
+                struct volume *vol = vols->list->pdata[i];
+                g_ptr_array_add(sockets, g_strdup(vol->socket_path));
+                g_ptr_array_add(names, g_strdup(vol->cfg.name));
+        }
+        g_mutex_unlock(&vols->lock);
+}
+
 int fcd_volumes_flush_all(struct fcd_volumes *vols, struct fc_result *res)
 {
         g_autoptr(GPtrArray) sockets = g_ptr_array_new_with_free_func(g_free);
@@ -611,27 +625,19 @@ int fcd_volumes_flush_all(struct fcd_volumes *vols, struct fc_result *res)
 
         if (!vols)
                 return 0;
-        g_mutex_lock(&vols->lock);
-        for (guint i = 0; i < vols->list->len; i++) {
-                struct volume *vol = vols->list->pdata[i];
-                g_ptr_array_add(sockets, g_strdup(vol->socket_path));
-                g_ptr_array_add(names, g_strdup(vol->cfg.name));
-        }
-        g_mutex_unlock(&vols->lock);
+        volumes_targets(vols, sockets, names);
         for (guint i = 0; i < sockets->len; i++) {
                 g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
                 int r = fcd_control_call(sockets->pdata[i], "flush volume", -1, NULL, lines);
-                guint64 n = 0;
+                const char *n = fcd_control_value(lines, "flushed");
 
-                for (guint k = 0; k < lines->len; k++)
-                        sscanf(lines->pdata[k], "flushed=%" G_GUINT64_FORMAT, &n);
                 if (r < 0) {
                         failed++;
                         g_warning("flush all: volume %s: %s", (char *)names->pdata[i],
                                   g_strerror(-r));
                         continue;
                 }
-                flushed += n;
+                flushed += n ? g_ascii_strtoull(n, NULL, 10) : 0;
                 fc_result_add_str(res, "flushed_volume", names->pdata[i]);
         }
         fc_result_add_u64(res, "volume_objects_flushed", flushed);
@@ -640,8 +646,7 @@ int fcd_volumes_flush_all(struct fcd_volumes *vols, struct fc_result *res)
         return 0;
 }
 
-/* KEY's value in a control answer's lines, or NULL. */
-static const char *line_value(GPtrArray *lines, const char *key)
+const char *fcd_control_value(GPtrArray *lines, const char *key)
 {
         size_t n = strlen(key);
 
@@ -659,22 +664,14 @@ int fcd_volumes_sync_all(struct fcd_volumes *vols, struct fc_result *res, struct
         guint64 synced = 0;
         int failed = 0, last = 0;
 
-        if (vols) {
-                g_mutex_lock(&vols->lock);
-                for (guint i = 0; i < vols->list->len; i++) {
-                        struct volume *vol = vols->list->pdata[i];
-                        g_ptr_array_add(sockets, g_strdup(vol->socket_path));
-                        g_ptr_array_add(names, g_strdup(vol->cfg.name));
-                }
-                g_mutex_unlock(&vols->lock);
-        }
+        volumes_targets(vols, sockets, names);
         for (guint i = 0; i < sockets->len; i++) {
                 g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
                 int r = fcd_control_call(sockets->pdata[i], "sync", -1, NULL, lines);
-                const char *n = line_value(lines, "synced");
+                const char *n = fcd_control_value(lines, "synced");
 
                 if (r < 0) {
-                        const char *msg = line_value(lines, "error");
+                        const char *msg = fcd_control_value(lines, "error");
 
                         failed++;
                         last = r;

@@ -58,6 +58,8 @@ GVariant *fcd_volumes_states(struct fcd_volumes *vols);
  */
 int fcd_control_call(const char *socket_path, const char *command, int target_fd,
                      const char *name, GPtrArray *lines);
+/* KEY's value in such an answer's lines, or NULL. */
+const char *fcd_control_value(GPtrArray *lines, const char *key);
 
 /* What the volume objects show of a volume (fcd_volumes_info). */
 struct fcd_volume_info {
