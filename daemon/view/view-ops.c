@@ -1058,6 +1058,23 @@ static void mode_changed_check(struct view *v, fuse_ino_t ino, int fd, mode_t be
                 fuse_lowlevel_notify_inval_inode(v->se, ino, -1, 0);
 }
 
+/*
+ * Offline, after a write or fallocate of open file @f as the caller that may
+ * have killed set-id bits of its mirror file (@before: the mode then): the
+ * mode it left is logged, as the kernel's kill is a mode change.  Replay
+ * writes the server's file as root, which would keep the bits.
+ */
+static int log_setid_kill(struct view *v, struct vfile *f, mode_t before)
+{
+        struct oplog_setattr sa = { .mask = OPLOG_SET_MODE };
+        struct stat now;
+
+        if (!f->lid || fstat(f->fd, &now) < 0 || (now.st_mode & 07777) == (before & 07777))
+                return 0;
+        sa.mode = now.st_mode & 07777;
+        return offline_note_setattr(v, f->lid, &sa);
+}
+
 /* The caller's fsuid and fsgid for a change to an open file (a write or
  * fallocate), so that the backing kills set-id bits as it would for the
  * caller; not for the kernel's own writeback.  Returns the mode before when
@@ -2430,8 +2447,11 @@ again:
                 fuse_reply_err(req, EIO);
                 return;
         }
-        if (n >= 0 && (before & (S_ISUID | S_ISGID)))
+        if (n >= 0 && (before & (S_ISUID | S_ISGID))) {
                 mode_changed_check(v, ino, f->fd, before);
+                if (offline && (err = -log_setid_kill(v, f, before)))
+                        n = -err;
+        }
         if (n < 0) {
                 view_change_end(v);
                 fuse_reply_err(req, err);
@@ -3056,8 +3076,11 @@ again:
                 fuse_reply_err(req, EIO);
                 return;
         }
-        if (!err && (before & (S_ISUID | S_ISGID)))
+        if (!err && (before & (S_ISUID | S_ISGID))) {
                 mode_changed_check(v, ino, f->fd, before);
+                if (view_offline(v))
+                        err = -log_setid_kill(v, f, before);
+        }
         if (!err && view_offline(v)) {
                 f->dirty = true;
         } else if (!err && fstat(f->fd, &st) == 0) {

@@ -437,30 +437,68 @@ def created_offline_attrs():
 
 
 def setid_killed_offline():
-    """Offline, a write by another user than root kills set-id bits, as on a
+    """Offline, a write by a user other than root kills set-id bits, as on a
     local filesystem: of a pinned server file and of a file created offline
     (whose create then carries the mode to the server).  A writer passed
-    through would write the mirror's file with the daemon's CAP_FSETID."""
+    through would write the mirror's file with the daemon's CAP_FSETID.
+    Replay writes the server's files as root, which keeps set-id bits: the
+    kill reaches the server as the mode the write left, so a 6755 file of
+    uid 1000 appended to by its owner offline ends 0755 there, as that
+    append made online would leave it, and a setgid file without group
+    execute appended to by a member of its group keeps its bit."""
     vol = Volume("setid", lease="1s")
     os.makedirs(vol.b("p"))
     os.chmod(vol.b("p"), 0o777)
     write_file(vol.b("p", "big"), b"\0" * (256 << 10))
+    modes = {"owned": (0o6755, 0o755), "sgid-noexec": (0o2664, 0o2664)}
+    for name, (mode, _) in list(modes.items()) + [("falloc", (0o6755, None))]:
+        write_file(vol.b("p", name), b"server\n")
+        os.chown(vol.b("p", name), 1000, 1000)
+        os.chmod(vol.b("p", name), mode)
     vol.start()
     vol.ctl("pin recursive", "p")
     vol.ctl("disconnect")
     write_file(vol.v("p", "made"), b"made offline\n")
+
+    def append_as_1000(path):
+        subprocess.run(["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "sh", "-c",
+                        'echo appended >> "$1"', "sh", path], check=True)
+
     for name in ("big", "made"):
         path = vol.v("p", name)
         os.chmod(path, 0o6777)
-        subprocess.run(["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "sh", "-c",
-                        'echo appended >> "$1"', "sh", path], check=True)
+        append_as_1000(path)
         eq(oct(stat.S_IMODE(os.stat(path).st_mode)), oct(0o777),
            f"offline, an append by uid 1000 kills the set-id bits of {name}")
+    for name, (_, after) in modes.items():
+        append_as_1000(vol.v("p", name))
+        eq(oct(stat.S_IMODE(os.stat(vol.v("p", name)).st_mode)), oct(after),
+           f"offline, the owner's append leaves {name} {oct(after)}")
+    # fallocate(1) as the owner: the mode it leaves (the kernel's kill, as for a write)
+    subprocess.run(["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "fallocate",
+                    "-l", "64K", vol.v("p", "falloc")], check=True)
+    falloc_mode = stat.S_IMODE(os.stat(vol.v("p", "falloc")).st_mode)
     q = vol.ctl("reconnect")
     eq(q["state"], "online", "reconnect after the set-id appends")
+    eq(q.get("conflicts"), "0", "the set-id kills replay without a conflict")
     eq(oct(stat.S_IMODE(os.stat(vol.b("p", "made")).st_mode)), oct(0o777),
        "the server has the file created offline without its set-id bits")
     eq(read_file(vol.b("p", "made")), b"made offline\nappended\n", "... and its bytes")
+    eq(oct(stat.S_IMODE(os.stat(vol.b("p", "big")).st_mode)), oct(0o777),
+       "the server file chmod-ed 6777 offline and then appended to by uid 1000 has lost its"
+       " set-id bits (the replay's write as root keeps them)")
+    eq(read_file(vol.b("p", "big")), b"\0" * (256 << 10) + b"appended\n", "... and its bytes")
+    for name, (_, after) in modes.items():
+        st = os.stat(vol.b("p", name))
+        eq((oct(stat.S_IMODE(st.st_mode)), st.st_uid, st.st_gid), (oct(after), 1000, 1000),
+           f"the server's {name} has the mode and owner the append made online would leave")
+        eq(read_file(vol.b("p", name)), b"server\nappended\n", f"... and {name}'s bytes")
+    eq(oct(stat.S_IMODE(os.stat(vol.b("p", "falloc")).st_mode)), oct(falloc_mode),
+       f"a fallocate by the owner offline leaves the server's file {oct(falloc_mode)}, as it"
+       " left the local copy")
+    eq(os.stat(vol.b("p", "falloc")).st_size, 64 << 10, "... and its size")
+    eq(oct(stat.S_IMODE(os.stat(vol.v("p", "owned")).st_mode)), oct(0o755),
+       "the view online shows the server's mode")
     vol.stop()
 
 
