@@ -222,6 +222,7 @@ def main():
     crash_after_fsync_in_place()
     created_offline_attrs()
     setid_killed_offline()
+    atime_kept_by_reconnect()
     finish()
 
 
@@ -499,6 +500,59 @@ def setid_killed_offline():
     eq(os.stat(vol.b("p", "falloc")).st_size, 64 << 10, "... and its size")
     eq(oct(stat.S_IMODE(os.stat(vol.v("p", "owned")).st_mode)), oct(0o755),
        "the view online shows the server's mode")
+    vol.stop()
+
+
+def atime_kept_by_reconnect():
+    """The dry run and the reconnect read server files no application read:
+    a file only read offline, one edited offline to the bytes the server got
+    meanwhile (replay reads the server's to find them the same), one edited
+    on both sides (read to merge, kept as a conflict), a directory removed
+    offline.  Their server atimes, set long before their ctimes so that any
+    read would move them (relatime), stay (the directories' after the dry
+    run only: the reconnect's walks list them)."""
+    vol = Volume("atime", lease="1s")
+    os.makedirs(vol.b("p", "d"))
+    for name in ("read.txt", "same.txt", "clash.txt"):
+        write_file(vol.b("p", name), text(LINES))
+    vol.start()
+    vol.ctl("pin recursive", "p")
+    vol.ctl("disconnect")
+    eq(read_file(vol.v("p", "read.txt")), text(LINES), "offline read")
+    mine, theirs = list(LINES), list(LINES)
+    mine[3], theirs[3] = "line 4, mine\n", "line 4, theirs\n"
+    write_file(vol.v("p", "same.txt"), text(mine))
+    write_file(vol.v("p", "clash.txt"), text(mine))
+    os.rmdir(vol.v("p", "d"))
+    write_file(vol.b("p", "same.txt"), text(mine))
+    write_file(vol.b("p", "clash.txt"), text(theirs))
+    old = time.time_ns() - 3 * 86400 * 10 ** 9
+    names = ("read.txt", "same.txt", "clash.txt", "d")
+    for name in names + ("probe",):
+        if name == "probe":
+            write_file(vol.b("p", name), b"probe\n")
+        os.utime(vol.b("p", name), ns=(old, os.stat(vol.b("p", name)).st_mtime_ns))
+    read_file(vol.b("p", "probe"))
+    if os.stat(vol.b("p", "probe")).st_atime_ns == old:
+        print("# the backing's filesystem does not update atimes: atime checks skipped")
+        vol.stop()
+        return
+    os.unlink(vol.b("p", "probe"))
+    os.utime(vol.b("p"), ns=(old, os.stat(vol.b("p")).st_mtime_ns))
+    names += (".",)
+    dry = vol.ctl("query reintegration")
+    check(any("outcome=conflict" in ln and "clash.txt" in ln for ln in dry["_lines"]),
+          "query reintegration: clash.txt would conflict")
+    eq({n: os.stat(vol.b("p", n)).st_atime_ns for n in names}, {n: old for n in names},
+       "the dry run moves no server atime")
+    q = vol.ctl("reconnect")
+    eq((q["state"], q["conflicts"]), ("online", "1"), "reconnect: clash.txt a conflict")
+    # Directories are listed by the walks (deletion bound, resync): not O_NOATIME.
+    files = [n for n in names if n not in ("d", ".")]
+    eq({n: os.stat(vol.b("p", n)).st_atime_ns for n in files}, {n: old for n in files},
+       "the reconnect (replay and the mirror's resync) moves no server file's atime")
+    eq(read_file(vol.b("p", "clash.txt")), text(theirs), "the server's clash.txt kept")
+    eq(os.path.exists(vol.b("p", "d")), False, "the directory removed offline is gone")
     vol.stop()
 
 
