@@ -227,6 +227,30 @@ def main():
     finish()
 
 
+def start_with_fault(vol, fault):
+    """Starts the volume with FCACHE_FAULT=@fault (its successors keep it)."""
+    os.environ["FCACHE_FAULT"] = fault
+    try:
+        vol.start()
+    finally:
+        del os.environ["FCACHE_FAULT"]
+
+
+def reconnect_through_crashes(vol, tries=30):
+    """Reconnects until the volume is online, each worker the fault point
+    killed succeeded by one that starts offline; returns how many died."""
+    crashes = 0
+    for _ in range(tries):
+        pid = vol.worker_pid()
+        q = vol.ctl("reconnect", ok=False)
+        if q.get("state") == "online":
+            break
+        crashes += 1
+        vol.wait_new_worker(pid)
+        eq(vol.state()["state"], "offline", f"after crash {crashes} the successor starts offline")
+    return crashes
+
+
 def crash_in_reintegration():
     """kill -9 of the worker in the middle of reintegration, again and again
     (FCACHE_FAULT reint-after-write: after a server write, before its record
@@ -236,11 +260,7 @@ def crash_in_reintegration():
     os.makedirs(vol.b("p"))
     for i in range(6):
         write_file(vol.b("p", f"f{i}"), b"base %d\n" % i)
-    os.environ["FCACHE_FAULT"] = "reint-after-write:3"
-    try:
-        vol.start()
-    finally:
-        del os.environ["FCACHE_FAULT"]
+    start_with_fault(vol, "reint-after-write:3")
     vol.ctl("pin recursive", "p")
     vol.ctl("disconnect")
     model = {f"f{i}": b"base %d\n" % i for i in range(6)}
@@ -253,15 +273,7 @@ def crash_in_reintegration():
         model[f"new{i}"] = b"new %d\n" % i
     os.unlink(vol.v("p", "f0"))
     del model["f0"]
-    crashes = 0
-    for _ in range(20):
-        pid = vol.worker_pid()
-        q = vol.ctl("reconnect", ok=False)
-        if q.get("state") == "online":
-            break
-        crashes += 1
-        vol.wait_new_worker(pid)
-        eq(vol.state()["state"], "offline", f"after crash {crashes} the successor starts offline")
+    crashes = reconnect_through_crashes(vol)
     check(crashes >= 2, f"the worker was killed mid-reintegration ({crashes} times)")
     eq(vol.state()["state"], "online", "reintegration finished after the crashes")
     eq({n: read_file(vol.b("p", n)) for n in sorted(os.listdir(vol.b("p")))}, model,
@@ -285,11 +297,7 @@ def crash_in_rename_replay():
     for i in range(8):
         write_file(b("p", f"f{i}"), b"file %d\n" % i)
     write_file(b("p", "d1", "deep", "x"), b"x\n")
-    os.environ["FCACHE_FAULT"] = "reint-after-write:2"
-    try:
-        vol.start()
-    finally:
-        del os.environ["FCACHE_FAULT"]
+    start_with_fault(vol, "reint-after-write:2")
     vol.ctl("pin recursive", "p")
     vol.ctl("disconnect")
     os.rename(v("p", "f0"), v("p", "g0"))
@@ -305,15 +313,7 @@ def crash_in_rename_replay():
     os.rename(v("p", "g0"), v("p", "new", "g0"))
     os.rename(v("p", "d1moved", "deep", "x"), v("p", "d1moved", "y"))
     model = tree(v("p"))
-    crashes = 0
-    for _ in range(30):
-        pid = vol.worker_pid()
-        q = vol.ctl("reconnect", ok=False)
-        if q.get("state") == "online":
-            break
-        crashes += 1
-        vol.wait_new_worker(pid)
-        eq(vol.state()["state"], "offline", f"after crash {crashes} the successor starts offline")
+    crashes = reconnect_through_crashes(vol)
     check(crashes >= 2, f"the worker was killed mid-replay ({crashes} times)")
     eq(vol.state()["state"], "online", "the replay of the renames finished after the crashes")
     eq(vol.state()["conflicts"], "0", "no rename came back as a conflict")
