@@ -1285,9 +1285,10 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
                 fuse_reply_attr(req, &st, v->lease_s);
 }
 
-/* Offline: logs what a setattr changed (a size change is new content). */
+/* Offline: logs what a setattr changed (a size change is new content; the
+ * set-id bits it killed, @size_before the mode before it, a mode change). */
 static int log_setattr(struct view *v, uint64_t lid, int fd, int ffd, const struct stat *attr,
-                       int valid)
+                       int valid, mode_t size_before)
 {
         struct oplog_setattr sa = { 0 };
         struct stat now;
@@ -1296,6 +1297,11 @@ static int log_setattr(struct view *v, uint64_t lid, int fd, int ffd, const stru
         if (valid & FUSE_SET_ATTR_MODE) {
                 sa.mask |= OPLOG_SET_MODE;
                 sa.mode = attr->st_mode & 07777;
+        } else if ((size_before & (S_ISUID | S_ISGID)) &&
+                   fstatat(fd, "", &now, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 &&
+                   (now.st_mode & 07777) != (size_before & 07777)) {
+                sa.mask |= OPLOG_SET_MODE;
+                sa.mode = now.st_mode & 07777;
         }
         if (valid & FUSE_SET_ATTR_UID) {
                 sa.mask |= OPLOG_SET_UID;
@@ -1341,12 +1347,14 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
         struct stat st;
         uint64_t lid;
         int r, err, ffd;
+        mode_t size_before;
         bool log, redo = false;
 
 again:
         lid = 0;
         r = 0;
         ffd = -1;
+        size_before = 0;
         WITH_NODE_CHANGING(v, ino, n, fd, req, offline);
         log = offline;
         if (offline && (r = lid_before_change(v, ino, fd, &lid)) < 0)
@@ -1395,6 +1403,11 @@ again:
                         goto out;
         }
         if (valid & FUSE_SET_ATTR_SIZE) {
+                struct stat cur;
+
+                /* Offline, a truncate as the caller may kill set-id bits: logged. */
+                if (log && fstat(ch.fd, &cur) == 0)
+                        size_before = cur.st_mode;
                 ch.kind = BC_TRUNCATE;
                 ch.off = attr->st_size;
                 r = backing_change(v, &ch, &id);
@@ -1425,7 +1438,7 @@ again:
         }
 out:
         if (r >= 0 && log)
-                r = log_setattr(v, lid, fd, ffd, attr, valid);
+                r = log_setattr(v, lid, fd, ffd, attr, valid, size_before);
         if (r >= 0 && log && redo)
                 r = offline_note_in_doubt(v, lid);
         if (r >= 0)
@@ -1926,8 +1939,12 @@ again:
         }
         /* A helper thread opens it as the caller (bounded). */
         struct caller_id id;
+        struct stat before = { 0 };
 
         creds_capture(req, &id);
+        /* Offline, O_TRUNC as the caller may kill set-id bits: logged below. */
+        if (offline && (fi->flags & O_TRUNC) && fstat(fd, &before) < 0)
+                before.st_mode = 0;
         bfd = backing_reopen_bounded(v, fd, open_flags(fi), &id);
         /* execve() needs execute permission only, which the kernel has
          * checked (default_permissions); the backing would ask for read
@@ -1966,6 +1983,9 @@ again:
         f->lid = lid;
         f->lid_epoch = epoch;
         f->dirty = offline && (fi->flags & O_TRUNC);
+        if ((before.st_mode & (S_ISUID | S_ISGID)) && (r = log_setid_kill(v, f, before.st_mode)))
+                log_warn("Failed to log the set-id bits an offline O_TRUNC open killed (the"
+                         " server's file keeps them): %s", strerror(-r));
         f->doubt = redo && (fi->flags & O_TRUNC);       /* the server may have truncated it */
         f->written = !offline && (fi->flags & O_TRUNC);
         if (!writing)

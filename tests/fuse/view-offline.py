@@ -499,16 +499,19 @@ def setid_killed_offline():
     (whose create then carries the mode to the server).  A writer passed
     through would write the mirror's file with the daemon's CAP_FSETID.
     Replay writes the server's files as root, which keeps set-id bits: the
-    kill reaches the server as the mode the write left, so a 6755 file of
-    uid 1000 appended to by its owner offline ends 0755 there, as that
-    append made online would leave it, and a setgid file without group
-    execute appended to by a member of its group keeps its bit."""
+    kill reaches the server as the mode the change left, so a 6755 file of
+    uid 1000 appended to (fallocated, truncated, opened with O_TRUNC) by its
+    owner offline ends 0755 there, as that change made online would leave
+    it, and a setgid file without group execute appended to by a member of
+    its group keeps its bit."""
     vol = Volume("setid", lease="1s")
     os.makedirs(vol.b("p"))
     os.chmod(vol.b("p"), 0o777)
     write_file(vol.b("p", "big"), b"\0" * (256 << 10))
     modes = {"owned": (0o6755, 0o755), "sgid-noexec": (0o2664, 0o2664)}
-    for name, (mode, _) in list(modes.items()) + [("falloc", (0o6755, None))]:
+    for name, (mode, _) in list(modes.items()) + [("falloc", (0o6755, None)),
+                                                   ("trunc", (0o6755, None)),
+                                                   ("otrunc", (0o6755, None))]:
         write_file(vol.b("p", name), b"server\n")
         os.chown(vol.b("p", name), 1000, 1000)
         os.chmod(vol.b("p", name), mode)
@@ -535,6 +538,14 @@ def setid_killed_offline():
     subprocess.run(["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "fallocate",
                     "-l", "64K", vol.v("p", "falloc")], check=True)
     falloc_mode = stat.S_IMODE(os.stat(vol.v("p", "falloc")).st_mode)
+    subprocess.run(["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "truncate",
+                    "-s", "3", vol.v("p", "trunc")], check=True)
+    eq(oct(stat.S_IMODE(os.stat(vol.v("p", "trunc")).st_mode)), oct(0o755),
+       "offline, a truncate by the owner kills the set-id bits")
+    subprocess.run(["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "sh", "-c",
+                    'echo new > "$1"', "sh", vol.v("p", "otrunc")], check=True)
+    eq(oct(stat.S_IMODE(os.stat(vol.v("p", "otrunc")).st_mode)), oct(0o755),
+       "offline, an open with O_TRUNC and a write by the owner kill the set-id bits")
     q = vol.ctl("reconnect")
     eq(q["state"], "online", "reconnect after the set-id appends")
     eq(q.get("conflicts"), "0", "the set-id kills replay without a conflict")
@@ -554,6 +565,10 @@ def setid_killed_offline():
        f"a fallocate by the owner offline leaves the server's file {oct(falloc_mode)}, as it"
        " left the local copy")
     eq(os.stat(vol.b("p", "falloc")).st_size, 64 << 10, "... and its size")
+    eq((oct(stat.S_IMODE(os.stat(vol.b("p", "trunc")).st_mode)), read_file(vol.b("p", "trunc"))),
+       (oct(0o755), b"ser"), "a truncate by the owner offline: the server's file 0755, cut")
+    eq((oct(stat.S_IMODE(os.stat(vol.b("p", "otrunc")).st_mode)), read_file(vol.b("p", "otrunc"))),
+       (oct(0o755), b"new\n"), "an open with O_TRUNC by the owner offline: the server's file 0755")
     eq(oct(stat.S_IMODE(os.stat(vol.v("p", "owned")).st_mode)), oct(0o755),
        "the view online shows the server's mode")
     vol.stop()
