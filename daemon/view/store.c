@@ -203,19 +203,21 @@ static uint64_t mono_of_row(int64_t wall)
         return now - (uint64_t)ago;
 }
 
-static int rows_on_wall_clock(struct store *s)
+static void rows_on_wall_clock(struct store *s)
 {
         int r;
 
         if (db_scalar(s, "SELECT COUNT(*) FROM facts WHERE name='" FACT_WALL_CLOCK "'"))
-                return 0;
+                return;
         r = db_exec(s, "BEGIN IMMEDIATE;"
                     "UPDATE objects SET validated=0 WHERE validated!=0;"
                     "INSERT OR IGNORE INTO facts(name) VALUES('" FACT_WALL_CLOCK "');"
                     "COMMIT;");
-        if (r < 0)
+        if (r < 0) {
+                /* mono_of_row() reads such times as none anyway: tried again next start. */
                 db_exec(s, "ROLLBACK");
-        return r;
+                log_warn("Failed to mark the store's row times as wall-clock ones, ignoring");
+        }
 }
 
 /* A store made before a column (containers, own containers) lacks it. */
@@ -262,7 +264,7 @@ static int open_index(struct store *s, const char *path)
         if (r >= 0)
                 r = add_container_column(s);
         if (r >= 0)
-                r = rows_on_wall_clock(s);
+                rows_on_wall_clock(s);
         if (r < 0) {
                 int code = sqlite3_errcode(s->db);
 
