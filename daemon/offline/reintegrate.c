@@ -401,10 +401,25 @@ static int read_all_fd(int fd, char **out, size_t *size)
         return 0;
 }
 
+/*
+ * Opens the server's pfd/name for reading (@flags besides O_RDONLY) without
+ * moving its atime: replay and the dry run read files no application read
+ * (a file only read offline keeps the server's atime).  O_NOATIME needs the
+ * file's owner or CAP_FOWNER; refused, the open is a plain one.
+ */
+static int open_noatime(int pfd, const char *name, int flags)
+{
+        int fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME | flags);
+
+        if (fd < 0 && errno == EPERM)
+                fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | flags);
+        return fd;
+}
+
 /* The bytes of regular file pfd/name (malloc()ed). */
 static int read_remote(int pfd, const char *name, char **out, size_t *size)
 {
-        int fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), e;
+        int fd = open_noatime(pfd, name, 0), e;
 
         if (fd < 0)
                 return -errno;
@@ -433,7 +448,7 @@ static int remote_id(int pfd, const char *name, const struct stat *st,
                 snprintf(id, FCACHE_MERGE_ID_SIZE, "%s", "");
                 return 0;
         }
-        fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        fd = open_noatime(pfd, name, 0);
         if (fd < 0)
                 return -errno;
         e = read_all_fd(fd, &buf, &size);
@@ -970,7 +985,7 @@ static int fetch_remote(int pfd, const char *name, const struct stat *st, struct
         }
         if (!S_ISREG(st->st_mode))
                 return 0;
-        fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        fd = open_noatime(pfd, name, 0);
         if (fd < 0)
                 return -errno;
         rc->fd = memfd_create("fcache-remote", MFD_CLOEXEC);
@@ -1807,7 +1822,7 @@ static int name_taken(struct ctx *c, const struct rec *r, struct oplog_object *o
 /* Whether directory pfd/name has no entries. */
 static bool dir_empty(int pfd, const char *name)
 {
-        int fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int fd = open_noatime(pfd, name, O_DIRECTORY);
         struct dirent *d;
         bool empty = true;
         DIR *dir;

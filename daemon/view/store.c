@@ -161,6 +161,65 @@ static const char schema[] =
         "CREATE TABLE IF NOT EXISTS facts(name TEXT PRIMARY KEY);"
         "CREATE INDEX IF NOT EXISTS objects_lru ON objects(pin, atime);";
 
+/*
+ * The rows' times (validated, and atime, which orders culling) are
+ * wall-clock nanoseconds (CLOCK_REALTIME), so that the cull's order between
+ * rows used before a reboot and after it is kept; in memory they are
+ * now_ns()'s (monotonic, as the leases are), converted at the database.
+ * A store whose rows are on the monotonic clock (made before this fact)
+ * has their validation times cleared once (each copy is compared with the
+ * backing at its first use) and keeps their atimes: small numbers, older
+ * than any wall-clock row, in their own order.
+ */
+#define FACT_WALL_CLOCK "row times on the wall clock"
+
+static int64_t wall_now(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return timespec_ns(&ts);
+}
+
+/* The wall-clock time of now_ns()'s @t (0 stays 0: never). */
+static int64_t row_time(uint64_t t)
+{
+        uint64_t now = now_ns();
+
+        if (!t)
+                return 0;
+        return wall_now() - (int64_t)(now > t ? now - t : 0);
+}
+
+/* now_ns()'s time of the row's wall-clock @wall; 0 (never) when it is not
+ * a time of this boot that has passed (a clock set back, another boot). */
+static uint64_t mono_of_row(int64_t wall)
+{
+        int64_t ago = wall_now() - wall;
+        uint64_t now = now_ns();
+
+        if (wall <= 0 || ago < 0 || (uint64_t)ago >= now)
+                return 0;
+        return now - (uint64_t)ago;
+}
+
+static void rows_on_wall_clock(struct store *s)
+{
+        int r;
+
+        if (db_scalar(s, "SELECT COUNT(*) FROM facts WHERE name='" FACT_WALL_CLOCK "'"))
+                return;
+        r = db_exec(s, "BEGIN IMMEDIATE;"
+                    "UPDATE objects SET validated=0 WHERE validated!=0;"
+                    "INSERT OR IGNORE INTO facts(name) VALUES('" FACT_WALL_CLOCK "');"
+                    "COMMIT;");
+        if (r < 0) {
+                /* mono_of_row() reads such times as none anyway: tried again next start. */
+                db_exec(s, "ROLLBACK");
+                log_warn("Failed to mark the store's row times as wall-clock ones, ignoring");
+        }
+}
+
 /* A store made before a column (containers, own containers) lacks it. */
 static int add_column(struct store *s, const char *name, const char *decl)
 {
@@ -204,6 +263,8 @@ static int open_index(struct store *s, const char *path)
         r = db_exec(s, schema);
         if (r >= 0)
                 r = add_container_column(s);
+        if (r >= 0)
+                rows_on_wall_clock(s);
         if (r < 0) {
                 int code = sqlite3_errcode(s->db);
 
@@ -556,7 +617,7 @@ static int load_locked(struct store *s, struct sobj *o)
         o->size = sqlite3_column_int64(st, 0);
         o->mtime_ns = sqlite3_column_int64(st, 1);
         o->ctime_ns = sqlite3_column_int64(st, 2);
-        o->validated_ns = (uint64_t)sqlite3_column_int64(st, 3);
+        o->validated_ns = mono_of_row(sqlite3_column_int64(st, 3));
         o->persisted_ns = o->validated_ns;
         o->pin = sqlite3_column_int(st, 4);
         if (sqlite3_column_type(st, 5) == SQLITE_TEXT)
@@ -797,7 +858,7 @@ static int record_identity(struct store *s, struct sobj *o, const struct stat *s
         pthread_mutex_lock(&s->lock);
         r = db_run(s, NULL, "UPDATE objects SET size=?, mtime=?, ctime=?, validated=?, atime=?"
                    " WHERE ino=?", 6, (int64_t)o->size, o->mtime_ns, o->ctime_ns,
-                   (int64_t)now, (int64_t)now, (int64_t)o->ino);
+                   row_time(now), row_time(now), (int64_t)o->ino);
         pthread_mutex_unlock(&s->lock);
         return r < 0 ? r : 0;
 }
@@ -1445,7 +1506,7 @@ static int set_container_row(struct store *s, struct sobj *o, const char *path, 
                 sqlite3_bind_int64(st, 2, o->size);
                 sqlite3_bind_int64(st, 3, o->mtime_ns);
                 sqlite3_bind_int64(st, 4, o->ctime_ns);
-                sqlite3_bind_int64(st, 5, (int64_t)now);
+                sqlite3_bind_int64(st, 5, row_time(now));
                 sqlite3_bind_int64(st, 6, own);
                 sqlite3_bind_int64(st, 7, (int64_t)o->ino);
                 r = sqlite3_step(st);

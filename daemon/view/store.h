@@ -187,9 +187,9 @@ int store_check_unpinned(struct store *s, store_container_fn still_valid);
 bool store_containers_unindexed(struct store *s);
 int store_containers_indexed(struct store *s);
 int store_reindex_container(struct store *s, const struct store_identity *id, bool validated);
-/* Object @ino was last used at @used_ns (now_ns()'s clock; negative: before
- * this boot), unless its row records a use already: the cull's order of a
- * container indexed again. */
+/* Object @ino was last used at @used_ns (wall-clock ns, CLOCK_REALTIME, as
+ * the rows keep their times), unless its row records a use already: the
+ * cull's order of a container indexed again. */
 int store_set_last_use(struct store *s, uint64_t ino, int64_t used_ns);
 
 /* set cacheable off|on on a directory (or file) inode. */

@@ -824,7 +824,7 @@ static int rewrite_shared(struct view *v, int bdfd, int mdfd, const char *name,
         entry_path(p, sizeof(p), mdfd, name);
         if (lremovexattr(p, XATTR_BASE) < 0 && errno != ENODATA)
                 r = -errno;
-        if (r == 0 && (bfd = openat(bdfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        if (r == 0 && (bfd = openat(bdfd, name, O_RDONLY | O_NOFOLLOW | O_NOATIME | O_CLOEXEC)) < 0)
                 r = -errno;
         if (r == 0 && (mfd = openat(mdfd, name, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC)) < 0)
                 r = -errno;
@@ -878,8 +878,9 @@ static bool holds_same_bytes(int bdfd, int mdfd, const char *name)
         int bfd, mfd;
         bool same;
 
-        bfd = openat(bdfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        mfd = openat(mdfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        /* O_NOATIME: the comparison is the daemon's read (as copy_to_tmp()'s). */
+        bfd = openat(bdfd, name, O_RDONLY | O_NOFOLLOW | O_NOATIME | O_CLOEXEC);
+        mfd = openat(mdfd, name, O_RDONLY | O_NOFOLLOW | O_NOATIME | O_CLOEXEC);
         same = bfd >= 0 && mfd >= 0 && same_bytes(bfd, mfd);
         if (bfd >= 0)
                 close(bfd);

@@ -1058,6 +1058,23 @@ static void mode_changed_check(struct view *v, fuse_ino_t ino, int fd, mode_t be
                 fuse_lowlevel_notify_inval_inode(v->se, ino, -1, 0);
 }
 
+/*
+ * Offline, after a write or fallocate of open file @f as the caller that may
+ * have killed set-id bits of its mirror file (@before: the mode then): the
+ * mode it left is logged, as the kernel's kill is a mode change.  Replay
+ * writes the server's file as root, which would keep the bits.
+ */
+static int log_setid_kill(struct view *v, struct vfile *f, mode_t before)
+{
+        struct oplog_setattr sa = { .mask = OPLOG_SET_MODE };
+        struct stat now;
+
+        if (!f->lid || fstat(f->fd, &now) < 0 || (now.st_mode & 07777) == (before & 07777))
+                return 0;
+        sa.mode = now.st_mode & 07777;
+        return offline_note_setattr(v, f->lid, &sa);
+}
+
 /* The caller's fsuid and fsgid for a change to an open file (a write or
  * fallocate), so that the backing kills set-id bits as it would for the
  * caller; not for the kernel's own writeback.  Returns the mode before when
@@ -1268,9 +1285,10 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
                 fuse_reply_attr(req, &st, v->lease_s);
 }
 
-/* Offline: logs what a setattr changed (a size change is new content). */
+/* Offline: logs what a setattr changed (a size change is new content; the
+ * set-id bits it killed, @size_before the mode before it, a mode change). */
 static int log_setattr(struct view *v, uint64_t lid, int fd, int ffd, const struct stat *attr,
-                       int valid)
+                       int valid, mode_t size_before)
 {
         struct oplog_setattr sa = { 0 };
         struct stat now;
@@ -1279,6 +1297,11 @@ static int log_setattr(struct view *v, uint64_t lid, int fd, int ffd, const stru
         if (valid & FUSE_SET_ATTR_MODE) {
                 sa.mask |= OPLOG_SET_MODE;
                 sa.mode = attr->st_mode & 07777;
+        } else if ((size_before & (S_ISUID | S_ISGID)) &&
+                   fstatat(fd, "", &now, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 &&
+                   (now.st_mode & 07777) != (size_before & 07777)) {
+                sa.mask |= OPLOG_SET_MODE;
+                sa.mode = now.st_mode & 07777;
         }
         if (valid & FUSE_SET_ATTR_UID) {
                 sa.mask |= OPLOG_SET_UID;
@@ -1324,12 +1347,14 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
         struct stat st;
         uint64_t lid;
         int r, err, ffd;
+        mode_t size_before;
         bool log, redo = false;
 
 again:
         lid = 0;
         r = 0;
         ffd = -1;
+        size_before = 0;
         WITH_NODE_CHANGING(v, ino, n, fd, req, offline);
         log = offline;
         if (offline && (r = lid_before_change(v, ino, fd, &lid)) < 0)
@@ -1378,6 +1403,11 @@ again:
                         goto out;
         }
         if (valid & FUSE_SET_ATTR_SIZE) {
+                struct stat cur;
+
+                /* Offline, a truncate as the caller may kill set-id bits: logged. */
+                if (log && fstat(ch.fd, &cur) == 0)
+                        size_before = cur.st_mode;
                 ch.kind = BC_TRUNCATE;
                 ch.off = attr->st_size;
                 r = backing_change(v, &ch, &id);
@@ -1408,7 +1438,7 @@ again:
         }
 out:
         if (r >= 0 && log)
-                r = log_setattr(v, lid, fd, ffd, attr, valid);
+                r = log_setattr(v, lid, fd, ffd, attr, valid, size_before);
         if (r >= 0 && log && redo)
                 r = offline_note_in_doubt(v, lid);
         if (r >= 0)
@@ -1909,8 +1939,12 @@ again:
         }
         /* A helper thread opens it as the caller (bounded). */
         struct caller_id id;
+        struct stat before = { 0 };
 
         creds_capture(req, &id);
+        /* Offline, O_TRUNC as the caller may kill set-id bits: logged below. */
+        if (offline && (fi->flags & O_TRUNC) && fstat(fd, &before) < 0)
+                before.st_mode = 0;
         bfd = backing_reopen_bounded(v, fd, open_flags(fi), &id);
         /* execve() needs execute permission only, which the kernel has
          * checked (default_permissions); the backing would ask for read
@@ -1949,6 +1983,9 @@ again:
         f->lid = lid;
         f->lid_epoch = epoch;
         f->dirty = offline && (fi->flags & O_TRUNC);
+        if ((before.st_mode & (S_ISUID | S_ISGID)) && (r = log_setid_kill(v, f, before.st_mode)))
+                log_warn("Failed to log the set-id bits an offline O_TRUNC open killed (the"
+                         " server's file keeps them): %s", strerror(-r));
         f->doubt = redo && (fi->flags & O_TRUNC);       /* the server may have truncated it */
         f->written = !offline && (fi->flags & O_TRUNC);
         if (!writing)
@@ -2430,8 +2467,11 @@ again:
                 fuse_reply_err(req, EIO);
                 return;
         }
-        if (n >= 0 && (before & (S_ISUID | S_ISGID)))
+        if (n >= 0 && (before & (S_ISUID | S_ISGID))) {
                 mode_changed_check(v, ino, f->fd, before);
+                if (offline && (err = -log_setid_kill(v, f, before)))
+                        n = -err;
+        }
         if (n < 0) {
                 view_change_end(v);
                 fuse_reply_err(req, err);
@@ -3056,8 +3096,11 @@ again:
                 fuse_reply_err(req, EIO);
                 return;
         }
-        if (!err && (before & (S_ISUID | S_ISGID)))
+        if (!err && (before & (S_ISUID | S_ISGID))) {
                 mode_changed_check(v, ino, f->fd, before);
+                if (view_offline(v))
+                        err = -log_setid_kill(v, f, before);
+        }
         if (!err && view_offline(v)) {
                 f->dirty = true;
         } else if (!err && fstat(f->fd, &st) == 0) {

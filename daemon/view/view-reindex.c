@@ -121,18 +121,13 @@ static bool drop_stale(struct view *v, const char *rel, int fd)
         return gone;
 }
 
-/* When the container @st was last used, on now_ns()'s clock (negative:
- * before this boot): its atime (set when it was read whole, moved by
- * reads of it offline), or its mtime if later (a version is used after it
- * was made), so culling keeps the order the files can tell. */
+/* When the container @st was last used (wall clock, as the store's rows):
+ * its atime (set when it was read whole, moved by reads of it offline), or
+ * its mtime if later (a version is used after it was made), so culling
+ * keeps the order the files can tell. */
 static int64_t last_use(const struct stat *st)
 {
-        int64_t used = MAX(timespec_ns(&st->st_atim), timespec_ns(&st->st_mtim)), ago;
-        struct timespec real;
-
-        clock_gettime(CLOCK_REALTIME, &real);
-        ago = timespec_ns(&real) - used;
-        return (int64_t)now_ns() - (ago > 0 ? ago : 0);
+        return MAX(timespec_ns(&st->st_atim), timespec_ns(&st->st_mtim));
 }
 
 static void reindex_file(struct reindex *r, int mdfd, int bdfd, const char *name,
