@@ -33,8 +33,17 @@
 #include "fault.h"
 #include "oplog-internal.h"
 
-/* 2: objects and conflicts never reuse an id (AUTOINCREMENT). */
-#define LOG_FORMAT "2"
+/*
+ * The log's format, in its meta table: 2, objects and conflicts never reuse
+ * an id (AUTOINCREMENT); 3, a create may be deferred (its later attributes
+ * and bytes are the mirror's file until oplog_settle_deferred(): a reader of
+ * format 2 would replay the file empty).  A log of a newer format than this
+ * code's is refused, never extended or replayed.
+ */
+#define LOG_FORMAT_NUMBER 3
+#define LOG_FORMAT STRINGIFY(LOG_FORMAT_NUMBER)
+#define STRINGIFY(x) STRINGIFY_(x)
+#define STRINGIFY_(x) #x
 
 /*
  * Object and conflict ids are AUTOINCREMENT, never SQLite's max(rowid)+1:
@@ -586,6 +595,24 @@ static int make_ids_never_reused(struct oplog *log)
         return oplog_commit(log);
 }
 
+/* -EPROTONOSUPPORT when the log was written in a format newer than this code's. */
+static int check_format(struct oplog *log)
+{
+        sqlite3_stmt *st = NULL;
+        int e, rc;
+
+        e = prep(log, &st, "SELECT CAST(value AS INTEGER) FROM meta WHERE key='format'");
+        if (e < 0)
+                return e;
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW && sqlite3_column_int64(st, 0) > LOG_FORMAT_NUMBER)
+                e = -EPROTONOSUPPORT;
+        else if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+                e = oplog_sqlite_errno(rc);
+        sqlite3_finalize(st);
+        return e;
+}
+
 /* Removes content files that no committed row names (a crash before a commit). */
 static int sweep_content(struct oplog *log)
 {
@@ -826,6 +853,8 @@ int oplog_open(struct oplog **out, const char *dir, const struct oplog_options *
         if (e >= 0)
                 e = oplog_exec(log, schema);
         if (e >= 0)
+                e = check_format(log);
+        if (e >= 0)
                 e = add_container_column(log);
         if (e >= 0)
                 e = add_conflict_time_columns(log);
@@ -834,7 +863,7 @@ int oplog_open(struct oplog **out, const char *dir, const struct oplog_options *
         if (e >= 0)
                 e = make_ids_never_reused(log);
         if (e >= 0)
-                e = oplog_exec(log, "INSERT OR IGNORE INTO meta(key, value) VALUES"
+                e = oplog_exec(log, "INSERT OR REPLACE INTO meta(key, value) VALUES"
                                     " ('format', '" LOG_FORMAT "')");
         if (e >= 0)
                 e = oplog_exec(log, "INSERT OR IGNORE INTO objects(lid, local, type, srv_parent,"

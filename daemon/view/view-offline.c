@@ -132,8 +132,13 @@ int view_oplog_open(struct view *v, bool record_root)
         opts.max_bytes = v->cfg->reserve;
         dir = g_build_filename(v->cfg->cache_dir, "offline", NULL);
         r = oplog_open(&v->oplog, dir, &opts);
-        if (r < 0) {
+        if (r == -EPROTONOSUPPORT)
+                log_error("The offline log in %s was written by a newer fcache (a format this"
+                          " fcache-view does not know): refusing to replay or extend it; run"
+                          " the newer fcache-view, whose changes it holds", dir);
+        else if (r < 0)
                 log_error("Failed to open the offline log in %s: %s", dir, strerror(-r));
+        if (r < 0) {
                 g_free(dir);
                 return r;
         }

@@ -908,7 +908,7 @@ static void test_migrate_old_log(struct fixture *f, gconstpointer data)
                                      " '%\\_new' ESCAPE '\\'"), ==, 0);
         g_assert_cmpint(sql_int(log, "SELECT count(*) FROM sqlite_master WHERE type='index'"
                                      " AND name IN ('objects_ino', 'objects_cino')"), ==, 2);
-        g_assert_cmpint(sql_int(log, "SELECT value FROM meta WHERE key='format'"), ==, 2);
+        g_assert_cmpint(sql_int(log, "SELECT value FROM meta WHERE key='format'"), ==, 3);
         g_assert_cmpint(sql_int(log, "PRAGMA integrity_check = 1") , ==, 0);
         /* New ids go past the old largest (lid 5, conflict 3). */
         g_assert_cmpint(oplog_record_create(log, 2, "later", 0644, 0, 0, &lid), ==, 0);
@@ -924,8 +924,40 @@ static void test_migrate_old_log(struct fixture *f, gconstpointer data)
         assert_old_rows(log);
         g_assert_cmpint(oplog_record_create(log, 2, "again", 0644, 0, 0, &lid2), ==, 0);
         g_assert_cmpuint(lid2, >, e);
-        g_assert_cmpint(sql_int(log, "SELECT value FROM meta WHERE key='format'"), ==, 2);
+        g_assert_cmpint(sql_int(log, "SELECT value FROM meta WHERE key='format'"), ==, 3);
         oplog_close(log);
+        g_free(dir);
+}
+
+/* A log of a format newer than this code's is refused and left as it was. */
+static void test_newer_format_refused(struct fixture *f, gconstpointer data)
+{
+        struct oplog_options o = OPLOG_OPTIONS_INIT;
+        char *dir = g_build_filename(f->dir, "log", NULL);
+        char *path = g_build_filename(dir, "log.db", NULL);
+        struct oplog *log = NULL;
+        uint64_t lid;
+        sqlite3 *db;
+
+        (void)data;
+        g_assert_cmpint(sql_int(f->log, "SELECT value FROM meta WHERE key='format'"), ==, 3);
+        g_assert_cmpint(oplog_record_create(f->log, 1, "kept", 0644, 0, 0, &lid), ==, 0);
+        oplog_close(f->log);
+        f->log = NULL;
+        g_assert_cmpint(sqlite3_open(path, &db), ==, SQLITE_OK);
+        g_assert_cmpint(sqlite3_exec(db, "UPDATE meta SET value='99' WHERE key='format'", NULL,
+                                     NULL, NULL), ==, SQLITE_OK);
+        g_assert_cmpint(sqlite3_close(db), ==, SQLITE_OK);
+        g_assert_cmpint(oplog_open(&log, dir, &o), ==, -EPROTONOSUPPORT);
+        g_assert_null(log);
+        g_assert_cmpint(sqlite3_open(path, &db), ==, SQLITE_OK);
+        g_assert_cmpint(sqlite3_exec(db, "UPDATE meta SET value='3' WHERE key='format'", NULL,
+                                     NULL, NULL), ==, SQLITE_OK);
+        g_assert_cmpint(sqlite3_close(db), ==, SQLITE_OK);
+        /* Back at this code's format: the record is still there. */
+        g_assert_cmpint(oplog_open(&f->log, dir, &o), ==, 0);
+        g_assert_cmpint(sql_int(f->log, "SELECT count(*) FROM ops WHERE name='kept'"), ==, 1);
+        g_free(path);
         g_free(dir);
 }
 
@@ -1055,6 +1087,7 @@ int main(int argc, char **argv)
                    test_ids_never_reused, teardown);
         T("migrate-old-log", test_migrate_old_log);
         T("create-deferred", test_create_deferred);
+        T("newer-format-refused", test_newer_format_refused);
         g_test_add("/fcache/offline/oplog/create-deferred-copy", struct fixture, "copy", setup,
                    test_create_deferred, teardown);
         g_test_add("/fcache/offline/oplog/migrate-oldest-log", struct fixture, "oldest", setup,
