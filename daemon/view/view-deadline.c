@@ -14,6 +14,7 @@
  * Without BackingTimeout (0) the calls are made directly.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -721,6 +722,25 @@ int backing_probe(struct view *v)
         if (r != -ETIMEDOUT)
                 free(path);     /* else free()d by the helper */
         return r;
+}
+
+int backing_wait_in_doubt(struct view *v)
+{
+        uint64_t ms = v->cfg->backing_timeout_ms;
+        struct timespec until;
+        unsigned doubt;
+        int r = 0;
+
+        deadline_from_now(&until, ms);
+        pthread_mutex_lock(&lock);
+        while (in_doubt && ms && r != ETIMEDOUT)
+                r = pthread_cond_timedwait(&finished, &lock, &until);
+        doubt = in_doubt;
+        pthread_mutex_unlock(&lock);
+        if (doubt)
+                log_info("%u backing changes given up on still wait for the server after"
+                         " BackingTimeout (%" PRIu64 " ms)", doubt, ms);
+        return doubt ? -EBUSY : 0;
 }
 
 /* ---- long work that must keep moving ---- */

@@ -585,6 +585,9 @@ void backing_close(struct view *v, int fd);
 void backing_close_later(int fd);
 /* Probes Backing= (by its path) on a helper even offline: 0 when it answers in time. */
 int backing_probe(struct view *v);
+/* Waits at most BackingTimeout for the changes given up on (the server may
+ * still make them) to be answered: 0, or -EBUSY while some still wait. */
+int backing_wait_in_doubt(struct view *v);
 /* What backing_query() reads of an object, never changing it. */
 enum backing_query_kind {
         BQ_READLINK,            /* a symlink's target (fd: its O_PATH descriptor) */

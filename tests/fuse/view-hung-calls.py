@@ -4,7 +4,8 @@
 and changes, each with a server that stops answering: readlink, getxattr,
 listxattr, a mkdir's check of the parent's default ACL, a non-root
 writer's set-id check before a write and a fallocate, the atime byte a
-first read from the store reads.
+first read from the store reads, and a `reconnect` asked by hand while a
+change given up on still waits for the server.
 
 The server is a FUSE filesystem whose daemon is stopped (SIGSTOP): an inner
 fcache-view over a local directory (every xattr request and attribute
@@ -83,6 +84,9 @@ try:
         r = "allocated"
     elif op == "read":
         r = os.pread(fd, 4096, 0)[:32]
+    elif op == "chmod":
+        os.chmod(path, 0o640)
+        r = "changed"
     print(repr(r), flush=True)
 except OSError as e:
     print("error " + errno.errorcode.get(e.errno, str(e.errno)), flush=True)
@@ -241,6 +245,21 @@ def inner_view_phase():
                            " (the atime byte)", took)
             went_offline(vol, "read")
             resume(vol, server, "read")
+        if wanted("reconnect"):
+            a, took = hung_call(server, "chmod", vol.v("proj", "f"))
+            offline_answer(a, "'changed'", "chmod (given up on, made again offline)", took)
+            went_offline(vol, "chmod")
+            t = time.time()
+            r = vol.ctl("reconnect", ok=False, timeout=BOUND)
+            took = time.time() - t
+            check(r["_rc"] != 0 and "given up on" in r["_err"],
+                  f"reconnect by hand while the chmod given up on waits for the server: refused"
+                  f" in {took:.1f} s ({r['_err']})")
+            eq(vol.state()["state"], "offline", "the volume stays offline")
+            resume(vol, server, "the refused reconnect")
+            eq(oct(stat.S_IMODE(os.stat(inner.b("proj", "f")).st_mode)), "0o640",
+               "the chmod is on the server, once")
+            eq(vol.ctl("query state").get("conflicts"), "0", "no conflict")
     finally:
         server.cont()
         vol.stop()
@@ -285,7 +304,8 @@ def sshfs_phase():
 
 def main():
     require_root_fuse()
-    if any(wanted(x) for x in ("getxattr", "listxattr", "mkdir", "write", "fallocate", "read")):
+    if any(wanted(x) for x in ("getxattr", "listxattr", "mkdir", "write", "fallocate", "read",
+                               "reconnect")):
         inner_view_phase()
     if wanted("readlink"):
         sshfs_phase()
