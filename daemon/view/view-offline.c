@@ -936,6 +936,22 @@ static int reconnect(struct view *v, bool force, GString *out, GString *err)
         GArray *ids;
         int r;
 
+        /* As the probe: a change given up on that the server may still make
+         * would meet the replay half way (made twice, or back after its
+         * unlink).  Waited for off every lock: offline changes go on.  The
+         * server is not answering: the probe takes over, as after a replay
+         * it stopped. */
+        if (__atomic_load_n(&v->state, __ATOMIC_ACQUIRE) != VIEW_ONLINE &&
+            backing_wait_in_doubt(v) < 0) {
+                g_string_printf(err, "backing changes given up on still wait for the server's"
+                                " answer after BackingTimeout (%" PRIu64 " ms); the volume"
+                                " stays offline and reconnects by itself once they are"
+                                " answered", v->cfg->backing_timeout_ms);
+                log_warn("Not reconnecting: %s", err->str);
+                __atomic_store_n(&v->auto_reconnect, true, __ATOMIC_RELEASE);
+                view_probe_resume(v);
+                return -EBUSY;
+        }
 again:
         pthread_rwlock_wrlock(&v->mode_lock);
         if (v->state == VIEW_ONLINE) {

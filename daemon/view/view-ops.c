@@ -121,46 +121,6 @@ static void proc_path(char *buf, size_t len, int fd)
         snprintf(buf, len, "/proc/self/fd/%d", fd);
 }
 
-#ifndef SYS_getxattrat
-#define SYS_getxattrat 464
-#endif
-
-/* struct xattr_args of getxattrat(2), which older headers lack. */
-struct getxattrat_args {
-        uint64_t value;
-        uint32_t size;
-        uint32_t flags;
-};
-
-/*
- * getxattr of the directory of O_PATH descriptor dfd: getxattrat(2) of "."
- * in it (Linux 6.13+; it refuses an O_PATH descriptor itself with
- * AT_EMPTY_PATH), a path walk of one step, where /proc/self/fd/N costs
- * procfs's lookup and permission checks of the magic link (about 5 us
- * against 0.6 here); that on older kernels and where a seccomp filter
- * refuses it.  Returns -1 and errno as getxattr(2).
- */
-static ssize_t dir_getxattr(int dfd, const char *name, void *buf, size_t size)
-{
-        static bool no_at;
-        char path[64];
-
-        if (!__atomic_load_n(&no_at, __ATOMIC_RELAXED)) {
-                struct getxattrat_args a = { .value = (uintptr_t)buf, .size = (uint32_t)size };
-                long r = syscall(SYS_getxattrat, dfd, ".", 0, name, &a, sizeof(a));
-
-                /* EPERM: a seccomp filter that does not know the call
-                 * (systemd's @system-service before it listed it, as
-                 * fcached.service runs the view); the /proc path then gives
-                 * the xattr's own answer. */
-                if (r >= 0 || (errno != ENOSYS && errno != EINVAL && errno != EPERM))
-                        return r;
-                __atomic_store_n(&no_at, true, __ATOMIC_RELAXED);
-        }
-        proc_path(path, sizeof(path), dfd);
-        return getxattr(path, name, buf, size);
-}
-
 /*
  * atime: the view reports the backing's, which only the applications' reads
  * change.  The daemon's own reads (pin and hoard walks, refills, mirror
@@ -1050,11 +1010,10 @@ static int log_content(struct view *v, struct vfile *f)
  * bits), which it goes on trusting for permission checks and for execve()'s
  * set-id until they expire: make it ask again.
  */
-static void mode_changed_check(struct view *v, fuse_ino_t ino, int fd, mode_t before)
+static void mode_changed_check(struct view *v, fuse_ino_t ino, const struct stat *now,
+                               mode_t before)
 {
-        struct stat now;
-
-        if (fstat(fd, &now) == 0 && now.st_mode != before)
+        if (now->st_mode != before)
                 fuse_lowlevel_notify_inval_inode(v->se, ino, -1, 0);
 }
 
@@ -1064,33 +1023,39 @@ static void mode_changed_check(struct view *v, fuse_ino_t ino, int fd, mode_t be
  * mode it left is logged, as the kernel's kill is a mode change.  Replay
  * writes the server's file as root, which would keep the bits.
  */
-static int log_setid_kill(struct view *v, struct vfile *f, mode_t before)
+static int log_setid_kill(struct view *v, struct vfile *f, const struct stat *now,
+                          mode_t before)
 {
         struct oplog_setattr sa = { .mask = OPLOG_SET_MODE };
-        struct stat now;
 
-        if (!f->lid || fstat(f->fd, &now) < 0 || (now.st_mode & 07777) == (before & 07777))
+        if (!f->lid || (now->st_mode & 07777) == (before & 07777))
                 return 0;
-        sa.mode = now.st_mode & 07777;
+        sa.mode = now->st_mode & 07777;
         return offline_note_setattr(v, f->lid, &sa);
 }
 
 /* The caller's fsuid and fsgid for a change to an open file (a write or
  * fallocate), so that the backing kills set-id bits as it would for the
- * caller; not for the kernel's own writeback.  Returns the mode before when
- * it has set-id bits to lose (0 when the switch was not needed). */
-static mode_t as_writer(fuse_req_t req, struct fuse_file_info *fi, int fd)
+ * caller; not for the kernel's own writeback.  *before: the mode before
+ * when it has set-id bits to lose (0 when the switch was not needed).
+ * -ETIMEDOUT (nothing switched) when the server did not answer the stat. */
+static int as_writer(fuse_req_t req, struct view *v, struct fuse_file_info *fi, int fd,
+                     mode_t *before)
 {
         const struct fuse_ctx *ctx = fuse_req_ctx(req);
         struct stat st;
+        int r;
 
+        *before = 0;
         if (ctx->uid == 0 || fi->writepage)
                 return 0;
+        r = backing_fstatat(v, fd, NULL, &st);
+        if (r == -ETIMEDOUT)
+                return r;
         setfsgid(ctx->gid);
         setfsuid(ctx->uid);
-        if (fstat(fd, &st) < 0 || !(st.st_mode & (S_ISUID | S_ISGID)))
-                return S_IFREG;
-        return st.st_mode;
+        *before = r < 0 || !(st.st_mode & (S_ISUID | S_ISGID)) ? S_IFREG : st.st_mode;
+        return 0;
 }
 
 static void leave_writer(mode_t before)
@@ -1470,17 +1435,30 @@ out:
                 fuse_reply_attr(req, &st, v->lease_s);
 }
 
+static ssize_t readlink_once(struct view *v, fuse_ino_t ino, char *buf, size_t size)
+{
+        struct vnode *n;
+        int fd = vnode_get(v, ino, &n);
+        ssize_t len;
+
+        if (fd < 0)
+                return fd;
+        len = backing_query(v, BQ_READLINK, fd, NULL, buf, size);
+        vnode_put(v, n);
+        return len;
+}
+
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
         struct view *v = V(req);
         char buf[PATH_MAX + 1];
-        WITH_NODE(v, ino, n, fd, req);
-        ssize_t len = readlinkat(fd, "", buf, sizeof(buf));
-        int err = errno;
+        ssize_t len = readlink_once(v, ino, buf, sizeof(buf));
 
-        vnode_put(v, n);
+        /* The server did not answer in time: the volume went offline, ask the mirror. */
+        if (len == -ETIMEDOUT && view_wait_offline(v))
+                len = readlink_once(v, ino, buf, sizeof(buf));
         if (len < 0)
-                fuse_reply_err(req, err);
+                fuse_reply_err(req, (int)-len);
         else if (len >= (ssize_t)sizeof(buf))
                 fuse_reply_err(req, ENAMETOOLONG);
         else {
@@ -1493,13 +1471,18 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
  * The mode a new object of parent pfd gets.  A default ACL on the parent
  * replaces the umask (POSIX.1e), and the backing applies it itself, the
  * daemon's own umask being 0; otherwise the caller's umask, which the
- * kernel hands over instead of applying it (FUSE_CAP_DONT_MASK).
+ * kernel hands over instead of applying it (FUSE_CAP_DONT_MASK).  Applied
+ * to *mode; -ETIMEDOUT when the server did not say in time.
  */
-static mode_t create_mode(fuse_req_t req, int pfd, mode_t mode)
+static int create_mode(fuse_req_t req, struct view *v, int pfd, mode_t *mode)
 {
-        if (dir_getxattr(pfd, "system.posix_acl_default", NULL, 0) > 0)
-                return mode;
-        return mode & ~fuse_req_ctx(req)->umask;
+        ssize_t r = backing_query(v, BQ_DIR_GETXATTR, pfd, "system.posix_acl_default", NULL, 0);
+
+        if (r == -ETIMEDOUT)
+                return (int)r;
+        if (r <= 0)
+                *mode &= ~fuse_req_ctx(req)->umask;
+        return 0;
 }
 
 /*
@@ -1539,11 +1522,11 @@ again:
         epoch = vnode_ids_epoch(v);
         lid = 0;
         WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
-        if (kind != MK_LINK)
-                mode = create_mode(req, pfd, mode);
-        if (redo && offline)
+        r = kind != MK_LINK ? create_mode(req, v, pfd, &mode) : 0;
+        if (r >= 0 && redo && offline)
                 clear_note_leftover(pfd, name, true, 0);
-        r = backing_change(v, &(struct backing_change){
+        if (r >= 0)
+                r = backing_change(v, &(struct backing_change){
                 .kind = kind == MK_DIR ? BC_MKDIR : kind == MK_LINK ? BC_SYMLINK : BC_MKNOD,
                 .fd = pfd, .name = name, .fd2 = -1, .name2 = target, .mode = mode,
                 .rdev = rdev }, caller_of(req, &id));
@@ -1983,9 +1966,13 @@ again:
         f->lid = lid;
         f->lid_epoch = epoch;
         f->dirty = offline && (fi->flags & O_TRUNC);
-        if ((before.st_mode & (S_ISUID | S_ISGID)) && (r = log_setid_kill(v, f, before.st_mode)))
-                log_warn("Failed to log the set-id bits an offline O_TRUNC open killed (the"
-                         " server's file keeps them): %s", strerror(-r));
+        if (before.st_mode & (S_ISUID | S_ISGID)) {
+                struct stat now;
+
+                if (fstat(bfd, &now) == 0 && (r = log_setid_kill(v, f, &now, before.st_mode)))
+                        log_warn("Failed to log the set-id bits an offline O_TRUNC open killed"
+                                 " (the server's file keeps them): %s", strerror(-r));
+        }
         f->doubt = redo && (fi->flags & O_TRUNC);       /* the server may have truncated it */
         f->written = !offline && (fi->flags & O_TRUNC);
         if (!writing)
@@ -2045,9 +2032,9 @@ static void op_tmpfile(fuse_req_t req, fuse_ino_t parent, mode_t mode, struct fu
 again:
         bfd = -1;
         WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
-        mode = create_mode(req, pfd, asked);
+        mode = asked;
         flags = (open_flags(fi) & ~(O_TMPFILE | O_CREAT | O_EXCL | O_TRUNC)) | O_TMPFILE;
-        r = offline ? -EOPNOTSUPP : 0;
+        r = offline ? -EOPNOTSUPP : create_mode(req, v, pfd, &mode);
         if (r >= 0) {
                 bfd = backing_change(v, &(struct backing_change){ .kind = BC_CREATE,
                                      .fd = pfd, .name = ".", .fd2 = -1, .mode = mode,
@@ -2155,8 +2142,7 @@ again:
         r = backing_fstatat(v, pfd, name, &before);
         existed = r == 0;
         fresh = !offline && r == -ENOENT;
-        r = r == -ETIMEDOUT ? r : 0;
-        mode = create_mode(req, pfd, mode);
+        r = r == -ETIMEDOUT ? r : create_mode(req, v, pfd, &mode);
         if (r >= 0 && offline && existed)
                 r = offline_lid(v, pfd, name, &lid);
         if (r >= 0) {
@@ -2384,11 +2370,15 @@ again:
                                 store_obj_revalidate(v->store, o, &st, NULL);
                 }
                 n = read_bounded(v, o, rfd, buf, size, off);
+                /* The bytes are the store's: a server that does not answer
+                 * for the atime takes the volume offline, not them. */
                 if (n >= 0 && __atomic_exchange_n(&f->touch_atime, false, __ATOMIC_RELAXED)) {
                         char c;
+                        ssize_t r = read_bounded(v, NULL, rfd, &c, 1, 0);
 
-                        if (pread(f->fd, &c, 1, 0) < 0)
-                                log_debug("Failed to read a byte for the atime: %m, ignoring");
+                        if (r < 0)
+                                log_debug("Failed to read a byte for the atime: %s, ignoring",
+                                          strerror((int)-r));
                 }
         } else if (online) {
                 n = read_bounded(v, NULL, rfd, buf, size, off);
@@ -2424,7 +2414,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
         bool offline;
         mode_t before;
         ssize_t n;
-        int err, sr = -EIO;
+        int err, sr;
+        bool sent;
 
 again:
         view_change_begin(v);
@@ -2440,11 +2431,14 @@ again:
                 fuse_reply_err(req, EIO);
                 return;
         }
-        before = as_writer(req, fi, f->fd);
-        if (offline) {
+        sr = -EIO;
+        /* -ETIMEDOUT: the set-id check was not answered, nothing was sent. */
+        n = as_writer(req, v, fi, f->fd, &before);
+        sent = n == 0;
+        if (sent && offline) {
                 n = pwrite(f->fd, buf, size, off);
                 err = errno;
-        } else {
+        } else if (sent) {
                 struct caller_id id;
 
                 creds_capture(req, &id);
@@ -2460,16 +2454,18 @@ again:
         /* The server did not answer in time: the write is made again in the
          * local copy, which the volume now serves (and logs). */
         if (n == -ETIMEDOUT) {
-                f->doubt = true;
+                f->doubt = f->doubt || sent;
                 view_change_end(v);
                 if (view_wait_offline(v))
                         goto again;
                 fuse_reply_err(req, EIO);
                 return;
         }
-        if (n >= 0 && (before & (S_ISUID | S_ISGID))) {
-                mode_changed_check(v, ino, f->fd, before);
-                if (offline && (err = -log_setid_kill(v, f, before)))
+        if (n >= 0 && offline && (before & (S_ISUID | S_ISGID)))
+                sr = fstat(f->fd, &st) < 0 ? -errno : 0;        /* the mirror's: local */
+        if (n >= 0 && sr == 0 && (before & (S_ISUID | S_ISGID))) {
+                mode_changed_check(v, ino, &st, before);
+                if (offline && (err = -log_setid_kill(v, f, &st, before)))
                         n = -err;
         }
         if (n < 0) {
@@ -2920,47 +2916,6 @@ again:
         fuse_reply_err(req, -r);
 }
 
-static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
-{
-        struct view *v = V(req);
-        char path[64], *buf = NULL;
-        ssize_t r;
-        WITH_NODE(v, ino, n, fd, req);
-
-        proc_path(path, sizeof(path), fd);
-        if (view_offline(v) && mirror_xattr_hidden(name)) {
-                r = -ENODATA;
-        } else if (size) {
-                buf = malloc(size);
-                r = !buf ? -ENOMEM : S_ISDIR(vnode_type(n)) ? dir_getxattr(fd, name, buf, size) :
-                    getxattr(path, name, buf, size);
-                if (r < 0 && buf)
-                        r = -errno;
-        } else {
-                r = S_ISDIR(vnode_type(n)) ? dir_getxattr(fd, name, NULL, 0) :
-                    getxattr(path, name, NULL, 0);
-                if (r < 0)
-                        r = -errno;
-        }
-        vnode_put(v, n);
-        /*
-         * A backing without POSIX ACLs (NFSv4, SMB) has none: say so.  With
-         * FUSE_CAP_POSIX_ACL the kernel asks for the ACL in every permission
-         * check, and 6.1 takes EOPNOTSUPP for an error, not for "no ACL":
-         * every access by a non-owner failed with it.
-         */
-        if (r == -EOPNOTSUPP && (!strcmp(name, "system.posix_acl_access") ||
-                                 !strcmp(name, "system.posix_acl_default")))
-                r = -ENODATA;
-        if (r < 0)
-                fuse_reply_err(req, (int)-r);
-        else if (size)
-                fuse_reply_buf(req, buf, (size_t)r);
-        else
-                fuse_reply_xattr(req, (size_t)r);
-        free(buf);
-}
-
 /* Drops trusted.fcache.* names from a listxattr answer (buf NULL: a size query). */
 static ssize_t filter_listxattr(const char *path, char *buf, size_t size, ssize_t len)
 {
@@ -2991,28 +2946,57 @@ static ssize_t filter_listxattr(const char *path, char *buf, size_t size, ssize_
         return out;
 }
 
-static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+/* getxattr of name of node ino, or listxattr with name NULL, into buf. */
+static ssize_t xattr_once(struct view *v, fuse_ino_t ino, const char *name, char *buf,
+                          size_t size)
+{
+        struct vnode *n;
+        int fd = vnode_get(v, ino, &n);
+        char path[64];
+        ssize_t r;
+
+        if (fd < 0)
+                return fd;
+        if (!name)
+                r = backing_query(v, BQ_LISTXATTR, fd, NULL, buf, size);
+        else if (view_offline(v) && mirror_xattr_hidden(name))
+                r = -ENODATA;
+        else
+                r = backing_query(v, S_ISDIR(vnode_type(n)) ? BQ_DIR_GETXATTR : BQ_GETXATTR, fd,
+                                  name, buf, size);
+        /* The mirror's own bookkeeping is not the application's. */
+        if (!name && r > 0 && view_offline(v)) {
+                proc_path(path, sizeof(path), fd);
+                r = filter_listxattr(path, buf, size, r);
+        }
+        vnode_put(v, n);
+        return r;
+}
+
+/* Answers getxattr (name) or listxattr (name NULL) of node ino. */
+static void xattr_reply(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
         struct view *v = V(req);
-        char path[64], *buf = NULL;
+        char *buf = NULL;
         ssize_t r;
-        WITH_NODE(v, ino, n, fd, req);
 
-        proc_path(path, sizeof(path), fd);
-        if (size) {
-                buf = malloc(size);
-                r = !buf ? -ENOMEM : listxattr(path, buf, size);
-                if (r < 0 && buf)
-                        r = -errno;
-        } else {
-                r = listxattr(path, NULL, 0);
-                if (r < 0)
-                        r = -errno;
+        if (size && !(buf = malloc(size))) {
+                fuse_reply_err(req, ENOMEM);
+                return;
         }
-        /* The mirror's own bookkeeping is not the application's. */
-        if (r > 0 && view_offline(v))
-                r = filter_listxattr(path, buf, size, r);
-        vnode_put(v, n);
+        r = xattr_once(v, ino, name, buf, size);
+        /* The server did not answer in time: the volume went offline, ask the mirror. */
+        if (r == -ETIMEDOUT && view_wait_offline(v))
+                r = xattr_once(v, ino, name, buf, size);
+        /*
+         * A backing without POSIX ACLs (NFSv4, SMB) has none: say so.  With
+         * FUSE_CAP_POSIX_ACL the kernel asks for the ACL in every permission
+         * check, and 6.1 takes EOPNOTSUPP for an error, not for "no ACL":
+         * every access by a non-owner failed with it.
+         */
+        if (name && r == -EOPNOTSUPP && (!strcmp(name, "system.posix_acl_access") ||
+                                         !strcmp(name, "system.posix_acl_default")))
+                r = -ENODATA;
         if (r < 0)
                 fuse_reply_err(req, (int)-r);
         else if (size)
@@ -3020,6 +3004,16 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
         else
                 fuse_reply_xattr(req, (size_t)r);
         free(buf);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+        xattr_reply(req, ino, name, size);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+        xattr_reply(req, ino, NULL, size);
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
@@ -3068,7 +3062,8 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
         struct caller_id id;
         struct stat st;
         mode_t before;
-        int err;
+        bool offline, sent;
+        int err, sr;
 
 again:
         view_change_begin(v);
@@ -3078,32 +3073,41 @@ again:
                 fuse_reply_err(req, err);
                 return;
         }
-        if (view_offline(v) && file_lid(v, f) < 0) {
+        offline = view_offline(v);
+        if (offline && file_lid(v, f) < 0) {
                 view_change_end(v);
                 fuse_reply_err(req, EIO);
                 return;
         }
-        before = as_writer(req, fi, f->fd);
-        err = -backing_change(v, &(struct backing_change){ .kind = BC_FALLOCATE, .fd = f->fd,
-                              .fd2 = -1, .flags = mode, .off = offset, .len = length },
-                              before ? caller_of(req, &id) : NULL);
+        /* ETIMEDOUT: the set-id check was not answered, nothing was sent. */
+        err = -as_writer(req, v, fi, f->fd, &before);
+        sent = !err;
+        if (sent)
+                err = -backing_change(v, &(struct backing_change){ .kind = BC_FALLOCATE,
+                                      .fd = f->fd, .fd2 = -1, .flags = mode, .off = offset,
+                                      .len = length }, before ? caller_of(req, &id) : NULL);
         leave_writer(before);
+        /* Its new attributes (bounded, as after a write); no answer is the
+         * change's own timeout. */
+        sr = !err ? backing_fstatat(v, f->fd, NULL, &st) : -EIO;
+        if (sr == -ETIMEDOUT)
+                err = ETIMEDOUT;
         /* As a write: made again in the local copy, which the volume now serves. */
-        if (err == ETIMEDOUT && !view_offline(v)) {
-                f->doubt = true;
+        if (err == ETIMEDOUT && !offline) {
+                f->doubt = f->doubt || sent;
                 if (left_for_offline(v, NULL, NULL))
                         goto again;
                 fuse_reply_err(req, EIO);
                 return;
         }
-        if (!err && (before & (S_ISUID | S_ISGID))) {
-                mode_changed_check(v, ino, f->fd, before);
-                if (view_offline(v))
-                        err = -log_setid_kill(v, f, before);
+        if (!err && sr == 0 && (before & (S_ISUID | S_ISGID))) {
+                mode_changed_check(v, ino, &st, before);
+                if (offline)
+                        err = -log_setid_kill(v, f, &st, before);
         }
-        if (!err && view_offline(v)) {
+        if (!err && offline) {
                 f->dirty = true;
-        } else if (!err && fstat(f->fd, &st) == 0) {
+        } else if (!err && sr == 0) {
                 f->written = true;
                 struct sobj *o = f->obj;
 

@@ -585,6 +585,20 @@ void backing_close(struct view *v, int fd);
 void backing_close_later(int fd);
 /* Probes Backing= (by its path) on a helper even offline: 0 when it answers in time. */
 int backing_probe(struct view *v);
+/* Waits at most BackingTimeout for the changes given up on (the server may
+ * still make them) to be answered: 0, or -EBUSY while some still wait. */
+int backing_wait_in_doubt(struct view *v);
+/* What backing_query() reads of an object, never changing it. */
+enum backing_query_kind {
+        BQ_READLINK,            /* a symlink's target (fd: its O_PATH descriptor) */
+        BQ_GETXATTR,            /* an xattr (size 0: its size) */
+        BQ_DIR_GETXATTR,        /* the same of a directory (cheaper: getxattrat) */
+        BQ_LISTXATTR,           /* the xattr names (size 0: their size) */
+};
+/* As readlink(2), getxattr(2) or listxattr(2) of fd into buf, bounded as the
+ * calls above: the length, or -errno. */
+ssize_t backing_query(struct view *v, enum backing_query_kind kind, int fd, const char *name,
+                      void *buf, size_t size);
 /*
  * Runs fn(arg) on a helper, waiting at most BackingTimeout, online or
  * offline, without taking the volume offline.  -ETIMEDOUT: arg is no longer

@@ -1,0 +1,316 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The backing calls a request makes besides lookups, opens, reads, writes
+and changes, each with a server that stops answering: readlink, getxattr,
+listxattr, a mkdir's check of the parent's default ACL, a non-root
+writer's set-id check before a write and a fallocate, the atime byte a
+first read from the store reads, and a `reconnect` asked by hand while a
+change given up on still waits for the server.
+
+The server is a FUSE filesystem whose daemon is stopped (SIGSTOP): an inner
+fcache-view over a local directory (every xattr request and attribute
+refresh reaches it: AttrLease=0, cacheable off, no passthrough), and for
+readlink an sshfs mount (the inner view's kernel keeps symlink targets,
+sshfs's does not).  The volume under test, BackingTimeout=2s, pins the tree.
+Each call runs in a child and must return within a bound that only catches
+a hang (FCACHE_HUNG_BOUND, 60 s) with the answer the volume gives offline,
+never EIO, and the volume must be offline; the server then runs again and
+the volume reconnects by itself before the next call.
+(FCACHE_HUNG_ONLY=NAME,... runs some of them.)
+"""
+import importlib.util
+import os
+import pwd
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from viewlib import Volume, check, eq, finish, read_file, require_root_fuse, wait_for, write_file  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TIMEOUT = 2
+BOUND = float(os.environ.get("FCACHE_HUNG_BOUND", "60"))
+ONLY = [x for x in os.environ.get("FCACHE_HUNG_ONLY", "").split(",") if x]
+NOBODY = pwd.getpwnam("nobody")
+
+# The child: sets itself up (as another user, priming the kernel's caches so
+# that the call itself is the first request to reach the view), says
+# "ready", waits for "go", makes the call and prints its answer.
+CHILD = r'''
+import errno, os, sys, time
+op, path, uid = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if uid:
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+fd = None
+if op in ("write", "fallocate"):
+    # The first write's capability check done, and closed: the local copy
+    # has what the server has (a writer open across the switch would leave
+    # its online writes out of it: view.md, Not done yet).
+    fd = os.open(path, os.O_WRONLY)
+    os.pwrite(fd, b"w", 0)
+    os.close(fd)
+    fd = os.open(path, os.O_WRONLY)
+elif op == "read":
+    time.sleep(float(sys.argv[4]))          # past the lease: the open reaches the backing
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+elif op == "mkdir":
+    time.sleep(float(sys.argv[4]))          # past the lease: the stat reaches the server,
+    os.stat(os.path.dirname(path))          # whose kernel then forgets the ACLs it cached
+    assert not os.path.lexists(path)        # a negative entry, within the lease
+else:
+    os.lstat(path)
+print("ready", flush=True)
+sys.stdin.readline()
+try:
+    if op == "readlink":
+        r = os.readlink(path)
+    elif op == "getxattr":
+        r = os.getxattr(path, "user.hung", follow_symlinks=False)
+    elif op == "listxattr":
+        r = sorted(os.listxattr(path, follow_symlinks=False))
+    elif op == "mkdir":
+        os.mkdir(path, 0o755)
+        r = "made"
+    elif op == "write":
+        r = os.pwrite(fd, b"written while the server was stopped\n", 0)
+    elif op == "fallocate":
+        os.posix_fallocate(fd, 0, 65536)
+        r = "allocated"
+    elif op == "read":
+        r = os.pread(fd, 4096, 0)[:32]
+    elif op == "chmod":
+        os.chmod(path, 0o640)
+        r = "changed"
+    print(repr(r), flush=True)
+except OSError as e:
+    print("error " + errno.errorcode.get(e.errno, str(e.errno)), flush=True)
+'''
+
+
+class Server:
+    """A FUSE backing whose daemon can be stopped and started again."""
+
+    def __init__(self, pid):
+        self.pid = pid
+
+    def stop(self):
+        """Stops it, and returns once every thread of it is stopped (a thread
+        that runs on meanwhile would still answer a request)."""
+        os.kill(self.pid, signal.SIGSTOP)
+        check(wait_for(self.stopped, 30), f"the server (pid {self.pid}) stopped")
+
+    def stopped(self):
+        tasks = f"/proc/{self.pid}/task"
+        for t in os.listdir(tasks):
+            try:
+                with open(f"{tasks}/{t}/stat") as f:
+                    if f.read().rpartition(")")[2].split()[0] not in "tT":
+                        return False
+            except FileNotFoundError:
+                pass
+        return True
+
+    def cont(self):
+        os.kill(self.pid, signal.SIGCONT)
+
+
+def hung_call(server, op, path, uid=0, wait=0.0):
+    """With the server stopped, op on path in a child: (answer, seconds); the
+    answer None when it did not return within BOUND (a hang)."""
+    child = subprocess.Popen([sys.executable, "-c", CHILD, op, path, str(uid), str(wait)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    ready = child.stdout.readline().strip()
+    if ready != "ready":
+        child.kill()
+        _, err = child.communicate()
+        raise RuntimeError(f"{op} {path}: the child did not get ready: {ready} {err[-500:]}")
+    server.stop()
+    t = time.time()
+    child.stdin.write("go\n")
+    child.stdin.flush()
+    try:
+        out, err = child.communicate(timeout=BOUND)
+        answer = out.strip()
+    except subprocess.TimeoutExpired:
+        answer = None
+    took = time.time() - t
+    if answer is None:
+        server.cont()           # lets the hung call finish
+        child.kill()
+        child.communicate()
+    print(f"# {op}: {answer!r} after {took:.1f} s", flush=True)
+    return answer, took
+
+
+def resume(vol, server, what):
+    server.cont()
+    check(wait_for(lambda: vol.state()["state"] == "online", 60),
+          f"after {what}, with the server back the volume reconnects by itself")
+
+
+def offline_answer(answer, want, what, took):
+    check(answer is not None, f"{what} returns with the server stopped"
+          f" ({took:.1f} s; a hang is {BOUND:.0f} s)")
+    if answer is not None:
+        eq(answer, want, f"{what}: the offline answer")
+        check(answer != "error EIO", f"{what}: not EIO")
+
+
+def went_offline(vol, what):
+    st = vol.state()
+    eq(st["state"], "offline", f"{what}: the volume went offline")
+    check("BackingTimeout" in st.get("offline_reason", ""),
+          f"{what}: offline_reason names BackingTimeout ({st.get('offline_reason')})")
+
+
+def wanted(name):
+    return not ONLY or name in ONLY
+
+
+def inner_view_phase():
+    """The calls over a stacked fcache-view as the server."""
+    inner = Volume("hung-inner", lease="0s")
+    srv = inner.backing
+    os.makedirs(os.path.join(srv, "proj", "sub"))
+    write_file(os.path.join(srv, "proj", "f"), b"pinned file\n")
+    os.setxattr(os.path.join(srv, "proj", "f"), "user.hung", b"on the server")
+    for name in ("g", "g2"):
+        write_file(os.path.join(srv, "proj", name), b"g\n")
+        os.chmod(os.path.join(srv, "proj", name), 0o666)
+    write_file(os.path.join(srv, "proj", "h"), b"read me\n" * 512)
+    os.chmod(os.path.join(srv, "proj", "h"), 0o644)
+    os.environ["FCACHE_VIEW_PASSTHROUGH"] = "0"
+    try:
+        inner.start()
+    finally:
+        del os.environ["FCACHE_VIEW_PASSTHROUGH"]
+    inner.ctl("set cacheable off")          # its kernel keeps no pages: reads reach it
+    server = Server(inner.worker_pid())
+    lease = 3
+    vol = Volume("hung", backing=inner.mnt, lease=f"{lease}s",
+                 extra=["--set", f"BackingTimeout={TIMEOUT}s"])
+    try:
+        vol.start()
+        q = vol.ctl("pin recursive", "proj")
+        check(q["_rc"] == 0, "the tree is pinned through the stopped-to-be server")
+        eq(oct(stat.S_IMODE(os.stat(inner.b("proj", "h")).st_mode)), "0o644", "h as made")
+
+        if wanted("getxattr"):
+            a, took = hung_call(server, "getxattr", vol.v("proj", "f"))
+            want = "error ENODATA"      # the mirror keeps no xattrs
+            offline_answer(a, want, "getxattr of a pinned file", took)
+            went_offline(vol, "getxattr")
+            resume(vol, server, "getxattr")
+            eq(os.getxattr(vol.v("proj", "f"), "user.hung"), b"on the server",
+               "online again, getxattr answers from the server")
+        if wanted("listxattr"):
+            a, took = hung_call(server, "listxattr", vol.v("proj", "f"))
+            offline_answer(a, "[]", "listxattr of a pinned file", took)
+            went_offline(vol, "listxattr")
+            resume(vol, server, "listxattr")
+        if wanted("mkdir"):
+            a, took = hung_call(server, "mkdir", vol.v("proj", "made-hung"), wait=lease + 0.5)
+            offline_answer(a, "'made'", "mkdir in a pinned directory (its default ACL check)", took)
+            went_offline(vol, "mkdir")
+            check(os.path.isdir(vol.v("proj", "made-hung")), "the directory is there offline")
+            resume(vol, server, "mkdir")
+            check(os.path.isdir(inner.b("proj", "made-hung")), "and on the server after the reconnect")
+        if wanted("write"):
+            a, took = hung_call(server, "write", vol.v("proj", "g"), uid=NOBODY.pw_uid)
+            msg = b"written while the server was stopped\n"
+            offline_answer(a, repr(len(msg)), "a write by another user than root (set-id check)",
+                           took)
+            went_offline(vol, "write")
+            eq(read_file(vol.v("proj", "g"))[:len(msg)], msg, "the write is in the offline copy")
+            resume(vol, server, "write")
+            eq(read_file(inner.b("proj", "g"))[:len(msg)], msg, "and on the server after the reconnect")
+        if wanted("fallocate"):
+            a, took = hung_call(server, "fallocate", vol.v("proj", "g2"), uid=NOBODY.pw_uid)
+            offline_answer(a, "'allocated'", "fallocate by another user than root (set-id check)",
+                           took)
+            went_offline(vol, "fallocate")
+            eq(os.stat(vol.v("proj", "g2")).st_size, 65536, "the offline copy has the new size")
+            resume(vol, server, "fallocate")
+            eq(os.stat(inner.b("proj", "g2")).st_size, 65536, "and the server after the reconnect")
+        if wanted("read"):
+            a, took = hung_call(server, "read", vol.v("proj", "h"), wait=lease + 0.5)
+            offline_answer(a, repr(b"read me\n" * 4), "the first read of a file from its local copy"
+                           " (the atime byte)", took)
+            went_offline(vol, "read")
+            resume(vol, server, "read")
+        if wanted("reconnect"):
+            a, took = hung_call(server, "chmod", vol.v("proj", "f"))
+            offline_answer(a, "'changed'", "chmod (given up on, made again offline)", took)
+            went_offline(vol, "chmod")
+            t = time.time()
+            r = vol.ctl("reconnect", ok=False, timeout=BOUND)
+            took = time.time() - t
+            check(r["_rc"] != 0 and "given up on" in r["_err"],
+                  f"reconnect by hand while the chmod given up on waits for the server: refused"
+                  f" in {took:.1f} s ({r['_err']})")
+            eq(vol.state()["state"], "offline", "the volume stays offline")
+            resume(vol, server, "the refused reconnect")
+            eq(oct(stat.S_IMODE(os.stat(inner.b("proj", "f")).st_mode)), "0o640",
+               "the chmod is on the server, once")
+            eq(vol.ctl("query state").get("conflicts"), "0", "no conflict")
+    finally:
+        server.cont()
+        vol.stop()
+        inner.stop()
+
+
+def sshfs_phase():
+    """readlink over sshfs, whose kernel side keeps no symlink targets."""
+    spec = importlib.util.spec_from_file_location("view_sshfs", os.path.join(HERE, "view-sshfs.py"))
+    view_sshfs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(view_sshfs)
+    vol = Volume("hung-ssh", lease="3s", extra=["--set", f"BackingTimeout={TIMEOUT}s"])
+    server_dir = os.path.join(vol.top, "server")
+    os.makedirs(os.path.join(server_dir, "proj"))
+    os.symlink("target-of-the-link", os.path.join(server_dir, "proj", "l"))
+    with socket.socket() as s:              # a free port of this machine's
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sshd, keydir = view_sshfs.start_sshd(vol.top, port=port)
+    r = view_sshfs.mount_sshfs(server_dir, vol.backing, keydir, "cache=no", port=port)
+    if r.returncode != 0:
+        sshd.kill()
+        print(f"# SKIP readlink: sshfs mount failed: {r.stderr.strip()}")
+        return
+    pid = int(subprocess.run(["pgrep", "-f", f"^sshfs root@127.0.0.1:{server_dir} "],
+                             capture_output=True, text=True).stdout.split()[0])
+    server = Server(pid)
+    try:
+        vol.start()
+        check(vol.ctl("pin recursive", "proj")["_rc"] == 0, "the tree is pinned through sshfs")
+        a, took = hung_call(server, "readlink", vol.v("proj", "l"))
+        offline_answer(a, repr("target-of-the-link"), "readlink of a pinned symlink", took)
+        went_offline(vol, "readlink")
+        resume(vol, server, "readlink")
+    finally:
+        server.cont()
+        vol.stop()
+        subprocess.run(["fusermount3", "-u", "-z", vol.backing], capture_output=True)
+        sshd.kill()
+        sshd.wait()
+
+
+def main():
+    require_root_fuse()
+    if any(wanted(x) for x in ("getxattr", "listxattr", "mkdir", "write", "fallocate", "read",
+                               "reconnect")):
+        inner_view_phase()
+    if wanted("readlink"):
+        sshfs_phase()
+    finish()
+
+
+if __name__ == "__main__":
+    main()
