@@ -285,6 +285,23 @@ static void job_unref_new(struct job *j)
         job_free(j);
 }
 
+/*
+ * A descriptor of @fd's file for a stat only: an O_PATH one, whose close
+ * says nothing to the server (the close of the last dup() of an open
+ * network file is a flush, a round trip); a dup() where that fails.
+ */
+static int path_copy(int fd)
+{
+        char path[64];
+        int fl = fcntl(fd, F_GETFL), r;
+
+        if (fl >= 0 && (fl & O_PATH))
+                return fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+        r = open(path, O_PATH | O_CLOEXEC);
+        return r >= 0 ? r : fcntl(fd, F_DUPFD_CLOEXEC, 0);
+}
+
 static struct job *job_new(enum call call, int dirfd, const char *name, int flags)
 {
         struct job *j = calloc(1, sizeof(*j));
@@ -293,7 +310,7 @@ static struct job *job_new(enum call call, int dirfd, const char *name, int flag
                 return NULL;
         j->call = call;
         j->flags = flags;
-        j->dirfd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+        j->dirfd = call == CALL_FSTATAT ? path_copy(dirfd) : fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
         j->name = strdup(name ? name : "");
         if (j->dirfd < 0 || !j->name) {
                 if (j->dirfd >= 0)
