@@ -1496,6 +1496,20 @@ void mirror_note_replayed(struct view *v, const struct stat *server, const struc
         pthread_mutex_unlock(&replayed_lock);
 }
 
+void mirror_note_restamped(struct view *v, const struct stat *before, const struct stat *after)
+{
+        uint64_t ino = after->st_ino;
+        struct replayed *r;
+
+        (void)v;
+        pthread_mutex_lock(&replayed_lock);
+        r = replayed_files ? g_hash_table_lookup(replayed_files, &ino) : NULL;
+        /* Only from the version the replay wrote: another's change since is not taken. */
+        if (r && same_file_version(&r->server, before) && before->st_size == after->st_size)
+                r->server = *after;
+        pthread_mutex_unlock(&replayed_lock);
+}
+
 static bool replayed_same(const struct stat *bst, const struct stat *mst)
 {
         uint64_t ino = bst->st_ino;
