@@ -1397,6 +1397,13 @@ static void note_wrote(struct ctx *c, const struct stat *server, const struct st
                 c->o->wrote(c->o->userdata, server, local);
 }
 
+/* Tells the caller that the replay's setattr made server file @before @after. */
+static void note_restamped(struct ctx *c, const struct stat *before, const struct stat *after)
+{
+        if (!c->dry && c->o->restamped && S_ISREG(after->st_mode))
+                c->o->restamped(c->o->userdata, before, after);
+}
+
 /* The id of the bytes open as @fd, and its stat *st. */
 static int content_of_fd(int fd, char id[FCACHE_MERGE_ID_SIZE], struct stat *st)
 {
@@ -2532,7 +2539,7 @@ static int do_setattr(struct ctx *c, const struct rec *r, struct oplog_object *o
         fcache_merge_decision d;
         unsigned m = r->r.mask;
         struct timespec ts[2];
-        struct stat st;
+        struct stat st, before;
         bool todo = false;
         char ps[24];
         int pfd, e;
@@ -2577,6 +2584,7 @@ static int do_setattr(struct ctx *c, const struct rec *r, struct oplog_object *o
         }
         if (c->dry)
                 return REINTEGRATE_APPLIED;
+        before = st;
         if ((m & OPLOG_SET_MODE) && (st.st_mode & 07777) != (r->r.mode & 07777) &&
             !S_ISLNK(st.st_mode)) {
                 if (BACKING(c, fchmodat(pfd, o->srv_name, r->r.mode & 07777, 0)) < 0)
@@ -2612,6 +2620,8 @@ static int do_setattr(struct ctx *c, const struct rec *r, struct oplog_object *o
                 return -errno;
         set_base(o, &st, o->base.content);
         dirty(c, o);
+        if (todo)
+                note_restamped(c, &before, &st);
         e = mark(c, r, OPLOG_APPLIED, todo ? "applied" : "already");
         return e < 0 ? e : todo ? REINTEGRATE_APPLIED : REINTEGRATE_ALREADY;
 }

@@ -130,6 +130,10 @@ struct reintegrate_options {
          * container's stat): the mirror's resync can take it as the same
          * without reading it back.  Called under the lock. */
         void (*wrote)(void *userdata, const struct stat *server, const struct stat *local);
+        /* The replay changed only the owner, mode or times of server file
+         * @before, which is @after now: the same bytes (what wrote() said
+         * of @before holds for @after).  Called under the lock. */
+        void (*restamped)(void *userdata, const struct stat *before, const struct stat *after);
         /* The backing is a local filesystem: the new files of a batch of
          * records are made durable by one syncfs() before their marks are,
          * not by an fsync each (see reintegrate.c, "Marking records"). */

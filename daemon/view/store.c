@@ -53,9 +53,13 @@ struct store {
         store_complete_fn complete_fn;  /* an unpinned object became complete in blocks */
         store_container_fn remove_fn;   /* removes an unpinned container (culled, stale) */
         bool in_batch;          /* protected by lock: a transaction is open */
-        /* load_locked()'s statements, prepared once (an open of a file loads
-         * its object: parsing the SQL each time was most of that) */
-        sqlite3_stmt *load_obj, *load_blocks; /* protected by lock */
+        /* SQL text -> its statement, prepared once (an open of a file loads
+         * its object, a resync notes every mirror file: parsing the SQL
+         * each time was most of that) */
+        GHashTable *stmts;      /* protected by lock */
+        /* inos whose container store_set_container() was given since
+         * store_containers_note_begin(), or NULL */
+        GHashTable *noted;      /* protected by lock */
 };
 
 struct sobj {
@@ -103,19 +107,56 @@ static int db_exec(struct store *s, const char *sql)
         return 0;
 }
 
-/* Prepares sql, binds up to 6 int64 arguments, steps once. Returns
- * SQLITE_ROW/SQLITE_DONE as 1/0 with *stmt left for a row, or -EIO. */
+/* The statement of @sql, prepared the first time, reset and unbound (store.lock
+ * held); stmt_done() when stepped: a statement left stepping keeps a read
+ * transaction open. */
+static sqlite3_stmt *stmt_of(struct store *s, const char *sql)
+{
+        sqlite3_stmt *st = g_hash_table_lookup(s->stmts, sql);
+
+        if (st) {
+                sqlite3_reset(st);
+                sqlite3_clear_bindings(st);
+                return st;
+        }
+        if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) !=
+            SQLITE_OK) {
+                log_error("Failed to prepare '%s': %s", sql, sqlite3_errmsg(s->db));
+                sqlite3_finalize(st);
+                return NULL;
+        }
+        g_hash_table_insert(s->stmts, g_strdup(sql), st);
+        return st;
+}
+
+static void stmt_free(gpointer st)
+{
+        sqlite3_finalize(st);
+}
+
+static void stmt_done(sqlite3_stmt *st)
+{
+        sqlite3_reset(st);
+}
+
+/* Before the database closes: a prepared statement keeps it open. */
+static void stmts_forget(struct store *s)
+{
+        if (s->stmts)
+                g_hash_table_remove_all(s->stmts);
+}
+
+/* Binds up to 6 int64 arguments to sql's statement, steps once. Returns
+ * SQLITE_ROW/SQLITE_DONE as 1/0 with *stmt left for a row (stmt_done() it),
+ * or -EIO. */
 static int db_run(struct store *s, sqlite3_stmt **out, const char *sql, int n, ...)
 {
-        sqlite3_stmt *st;
+        sqlite3_stmt *st = stmt_of(s, sql);
         va_list ap;
         int r;
 
-        r = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
-        if (r != SQLITE_OK) {
-                log_error("Failed to prepare '%s': %s", sql, sqlite3_errmsg(s->db));
+        if (!st)
                 return -EIO;
-        }
         va_start(ap, n);
         for (int i = 1; i <= n; i++)
                 sqlite3_bind_int64(st, i, va_arg(ap, int64_t));
@@ -123,14 +164,14 @@ static int db_run(struct store *s, sqlite3_stmt **out, const char *sql, int n, .
         r = sqlite3_step(st);
         if (r != SQLITE_ROW && r != SQLITE_DONE) {
                 log_error("Failed to run '%s': %s", sql, sqlite3_errmsg(s->db));
-                sqlite3_finalize(st);
+                stmt_done(st);
                 return -EIO;
         }
         if (out && r == SQLITE_ROW) {
                 *out = st;
                 return 1;
         }
-        sqlite3_finalize(st);
+        stmt_done(st);
         return r == SQLITE_ROW;
 }
 
@@ -141,7 +182,7 @@ static uint64_t db_scalar(struct store *s, const char *sql)
 
         if (db_run(s, &st, sql, 0) == 1) {
                 v = (uint64_t)sqlite3_column_int64(st, 0);
-                sqlite3_finalize(st);
+                stmt_done(st);
         }
         return v;
 }
@@ -325,6 +366,7 @@ static int index_set_aside(struct store *s, const char *path)
         static const char *const suffix[] = { "", "-wal", "-shm" };
         time_t now = time(NULL);
 
+        stmts_forget(s);
         sqlite3_close(s->db);
         s->db = NULL;
         log_error("The store database is unusable (%s): kept as %s.corrupt-%lld, starting with "
@@ -366,6 +408,7 @@ int store_open(struct store **out, const char *dir, uint64_t cache_size, uint64_
         s->max_files = max_files;
         s->dir = strdup(dir);
         s->objs = g_hash_table_new(g_int64_hash, g_int64_equal);
+        s->stmts = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, stmt_free);
         s->nocache = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
         s->rows = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
         if (!s->dir || !s->objs || !s->nocache || !s->rows) {
@@ -456,8 +499,10 @@ void store_close(struct store *s)
                 return;
         if (s->in_batch)
                 db_exec(s, "COMMIT");
-        sqlite3_finalize(s->load_obj);
-        sqlite3_finalize(s->load_blocks);
+        if (s->stmts)
+                g_hash_table_destroy(s->stmts);
+        if (s->noted)
+                g_hash_table_destroy(s->noted);
         if (s->db)
                 sqlite3_close(s->db);
         if (s->objdir_fd >= 0)
@@ -578,20 +623,14 @@ static int grow(struct sobj *o, uint32_t nblk)
         return 0;
 }
 
-/* *slot, prepared from sql the first time, reset and bound to ino. */
-static sqlite3_stmt *load_stmt(struct store *s, sqlite3_stmt **slot, const char *sql,
-                               uint64_t ino)
+/* sql's statement bound to ino. */
+static sqlite3_stmt *ino_stmt(struct store *s, const char *sql, uint64_t ino)
 {
-        if (*slot) {
-                sqlite3_reset(*slot);
-        } else if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, slot,
-                                      NULL) != SQLITE_OK) {
-                log_error("Failed to prepare '%s': %s", sql, sqlite3_errmsg(s->db));
-                *slot = NULL;
-                return NULL;
-        }
-        sqlite3_bind_int64(*slot, 1, (int64_t)ino);
-        return *slot;
+        sqlite3_stmt *st = stmt_of(s, sql);
+
+        if (st)
+                sqlite3_bind_int64(st, 1, (int64_t)ino);
+        return st;
 }
 
 /* Loads o's row and blocks.  Called with store.lock held. Returns 1 if a row
@@ -601,13 +640,13 @@ static int load_locked(struct store *s, struct sobj *o)
         sqlite3_stmt *st;
         int r;
 
-        st = load_stmt(s, &s->load_obj, "SELECT size, mtime, ctime, validated, pin, container,"
-                       " own FROM objects WHERE ino=?", o->ino);
+        st = ino_stmt(s, "SELECT size, mtime, ctime, validated, pin, container,"
+                      " own FROM objects WHERE ino=?", o->ino);
         if (!st)
                 return -EIO;
         r = sqlite3_step(st);
         if (r != SQLITE_ROW) {
-                sqlite3_reset(st);
+                stmt_done(st);
                 if (r == SQLITE_DONE)
                         return 0;
                 log_error("Failed to load inode %" PRIu64 " from the store database: %s",
@@ -623,10 +662,9 @@ static int load_locked(struct store *s, struct sobj *o)
         if (sqlite3_column_type(st, 5) == SQLITE_TEXT)
                 o->container = g_strdup((const char *)sqlite3_column_text(st, 5));
         o->own = o->container && sqlite3_column_int(st, 6);
-        /* Reset now: a statement left stepping keeps a read transaction open. */
-        sqlite3_reset(st);
-        st = load_stmt(s, &s->load_blocks, "SELECT idx, len, crc FROM blocks WHERE ino=?",
-                       o->ino);
+        /* Done now: a statement left stepping keeps a read transaction open. */
+        stmt_done(st);
+        st = ino_stmt(s, "SELECT idx, len, crc FROM blocks WHERE ino=?", o->ino);
         if (!st)
                 return -EIO;
         while (sqlite3_step(st) == SQLITE_ROW) {
@@ -1427,15 +1465,14 @@ static GArray *select_inos(struct store *s, const char *sql)
         sqlite3_stmt *st;
 
         pthread_mutex_lock(&s->lock);
-        if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) == SQLITE_OK) {
+        st = stmt_of(s, sql);
+        if (st) {
                 while (sqlite3_step(st) == SQLITE_ROW) {
                         gint64 ino = sqlite3_column_int64(st, 0);
 
                         g_array_append_val(a, ino);
                 }
-                sqlite3_finalize(st);
-        } else {
-                log_error("Failed to prepare '%s': %s", sql, sqlite3_errmsg(s->db));
+                stmt_done(st);
         }
         pthread_mutex_unlock(&s->lock);
         return a;
@@ -1498,10 +1535,10 @@ static int set_container_row(struct store *s, struct sobj *o, const char *path, 
 {
         static const char sql[] = "UPDATE objects SET container=?, size=?, mtime=?, ctime=?,"
                                   " validated=?, own=? WHERE ino=?";
-        sqlite3_stmt *st;
-        int r = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+        sqlite3_stmt *st = stmt_of(s, sql);
+        int r = SQLITE_ERROR;
 
-        if (r == SQLITE_OK) {
+        if (st) {
                 sqlite3_bind_text(st, 1, path, -1, SQLITE_TRANSIENT);
                 sqlite3_bind_int64(st, 2, o->size);
                 sqlite3_bind_int64(st, 3, o->mtime_ns);
@@ -1510,7 +1547,7 @@ static int set_container_row(struct store *s, struct sobj *o, const char *path, 
                 sqlite3_bind_int64(st, 6, own);
                 sqlite3_bind_int64(st, 7, (int64_t)o->ino);
                 r = sqlite3_step(st);
-                sqlite3_finalize(st);
+                stmt_done(st);
         }
         if (r != SQLITE_DONE) {
                 log_error("Failed to run '%s': %s", sql, sqlite3_errmsg(s->db));
@@ -1564,6 +1601,49 @@ void store_set_container_fn(struct store *s, store_container_fn fn, void *ud)
         pthread_mutex_unlock(&s->lock);
 }
 
+/* Noted for store_check_containers(), up to a bound (past it, all are checked). */
+#define NOTED_MAX 1000000
+
+static void note_set(struct store *s, uint64_t ino)
+{
+        gint64 key = (gint64)ino;
+
+        pthread_mutex_lock(&s->lock);
+        if (s->noted && g_hash_table_size(s->noted) < NOTED_MAX)
+                g_hash_table_add(s->noted, g_memdup2(&key, sizeof(key)));
+        pthread_mutex_unlock(&s->lock);
+}
+
+void store_containers_note_begin(struct store *s)
+{
+        pthread_mutex_lock(&s->lock);
+        if (s->noted)
+                g_hash_table_remove_all(s->noted);
+        else
+                s->noted = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+        pthread_mutex_unlock(&s->lock);
+}
+
+/* The noted set, taken from the store (NULL when not noting). */
+static GHashTable *noted_take(struct store *s)
+{
+        GHashTable *noted;
+
+        pthread_mutex_lock(&s->lock);
+        noted = s->noted;
+        s->noted = NULL;
+        pthread_mutex_unlock(&s->lock);
+        return noted;
+}
+
+void store_containers_note_end(struct store *s)
+{
+        GHashTable *noted = noted_take(s);
+
+        if (noted)
+                g_hash_table_destroy(noted);
+}
+
 int store_set_container(struct store *s, const struct stat *st, const char *path)
 {
         uint64_t now = now_ns();
@@ -1579,6 +1659,7 @@ int store_set_container(struct store *s, const struct stat *st, const char *path
         if (o->container && same_identity(o, st) && !strcmp(o->container, path)) {
                 pthread_mutex_unlock(&o->lock);
                 store_obj_put(s, o);
+                note_set(s, st->st_ino);
                 return 0;
         }
         /* Blocks (the second copy) and any older container go first (the
@@ -1593,6 +1674,8 @@ int store_set_container(struct store *s, const struct stat *st, const char *path
         }
         pthread_mutex_unlock(&o->lock);
         store_obj_put(s, o);
+        if (r >= 0)
+                note_set(s, st->st_ino);
         return r < 0 ? r : 0;
 }
 
@@ -1682,11 +1765,14 @@ int store_obj_unpin(struct store *s, struct sobj *o)
 void store_check_containers(struct store *s)
 {
         GArray *a = select_inos(s, "SELECT ino FROM objects WHERE container IS NOT NULL");
+        GHashTable *noted = noted_take(s);
 
         for (guint i = 0; i < a->len; i++) {
+                gint64 ino = g_array_index(a, gint64, i);
                 struct sobj *o;
 
-                if (store_obj_find(s, (uint64_t)g_array_index(a, gint64, i), &o) < 0)
+                if ((noted && g_hash_table_contains(noted, &ino)) ||
+                    store_obj_find(s, (uint64_t)ino, &o) < 0)
                         continue;
                 pthread_mutex_lock(&o->lock);
                 if (o->container)
@@ -1695,6 +1781,8 @@ void store_check_containers(struct store *s)
                 store_obj_put(s, o);
         }
         g_array_free(a, TRUE);
+        if (noted)
+                g_hash_table_destroy(noted);
 }
 
 int store_set_nocache(struct store *s, uint64_t ino, bool nocache)
@@ -1740,13 +1828,14 @@ static int bind_text_run(struct store *s, const char *sql, const char *text, int
         int r;
 
         pthread_mutex_lock(&s->lock);
-        r = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
-        if (r == SQLITE_OK) {
+        st = stmt_of(s, sql);
+        r = SQLITE_ERROR;
+        if (st) {
                 sqlite3_bind_text(st, 1, text, -1, SQLITE_TRANSIENT);
                 if (with_v)
                         sqlite3_bind_int64(st, 2, v);
                 r = sqlite3_step(st);
-                sqlite3_finalize(st);
+                stmt_done(st);
         }
         if (r != SQLITE_DONE)
                 log_error("Failed to run '%s': %s", sql, sqlite3_errmsg(s->db));

@@ -145,8 +145,15 @@ int store_set_container(struct store *s, const struct stat *st, const char *path
  * file is linked into objects/, its blocks checksummed), so it stays
  * cached, and cullable, when the mirror lets the container go. */
 int store_obj_unpin(struct store *s, struct sobj *o);
-/* Forgets the containers the container function no longer finds. */
+/* Forgets the containers the container function no longer finds; those
+ * store_set_container() was given since store_containers_note_begin() are
+ * taken as found (a resync just put or found them in place) and not
+ * reopened.  Ends the noting. */
 void store_check_containers(struct store *s);
+/* From now on store_set_container() notes what it was given, for the next
+ * store_check_containers() (or until store_containers_note_end()). */
+void store_containers_note_begin(struct store *s);
+void store_containers_note_end(struct store *s);
 
 /*
  * Unpinned containers: an unpinned object whose content becomes complete in

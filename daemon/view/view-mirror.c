@@ -357,6 +357,11 @@ static void prune_links(struct view *v)
 /* Puts a new entry in place of mdfd/name: made as tmp, then renamed. */
 /* The content of server file @bst is in mdfd/name now: the store serves it
  * from there (its container) and drops any copy of its own. */
+/* The directory this thread's walk is in (mdfd, and its path in the mirror):
+ * its path is found once, not at every file noted in it. */
+static __thread int walk_mdfd = -1;
+static __thread char *walk_rel;
+
 static void note_container(struct view *v, int mdfd, const char *name, const struct stat *bst)
 {
         char *rel;
@@ -364,7 +369,8 @@ static void note_container(struct view *v, int mdfd, const char *name, const str
 
         if (!S_ISREG(bst->st_mode))
                 return;
-        rel = view_rel_path(v->mirror_fd, mdfd, name);
+        rel = walk_rel && mdfd == walk_mdfd ? g_build_filename(walk_rel, name, NULL)
+                                            : view_rel_path(v->mirror_fd, mdfd, name);
         r = rel ? store_set_container(v->store, bst, rel) : -ENAMETOOLONG;
         g_free(rel);
         if (r < 0)
@@ -914,7 +920,10 @@ struct entry_look {
         char *name;
         int err;                /* of the backing's stat */
         struct stat bst;        /* the backing's entry */
-        struct stat mst;        /* the mirror's entry, when it may be adopted */
+        struct stat mst;        /* the mirror's entry, of a regular file */
+        bool mst_ok;            /* mst was found */
+        bool based;             /* have is mst's base */
+        struct mirror_base have;
         int same;               /* mirror entry mst holds the bytes: 1, 0, -1 not looked */
 };
 
@@ -949,7 +958,14 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
         if (r < 0)
                 return r;
         exists = fstatat(mdfd, name, &mst, AT_SYMLINK_NOFOLLOW) == 0;
-        based = exists && mirror_get_base(mdfd, name, &have) == 0;
+        /* The look-up's base holds while the mirror file is as it saw it
+         * (setting one changes its ctime). */
+        if (exists && look && look->mst_ok && same_stat_identity(&mst, &look->mst)) {
+                based = look->based;
+                have = look->have;
+        } else {
+                based = exists && mirror_get_base(mdfd, name, &have) == 0;
+        }
         if (exists && (mst.st_mode ^ bst.st_mode) & S_IFMT) {
                 r = remove_tree(mdfd, name, 0);
                 if (r < 0)
@@ -1139,17 +1155,20 @@ static void look_entry(void *ctx, guint i)
 {
         struct look_chunk *c = ctx;
         struct entry_look *l = &g_array_index(c->looks, struct entry_look, i);
-        struct mirror_base have, want;
+        struct mirror_base want;
 
         l->same = -1;
         l->err = fstatat(c->bdfd, l->name, &l->bst, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
         resync_step();
         if (l->err < 0 || !S_ISREG(l->bst.st_mode) ||
-            fstatat(c->mdfd, l->name, &l->mst, AT_SYMLINK_NOFOLLOW) < 0 ||
-            !may_adopt(&l->bst, &l->mst))
+            fstatat(c->mdfd, l->name, &l->mst, AT_SYMLINK_NOFOLLOW) < 0)
+                return;
+        l->mst_ok = true;
+        l->based = mirror_get_base(c->mdfd, l->name, &l->have) == 0;
+        if (!may_adopt(&l->bst, &l->mst))
                 return;
         base_from_stat(&want, &l->bst, 0);
-        if (mirror_get_base(c->mdfd, l->name, &have) == 0 && same_identity(&have, &want))
+        if (l->based && same_identity(&l->have, &want))
                 return;         /* in sync: nothing to compare */
         l->same = replayed_same(&l->bst, &l->mst) || holds_same_bytes(c->bdfd, c->mdfd, l->name);
 }
@@ -1186,8 +1205,8 @@ static void chunk_clear(struct look_chunk *c)
  * pool, then each entry synced in order (a subdirectory walked before the
  * next entry, a file's copy queued in @batch).
  */
-static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth,
-                             struct batch *batch, struct mirror_fill *fill)
+static int sync_dir_entries(struct view *v, int bdfd, int mdfd, int depth,
+                            struct batch *batch, struct mirror_fill *fill)
 {
         struct look_chunk chunk = { .bdfd = bdfd, .mdfd = mdfd };
         struct dirref *dir = NULL;
@@ -1266,6 +1285,21 @@ static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth,
         }
         closedir(d);
         g_hash_table_destroy(seen);
+        return r;
+}
+
+static int sync_dir_children(struct view *v, int bdfd, int mdfd, int depth,
+                             struct batch *batch, struct mirror_fill *fill)
+{
+        int outer_mdfd = walk_mdfd, r;
+        char *outer_rel = walk_rel;
+
+        walk_mdfd = mdfd;
+        walk_rel = view_rel_path(v->mirror_fd, mdfd, NULL);
+        r = sync_dir_entries(v, bdfd, mdfd, depth, batch, fill);
+        g_free(walk_rel);
+        walk_mdfd = outer_mdfd;
+        walk_rel = outer_rel;
         return r;
 }
 
@@ -1411,10 +1445,15 @@ static int resync_pin(void *ud, const char *path, int prio)
 
 int mirror_sync_all(struct view *v)
 {
-        int r = store_pin_foreach(v->store, resync_pin, v);
+        int r;
 
-        if (r == -EHOSTDOWN)
+        /* What the walk puts or finds in place needs no reopening after it. */
+        store_containers_note_begin(v->store);
+        r = store_pin_foreach(v->store, resync_pin, v);
+        if (r == -EHOSTDOWN) {
+                store_containers_note_end(v->store);
                 return r;
+        }
         prune_links(v);
         store_check_containers(v->store);
         mirror_check_cached(v);
@@ -1455,6 +1494,20 @@ void mirror_note_replayed(struct view *v, const struct stat *server, const struc
                 r->local = *local;
                 g_hash_table_replace(replayed_files, &r->server.st_ino, r);
         }
+        pthread_mutex_unlock(&replayed_lock);
+}
+
+void mirror_note_restamped(struct view *v, const struct stat *before, const struct stat *after)
+{
+        uint64_t ino = after->st_ino;
+        struct replayed *r;
+
+        (void)v;
+        pthread_mutex_lock(&replayed_lock);
+        r = replayed_files ? g_hash_table_lookup(replayed_files, &ino) : NULL;
+        /* Only from the version the replay wrote: another's change since is not taken. */
+        if (r && same_file_version(&r->server, before) && before->st_size == after->st_size)
+                r->server = *after;
         pthread_mutex_unlock(&replayed_lock);
 }
 

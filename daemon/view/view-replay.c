@@ -74,6 +74,13 @@ static void replay_wrote(void *ud, const struct stat *server, const struct stat 
         mirror_note_replayed(rp->v, server, local);
 }
 
+static void replay_restamped(void *ud, const struct stat *before, const struct stat *after)
+{
+        struct replay *rp = ud;
+
+        mirror_note_restamped(rp->v, before, after);
+}
+
 /* Given up on (the volume went back offline): no new record starts. */
 static bool replay_cancel(void *ud)
 {
@@ -96,6 +103,7 @@ static int replay_work(void *arg, struct backing_progress *p)
         opts.moved = replay_moved;
         opts.cancel = replay_cancel;
         opts.wrote = replay_wrote;
+        opts.restamped = replay_restamped;
         opts.userdata = rp;
         /* Records in flight on the backing, as many as fetches. */
         opts.threads = v->cfg->fetch_threads;

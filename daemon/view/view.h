@@ -450,6 +450,9 @@ int mirror_resync(struct view *v);
  * file @server (its stat after): the resync takes them as the same while
  * both keep these identities, without reading the server's back. */
 void mirror_note_replayed(struct view *v, const struct stat *server, const struct stat *local);
+/* The replay then changed only the owner, mode or times of server file
+ * @before (now @after): still the bytes it wrote. */
+void mirror_note_restamped(struct view *v, const struct stat *before, const struct stat *after);
 int mirror_unpin_path(struct view *v, const char *rel);
 /* Backing file bdfd/name (or bdfd itself), complete in the store's blocks
  * and unpinned, becomes a container in the mirror at its path (the store's
