@@ -244,6 +244,8 @@ static int view_reconnect_lines(struct view *v, bool force, struct ctl_out *o, G
         GString *text = g_string_new(NULL);
         int r = view_reconnect(v, force, text, err);
 
+        if (r < 0)
+                log_warn("Reconnect asked over the control socket failed: %s", err->str);
         out_lines(o, text->str);
         g_string_free(text, TRUE);
         return r;

@@ -722,11 +722,33 @@ static bool probing(struct view *v)
 
 void view_reconnect_logged(struct view *v, const char *why, const char *failed)
 {
+        /* The probe tries every few seconds: a failure said once until it changes. */
+        static pthread_mutex_t said_lock = PTHREAD_MUTEX_INITIALIZER;
+        static char *said;
         GString *out = g_string_new(NULL), *err = g_string_new(NULL);
+        bool again;
 
-        log_info("%s", why);
-        if (view_reconnect(v, false, out, err) < 0)
-                log_warn("%s: %s", failed, err->str);
+        if (view_reconnect(v, false, out, err) < 0) {
+                pthread_mutex_lock(&said_lock);
+                again = said && strcmp(said, err->str) == 0;
+                if (!again) {
+                        free(said);
+                        said = strdup(err->str);
+                }
+                pthread_mutex_unlock(&said_lock);
+                if (again) {
+                        log_debug("%s: %s", failed, err->str);
+                } else {
+                        log_info("%s", why);
+                        log_warn("%s: %s (said once until it changes)", failed, err->str);
+                }
+        } else {
+                log_info("%s", why);
+                pthread_mutex_lock(&said_lock);
+                free(said);
+                said = NULL;
+                pthread_mutex_unlock(&said_lock);
+        }
         g_string_free(out, TRUE);
         g_string_free(err, TRUE);
 }
@@ -965,7 +987,11 @@ again:
         r = backing_reopen_root(v, err);
         if (r < 0) {
                 pthread_rwlock_unlock(&v->mode_lock);
-                log_warn("Not reconnecting: %s", err->str);
+                /* The server away or not yet the volume's: asked by hand or
+                 * not, the volume reconnects once it is back (the probe).  The
+                 * caller says why (the probe's tries once, not every time). */
+                __atomic_store_n(&v->auto_reconnect, true, __ATOMIC_RELEASE);
+                view_probe_resume(v);
                 return r;
         }
         pthread_rwlock_unlock(&v->mode_lock);

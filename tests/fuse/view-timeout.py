@@ -5,7 +5,8 @@ sshd, and the sshfs process is frozen (SIGSTOP), so every backing call
 hangs in the kernel.  With BackingTimeout=2s no application waits much
 longer than that: the view gives up on the backing, goes offline by itself
 and serves the pinned subtree from its mirror; an open file keeps working.
-When sshfs runs again (SIGCONT) the view notices by itself and reconnects.
+When sshfs runs again (SIGCONT) the view notices by itself and reconnects;
+so it does after a reconnect asked by hand that the frozen server refused.
 """
 import importlib.util
 import os
@@ -86,6 +87,21 @@ def main():
         eq(read_file(os.path.join(server_dir, "proj", "after")), b"after\n",
            "and writes reach the server again")
         os.close(held)
+
+        # Disconnected by hand, then a reconnect asked while the server is
+        # frozen: refused, and the volume reconnects once the server is back
+        # (it was asked to; no second reconnect needed).
+        vol.ctl("disconnect")
+        os.kill(sshfs_pid, signal.SIGSTOP)
+        r = vol.ctl("reconnect", ok=False, timeout=60)
+        check(r["_rc"] != 0, f"a reconnect asked with the server frozen is refused ({r['_err']})")
+        eq(vol.state()["state"], "offline", "the volume stays offline")
+        os.kill(sshfs_pid, signal.SIGCONT)
+        end = time.time() + 60
+        while time.time() < end and vol.state()["state"] != "online":
+            time.sleep(0.2)
+        eq(vol.state()["state"], "online",
+           "with the server back, the refused reconnect goes through by itself")
     finally:
         cleanup()
     finish()
