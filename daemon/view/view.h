@@ -186,6 +186,9 @@ fuse_ino_t vnode_id_of_ino(struct view *v, uint64_t ino);
  * table knows it as parent/name, counts one more lookup; its nodeid, or 0. */
 fuse_ino_t vnode_lookup_known(struct view *v, fuse_ino_t parent, const char *name, uint64_t ino,
                               mode_t type);
+/* The backing inode number and type of node id, without its descriptor
+ * (which vnode_get may have to find again on the backing). */
+int vnode_peek(struct view *v, fuse_ino_t id, uint64_t *ino, mode_t *type);
 /* The parent the node table knows node id under, 0 for none (the root). */
 fuse_ino_t vnode_parent_id(struct view *v, fuse_ino_t id);
 /* Recreates a node from the takeover log (its kernel lookup count is unknown). */
