@@ -1189,6 +1189,21 @@ fuse_ino_t vnode_parent_id(struct view *v, fuse_ino_t id)
         return parent;
 }
 
+int vnode_peek(struct view *v, fuse_ino_t id, uint64_t *ino, mode_t *type)
+{
+        struct vnode *n;
+        uint64_t key = id;
+
+        pthread_mutex_lock(&v->itab_lock);
+        n = g_hash_table_lookup(v->nodes, &key);
+        if (n) {
+                *ino = n->ino;
+                *type = n->type;
+        }
+        pthread_mutex_unlock(&v->itab_lock);
+        return n ? 0 : -ESTALE;
+}
+
 void vnode_set_alt_floor(struct view *v, uint64_t id)
 {
         pthread_mutex_lock(&v->itab_lock);

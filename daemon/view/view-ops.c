@@ -203,15 +203,14 @@ static bool timespec_le(const struct timespec *a, const struct timespec *b)
         return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec <= b->tv_nsec);
 }
 
-/* Applies the view's noatime/nodiratime to a backing descriptor opened for
- * an application (as root: O_NOATIME needs ownership or CAP_FOWNER). */
-static void apply_atime_policy(struct view *v, int fd, bool dir)
+/* Applies the view's noatime (nodiratime for a directory: view_atime_flags(),
+ * asked once per open) to a backing descriptor opened for an application (as
+ * root: O_NOATIME needs ownership or CAP_FOWNER). */
+static void apply_atime_policy(int fd, bool noatime)
 {
-        bool noatime, nodiratime;
         int fl;
 
-        view_atime_flags(v, &noatime, &nodiratime);
-        if (!(dir ? nodiratime : noatime) || (fl = fcntl(fd, F_GETFL)) < 0 || (fl & O_NOATIME))
+        if (!noatime || (fl = fcntl(fd, F_GETFL)) < 0 || (fl & O_NOATIME))
                 return;
         if (fcntl(fd, F_SETFL, fl | O_NOATIME) < 0)
                 log_debug("O_NOATIME refused by the backing: %m, ignoring");
@@ -561,8 +560,9 @@ static void refill_pinned(struct view *v, struct sobj *o, int fd)
         pthread_detach(t);
 }
 
-/* Attaches the store object of a regular file open for reading. */
-static void attach_store(struct view *v, struct vfile *f, bool *keep_cache)
+/* Attaches the store object of a regular file open for reading (noatime:
+ * the view's, from view_atime_flags()). */
+static void attach_store(struct view *v, struct vfile *f, bool noatime, bool *keep_cache)
 {
         bool unchanged = false, reading = (f->flags & O_ACCMODE) != O_WRONLY;
         struct stat st;
@@ -583,9 +583,6 @@ static void attach_store(struct view *v, struct vfile *f, bool *keep_cache)
         }
         *keep_cache = unchanged;
         if (reading) {
-                bool noatime, nodiratime;
-
-                view_atime_flags(v, &noatime, &nodiratime);
                 f->touch_atime = !noatime &&
                         (timespec_le(&st.st_atim, &st.st_mtim) ||
                          timespec_le(&st.st_atim, &st.st_ctim) ||
@@ -647,8 +644,12 @@ again:
                 /* A local open keeps its copy: reads revalidate it past the lease. */
                 if (f->local)
                         __atomic_store_n(&f->local, false, __ATOMIC_RELEASE);
-                else if (!f->dir)
-                        attach_store(v, f, &keep);
+                else if (!f->dir) {
+                        bool noatime, nodiratime;
+
+                        view_atime_flags(v, &noatime, &nodiratime);
+                        attach_store(v, f, noatime, &keep);
+                }
         }
         pthread_mutex_unlock(&f->lock);
         return f;
@@ -1815,13 +1816,17 @@ static bool complete_copy(struct vfile *f, bool unchanged)
  * pass (view-revalidate.c) keeps the copy's validity.  A local backing keeps
  * close-to-open: asking it costs nothing.  The object, referenced, or NULL.
  */
-static struct sobj *local_copy_for_open(struct view *v, fuse_ino_t ino, struct vnode *n)
+static struct sobj *local_copy_for_open(struct view *v, fuse_ino_t ino)
 {
         struct sobj_info info;
         struct sobj *o;
+        uint64_t bino;
+        mode_t type;
 
-        if (v->backing_local || !S_ISREG(vnode_type(n)) ||
-            store_obj_find(v->store, vnode_ino(n), &o) < 0)
+        /* Without the node's descriptor, which vnode_get() may have to find
+         * again on the server. */
+        if (v->backing_local || vnode_peek(v, ino, &bino, &type) < 0 || !S_ISREG(type) ||
+            store_obj_find(v->store, bino, &o) < 0)
                 return NULL;
         store_obj_info(o, &info);
         if (info.complete && !store_obj_stale(o, now_ns(), (uint64_t)(v->lease_s * 1e9)) &&
@@ -1896,6 +1901,10 @@ again:
                 view_change_begin(v);
         epoch = vnode_ids_epoch(v);
         offline = view_offline(v);
+        if (!writing && !offline && (o = local_copy_for_open(v, ino))) {
+                open_locally(req, v, ino, o, fi);
+                return;
+        }
         struct vnode *n;
         int fd = vnode_get(v, ino, &n);
 
@@ -1903,11 +1912,6 @@ again:
                 if (writing)
                         view_change_end(v);
                 fuse_reply_err(req, -fd);
-                return;
-        }
-        if (!writing && !offline && (o = local_copy_for_open(v, ino, n))) {
-                vnode_put(v, n);
-                open_locally(req, v, ino, o, fi);
                 return;
         }
         /* Offline, a file opened for writing is registered with its base
@@ -1954,7 +1958,10 @@ again:
                 fuse_reply_err(req, -bfd);
                 return;
         }
-        apply_atime_policy(v, bfd, false);
+        bool noatime, nodiratime;
+
+        view_atime_flags(v, &noatime, &nodiratime);
+        apply_atime_policy(bfd, noatime);
         f = vfile_add(v, 0, ino, bfd, open_flags(fi), false);
         if (!f) {
                 close(bfd);
@@ -1976,7 +1983,7 @@ again:
         f->doubt = redo && (fi->flags & O_TRUNC);       /* the server may have truncated it */
         f->written = !offline && (fi->flags & O_TRUNC);
         if (!writing)
-                attach_store(v, f, &keep);
+                attach_store(v, f, noatime, &keep);
         /* Its directory's copies are kept valid from now on, so that the
          * next opens there are local (a network backing). */
         if (!writing && !offline && !v->backing_local && complete_copy(f, keep))
@@ -2008,7 +2015,7 @@ again:
         if (writing) {
                 view_change_end(v);
                 if (!f->passthrough)
-                        attach_store(v, f, &keep);
+                        attach_store(v, f, noatime, &keep);
         }
         reply_open(req, v, f, fi, bid, keep, writing);
 }
@@ -2682,7 +2689,10 @@ again:
                 fuse_reply_err(req, -dfd);
                 return;
         }
-        apply_atime_policy(v, dfd, true);
+        bool noatime, nodiratime;
+
+        view_atime_flags(v, &noatime, &nodiratime);
+        apply_atime_policy(dfd, nodiratime);
         f = vfile_add(v, 0, ino, dfd, O_RDONLY | O_DIRECTORY, true);
         if (!f) {
                 close(dfd);

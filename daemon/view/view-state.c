@@ -6,16 +6,22 @@
  * handles (fh -> node and open flags), and the FUSE_INIT request the kernel
  * sent once for this connection.
  *
- * The log CacheDir/view.state is append-only while a worker runs (one small
- * write() per new node, move, forget, open and release: the page cache keeps
- * it across kill -9) and compacted by the next worker, which replays it,
- * writes the live records to a new file and renames that over the old one.
+ * The log CacheDir/view.state is append-only while a worker runs (a small
+ * record per new node, move, forget, open and release) and compacted by the
+ * next worker, which replays it, writes the live records to a new file and
+ * renames that over the old one.  Records are copied into a shared mapping
+ * of the file, a window of STATE_WINDOW bytes at a time, not written with a
+ * system call each: the page cache keeps them across kill -9 all the same,
+ * and an open and release of a warm file then cost the worker no log I/O.
+ * A record's length is stored last, so one cut short by a kill reads as the
+ * end of the log (the file's unused tail is zeros).
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "view.h"
@@ -46,16 +52,65 @@ struct rec_id {
         uint64_t id;
 };
 
+#define STATE_WINDOW (1u << 20)
+
+/* Stores record r (len bytes) at byte at of the window, its length last. */
+static void put(char *at, const struct rec_hdr *r, size_t len)
+{
+        memcpy(at + sizeof(r->len), (const char *)r + sizeof(r->len), len - sizeof(r->len));
+        __atomic_store_n((uint32_t *)at, r->len, __ATOMIC_RELEASE);
+}
+
+/* Maps the window of the log at off; without a mapping the records are
+ * written at their place instead. */
+static void map_window(struct view *v, uint64_t off)
+{
+        void *m;
+
+        v->state_map_off = off;
+        v->state_used = 0;
+        if (ftruncate(v->state_fd, (off_t)(off + STATE_WINDOW)) < 0 ||
+            (m = mmap(NULL, STATE_WINDOW, PROT_READ | PROT_WRITE, MAP_SHARED, v->state_fd,
+                      (off_t)off)) == MAP_FAILED) {
+                log_warn("Failed to map %s: %m, writing its records instead", v->state_path);
+                return;
+        }
+        v->state_map = m;
+}
+
+/* Pads the end of the full window and maps the next. */
+static void next_window(struct view *v)
+{
+        size_t rest = STATE_WINDOW - v->state_used;
+
+        if (rest) {
+                struct rec_hdr pad = { (uint32_t)rest, STATE_PAD };
+
+                put(v->state_map + v->state_used, &pad, sizeof(pad));
+        }
+        munmap(v->state_map, STATE_WINDOW);
+        v->state_map = NULL;
+        map_window(v, v->state_map_off + STATE_WINDOW);
+}
+
 static void append(struct view *v, const void *buf, size_t len)
 {
         ssize_t n;
 
         pthread_mutex_lock(&v->state_lock);
         if (v->state_fd >= 0) {
-                n = write(v->state_fd, buf, len);
-                if (n != (ssize_t)len)
-                        log_warn("Failed to append to %s: %s, a takeover may lose track of"
-                                 " open files", v->state_path, n < 0 ? strerror(errno) : "short");
+                if (v->state_map && v->state_used + len > STATE_WINDOW)
+                        next_window(v);
+                if (v->state_map) {
+                        put(v->state_map + v->state_used, buf, len);
+                } else {
+                        n = pwrite(v->state_fd, buf, len, (off_t)(v->state_map_off + v->state_used));
+                        if (n != (ssize_t)len)
+                                log_warn("Failed to append to %s: %s, a takeover may lose track"
+                                         " of open files", v->state_path,
+                                         n < 0 ? strerror(errno) : "short");
+                }
+                v->state_used += len;
                 v->state_records++;
         }
         pthread_mutex_unlock(&v->state_lock);
@@ -220,7 +275,7 @@ int state_open(struct view *v, bool takeover)
                         log_warn("No takeover log %s: %s, open files from before cannot be"
                                  " served", v->state_path, strerror(-r));
         }
-        v->state_fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+        v->state_fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (v->state_fd < 0) {
                 r = -errno;
                 log_error("Failed to create %s: %m", tmp);
@@ -228,6 +283,7 @@ int state_open(struct view *v, bool takeover)
                 g_free(old);
                 return r;
         }
+        map_window(v, 0);
         if (old)
                 replay(v, old, len);
         g_free(old);

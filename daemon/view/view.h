@@ -78,6 +78,9 @@ struct view {
         pthread_mutex_t state_lock;
         int state_fd;           /* protected by state_lock */
         uint64_t state_records; /* protected by state_lock */
+        char *state_map;        /* protected by state_lock: the log's window being filled */
+        uint64_t state_map_off; /* protected by state_lock: the window's offset in the file */
+        size_t state_used;      /* protected by state_lock: bytes of the window filled */
         char *state_path;
         char *init_path;
 
@@ -183,6 +186,9 @@ fuse_ino_t vnode_id_of_ino(struct view *v, uint64_t ino);
  * table knows it as parent/name, counts one more lookup; its nodeid, or 0. */
 fuse_ino_t vnode_lookup_known(struct view *v, fuse_ino_t parent, const char *name, uint64_t ino,
                               mode_t type);
+/* The backing inode number and type of node id, without its descriptor
+ * (which vnode_get may have to find again on the backing). */
+int vnode_peek(struct view *v, fuse_ino_t id, uint64_t *ino, mode_t *type);
 /* The parent the node table knows node id under, 0 for none (the root). */
 fuse_ino_t vnode_parent_id(struct view *v, fuse_ino_t id);
 /* Recreates a node from the takeover log (its kernel lookup count is unknown). */
@@ -221,6 +227,7 @@ enum state_rec {
         STATE_DROP = 2,         /* nodeid forgotten by the kernel */
         STATE_OPEN = 3,         /* fh, nodeid, flags */
         STATE_CLOSE = 4,        /* fh */
+        STATE_PAD = 5,          /* the unused end of a window of the log */
 };
 int state_open(struct view *v, bool takeover);
 void state_log_node(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint64_t parent,

@@ -8,7 +8,10 @@ FCACHE_BENCH_RTT_MS of round trip, default 10):
             again within the attribute lease of the previous pass ("warm"),
             and the first pass after the lease ran out ("lease out");
             against the same read on local disk (page cache warm) and on the
-            plain sshfs mount (warm: read before)
+            plain sshfs mount (warm: read before); with
+            FCACHE_BENCH_VIEW_BEFORE (another fcache-view binary, e.g. of
+            the commit before a change) a second volume on the same backing
+            is pinned and read warm in the same rounds ("before")
   pin100    `pin recursive` of a directory of 100 small files (4 KiB), cold,
             against `cat` of the same on the raw sshfs mount with 8 in
             flight and `fcachectl prefetch recursive` there
@@ -57,6 +60,7 @@ ROWS = os.environ.get("FCACHE_BENCH_ROWS", "read,pin100,pin1000,reconnect,untar,
 RTT_MS = float(os.environ.get("FCACHE_BENCH_RTT_MS", "10"))
 LEASE = os.environ.get("FCACHE_BENCH_LEASE", "30s")
 FCACHECTL = os.environ.get("FCACHECTL", "")
+BEFORE = os.environ.get("FCACHE_BENCH_VIEW_BEFORE", "")
 NREAD = 1000
 NCREATE = int(os.environ.get("FCACHE_BENCH_CREATES", "1000"))
 NEDIT = int(os.environ.get("FCACHE_BENCH_EDITS", "100"))
@@ -123,20 +127,34 @@ def main():
         t = time.perf_counter()
         vol.ctl("pin recursive", "read", timeout=1800)
         print(f"# pinned {NREAD} files for the read row in {time.perf_counter() - t:.1f} s")
-        read_all(vol.v("read"), names)
+        views = {"view": vol}
+        if BEFORE:
+            # Stopped before the link goes (atexit runs it first).
+            bvol = viewlib.Volume("linkbench-before", backing=vol.backing, lease=LEASE)
+            bvol.args[0] = BEFORE
+            bvol.start()
+            bvol.ctl("pin recursive", "read", timeout=1800)
+            views["before"] = bvol
         read_all(local, names)
         read_all(os.path.join(link.mnt, "read"), names)
         for r in range(ROUNDS):
             ls = read_all(local, names)
-            vw = read_all(vol.v("read"), names)
             add("read local", ls)
-            add("read view warm", vw)
-            add("read view warm / local", vw / ls)
+            took = {}
+            for k in (list(views) if r % 2 == 0 else list(reversed(views))):
+                # Within the lease: read once just before (the other view's
+                # passes may take longer than the lease when it ran out).
+                read_all(views[k].v("read"), names)
+                took[k] = read_all(views[k].v("read"), names)
+            for k in views:
+                add(f"read {k} warm", took[k])
+                add(f"read {k} warm / local", took[k] / ls)
             add("read sshfs", read_all(os.path.join(link.mnt, "read"), names))
             # Past the lease: what the first pass then costs.
             time.sleep(lease_s() + 1)
             add("read view lease out", read_all(vol.v("read"), names))
-            print(f"# read round {r + 1}: local {ls:.3f} view {vw:.3f}", flush=True)
+            print(f"# read round {r + 1}: local {ls:.3f} " +
+                  " ".join(f"{k} {took[k]:.3f}" for k in views), flush=True)
     for n in (100, 1000):
         row = f"pin{n}"
         if row not in ROWS:
