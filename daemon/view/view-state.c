@@ -17,6 +17,7 @@
  * end of the log (the file's unused tail is zeros).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,14 +63,15 @@ static void put(char *at, const struct rec_hdr *r, size_t len)
 }
 
 /* Maps the window of the log at off; without a mapping the records are
- * written at their place instead. */
+ * written at their place instead.  The window's blocks are allocated first:
+ * a store into a hole of a full disk would be SIGBUS, not an error. */
 static void map_window(struct view *v, uint64_t off)
 {
         void *m;
 
         v->state_map_off = off;
         v->state_used = 0;
-        if (ftruncate(v->state_fd, (off_t)(off + STATE_WINDOW)) < 0 ||
+        if (fallocate(v->state_fd, 0, (off_t)off, STATE_WINDOW) < 0 ||
             (m = mmap(NULL, STATE_WINDOW, PROT_READ | PROT_WRITE, MAP_SHARED, v->state_fd,
                       (off_t)off)) == MAP_FAILED) {
                 log_warn("Failed to map %s: %m, writing its records instead", v->state_path);
