@@ -1996,9 +1996,23 @@ static int settle_one(struct oplog *log, struct drops *d, struct deferred *df)
                          .mask = OPLOG_SET_ATIME | OPLOG_SET_MTIME };
         sqlite3_stmt *st = NULL;
         struct stat cst;
+        int64_t removed = 0;
         int fd, e;
 
         df->size = 0;
+        /* Every name it had removed since (a create in doubt outlives its
+         * unlink): what its handle reaches is no longer its own (an atomic
+         * save gave those bytes to the file it replaced).  A plain create. */
+        e = query_int(log, &removed, "SELECT (SELECT count(*) FROM ops WHERE state=0 AND seq>?2"
+                                     " AND ((lid=?1 AND kind=6) OR (other=?1 AND kind=8 AND"
+                                     " (flags & 2)=0))) - (SELECT count(*) FROM ops WHERE"
+                                     " state=0 AND seq>?2 AND lid=?1 AND kind=5)", 2,
+                      (int64_t)df->lid, (int64_t)df->seq);
+        if (e < 0)
+                return e;
+        if (removed > 0)
+                return exec_ids(log, "UPDATE ops SET container=NULL WHERE seq=?1", 1,
+                                (int64_t)df->seq);
         fd = open_handle_blob(log, df->handle, df->handle_size);
         /* Every name removed (the records to come say so), or a handle that
          * names nothing: a plain create.  Out of descriptors or memory: the

@@ -1058,6 +1058,23 @@ static void test_create_deferred_in_doubt(struct fixture *f, gconstpointer data)
         g_assert_cmpuint(s.setattr_mode, ==, 0640);
         g_assert_cmpuint(s.size, ==, 6);
         close(fd);
+        g_free(path);
+
+        /* Renamed over a file offline (an atomic save: its create unlinked,
+         * kept being in doubt): its bytes are the other file's now, and it
+         * settles as a plain create, nothing after its unlink. */
+        path = g_build_filename(f->dir, "tmp", NULL);
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0644);
+        g_assert_cmpint(fd, >=, 0);
+        g_assert_cmpint(oplog_record_create_deferred(f->log, OPLOG_ROOT, "tmp", 0644, 0, 0, dfd,
+                                                     "tmp", &lid), ==, 0);
+        g_assert_cmpint(oplog_mark_in_doubt(f->log, lid), ==, 0);
+        g_assert_cmpint(pwrite(fd, "saved\n", 6, 0), ==, 6);
+        g_assert_cmpint(renameat(dfd, "tmp", dfd, "saved"), ==, 0);
+        g_assert_cmpint(oplog_record_unlink(f->log, OPLOG_ROOT, "tmp", lid), ==, 0);
+        g_assert_cmpint(oplog_settle_deferred(f->log), ==, 0);
+        assert_records(f, "create:made content setattr create:tmp unlink:tmp");
+        close(fd);
         close(dfd);
         g_free(path);
 }
