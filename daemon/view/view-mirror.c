@@ -1747,11 +1747,8 @@ int mirror_open_copy(struct view *v, int dfd, const char *name, uint64_t ino)
         }
         dir = g_path_get_dirname(rel);
         r = mirror_get_base(v->mirror_fd, strcmp(dir, ".") ? dir : NULL, &b);
-        if (r == 0 && (b.flags & MIRROR_COMPLETE)) {
-                fd = openat(v->mirror_fd, rel, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-                if (fd < 0)
-                        fd = -errno;
-        }
+        if (r == 0 && (b.flags & MIRROR_COMPLETE))
+                fd = open_beneath(v->mirror_fd, rel, O_WRONLY);
         /* The server's object, alone: not a file made offline nor one shared
          * with other names or the store. */
         if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
