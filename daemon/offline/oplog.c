@@ -2013,6 +2013,8 @@ struct deferred {
         void *handle;
         size_t handle_size;
         uint64_t size;          /* the bytes its content row counts */
+        bool in_doubt;          /* OPLOG_IN_DOUBT: its mode, uid and gid are the create's */
+        uint32_t mode, uid, gid;
 };
 
 static int settle_one(struct oplog *log, struct drops *d, struct deferred *df)
@@ -2023,9 +2025,23 @@ static int settle_one(struct oplog *log, struct drops *d, struct deferred *df)
                          .mask = OPLOG_SET_ATIME | OPLOG_SET_MTIME };
         sqlite3_stmt *st = NULL;
         struct stat cst;
+        int64_t removed = 0;
         int fd, e;
 
         df->size = 0;
+        /* Every name it had removed since (a create in doubt outlives its
+         * unlink): what its handle reaches is no longer its own (an atomic
+         * save gave those bytes to the file it replaced).  A plain create. */
+        e = query_int(log, &removed, "SELECT (SELECT count(*) FROM ops WHERE state=0 AND seq>?2"
+                                     " AND ((lid=?1 AND kind=6) OR (other=?1 AND kind=8 AND"
+                                     " (flags & 2)=0))) - (SELECT count(*) FROM ops WHERE"
+                                     " state=0 AND seq>?2 AND lid=?1 AND kind=5)", 2,
+                      (int64_t)df->lid, (int64_t)df->seq);
+        if (e < 0)
+                return e;
+        if (removed > 0)
+                return exec_ids(log, "UPDATE ops SET container=NULL WHERE seq=?1", 1,
+                                (int64_t)df->seq);
         fd = open_handle_blob(log, df->handle, df->handle_size);
         /* Every name removed (the records to come say so), or a handle that
          * names nothing: a plain create.  Out of descriptors or memory: the
@@ -2039,6 +2055,19 @@ static int settle_one(struct oplog *log, struct drops *d, struct deferred *df)
         close(fd);
         if (e < 0)
                 return e;
+        /* A create in doubt says what the server may have made already (the
+         * replay knows it by them): what changed since goes in the setattr. */
+        if (df->in_doubt) {
+                t.mode = cst.st_mode & 07777;
+                t.uid = cst.st_uid;
+                t.gid = cst.st_gid;
+                t.mask |= (t.mode != df->mode ? OPLOG_SET_MODE : 0) |
+                          (t.uid != df->uid ? OPLOG_SET_UID : 0) |
+                          (t.gid != df->gid ? OPLOG_SET_GID : 0);
+                cst.st_mode = df->mode;
+                cst.st_uid = df->uid;
+                cst.st_gid = df->gid;
+        }
         e = prep(log, &st, "UPDATE ops SET mode=?2, uid=?3, gid=?4, container=NULL WHERE seq=?1");
         if (e < 0)
                 return e;
@@ -2068,14 +2097,18 @@ int oplog_settle_deferred(struct oplog *log)
         sqlite3_stmt *st = NULL;
         int rc, e;
 
-        e = prep(log, &st, "SELECT seq, lid, container FROM ops WHERE kind=2 AND state=0"
-                           " AND container IS NOT NULL ORDER BY seq");
+        e = prep(log, &st, "SELECT seq, lid, container, flags, mode, uid, gid FROM ops WHERE"
+                           " kind=2 AND state=0 AND container IS NOT NULL ORDER BY seq");
         if (e >= 0) {
                 while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
                         struct deferred df = {
                                 .seq = (uint64_t)sqlite3_column_int64(st, 0),
                                 .lid = (uint64_t)sqlite3_column_int64(st, 1),
                                 .handle_size = (size_t)sqlite3_column_bytes(st, 2),
+                                .in_doubt = sqlite3_column_int(st, 3) & OPLOG_IN_DOUBT,
+                                .mode = (uint32_t)sqlite3_column_int64(st, 4),
+                                .uid = (uint32_t)sqlite3_column_int64(st, 5),
+                                .gid = (uint32_t)sqlite3_column_int64(st, 6),
                         };
 
                         df.handle = g_memdup2(sqlite3_column_blob(st, 2), df.handle_size);

@@ -176,7 +176,9 @@ int oplog_object_alias(struct oplog *log, uint64_t lid, uint64_t parent, const c
  * oplog_mark_in_doubt() sets it on the last pending content, create, mkdir,
  * symlink, mknod, rename, setattr or xattr record of object @lid:
  * coalescing then keeps that record (a create is not cancelled by a later
- * unlink, a rename not folded into a later one, a setattr or xattr neither
+ * unlink nor, when settled, given its file's later owner and mode, which go
+ * in a setattr after it (oplog_settle_deferred()), a rename not folded into
+ * a later one, a setattr or xattr neither
  * merged with a later one nor dropped by an unlink, a content record not
  * dropped by an unlink and its flag kept by the record replacing it), and
  * replay takes what the server made of it as done, which also makes it

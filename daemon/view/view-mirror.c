@@ -1788,6 +1788,33 @@ void mirror_note_change(struct view *v, int dfd, const char *name)
         g_free(rel);
 }
 
+int mirror_open_copy(struct view *v, int dfd, const char *name, uint64_t ino)
+{
+        char *rel = view_rel_path(v->root_fd, dfd, name), *dir;
+        struct mirror_base b;
+        struct stat st;
+        int fd = -ENOENT, r;
+
+        if (!rel || !strcmp(rel, ".")) {
+                g_free(rel);
+                return -ENOENT;
+        }
+        dir = g_path_get_dirname(rel);
+        r = mirror_get_base(v->mirror_fd, strcmp(dir, ".") ? dir : NULL, &b);
+        if (r == 0 && (b.flags & MIRROR_COMPLETE))
+                fd = open_beneath(v->mirror_fd, rel, O_WRONLY);
+        /* The server's object, alone: not a file made offline nor one shared
+         * with other names or the store. */
+        if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+                        mirror_get_base(fd, NULL, &b) < 0 || b.ver.ino != ino)) {
+                close(fd);
+                fd = -ENOENT;
+        }
+        g_free(dir);
+        g_free(rel);
+        return fd;
+}
+
 /*
  * Unpinned containers.  A file read (or prefetched) completely while
  * unpinned moves from the store's blocks into the mirror at its path: the

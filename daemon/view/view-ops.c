@@ -78,6 +78,9 @@ struct vfile {
         bool doubt;             /* a write made again offline after its server call
                                  * timed out: the next content record is in doubt */
         bool written;           /* online: written, so the mirror takes it at release */
+        int mirror_fd;          /* set under lock, read atomically: online, the
+                                 * mirror's copy the writes also go to
+                                 * (write_through()); -1 not looked for yet, -2 none */
         uint64_t mirror_quiet;  /* immutable: created online where the mirror had no
                                  * directory, at this mirror_dirs_gen(); else 0 */
         bool touch_atime;       /* atomic: the first read from the store reads a byte
@@ -229,6 +232,7 @@ static struct vfile *vfile_add(struct view *v, uint64_t fh, uint64_t id, int fd,
         f->id = id;
         f->fd = fd;
         f->stranded_fd = -1;
+        f->mirror_fd = -1;
         f->flags = flags;
         f->dir = dir;
         pthread_mutex_lock(&v->ftab_lock);
@@ -497,6 +501,8 @@ static void vfile_remove(struct view *v, struct vfile *f)
                 g_array_free(f->retired, TRUE);
         if (f->stranded_fd >= 0)
                 close(f->stranded_fd);
+        if (f->mirror_fd >= 0)
+                close(f->mirror_fd);
         for (guint i = 0; f->retired_objs && i < f->retired_objs->len; i++)
                 store_obj_put(v->store, g_ptr_array_index(f->retired_objs, i));
         if (f->retired_objs)
@@ -2412,6 +2418,49 @@ again:
         free(buf);
 }
 
+/*
+ * Online, over a server that may vanish (BackingTimeout): an acknowledged
+ * write goes to the mirror's copy too, which the note at close otherwise
+ * brings up to date by reading the server.  Should the server stop
+ * answering before that note, the mirror still holds every write the
+ * server acknowledged, so that what the volume serves offline, and the
+ * base the changes made offline are logged against, include them (else
+ * the replay would take them for another's edit: a conflict, or a merge).
+ * The mirror's identity of the file stays the server's old one until the
+ * note.
+ */
+static void write_through(struct view *v, struct vfile *f, const char *buf, size_t size,
+                          off_t off, const struct stat *st)
+{
+        uint64_t parent;
+        struct vnode *p;
+        char *name;
+        int pfd, fd = -2;
+
+        /* Looked for once, at the first write (no lock held over the node table). */
+        if (__atomic_load_n(&f->mirror_fd, __ATOMIC_ACQUIRE) == -1 &&
+            vnode_parent_of(v, f->id, 0, &parent, &name) == 0) {
+                pfd = vnode_get(v, parent, &p);
+                if (pfd >= 0) {
+                        fd = mirror_open_copy(v, pfd, name, st->st_ino);
+                        vnode_put(v, p);
+                }
+                free(name);
+        }
+        pthread_mutex_lock(&f->lock);
+        if (f->mirror_fd == -1)
+                __atomic_store_n(&f->mirror_fd, fd < 0 ? -2 : fd, __ATOMIC_RELEASE);
+        else if (fd >= 0)
+                close(fd);
+        if (f->mirror_fd >= 0 && pwrite(f->mirror_fd, buf, size, off) != (ssize_t)size) {
+                log_warn("Failed to write open file handle %" PRIu64 "'s bytes to its offline"
+                         " copy too: %m (the note at its close copies them)", f->fh);
+                close(f->mirror_fd);
+                __atomic_store_n(&f->mirror_fd, -2, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&f->lock);
+}
+
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
                      struct fuse_file_info *fi)
 {
@@ -2484,6 +2533,8 @@ again:
                 f->dirty = true;
         } else {
                 f->written = true;
+                if (sr == 0 && backing_bounded(v) && !f->passthrough)
+                        write_through(v, f, buf, (size_t)n, off, &st);
                 /* Patch the store copy even when this open has none attached
                  * (a writer that opened before any reader cached the file). */
                 struct sobj *o = f->obj;

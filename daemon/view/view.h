@@ -495,6 +495,10 @@ char *view_rel_path(int root_fd, int dfd, const char *name);
 /* After a change online (mode_lock held shared) to backing object dfd/name,
  * or dfd itself: keeps the mirror current. */
 void mirror_note_change(struct view *v, int pfd, const char *name);
+/* Online, the mirror's copy of backing file dfd/name (server inode @ino),
+ * for a writer's bytes to go there too: O_WRONLY, or -errno (-ENOENT when
+ * its directory is not complete there, or the copy is another object). */
+int mirror_open_copy(struct view *v, int dfd, const char *name, uint64_t ino);
 /* Whether a change to an entry of directory dfd must reach the mirror at
  * close (the directory is complete there); *absent: the mirror has no such
  * directory at all, so no entry under it either. */

@@ -964,6 +964,9 @@ static void test_newer_format_refused(struct fixture *f, gconstpointer data)
 /* The create's mode and the setattr's times, as oplog_settle_deferred() wrote them. */
 struct settled {
         uint32_t create_mode;
+        unsigned create_flags;
+        unsigned setattr_mask;
+        uint32_t setattr_mode;
         int64_t atime_ns, mtime_ns;
         uint64_t size;
 };
@@ -972,9 +975,13 @@ static int settled_of(void *ud, const struct oplog_record *r)
 {
         struct settled *s = ud;
 
-        if (r->kind == OPLOG_CREATE)
+        if (r->kind == OPLOG_CREATE) {
                 s->create_mode = r->mode;
+                s->create_flags = r->flags;
+        }
         if (r->kind == OPLOG_SETATTR) {
+                s->setattr_mask = r->mask;
+                s->setattr_mode = r->mode;
                 s->atime_ns = r->atime_ns;
                 s->mtime_ns = r->mtime_ns;
         }
@@ -1049,6 +1056,61 @@ out:
         g_free(path);
 }
 
+/*
+ * A deferred create in doubt (its first try may have reached the server)
+ * keeps the mode it was made with when settled, by which the replay knows
+ * the server's file as its own; a chmod made since is a setattr of its own.
+ */
+static void test_create_deferred_in_doubt(struct fixture *f, gconstpointer data)
+{
+        struct settled s = { 0 };
+        char *path = g_build_filename(f->dir, "made", NULL);
+        int dfd = open(f->dir, O_RDONLY | O_DIRECTORY), fd;
+        uint64_t lid;
+
+        (void)data;
+        g_assert_cmpint(dfd, >=, 0);
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0644);
+        g_assert_cmpint(fd, >=, 0);
+        g_assert_cmpint(fchmod(fd, 0644), ==, 0);
+        g_assert_cmpint(oplog_record_create_deferred(f->log, OPLOG_ROOT, "made", 0644, 0, 0, dfd,
+                                                     "made", &lid), ==, 0);
+        g_assert_cmpint(oplog_mark_in_doubt(f->log, lid), ==, 0);
+        g_assert_cmpint(pwrite(fd, "hello\n", 6, 0), ==, 6);
+        g_assert_cmpint(fchmod(fd, 0640), ==, 0);
+        g_assert_cmpint(oplog_deferred_change(f->log, lid, fd), ==, 1);
+        g_assert_cmpint(oplog_deferred_change(f->log, lid, -1), ==, 1);
+        g_assert_cmpint(oplog_settle_deferred(f->log), ==, 0);
+        assert_records(f, "create:made content setattr");
+        g_assert_cmpint(oplog_foreach(f->log, true, settled_of, &s), ==, 0);
+        g_assert_cmpuint(s.create_mode, ==, 0644);
+        g_assert_true(s.create_flags & OPLOG_IN_DOUBT);
+        g_assert_true(s.setattr_mask & OPLOG_SET_MODE);
+        g_assert_false(s.setattr_mask & (OPLOG_SET_UID | OPLOG_SET_GID));
+        g_assert_cmpuint(s.setattr_mode, ==, 0640);
+        g_assert_cmpuint(s.size, ==, 6);
+        close(fd);
+        g_free(path);
+
+        /* Renamed over a file offline (an atomic save: its create unlinked,
+         * kept being in doubt): its bytes are the other file's now, and it
+         * settles as a plain create, nothing after its unlink. */
+        path = g_build_filename(f->dir, "tmp", NULL);
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0644);
+        g_assert_cmpint(fd, >=, 0);
+        g_assert_cmpint(oplog_record_create_deferred(f->log, OPLOG_ROOT, "tmp", 0644, 0, 0, dfd,
+                                                     "tmp", &lid), ==, 0);
+        g_assert_cmpint(oplog_mark_in_doubt(f->log, lid), ==, 0);
+        g_assert_cmpint(pwrite(fd, "saved\n", 6, 0), ==, 6);
+        g_assert_cmpint(renameat(dfd, "tmp", dfd, "saved"), ==, 0);
+        g_assert_cmpint(oplog_record_unlink(f->log, OPLOG_ROOT, "tmp", lid), ==, 0);
+        g_assert_cmpint(oplog_settle_deferred(f->log), ==, 0);
+        assert_records(f, "create:made content setattr create:tmp unlink:tmp");
+        close(fd);
+        close(dfd);
+        g_free(path);
+}
+
 int main(int argc, char **argv)
 {
         g_test_init(&argc, &argv, NULL);
@@ -1088,6 +1150,7 @@ int main(int argc, char **argv)
         T("migrate-old-log", test_migrate_old_log);
         T("create-deferred", test_create_deferred);
         T("newer-format-refused", test_newer_format_refused);
+        T("create-deferred-in-doubt", test_create_deferred_in_doubt);
         g_test_add("/fcache/offline/oplog/create-deferred-copy", struct fixture, "copy", setup,
                    test_create_deferred, teardown);
         g_test_add("/fcache/offline/oplog/migrate-oldest-log", struct fixture, "oldest", setup,
