@@ -863,8 +863,13 @@ int oplog_open(struct oplog **out, const char *dir, const struct oplog_options *
         if (e >= 0)
                 e = make_ids_never_reused(log);
         if (e >= 0)
-                e = oplog_exec(log, "INSERT OR REPLACE INTO meta(key, value) VALUES"
+                e = oplog_exec(log, "INSERT OR IGNORE INTO meta(key, value) VALUES"
                                     " ('format', '" LOG_FORMAT "')");
+        /* An older log's number raised; best effort, and no write at all for
+         * a current one: a log must open on a full disk, to be read. */
+        if (e >= 0)
+                (void)oplog_exec(log, "UPDATE meta SET value='" LOG_FORMAT "' WHERE key='format'"
+                                      " AND CAST(value AS INTEGER) < " LOG_FORMAT);
         if (e >= 0)
                 e = oplog_exec(log, "INSERT OR IGNORE INTO objects(lid, local, type, srv_parent,"
                                     " srv_name) VALUES (1, 0, 16384, 0, '')");
