@@ -154,6 +154,8 @@ enum {
         STMT_BEGIN, STMT_COMMIT, STMT_EXISTS, STMT_INSERT_ROW, STMT_INSERT_OBJECT,
         STMT_SETATTR_PENDING, STMT_SETATTR_UPDATE, STMT_LAST_SEQ, STMT_DELETE_SEQ,
         STMT_CONTENT_LAST, STMT_CONTENT_PENDING, STMT_CONTENT_DELETE, STMT_DEFERRED,
+        /* settling a deferred create: once per file created offline, at a replay */
+        STMT_SETTLE_REMOVED, STMT_SETTLE_PLAIN, STMT_SETTLE_CREATE,
         _STMT_MAX,
 };
 
@@ -369,12 +371,24 @@ static int rows_end(sqlite3_stmt *st, int rc, int e)
         return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
 }
 
+/* The one integer a query's step answers: 1 with *out, 0 for no row, or -errno. */
+static int step_int(sqlite3_stmt *st, int64_t *out)
+{
+        int rc = sqlite3_step(st);
+
+        if (rc == SQLITE_ROW) {
+                *out = sqlite3_column_int64(st, 0);
+                return 1;
+        }
+        return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
+}
+
 /* Runs a one-integer query with up to three integer arguments. */
 static int query_int(struct oplog *log, int64_t *out, const char *sql, int n, ...)
 {
         sqlite3_stmt *st = NULL;
         va_list ap;
-        int rc, e;
+        int e;
 
         e = prep(log, &st, sql);
         if (e < 0)
@@ -383,14 +397,28 @@ static int query_int(struct oplog *log, int64_t *out, const char *sql, int n, ..
         for (int i = 0; i < n; i++)
                 sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
         va_end(ap);
-        rc = sqlite3_step(st);
-        if (rc == SQLITE_ROW) {
-                *out = sqlite3_column_int64(st, 0);
-                e = 1;
-        } else {
-                e = rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
-        }
+        e = step_int(st, out);
         sqlite3_finalize(st);
+        return e;
+}
+
+/* query_int() with a statement prepared once in @slot (run per record). */
+static int query_int_cached(struct oplog *log, unsigned slot, int64_t *out, const char *sql,
+                            int n, ...)
+{
+        sqlite3_stmt *st = NULL;
+        va_list ap;
+        int e;
+
+        e = prep_cached(log, slot, &st, sql);
+        if (e < 0)
+                return e;
+        va_start(ap, n);
+        for (int i = 0; i < n; i++)
+                sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+        va_end(ap);
+        e = step_int(st, out);
+        release_cached(st);
         return e;
 }
 
@@ -2022,6 +2050,19 @@ struct deferred {
         uint32_t mode, uid, gid;
 };
 
+/* The deferred create at @seq becomes a plain one (no container). */
+static int settle_plain(struct oplog *log, uint64_t seq)
+{
+        sqlite3_stmt *st = NULL;
+        int e = prep_cached(log, STMT_SETTLE_PLAIN, &st,
+                            "UPDATE ops SET container=NULL WHERE seq=?1");
+
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)seq);
+        return step_done_cached(st);
+}
+
 static int settle_one(struct oplog *log, struct drops *d, struct deferred *df)
 {
         struct row c = { .kind = OPLOG_CONTENT, .lid = df->lid, .has_size = true,
@@ -2037,23 +2078,22 @@ static int settle_one(struct oplog *log, struct drops *d, struct deferred *df)
         /* Every name it had removed since (a create in doubt outlives its
          * unlink): what its handle reaches is no longer its own (an atomic
          * save gave those bytes to the file it replaced).  A plain create. */
-        e = query_int(log, &removed, "SELECT (SELECT count(*) FROM ops WHERE state=0 AND seq>?2"
-                                     " AND ((lid=?1 AND kind=6) OR (other=?1 AND kind=8 AND"
-                                     " (flags & 2)=0))) - (SELECT count(*) FROM ops WHERE"
-                                     " state=0 AND seq>?2 AND lid=?1 AND kind=5)", 2,
-                      (int64_t)df->lid, (int64_t)df->seq);
+        e = query_int_cached(log, STMT_SETTLE_REMOVED, &removed,
+                             "SELECT (SELECT count(*) FROM ops WHERE state=0 AND seq>?2"
+                             " AND ((lid=?1 AND kind=6) OR (other=?1 AND kind=8 AND"
+                             " (flags & 2)=0))) - (SELECT count(*) FROM ops WHERE"
+                             " state=0 AND seq>?2 AND lid=?1 AND kind=5)", 2,
+                             (int64_t)df->lid, (int64_t)df->seq);
         if (e < 0)
                 return e;
         if (removed > 0)
-                return exec_ids(log, "UPDATE ops SET container=NULL WHERE seq=?1", 1,
-                                (int64_t)df->seq);
+                return settle_plain(log, df->seq);
         fd = open_handle_blob(log, df->handle, df->handle_size);
         /* Every name removed (the records to come say so), or a handle that
          * names nothing: a plain create.  Out of descriptors or memory: the
          * replay fails and is tried again. */
         if (fd == -ESTALE || fd == -ENOENT || fd == -EUCLEAN || fd == -EINVAL)
-                return exec_ids(log, "UPDATE ops SET container=NULL WHERE seq=?1", 1,
-                                (int64_t)df->seq);
+                return settle_plain(log, df->seq);
         if (fd < 0)
                 return fd;
         e = fstat(fd, &cst) < 0 ? -errno : 0;
@@ -2073,14 +2113,15 @@ static int settle_one(struct oplog *log, struct drops *d, struct deferred *df)
                 cst.st_uid = df->uid;
                 cst.st_gid = df->gid;
         }
-        e = prep(log, &st, "UPDATE ops SET mode=?2, uid=?3, gid=?4, container=NULL WHERE seq=?1");
+        e = prep_cached(log, STMT_SETTLE_CREATE, &st,
+                        "UPDATE ops SET mode=?2, uid=?3, gid=?4, container=NULL WHERE seq=?1");
         if (e < 0)
                 return e;
         sqlite3_bind_int64(st, 1, (sqlite3_int64)df->seq);
         sqlite3_bind_int64(st, 2, cst.st_mode & 07777);
         sqlite3_bind_int64(st, 3, cst.st_uid);
         sqlite3_bind_int64(st, 4, cst.st_gid);
-        e = step_done(st);
+        e = step_done_cached(st);
         if (e >= 0 && cst.st_size > 0) {
                 c.size = (uint64_t)cst.st_size;
                 e = content_replaced(log, d, df->lid);

@@ -12,8 +12,10 @@
  * identity it was copied from (struct mirror_base: inode, size, mtime,
  * ctime, ...) and, for a directory inside a pin, MIRROR_COMPLETE: every
  * entry of it is mirrored, so a name it lacks does not exist.  An entry
- * created offline carries trusted.fcache.lid instead, its id in the offline
- * log.
+ * created offline carries its id in the offline log instead, as the value of
+ * the same xattr (8 bytes; trusted.fcache.lid in mirrors written before), so
+ * that taking the server's identity after the replay is one xattr write that
+ * fits in the inode.
  *
  * A mirrored regular file is the container of its server file's content
  * (store.h): the store keeps no copy of it and serves online reads of it
@@ -87,13 +89,19 @@ static ssize_t get_x(int dfd, const char *name, const char *key, void *val, size
         return follow ? getxattr(p, key, val, size) : lgetxattr(p, key, val, size);
 }
 
-static int set_x(int dfd, const char *name, const char *key, const void *val, size_t size)
+static int set_x_flags(int dfd, const char *name, const char *key, const void *val, size_t size,
+                       int flags)
 {
         char p[PATH_MAX];
         bool follow = entry_path(p, sizeof(p), dfd, name);
-        int r = follow ? setxattr(p, key, val, size, 0) : lsetxattr(p, key, val, size, 0);
+        int r = follow ? setxattr(p, key, val, size, flags) : lsetxattr(p, key, val, size, flags);
 
         return r < 0 ? -errno : 0;
+}
+
+static int set_x(int dfd, const char *name, const char *key, const void *val, size_t size)
+{
+        return set_x_flags(dfd, name, key, val, size, 0);
 }
 
 /*
@@ -117,6 +125,8 @@ int mirror_get_base(int dfd, const char *name, struct mirror_base *b)
                 return -errno;
         if (n == sizeof(*b))
                 return 0;
+        if (n == sizeof(uint64_t))
+                return -ENODATA;        /* a log id: made offline, no base */
         if (n != sizeof(x))
                 return -EINVAL;
         memcpy(&x, b, sizeof(x));
@@ -133,22 +143,41 @@ int mirror_get_base(int dfd, const char *name, struct mirror_base *b)
         return 0;
 }
 
-static int set_base(int dfd, const char *name, const struct mirror_base *b)
+static void base_to_xattr(struct base_xattr *x, const struct mirror_base *b)
 {
-        struct base_xattr x = {
+        *x = (struct base_xattr){
                 .ino = b->ver.ino, .size = b->ver.size, .mtime_ns = b->ver.mtime_ns,
                 .ctime_ns = b->ver.ctime_ns, .mode = b->ver.mode, .uid = b->ver.uid,
                 .gid = b->ver.gid, .nlink = b->ver.nlink, .flags = b->flags,
         };
+}
 
+static int set_base(int dfd, const char *name, const struct mirror_base *b)
+{
+        struct base_xattr x;
+
+        base_to_xattr(&x, b);
         return set_x(dfd, name, XATTR_BASE, &x, sizeof(x));
 }
 
+/*
+ * The base replaces the log id in one write (the same xattr), so a crash
+ * leaves one or the other, and the base alone fits in the inode (ext4 gave
+ * the pair a block of their own).  An entry without the xattr may be of an
+ * older mirror, whose log id has its own: it goes after the base, as before
+ * (one left beside a base is never read: mirror_get_lid()).
+ */
 int mirror_take_identity(int dfd, const char *name, const struct mirror_base *b)
 {
+        struct base_xattr x;
         char p[PATH_MAX];
-        int r = set_base(dfd, name, b);
+        int r;
 
+        base_to_xattr(&x, b);
+        r = set_x_flags(dfd, name, XATTR_BASE, &x, sizeof(x), XATTR_REPLACE);
+        if (r != -ENODATA)
+                return r;
+        r = set_x(dfd, name, XATTR_BASE, &x, sizeof(x));
         entry_path(p, sizeof(p), dfd, name);
         if (r == 0 && lremovexattr(p, XATTR_LID) < 0 && errno != ENODATA)
                 r = -errno;
@@ -157,8 +186,18 @@ int mirror_take_identity(int dfd, const char *name, const struct mirror_base *b)
 
 int mirror_get_lid(int dfd, const char *name, uint64_t *lid)
 {
-        ssize_t n = get_x(dfd, name, XATTR_LID, lid, sizeof(*lid));
+        struct mirror_base b;
+        ssize_t n = get_x(dfd, name, XATTR_BASE, &b, sizeof(b));
 
+        if (n == sizeof(*lid)) {
+                memcpy(lid, &b, sizeof(*lid));
+                return 0;
+        }
+        if (n >= 0)
+                return -ENODATA;        /* a base: the server's object */
+        if (errno != ENODATA)
+                return -errno;
+        n = get_x(dfd, name, XATTR_LID, lid, sizeof(*lid));     /* an older mirror's */
         if (n < 0)
                 return -errno;
         return n == sizeof(*lid) ? 0 : -EINVAL;
@@ -166,7 +205,7 @@ int mirror_get_lid(int dfd, const char *name, uint64_t *lid)
 
 int mirror_set_lid(int dfd, const char *name, uint64_t lid)
 {
-        return set_x(dfd, name, XATTR_LID, &lid, sizeof(lid));
+        return set_x(dfd, name, XATTR_BASE, &lid, sizeof(lid));
 }
 
 bool mirror_xattr_hidden(const char *name)

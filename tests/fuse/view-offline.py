@@ -224,6 +224,7 @@ def main():
     created_offline_attrs()
     setid_killed_offline()
     atime_kept_by_reconnect()
+    lid_of_older_mirror()
     finish()
 
 
@@ -624,6 +625,51 @@ def atime_kept_by_reconnect():
        "the reconnect (replay and the mirror's resync) moves no server file's atime")
     eq(read_file(vol.b("p", "clash.txt")), text(theirs), "the server's clash.txt kept")
     eq(os.path.exists(vol.b("p", "d")), False, "the directory removed offline is gone")
+    vol.stop()
+
+
+def lid_of_older_mirror():
+    """An object made offline carries its log id in trusted.fcache.base (8
+    bytes), which the base replaces at the reconnect's resync in one write;
+    a mirror written before kept the id in trusted.fcache.lid: such a mirror
+    is still served, logged to and replayed, and its ids go at the resync."""
+    vol = Volume("oldlid", lease="1s")
+    os.makedirs(vol.b("p"))
+    write_file(vol.b("p", "server.txt"), b"server\n")
+    vol.start()
+    vol.ctl("pin recursive", "p")
+    vol.ctl("disconnect")
+    write_file(vol.v("p", "new.txt"), b"made offline\n")
+    os.mkdir(vol.v("p", "nd"))
+    write_file(vol.v("p", "nd", "f"), b"in a directory made offline\n")
+    vol.stop()
+    mirror = os.path.join(vol.cache, "mirror", "p")
+    made = [os.path.join(mirror, n) for n in ("new.txt", "nd", os.path.join("nd", "f"))]
+    eq([(os.listxattr(m), len(os.getxattr(m, "trusted.fcache.base"))) for m in made],
+       [(["trusted.fcache.base"], 8)] * 3,
+       "an object made offline carries its log id, 8 bytes, in trusted.fcache.base")
+    for m in made:     # as an older worker wrote them
+        os.setxattr(m, "trusted.fcache.lid", os.getxattr(m, "trusted.fcache.base"))
+        os.removexattr(m, "trusted.fcache.base")
+    vol.start()
+    eq(vol.state()["state"], "offline", "the successor starts offline")
+    eq(read_file(vol.v("p", "nd", "f")), b"in a directory made offline\n",
+       "a file made offline with an older mirror's log id is served")
+    write_file(vol.v("p", "new.txt"), b"made offline, then edited\n")
+    write_file(vol.v("p", "nd", "g"), b"made in a directory with an older id\n")
+    q = vol.ctl("reconnect")
+    eq((q["state"], q["conflicts"]), ("online", "0"), "reconnect with an older mirror's ids")
+    eq({n: read_file(vol.b("p", *n.split("/"))) for n in ("nd/f", "nd/g", "server.txt")},
+       {"nd/f": b"in a directory made offline\n",
+        "nd/g": b"made in a directory with an older id\n", "server.txt": b"server\n"},
+       "the server holds what was made offline")
+    eq(read_file(vol.b("p", "new.txt")), b"made offline, then edited\n",
+       "the edit of a file known by an older mirror's log id is replayed")
+    eq([len(os.getxattr(m, "trusted.fcache.base"))
+        for m in made + [os.path.join(mirror, "nd", "g")]], [52] * 4,
+       "after the resync each carries its server base")
+    eq([os.listxattr(m) for m in (made[0], made[2])], [["trusted.fcache.base"]] * 2,
+       "a file's older log id goes when it takes the server's identity")
     vol.stop()
 
 
