@@ -13,6 +13,11 @@
  * leaving out the names it holds already: each name once, and none lost
  * that the tree served still has.  Offset 0 (opendir, rewinddir) starts
  * a fresh listing.
+ *
+ * Also the descriptors of the daemon's own listings of server directories
+ * (pin and hoard walks, the reconnect's deletion bound and resync, the
+ * revalidation pass): O_NOATIME, so a directory's atime stays what the
+ * applications' listings made it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -44,6 +49,16 @@ struct dirlist {
 };
 
 #define DIRLIST_READ 32768      /* bytes of entries per getdents64 */
+
+int dir_open_noatime(int dfd, const char *name, int flags)
+{
+        int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOATIME | flags);
+
+        /* Only the owner or CAP_FOWNER may: without it, listed as before. */
+        if (fd < 0 && errno == EPERM)
+                fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | flags);
+        return fd;
+}
 
 struct dirlist *dirlist_new(void)
 {

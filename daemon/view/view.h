@@ -262,6 +262,10 @@ struct dirlist_entry {
         uint64_t ino;
         unsigned char type;     /* d_type */
 };
+/* openat(dfd, name, O_RDONLY | O_DIRECTORY | flags) for the daemon's own
+ * listing, with O_NOATIME where the filesystem allows it (dfd may be O_PATH,
+ * name "." for itself): a descriptor, or -1 with errno. */
+int dir_open_noatime(int dfd, const char *name, int flags);
 struct dirlist *dirlist_new(void);
 void dirlist_free(struct dirlist *l);
 /* Offset 0: the next entries are read afresh. */

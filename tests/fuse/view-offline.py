@@ -581,8 +581,8 @@ def atime_kept_by_reconnect():
     meanwhile (replay reads the server's to find them the same), one edited
     on both sides (read to merge, kept as a conflict), a directory removed
     offline.  Their server atimes, set long before their ctimes so that any
-    read would move them (relatime), stay (the directories' after the dry
-    run only: the reconnect's walks list them)."""
+    read would move them (relatime), stay, and so does the directory's,
+    which the reconnect's walks list."""
     vol = Volume("atime", lease="1s")
     os.makedirs(vol.b("p", "d"))
     for name in ("read.txt", "same.txt", "clash.txt"):
@@ -619,12 +619,14 @@ def atime_kept_by_reconnect():
        "the dry run moves no server atime")
     q = vol.ctl("reconnect")
     eq((q["state"], q["conflicts"]), ("online", "1"), "reconnect: clash.txt a conflict")
-    # Directories are listed by the walks (deletion bound, resync): not O_NOATIME.
-    files = [n for n in names if n not in ("d", ".")]
-    eq({n: os.stat(vol.b("p", n)).st_atime_ns for n in files}, {n: old for n in files},
-       "the reconnect (replay and the mirror's resync) moves no server file's atime")
+    # The walks (deletion bound, resync) list directories with O_NOATIME too.
+    kept = [n for n in names if n != "d"]
+    eq({n: os.stat(vol.b("p", n)).st_atime_ns for n in kept}, {n: old for n in kept},
+       "the reconnect (replay, deletion bound, the mirror's resync) moves no server atime")
     eq(read_file(vol.b("p", "clash.txt")), text(theirs), "the server's clash.txt kept")
     eq(os.path.exists(vol.b("p", "d")), False, "the directory removed offline is gone")
+    vol.ctl("pin recursive", "p")
+    eq(os.stat(vol.b("p")).st_atime_ns, old, "a pin walk (as the hoard walk) lists it with O_NOATIME")
     vol.stop()
 
 
