@@ -11,8 +11,8 @@
  * descriptor changed (a switch) or its position is lost (a read given up
  * on), the listing goes on from the start of the directory it has now,
  * leaving out the names it holds already: each name once, and none lost
- * that the tree served still has.  Offset 0 (opendir, rewinddir) starts
- * a fresh listing.
+ * that the tree served still has.  A listing read to its end is whole
+ * until offset 0 (opendir, rewinddir) starts a fresh one.
  *
  * Also the descriptors of the daemon's own listings of server directories
  * (pin and hoard walks, the reconnect's deletion bound and resync, the
@@ -44,7 +44,8 @@ struct dirlist {
         GHashTable *held;       /* the names in ents, once the listing went on
                                  * in another descriptor (NULL before) */
         int fd;                 /* the directory read from (the handle's), or -1 */
-        bool eof;               /* fd listed to its end */
+        bool mirror;            /* fd was read as the mirror's */
+        bool eof;               /* listed to the end: the listing is whole */
         bool lost;              /* fd's position is not known */
 };
 
@@ -173,7 +174,7 @@ static bool dirlist_partial(int dfd)
 }
 
 /* The listing goes on in fd from its start, without the names it holds. */
-static void dirlist_restart(struct dirlist *l, int fd)
+static void dirlist_restart(struct dirlist *l, int fd, bool mirror)
 {
         if (!l->held && l->ents->len) {
                 l->held = g_hash_table_new(g_str_hash, g_str_equal);
@@ -183,20 +184,23 @@ static void dirlist_restart(struct dirlist *l, int fd)
                                                                i).name);
         }
         l->fd = fd;
-        l->eof = l->lost = false;
+        l->mirror = mirror;
+        l->lost = false;
 }
 
 /* Reads the next entries of fd (mirror: the mirror's directory) into l. */
 static int dirlist_read(struct view *v, struct dirlist *l, int fd, bool mirror)
 {
-        bool start = l->fd != fd || l->lost;
+        /* A switch moved the handle, or found it no counterpart (the
+         * descriptor stays, the tree served changed). */
+        bool start = l->fd != fd || l->mirror != mirror || l->lost;
         char *raw;
         long n;
 
         if (start && mirror && dirlist_partial(fd))
                 return -EHOSTDOWN;
         if (start)
-                dirlist_restart(l, fd);
+                dirlist_restart(l, fd, mirror);
         raw = malloc(DIRLIST_READ);
         if (!raw)
                 return -ENOMEM;
@@ -235,7 +239,7 @@ int dirlist_entry(struct view *v, struct dirlist *l, int fd, bool mirror, uint64
         while (i >= l->ents->len) {
                 int r;
 
-                if (l->eof && l->fd == fd && !l->lost)
+                if (l->eof)
                         return 0;
                 r = dirlist_read(v, l, fd, mirror);
                 if (r < 0)
