@@ -2730,8 +2730,11 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         int dfd;
 
 again:
+        /* Not in the middle of a switch: the node is of the tree the state says. */
+        pthread_rwlock_rdlock(&v->served_lock);
         switches = __atomic_load_n(&v->switches, __ATOMIC_ACQUIRE);
         offline = view_offline(v);
+        pthread_rwlock_unlock(&v->served_lock);
         WITH_NODE(v, ino, n, fd, req);
 
         dfd = backing_reopen_bounded(v, fd, O_RDONLY | O_DIRECTORY, NULL);
