@@ -90,7 +90,7 @@ static GHashTable *backing_names(int bdfd, int *err)
 {
         GHashTable *names = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
         struct dirent *de;
-        int fd = openat(bdfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int fd = dir_open_noatime(bdfd, ".", 0);
         DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 
         if (!d) {

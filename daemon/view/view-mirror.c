@@ -1256,7 +1256,7 @@ static int sync_dir_entries(struct view *v, int bdfd, int mdfd, int depth,
         bool more = true;
         DIR *d;
 
-        dup_fd = openat(bdfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        dup_fd = dir_open_noatime(bdfd, ".", 0);
         if (dup_fd < 0 || !(d = fdopendir(dup_fd))) {
                 r = -errno;
                 if (dup_fd >= 0)

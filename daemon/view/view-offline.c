@@ -125,6 +125,7 @@ int view_oplog_open(struct view *v, bool record_root)
         pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
         pthread_rwlock_init(&v->mode_lock, &attr);
         pthread_rwlockattr_destroy(&attr);
+        pthread_rwlock_init(&v->served_lock, NULL);
         v->state = VIEW_ONLINE;
         v->mirror_fd = -1;
         v->mirror_links_fd = -1;
@@ -587,9 +588,15 @@ static GArray *switch_served(struct view *v, int state)
 {
         GArray *ids;
 
+        /* A forced switch goes ahead without mode_lock: a request that
+         * reads the state and an open file's descriptor together (a
+         * listing) sees both from before the switch, or both from after. */
+        pthread_rwlock_wrlock(&v->served_lock);
         __atomic_store_n(&v->state, state, __ATOMIC_RELEASE);
+        __atomic_add_fetch(&v->switches, 1, __ATOMIC_RELEASE);
         ids = vnode_switch_all(v);
         vfile_switch_all(v);
+        pthread_rwlock_unlock(&v->served_lock);
         return ids;
 }
 

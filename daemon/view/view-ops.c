@@ -94,6 +94,7 @@ struct vfile {
                                  * (never the one f->fd is), or -1 */
         struct file_mark stranded_shipped; /* it, when last copied over */
         struct file_mark pt_logged; /* offline, passed through: when last logged */
+        struct dirlist *listing; /* protected by lock: a directory's entries read */
 };
 
 static struct view *V(fuse_req_t req)
@@ -507,6 +508,7 @@ static void vfile_remove(struct view *v, struct vfile *f)
                 store_obj_put(v->store, g_ptr_array_index(f->retired_objs, i));
         if (f->retired_objs)
                 g_ptr_array_free(f->retired_objs, TRUE);
+        dirlist_free(f->listing);
         if (f->obj && (f->flags & O_ACCMODE) == O_RDONLY && recent_fits(f->obj))
                 recent_keep(v, f->obj);
         else
@@ -2706,29 +2708,33 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
         fuse_reply_err(req, err);
 }
 
-/*
- * Offline, a mirror directory that is not complete (on the way to a pin, or
- * holding cached files only) would list some of its entries as if they
- * were all: its listing is EHOSTDOWN, as a lookup of a name it lacks is.
- * It still opens (a descriptor for *at() calls, fsync, a cwd).
- */
-static bool offline_listing_partial(struct view *v, int dfd)
+/* The descriptor of open file f and whether it is the mirror's, as one:
+ * a switch changes the state before it moves the open files. */
+static int vfile_served_fd(struct view *v, struct vfile *f, bool *mirror)
 {
-        if (!view_offline(v) || offline_dir_complete(dfd))
-                return false;
-        log_info("Offline listing of a directory not mirrored completely: EHOSTDOWN");
-        return true;
+        int fd;
+
+        pthread_rwlock_rdlock(&v->served_lock);
+        *mirror = view_offline(v);
+        fd = __atomic_load_n(&f->fd, __ATOMIC_ACQUIRE);
+        pthread_rwlock_unlock(&v->served_lock);
+        return fd;
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
         struct view *v = V(req);
         struct vfile *f;
+        uint64_t switches;
         bool offline;
         int dfd;
 
 again:
+        /* Not in the middle of a switch: the node is of the tree the state says. */
+        pthread_rwlock_rdlock(&v->served_lock);
+        switches = __atomic_load_n(&v->switches, __ATOMIC_ACQUIRE);
         offline = view_offline(v);
+        pthread_rwlock_unlock(&v->served_lock);
         WITH_NODE(v, ino, n, fd, req);
 
         dfd = backing_reopen_bounded(v, fd, O_RDONLY | O_DIRECTORY, NULL);
@@ -2750,156 +2756,72 @@ again:
                 fuse_reply_err(req, ENOMEM);
                 return;
         }
+        /* A switch that moved the open files before this one was in their
+         * table left it the other tree's directory: opened again. */
+        if (__atomic_load_n(&v->switches, __ATOMIC_ACQUIRE) != switches) {
+                vfile_remove(v, f);
+                goto again;
+        }
         fi->fh = f->fh;
         if (fuse_reply_open(req, fi) < 0)
                 vfile_remove(v, f);
 }
 
-struct linux_dirent64 {
-        uint64_t d_ino;
-        int64_t d_off;
-        unsigned short d_reclen;
-        unsigned char d_type;
-        char d_name[];
-};
-
-/* One getdents64 from offset off, for a helper: its own descriptor and buffer. */
-struct dents {
-        int fd;                 /* a dup(): shares the listing's offset */
-        off_t off;              /* -1: go on from where the last one stopped */
-        char *buf;
-        size_t size;
-};
-
-static void dents_free(void *arg)
-{
-        struct dents *d = arg;
-
-        backing_close_later(d->fd);
-        free(d->buf);
-        free(d);
-}
-
-static int dents_run(void *arg)
-{
-        struct dents *d = arg;
-        long n;
-
-        if (d->off >= 0 && lseek(d->fd, d->off, SEEK_SET) < 0)
-                return -errno;
-        n = syscall(SYS_getdents64, d->fd, d->buf, d->size);
-        return n < 0 ? -errno : (int)n;
-}
-
-/* getdents64 of directory fd into raw (size bytes), from off (-1: on), bounded. */
-static long read_dents(struct view *v, int fd, off_t off, char *raw, size_t size)
-{
-        struct dents *d;
-        long got;
-        int n;
-
-        if (!backing_bounded(v)) {
-                if (off >= 0 && lseek(fd, off, SEEK_SET) < 0)
-                        return -errno;
-                got = syscall(SYS_getdents64, fd, raw, size);
-                return got < 0 ? -errno : got;
-        }
-        d = calloc(1, sizeof(*d));
-        if (!d)
-                return -ENOMEM;
-        d->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-        d->buf = malloc(size);
-        d->off = off;
-        d->size = size;
-        if (d->fd < 0 || !d->buf) {
-                if (d->fd >= 0)
-                        close(d->fd);
-                free(d->buf);
-                free(d);
-                return -ENOMEM;
-        }
-        n = backing_call_bounded(v, dents_run, d, dents_free);
-        if (n == -ETIMEDOUT)
-                return n;       /* d is the helper's now */
-        if (n > 0)
-                memcpy(raw, d->buf, (size_t)n);
-        dents_free(d);
-        return n;
-}
-
+/* Offsets are the listing's own (view-listing.c): a server's cookies would
+ * mean nothing in the mirror after a switch, nor the mirror's on the server. */
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                        struct fuse_file_info *fi)
 {
         struct view *v = V(req);
-        char *out, *raw;
-        size_t used = 0;
+        bool mirror = false, retry = false;
         struct vfile *f;
-        bool offline;
+        size_t used;
+        char *out;
         int err;
 
 again:
         err = 0;
-        offline = view_offline(v);
+        used = 0;
         f = vfile_of(v, fi, &err);
         if (!f) {
                 fuse_reply_err(req, err);
                 return;
         }
         out = malloc(size);
-        raw = malloc(size < 32768 ? 32768 : size);
-        if (!out || !raw) {
-                free(out);
-                free(raw);
+        if (!out) {
                 fuse_reply_err(req, ENOMEM);
                 return;
         }
-        /* Offsets are the backing's own d_off cookies: stateless, so a
-         * successor process continues a listing where this one stopped. */
         pthread_mutex_lock(&f->lock);
-        if (offline_listing_partial(v, f->fd)) {
-                err = EHOSTDOWN;
-        } else {
-                bool full = false;
-                off_t from = off;
+        if (!f->listing && !(f->listing = dirlist_new()))
+                err = ENOMEM;
+        else if (off == 0 && !retry)
+                dirlist_rewind(f->listing);
+        for (uint64_t i = (uint64_t)(off < 0 ? 0 : off); !err; i++) {
+                int fd = vfile_served_fd(v, f, &mirror);
+                const struct dirlist_entry *e;
+                struct stat st = { 0 };
+                size_t need;
+                int r;
 
-                while (!full) {
-                        long n = read_dents(v, f->fd, from, raw, size < 32768 ? 32768 : size);
-
-                        from = -1;
-                        if (n < 0) {
-                                err = (int)-n;
-                                break;
-                        }
-                        if (n == 0)
-                                break;
-                        for (long pos = 0; pos < n;) {
-                                struct linux_dirent64 *d = (void *)(raw + pos);
-                                struct stat st = { .st_ino = d->d_ino,
-                                                   .st_mode = (mode_t)d->d_type << 12 };
-                                size_t need;
-
-                                /* A copy the mirror is making (a note given up on
-                                 * removes its own once the server lets it go on). */
-                                if (offline && mirror_is_tmp(d->d_name)) {
-                                        pos += d->d_reclen;
-                                        continue;
-                                }
-                                need = fuse_add_direntry(req, out + used, size - used,
-                                                         d->d_name, &st, d->d_off);
-                                if (need > size - used) {
-                                        full = true;
-                                        break;
-                                }
-                                used += need;
-                                pos += d->d_reclen;
-                        }
+                r = dirlist_entry(v, f->listing, fd, mirror, i, &e);
+                if (r <= 0) {
+                        err = -r;
+                        break;
                 }
+                st.st_ino = e->ino;
+                st.st_mode = (mode_t)e->type << 12;
+                need = fuse_add_direntry(req, out + used, size - used, e->name, &st,
+                                         (off_t)i + 1);
+                if (need > size - used)
+                        break;
+                used += need;
         }
         pthread_mutex_unlock(&f->lock);
-        /* The server did not answer in time: listed again from the mirror. */
-        if (err == ETIMEDOUT && !offline) {
+        /* The server did not answer in time: the listing goes on in the mirror. */
+        if (err == ETIMEDOUT && !mirror) {
                 free(out);
-                free(raw);
+                retry = true;
                 if (view_wait_offline(v))
                         goto again;
                 fuse_reply_err(req, EIO);
@@ -2910,7 +2832,6 @@ again:
         else
                 fuse_reply_buf(req, out, used);
         free(out);
-        free(raw);
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -85,7 +85,7 @@ static int list_dir(int dfd, struct sentry *dir, bool recursive, int depth,
 
         if (depth > VIEW_MAX_DEPTH)
                 return -ELOOP;
-        fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        fd = dir_open_noatime(dfd, ".", 0);
         if (fd < 0 || !(d = fdopendir(fd))) {
                 r = -errno;
                 if (fd >= 0)

@@ -74,8 +74,7 @@ static int walk_dir(struct walk *w, int dfd, int depth)
                         if (w->job && w->job->progress)
                                 w->job->progress(w->job, w->res);
                 } else if (S_ISDIR(st.st_mode) && w->recursive) {
-                        cfd = openat(dirfd(d), de->d_name,
-                                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        cfd = dir_open_noatime(dirfd(d), de->d_name, O_NOFOLLOW);
                         if (cfd < 0 || walk_dir(w, cfd, depth + 1) < 0)
                                 w->res->failed++;
                 }
@@ -101,9 +100,9 @@ static int walk(struct view *v, int fd, bool recursive, file_fn fn, void *ud,
         }
         if (!S_ISDIR(st.st_mode))
                 return -EINVAL;
-        dfd = backing_reopen(fd, O_RDONLY | O_DIRECTORY);
+        dfd = dir_open_noatime(fd, ".", 0);
         if (dfd < 0)
-                return dfd;
+                return -errno;
         return walk_dir(&w, dfd, 0);
 }
 

@@ -156,7 +156,7 @@ static void pass_dir(struct view *v, struct hot_dir *hd)
          * descriptor of the tree served before a switch serves on. */
         pfd = fcntl(pfd, F_DUPFD_CLOEXEC, 0);
         vnode_put(v, n);
-        dfd = pfd >= 0 ? openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+        dfd = pfd >= 0 ? dir_open_noatime(pfd, ".", 0) : -1;
         if (pfd >= 0)
                 close(pfd);
         d = dfd >= 0 ? fdopendir(dfd) : NULL;

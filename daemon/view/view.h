@@ -86,6 +86,12 @@ struct view {
 
         /* disconnected operation (view-offline.c, view-mirror.c) */
         pthread_rwlock_t mode_lock;   /* changes shared, state switches exclusive */
+        pthread_rwlock_t served_lock; /* exclusive while a switch changes what is served
+                                       * (state, nodes, open files' descriptors), shared
+                                       * to read a state and a descriptor that agree;
+                                       * never held across anything else */
+        uint64_t switches;      /* atomic: switches of the tree served, moved under
+                                 * served_lock */
         pthread_mutex_t offline_lock; /* serializes the oplog */
         struct oplog *oplog;    /* protected by offline_lock: CacheDir/offline */
         int state;              /* enum view_state (atomic) */
@@ -248,6 +254,27 @@ void vfile_set_fh_floor(struct view *v, uint64_t fh);
 void vfile_switch_all(struct view *v);
 /* Logs the content of files written offline and still open. */
 void vfile_flush_dirty(struct view *v);
+
+/* view-listing.c: a directory handle's listing, offsets its own (see there). */
+struct dirlist;
+struct dirlist_entry {
+        const char *name;
+        uint64_t ino;
+        unsigned char type;     /* d_type */
+};
+/* openat(dfd, name, O_RDONLY | O_DIRECTORY | flags) for the daemon's own
+ * listing, with O_NOATIME where the filesystem allows it (dfd may be O_PATH,
+ * name "." for itself): a descriptor, or -1 with errno. */
+int dir_open_noatime(int dfd, const char *name, int flags);
+struct dirlist *dirlist_new(void);
+void dirlist_free(struct dirlist *l);
+/* Offset 0: the next entries are read afresh. */
+void dirlist_rewind(struct dirlist *l);
+/* Entry i (offset i + 1) of the listing, read on as far as needed from fd,
+ * the handle's directory in the tree served (mirror: the mirror's): 1 and
+ * *e, 0 past the last, or -errno (-ETIMEDOUT: the server did not answer). */
+int dirlist_entry(struct view *v, struct dirlist *l, int fd, bool mirror, uint64_t i,
+                  const struct dirlist_entry **e);
 
 /* view-control.c */
 int control_start(struct view *v);

@@ -18,7 +18,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from viewlib import (Volume, check, eq, err_of, finish, rand_bytes,  # noqa: E402
+from viewlib import (Volume, check, eq, err_of, finish, getdents, rand_bytes,  # noqa: E402
                      read_file, renameat2, require_root_fuse, short, tree, write_file)
 
 LINES = [f"line {i}\n" for i in range(1, 21)]
@@ -225,6 +225,7 @@ def main():
     setid_killed_offline()
     atime_kept_by_reconnect()
     lid_of_older_mirror()
+    listing_across_switches()
     finish()
 
 
@@ -581,8 +582,8 @@ def atime_kept_by_reconnect():
     meanwhile (replay reads the server's to find them the same), one edited
     on both sides (read to merge, kept as a conflict), a directory removed
     offline.  Their server atimes, set long before their ctimes so that any
-    read would move them (relatime), stay (the directories' after the dry
-    run only: the reconnect's walks list them)."""
+    read would move them (relatime), stay, and so does the directory's,
+    which the reconnect's walks list."""
     vol = Volume("atime", lease="1s")
     os.makedirs(vol.b("p", "d"))
     for name in ("read.txt", "same.txt", "clash.txt"):
@@ -619,12 +620,14 @@ def atime_kept_by_reconnect():
        "the dry run moves no server atime")
     q = vol.ctl("reconnect")
     eq((q["state"], q["conflicts"]), ("online", "1"), "reconnect: clash.txt a conflict")
-    # Directories are listed by the walks (deletion bound, resync): not O_NOATIME.
-    files = [n for n in names if n not in ("d", ".")]
-    eq({n: os.stat(vol.b("p", n)).st_atime_ns for n in files}, {n: old for n in files},
-       "the reconnect (replay and the mirror's resync) moves no server file's atime")
+    # The walks (deletion bound, resync) list directories with O_NOATIME too.
+    kept = [n for n in names if n != "d"]
+    eq({n: os.stat(vol.b("p", n)).st_atime_ns for n in kept}, {n: old for n in kept},
+       "the reconnect (replay, deletion bound, the mirror's resync) moves no server atime")
     eq(read_file(vol.b("p", "clash.txt")), text(theirs), "the server's clash.txt kept")
     eq(os.path.exists(vol.b("p", "d")), False, "the directory removed offline is gone")
+    vol.ctl("pin recursive", "p")
+    eq(os.stat(vol.b("p")).st_atime_ns, old, "a pin walk (as the hoard walk) lists it with O_NOATIME")
     vol.stop()
 
 
@@ -671,6 +674,108 @@ def lid_of_older_mirror():
     eq([os.listxattr(m) for m in (made[0], made[2])], [["trusted.fcache.base"]] * 2,
        "a file's older log id goes when it takes the server's identity")
     vol.stop()
+
+
+def listing_across_switches():
+    """A pinned directory of 2,000 names listed in small getdents64 calls,
+    the volume switched midway: opened online and read on offline, opened
+    offline and read on after the reconnect, and across both.  Each name
+    once, none missing, no error.  The backing is a tmpfs, whose offsets
+    (indexes) mean nothing in the mirror's ext4 directory (hashes), nor
+    the mirror's on the tmpfs."""
+    vol = Volume("listing", lease="1s")
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", vol.b()],
+                      capture_output=True).returncode:
+        print("# no tmpfs mount: listing across switches skipped")
+        return
+    try:
+        names = {f"entry-{i:04d}.txt" for i in range(2000)}
+        os.makedirs(vol.b("big"))
+        for name in names:
+            write_file(vol.b("big", name), b"")
+        vol.start()
+        eq(vol.ctl("pin recursive", "big").get("mirrored"), "yes", "the big directory is pinned")
+        want = sorted(names | {".", ".."})
+
+        def listed(switches, what):
+            """Lists big in 512-byte getdents64 calls, switch(i) after
+            the i-th call."""
+            got, calls, err = [], 0, None
+            fd = os.open(vol.v("big"), os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                while True:
+                    if calls in switches:
+                        vol.ctl(switches[calls])
+                    chunk = getdents(fd, 512)
+                    calls += 1
+                    if not chunk:
+                        break
+                    got += chunk
+            except OSError as e:
+                err = e
+            finally:
+                os.close(fd)
+            eq((err, len(got), sorted(got) == want), (None, len(want), True),
+               f"a listing {what}: each name once, no error")
+            check(calls > 20, f"the listing {what} took many calls ({calls})")
+
+        listed({5: "disconnect"}, "opened online, read on offline")
+        listed({5: "reconnect"}, "opened offline, read on online")
+        listed({3: "disconnect", 8: "reconnect"}, "across a disconnect and a reconnect")
+        # rewinddir (offset 0) lists afresh what the switch serves.
+        fd = os.open(vol.v("big"), os.O_RDONLY | os.O_DIRECTORY)
+        first = getdents(fd, 512)
+        vol.ctl("disconnect")
+        os.lseek(fd, 0, os.SEEK_SET)
+        again = []
+        while chunk := getdents(fd, 4096):
+            again += chunk
+        os.close(fd)
+        eq(sorted(again), want, "rewound after the switch: the whole listing again")
+        check(len(first) > 2, "the first call listed some names")
+        eq(vol.ctl("reconnect")["state"], "online", "reconnect after the listings")
+
+        # Listings under way while the volume switches back and forth, the
+        # kernel knowing every name (a switch then has many nodes to move).
+        for name in names:
+            os.stat(vol.v("big", name))
+        stop = threading.Event()
+        errors, wrong, done = [], [], [0]
+
+        def lister():
+            while not stop.is_set():
+                got = []
+                try:
+                    fd = os.open(vol.v("big"), os.O_RDONLY | os.O_DIRECTORY)
+                    try:
+                        while chunk := getdents(fd, 1024):
+                            got += chunk
+                    finally:
+                        os.close(fd)
+                except OSError as e:
+                    errors.append(e.errno)
+                    continue
+                done[0] += 1
+                if sorted(got) != want:
+                    wrong.append(len(got))
+
+        threads = [threading.Thread(target=lister, daemon=True) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for _ in range(8):
+            vol.ctl("disconnect")
+            time.sleep(0.2)
+            vol.ctl("reconnect")
+            time.sleep(0.2)
+        stop.set()
+        for t in threads:
+            t.join(60)
+        eq(([errno.errorcode.get(e, e) for e in errors], wrong), ([], []),
+           f"{done[0]} listings while the volume switched: no error, each name once")
+        vol.stop()
+    finally:
+        vol.stop()
+        subprocess.run(["umount", vol.b()], capture_output=True)
 
 
 def disk_full():

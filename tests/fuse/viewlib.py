@@ -245,6 +245,26 @@ def renameat2(old, new, flags):
         raise OSError(e, os.strerror(e))
 
 
+SYS_getdents64 = 217    # x86_64
+
+
+def getdents(fd, size):
+    """One getdents64(2) of directory descriptor fd into a buffer of size
+    bytes: the names it gave ([] at the end)."""
+    buf = ctypes.create_string_buffer(size)
+    n = libc.syscall(SYS_getdents64, fd, buf, size)
+    if n < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    names, pos = [], 0
+    while pos < n:
+        reclen = int.from_bytes(buf.raw[pos + 16:pos + 18], "little")
+        name = buf.raw[pos + 19:pos + reclen]
+        names.append(name[:name.index(b"\0")].decode(errors="surrogateescape"))
+        pos += reclen
+    return names
+
+
 def rand_bytes(n, seed):
     return random.Random(seed).randbytes(n)
 
