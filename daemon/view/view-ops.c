@@ -2802,6 +2802,8 @@ again:
          * server that is gone makes it EIO, and the volume goes offline). */
         if (!err)
                 err = -backing_flush(v, f->fd);
+        if (!err && f->written && !f->dir)
+                err = -backing_write_error(v, f->fd);
         if (err && err != ETIMEDOUT && f->written && !f->dir) {
                 mirror_refused(v, f);
                 f->written = false;

@@ -601,6 +601,10 @@ int backing_reopen_bounded(struct view *v, int pathfd, int flags, const struct c
 ssize_t backing_pwrite(struct view *v, int fd, const void *buf, size_t size, off_t off,
                        const struct caller_id *id);
 int backing_flush(struct view *v, int fd);
+/* After a flush of written file fd: the error a helper's close of a write's
+ * duplicate of it took meanwhile (a write the server refused), as -errno,
+ * or 0; taken (reported once). */
+int backing_write_error(struct view *v, int fd);
 void backing_close(struct view *v, int fd);
 /* Closes fd on a helper, unless it is O_PATH: closing any descriptor of a
  * network file flushes it, a round trip (unbounded) to its server. */

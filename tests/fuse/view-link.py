@@ -14,9 +14,8 @@ growth where sshfs does them), the link cut before their files' closes, an
 offline append to each, the link back: no conflict, and the server holds
 the changes then the appends (the mirror's copy took them as the server
 did).  Last a write the server has no room for (a small tmpfs on the
-server, full), which sshfs reports at a FLUSH: the view reads the server's
-bytes, also offline; that the application's write or close fails is a TODO
-(asserted with FCACHE_LINK_STRICT=1).
+server, full), which sshfs reports at a FLUSH: the application's close
+fails, and the view reads the server's bytes, also offline.
 FCACHE_LINK_CUT_S: how long the link stays cut (default 12)."""
 import atexit
 import errno
@@ -146,17 +145,13 @@ def refused_write(vol, link, proj):
         os.close(fd)
     except OSError as e:
         err = err or e
-    # Known, not yet fixed (reported, not failed, unless FCACHE_LINK_STRICT=1):
-    # sshfs reports a failed asynchronous write at the first FLUSH of its
-    # file, and the view's bounded calls each close a duplicate of the
-    # descriptor on a helper (view-deadline.c), whose FLUSH takes the error
-    # before the application's close asks.
-    what = "the write the server had no room for failed (its write or close)"
-    if os.environ.get("FCACHE_LINK_STRICT") == "1":
-        check(err is not None, what)
-    else:
-        print(f"{'ok' if err is not None else 'not ok'} - {what} # TODO a helper's close of a"
-              f" duplicate takes sshfs's write error")
+    print(f"# the write the server had no room for: {err}")
+    # sshfs reports it at the first FLUSH of the file, which may be a
+    # helper's close of a write's duplicate: the close's flush reports it.
+    check(err is not None, "the write the server had no room for failed (its write or close)")
+    with open(os.path.join(vol.top, "view.log"), "rb") as f:
+        check(b"The server refused writes" in f.read(),
+              "the view says the file's offline copy is copied from the server again")
     eq(read_file(os.path.join(full, "r")), old, "the server's file is as it was")
     eq(read_file(vol.v("proj", "full", "r")), old, "the view reads the server's bytes")
     link.cut()
