@@ -53,6 +53,8 @@ struct job {
         bool done, abandoned;
         bool in_doubt;          /* a change given up on, not answered yet (in_doubt) */
         unsigned refs;          /* requester + helper */
+        uint64_t wino;          /* CALL_PWRITE, and the CALL_CLOSE of its duplicate: the
+                                 * written file's inode number (write_errs), or 0 */
         struct job *next;
 };
 
@@ -67,22 +69,92 @@ static unsigned in_doubt;               /* protected by lock: changes given up o
 
 static void enqueue(struct job *j);
 
-void backing_close_later(int fd)
+/*
+ * A network file reports a failed asynchronous write once, to whichever
+ * close of its open file flushes first (sshfs: at FLUSH): often the close
+ * of a write job's duplicate, on a helper, which nobody waits for.  What
+ * such a close took is kept here for the flush of the application's close
+ * (backing_write_error()), by the file's inode number as the kernel has it,
+ * with how many of those closes were to come and have been made.
+ */
+struct write_err {
+        uint64_t ino;
+        uint64_t id;            /* this entry, of all made (an entry may go and come back) */
+        uint64_t opened, closed; /* write jobs' duplicates made, and closed since */
+        int err;                /* errno a close of one took, or 0 */
+};
+static GHashTable *write_errs;          /* protected by lock: ino -> struct write_err */
+static uint64_t write_errs_made;        /* protected by lock */
+
+/* The inode number of fd as the kernel has it cached (no server call), or 0. */
+static uint64_t cached_ino(int fd)
+{
+        struct statx stx;
+
+        if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_INO, &stx) < 0)
+                return 0;
+        return stx.stx_ino;
+}
+
+/* lock held: the entry of ino, made when @make. */
+static struct write_err *write_err_of(uint64_t ino, bool make)
+{
+        struct write_err *e;
+
+        if (!write_errs && make)
+                write_errs = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, free);
+        e = write_errs ? g_hash_table_lookup(write_errs, &ino) : NULL;
+        if (!e && make && (e = calloc(1, sizeof(*e)))) {
+                e->ino = ino;
+                e->id = ++write_errs_made;
+                g_hash_table_insert(write_errs, &e->ino, e);
+        }
+        return e;
+}
+
+/* lock held: a write job's duplicate closed, with @err (an errno) or 0. */
+static void write_closed(uint64_t ino, int err)
+{
+        struct write_err *e = write_err_of(ino, false);
+
+        if (!e)
+                return;
+        if (err && !e->err)
+                e->err = err;
+        e->closed++;
+        if (e->closed == e->opened && !e->err)
+                g_hash_table_remove(write_errs, &ino);
+}
+
+/* Closes fd on a helper; @wino: a write job's duplicate (write_errs). */
+static void close_later(int fd, uint64_t wino)
 {
         struct job *j;
-        int fl = fcntl(fd, F_GETFL);
+        int fl = fcntl(fd, F_GETFL), r;
 
         /* Only an O_PATH descriptor closes without a word to the server. */
         if ((fl >= 0 && (fl & O_PATH)) || !(j = calloc(1, sizeof(*j)))) {
-                close(fd);
+                r = close(fd) < 0 ? errno : 0;
+                if (wino) {
+                        pthread_mutex_lock(&lock);
+                        write_closed(wino, r);
+                        pthread_cond_broadcast(&finished);
+                        pthread_mutex_unlock(&lock);
+                }
                 return;
         }
         j->call = CALL_CLOSE;
         j->dirfd = fd;
+        j->wino = wino;
         j->refs = 1;
         pthread_mutex_lock(&lock);
         enqueue(j);
         pthread_mutex_unlock(&lock);
+}
+
+void backing_close_later(int fd)
+{
+        close_later(fd, 0);
 }
 
 /* lock held: drops a reference; true when it was the last (then job_free()
@@ -102,7 +174,7 @@ static void job_free(struct job *j)
         if (j->call == CALL_FN && j->drop && (j->abandoned || j->result == -ETIMEDOUT))
                 j->drop(j->arg);
         if (j->dirfd >= 0)
-                backing_close_later(j->dirfd);
+                close_later(j->dirfd, j->call == CALL_PWRITE ? j->wino : 0);
         if (j->call == CALL_CHANGE && j->ch.fd2 >= 0)
                 close(j->ch.fd2);
         if (j->call == CALL_CHANGE)
@@ -163,6 +235,11 @@ static void run(struct job *j)
                 r = close(j->dirfd);
                 j->dirfd = -1;
                 j->result = r < 0 ? -errno : 0;
+                if (j->wino) {
+                        pthread_mutex_lock(&lock);
+                        write_closed(j->wino, -j->result);
+                        pthread_mutex_unlock(&lock);    /* the helper broadcasts */
+                }
                 break;
         case CALL_REOPEN: {
                 struct creds c = { false };
@@ -405,6 +482,18 @@ ssize_t backing_pwrite(struct view *v, int fd, const void *buf, size_t size, off
         memcpy(j->buf, buf, size);
         j->size = size;
         j->off = off;
+        j->wino = cached_ino(j->dirfd);
+        if (j->wino) {
+                struct write_err *e;
+
+                pthread_mutex_lock(&lock);
+                e = write_err_of(j->wino, true);
+                if (e)
+                        e->opened++;
+                else
+                        j->wino = 0;
+                pthread_mutex_unlock(&lock);
+        }
         if (id) {
                 j->as_caller = true;
                 j->id = *id;
@@ -425,6 +514,40 @@ int backing_flush(struct view *v, int fd)
         }
         j = job_new(CALL_CLOSE, fd, NULL, 0);
         return j ? submit(v, j, NULL) : -ENOMEM;
+}
+
+int backing_write_error(struct view *v, int fd)
+{
+        uint64_t ino = cached_ino(fd), id, upto;
+        struct write_err *e;
+        struct timespec until;
+        int r = 0, err = 0;
+
+        if (!ino)
+                return 0;
+        deadline_from_now(&until, v->cfg->backing_timeout_ms);
+        pthread_mutex_lock(&lock);
+        e = write_err_of(ino, false);
+        /* The duplicates' closes of the writes made so far (not of those
+         * another open file goes on making) wait for the same write replies
+         * as the flush that just returned: they end at once, or with the
+         * server. */
+        id = e ? e->id : 0;
+        upto = e ? e->opened : 0;
+        while (e && e->closed < upto && r != ETIMEDOUT) {
+                r = pthread_cond_timedwait(&finished, &lock, &until);
+                e = write_err_of(ino, false);
+                if (e && e->id != id)
+                        e = NULL;       /* all closed, and another writer's since */
+        }
+        if (e) {
+                err = e->err;
+                e->err = 0;
+                if (e->closed == e->opened)
+                        g_hash_table_remove(write_errs, &ino);
+        }
+        pthread_mutex_unlock(&lock);
+        return -err;
 }
 
 void backing_close(struct view *v, int fd)

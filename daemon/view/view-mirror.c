@@ -220,8 +220,11 @@ static void base_from_stat(struct mirror_base *b, const struct stat *st, uint32_
         b->flags = flags;
 }
 
+/* A copy marked stale holds what the server may lack: it matches no version. */
 static bool same_identity(const struct mirror_base *a, const struct mirror_base *b)
 {
+        if ((a->flags | b->flags) & MIRROR_STALE)
+                return false;
         return a->ver.ino == b->ver.ino && a->ver.size == b->ver.size &&
                a->ver.mtime_ns == b->ver.mtime_ns && a->ver.ctime_ns == b->ver.ctime_ns &&
                a->ver.mode == b->ver.mode;
@@ -233,6 +236,8 @@ static bool same_identity(const struct mirror_base *a, const struct mirror_base 
  */
 static bool same_content(const struct mirror_base *a, const struct mirror_base *b)
 {
+        if ((a->flags | b->flags) & MIRROR_STALE)
+                return false;
         return a->ver.ino == b->ver.ino && a->ver.size == b->ver.size &&
                a->ver.mtime_ns == b->ver.mtime_ns && a->ver.mode == b->ver.mode;
 }
@@ -1852,6 +1857,24 @@ int mirror_open_copy(struct view *v, int dfd, const char *name, uint64_t ino)
         g_free(dir);
         g_free(rel);
         return fd;
+}
+
+int mirror_mark_stale(int fd)
+{
+        struct mirror_base b;
+        int r = mirror_get_base(fd, NULL, &b);
+
+        if (r < 0)
+                return r;
+        b.flags |= MIRROR_STALE;
+        return set_base(fd, NULL, &b);
+}
+
+bool mirror_copy_stale(int fd)
+{
+        struct mirror_base b;
+
+        return mirror_get_base(fd, NULL, &b) == 0 && (b.flags & MIRROR_STALE);
 }
 
 /*

@@ -206,6 +206,9 @@ static int child_lid(struct view *v, int dfd, const char *name, uint64_t plid, u
                 return mirror_get_lid(dfd, name, lid) == 0 ? 0 : -ENOENT;
         if (oplog_find_cached_ino(v->oplog, b.ver.ino, lid) == 0)
                 return 0;
+        /* Its bytes may not be the server's: no base to log a change against. */
+        if (b.flags & MIRROR_STALE)
+                return -EHOSTDOWN;
         /* First change of this object while offline: register its base. */
         ver = b.ver;
         if (S_ISREG(ver.mode)) {

@@ -80,7 +80,7 @@ struct vfile {
         bool written;           /* online: written, so the mirror takes it at release */
         int mirror_fd;          /* set under lock, read atomically: online, the
                                  * mirror's copy the writes also go to
-                                 * (write_through()); -1 not looked for yet, -2 none */
+                                 * (mirror_through()); -1 not looked for yet, -2 none */
         uint64_t mirror_quiet;  /* immutable: created online where the mirror had no
                                  * directory, at this mirror_dirs_gen(); else 0 */
         bool touch_atime;       /* atomic: the first read from the store reads a byte
@@ -1259,6 +1259,203 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
                 fuse_reply_attr(req, &st, v->lease_s);
 }
 
+/*
+ * Online, over a server that may vanish (BackingTimeout): an acknowledged
+ * write, truncate or fallocate goes to the mirror's copy of a pinned file
+ * too, which the note at close otherwise brings up to date by reading the
+ * server.  Should the server stop answering before that note, the mirror
+ * still holds what the server acknowledged, so that what the volume serves
+ * offline, and the base the changes made offline are logged against,
+ * include it (else the replay would take it for another's edit: a
+ * conflict, or a merge).  The mirror's identity of the file stays the
+ * server's old one until the note.
+ */
+struct mirror_change {
+        enum { MC_WRITE, MC_TRUNCATE, MC_FALLOCATE } kind;
+        const char *buf;        /* MC_WRITE: size bytes at off */
+        size_t size;
+        off_t off, len;         /* MC_TRUNCATE: the size is off */
+        int mode;               /* MC_FALLOCATE's */
+};
+
+/* The mirror's copy of node id (server inode ino), for writing, or -errno. */
+static int mirror_copy_of_node(struct view *v, fuse_ino_t id, uint64_t ino)
+{
+        uint64_t parent;
+        struct vnode *p;
+        char *name;
+        int pfd, fd = -ENOENT;
+
+        if (vnode_parent_of(v, id, 0, &parent, &name) < 0)
+                return -ENOENT;
+        pfd = vnode_get(v, parent, &p);
+        if (pfd >= 0) {
+                fd = mirror_open_copy(v, pfd, name, ino);
+                vnode_put(v, p);
+        }
+        free(name);
+        return fd;
+}
+
+/* Zeroes [off, end) of fd: a hole punched or a range zeroed where the
+ * mirror's filesystem does neither. */
+static int zero_range(int fd, off_t off, off_t end)
+{
+        static const char zeros[65536];
+
+        while (off < end) {
+                size_t n = end - off < (off_t)sizeof(zeros) ? (size_t)(end - off) : sizeof(zeros);
+                ssize_t w = pwrite(fd, zeros, n, off);
+
+                if (w <= 0)
+                        return w < 0 ? -errno : -EIO;
+                off += w;
+        }
+        return 0;
+}
+
+/* The same change to the mirror's copy: the same bytes, size and holes read
+ * back (allocation aside). */
+static int apply_to_copy(int fd, const struct mirror_change *c)
+{
+        struct stat st;
+        ssize_t n;
+        off_t end;
+        int r;
+
+        switch (c->kind) {
+        case MC_WRITE:
+                n = pwrite(fd, c->buf, c->size, c->off);
+                return n == (ssize_t)c->size ? 0 : n < 0 ? -errno : -EIO;
+        case MC_TRUNCATE:
+                return ftruncate(fd, c->off) < 0 ? -errno : 0;
+        case MC_FALLOCATE:
+                if (fallocate(fd, c->mode, c->off, c->len) == 0)
+                        return 0;
+                if (errno != EOPNOTSUPP ||
+                    (c->mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE |
+                                 FALLOC_FL_ZERO_RANGE)))
+                        return -errno;
+                if (fstat(fd, &st) < 0)
+                        return -errno;
+                end = c->off + c->len;
+                r = 0;
+                if (c->mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
+                        r = zero_range(fd, c->off, end < st.st_size ? end : st.st_size);
+                if (r == 0 && !(c->mode & FALLOC_FL_KEEP_SIZE) && end > st.st_size &&
+                    ftruncate(fd, end) < 0)
+                        r = -errno;
+                return r;
+        }
+        return -EINVAL;
+}
+
+/* A copy the note replaced meanwhile (a rename over it): not the mirror's any more. */
+static bool copy_replaced(int fd)
+{
+        struct stat st;
+
+        return fstat(fd, &st) < 0 || st.st_nlink == 0;
+}
+
+static void mark_stale(int fd, uint64_t ino)
+{
+        int r = mirror_mark_stale(fd);
+
+        if (r < 0)
+                log_warn("Failed to mark the offline copy of inode %" PRIu64 " stale: %s", ino,
+                         strerror(-r));
+}
+
+/* Change c made to mirror copy fd; a copy that does not take it is marked
+ * stale: the note copies the server's again, and offline it is not served. */
+static int apply_or_stale(int fd, uint64_t ino, const struct mirror_change *c)
+{
+        int r = apply_to_copy(fd, c);
+
+        if (r < 0) {
+                log_warn("Failed to change the offline copy of inode %" PRIu64 " too: %s"
+                         " (marked stale: copied again at the note)", ino, strerror(-r));
+                mark_stale(fd, ino);
+        }
+        return r;
+}
+
+/*
+ * Change c, which the server acknowledged for node id (server inode ino),
+ * made to the mirror's copy too: f's, found at its first change (and again
+ * when a note replaced it), or, without an open file (a truncate by name),
+ * the copy opened for it.
+ */
+static void mirror_through(struct view *v, struct vfile *f, fuse_ino_t id, uint64_t ino,
+                           const struct mirror_change *c)
+{
+        bool looked = false;
+        int cur, fd = -1;
+
+        if (!f) {
+                fd = mirror_copy_of_node(v, id, ino);
+                if (fd >= 0) {
+                        apply_or_stale(fd, ino, c);
+                        close(fd);
+                }
+                return;
+        }
+        /* Looked for with no lock held over the node table. */
+        cur = __atomic_load_n(&f->mirror_fd, __ATOMIC_ACQUIRE);
+        if (cur == -1 || (cur >= 0 && copy_replaced(cur))) {
+                fd = mirror_copy_of_node(v, id, ino);
+                looked = true;
+        }
+        pthread_mutex_lock(&f->lock);
+        if (f->mirror_fd == -1 || (looked && cur >= 0 && f->mirror_fd == cur)) {
+                if (f->mirror_fd >= 0)
+                        close(f->mirror_fd);
+                __atomic_store_n(&f->mirror_fd, fd < 0 ? -2 : fd, __ATOMIC_RELEASE);
+        } else if (fd >= 0) {
+                close(fd);
+        }
+        if (f->mirror_fd >= 0 && apply_or_stale(f->mirror_fd, ino, c) < 0) {
+                close(f->mirror_fd);
+                __atomic_store_n(&f->mirror_fd, -2, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&f->lock);
+}
+
+/*
+ * Online, the server refused f's writes at its flush (an asynchronous write
+ * failed, as sshfs reports at close): what went through to the mirror's
+ * copy and the store's may not be on the server.  The copy is marked stale
+ * (the note copies the server's again, or the hoard walk and the resync do
+ * when the note is given up on; offline it is not served meanwhile) and the
+ * store forgets the object's bytes.
+ */
+static void mirror_refused(struct view *v, struct vfile *f)
+{
+        struct sobj *o = NULL;
+        uint64_t ino = 0;
+        mode_t type;
+        int fd;
+
+        if (vnode_peek(v, f->id, &ino, &type) == 0 &&
+            (f->obj || store_obj_find(v->store, ino, &o) == 0)) {
+                store_obj_changed_range(v->store, o ? o : f->obj, 0, -1, NULL);
+                if (o)
+                        store_obj_put(v->store, o);
+        }
+        pthread_mutex_lock(&f->lock);
+        fd = f->mirror_fd;
+        if (fd >= 0) {
+                mark_stale(fd, ino);
+                close(fd);
+                __atomic_store_n(&f->mirror_fd, -2, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&f->lock);
+        if (fd >= 0)
+                log_warn("The server refused writes to open file handle %" PRIu64 " at its"
+                         " close: its offline copy is copied from the server again", f->fh);
+}
+
 /* Offline: logs what a setattr changed (a size change is new content; the
  * set-id bits it killed, @size_before the mode before it, a mode change). */
 static int log_setattr(struct view *v, uint64_t lid, int fd, int ffd, const struct stat *attr,
@@ -1387,6 +1584,10 @@ again:
                 r = backing_change(v, &ch, &id);
                 if (r < 0)
                         goto out;
+                if (!offline && backing_bounded(v) && S_ISREG(vnode_type(n)))
+                        mirror_through(v, f && !f->dir ? f : NULL, ino, vnode_ino(n),
+                                       &(struct mirror_change){ .kind = MC_TRUNCATE,
+                                                                .off = attr->st_size });
         }
         if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
                 struct timespec *tv = ch.times;
@@ -1901,7 +2102,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         struct vfile *f;
         struct sobj *o;
         bool keep = false, offline, regular, redo = false;
-        uint64_t lid = 0, epoch;
+        uint64_t lid = 0, epoch, sino;
         int r, bfd, bid, stranded;
 
 again:
@@ -1922,9 +2123,13 @@ again:
                 fuse_reply_err(req, -fd);
                 return;
         }
+        /* Offline, a copy that may hold bytes the server lacks is not served
+         * (mirror_refused()). */
+        r = offline && S_ISREG(vnode_type(n)) && mirror_copy_stale(fd) ? -EHOSTDOWN : 0;
         /* Offline, a file opened for writing is registered with its base
          * content before anything (O_TRUNC first) changes it. */
-        r = offline && writing && S_ISREG(vnode_type(n)) ? lid_before_change(v, ino, fd, &lid) : 0;
+        if (r == 0 && offline && writing && S_ISREG(vnode_type(n)))
+                r = lid_before_change(v, ino, fd, &lid);
         if (r < 0) {
                 vnode_put(v, n);
                 if (writing)
@@ -1948,6 +2153,7 @@ again:
         if (bfd == -EACCES && !writing && (fi->flags & OPEN_FOR_EXEC))
                 bfd = backing_reopen_bounded(v, fd, open_flags(fi), NULL);
         regular = S_ISREG(vnode_type(n));
+        sino = vnode_ino(n);
         vnode_put(v, n);
         /* The server did not answer in time: the open is made again in the
          * local copy, which the volume now serves. */
@@ -2007,6 +2213,10 @@ again:
         }
         f->pt_counted = regular && passthrough_on();
         f->passthrough = bid > 0;
+        /* As its writes (passed through, they reach the mirror at the note only). */
+        if (f->written && regular && !f->passthrough && backing_bounded(v))
+                mirror_through(v, f, ino, sino,
+                               &(struct mirror_change){ .kind = MC_TRUNCATE, .off = 0 });
         vfile_log_mode(v, f, bid);
         /* The kernel writes the file of the tree served before a switch
          * (another open of the node still passes through it). */
@@ -2420,49 +2630,6 @@ again:
         free(buf);
 }
 
-/*
- * Online, over a server that may vanish (BackingTimeout): an acknowledged
- * write goes to the mirror's copy too, which the note at close otherwise
- * brings up to date by reading the server.  Should the server stop
- * answering before that note, the mirror still holds every write the
- * server acknowledged, so that what the volume serves offline, and the
- * base the changes made offline are logged against, include them (else
- * the replay would take them for another's edit: a conflict, or a merge).
- * The mirror's identity of the file stays the server's old one until the
- * note.
- */
-static void write_through(struct view *v, struct vfile *f, const char *buf, size_t size,
-                          off_t off, const struct stat *st)
-{
-        uint64_t parent;
-        struct vnode *p;
-        char *name;
-        int pfd, fd = -2;
-
-        /* Looked for once, at the first write (no lock held over the node table). */
-        if (__atomic_load_n(&f->mirror_fd, __ATOMIC_ACQUIRE) == -1 &&
-            vnode_parent_of(v, f->id, 0, &parent, &name) == 0) {
-                pfd = vnode_get(v, parent, &p);
-                if (pfd >= 0) {
-                        fd = mirror_open_copy(v, pfd, name, st->st_ino);
-                        vnode_put(v, p);
-                }
-                free(name);
-        }
-        pthread_mutex_lock(&f->lock);
-        if (f->mirror_fd == -1)
-                __atomic_store_n(&f->mirror_fd, fd < 0 ? -2 : fd, __ATOMIC_RELEASE);
-        else if (fd >= 0)
-                close(fd);
-        if (f->mirror_fd >= 0 && pwrite(f->mirror_fd, buf, size, off) != (ssize_t)size) {
-                log_warn("Failed to write open file handle %" PRIu64 "'s bytes to its offline"
-                         " copy too: %m (the note at its close copies them)", f->fh);
-                close(f->mirror_fd);
-                __atomic_store_n(&f->mirror_fd, -2, __ATOMIC_RELEASE);
-        }
-        pthread_mutex_unlock(&f->lock);
-}
-
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
                      struct fuse_file_info *fi)
 {
@@ -2536,7 +2703,9 @@ again:
         } else {
                 f->written = true;
                 if (sr == 0 && backing_bounded(v) && !f->passthrough)
-                        write_through(v, f, buf, (size_t)n, off, &st);
+                        mirror_through(v, f, f->id, st.st_ino,
+                                       &(struct mirror_change){ .kind = MC_WRITE, .buf = buf,
+                                                                .size = (size_t)n, .off = off });
                 /* Patch the store copy even when this open has none attached
                  * (a writer that opened before any reader cached the file). */
                 struct sobj *o = f->obj;
@@ -2635,6 +2804,13 @@ again:
          * server that is gone makes it EIO, and the volume goes offline). */
         if (!err)
                 err = -backing_flush(v, f->fd);
+        if (!err && f->written && !f->dir)
+                err = -backing_write_error(v, f->fd);
+        if (err && err != ETIMEDOUT && f->written && !f->dir) {
+                mirror_refused(v, f);
+                f->written = false;
+                note_written_bounded(v, f);
+        }
         /* The server did not answer in time: the content is logged from the
          * local copy, which the volume now serves. */
         if (err == ETIMEDOUT) {
@@ -3091,6 +3267,11 @@ again:
                 f->dirty = true;
         } else if (!err && sr == 0) {
                 f->written = true;
+                if (backing_bounded(v))
+                        mirror_through(v, f, f->id, st.st_ino,
+                                       &(struct mirror_change){ .kind = MC_FALLOCATE,
+                                                                .mode = mode, .off = offset,
+                                                                .len = length });
                 struct sobj *o = f->obj;
 
                 if (o || store_obj_find(v->store, st.st_ino, &o) == 0) {

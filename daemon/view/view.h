@@ -435,6 +435,9 @@ int view_conflict_errno(struct view *v, uint64_t ino);
 
 /* view-mirror.c: the local mirror of the pinned subtrees (see there). */
 #define MIRROR_COMPLETE 1u      /* a directory every entry of which is mirrored */
+#define MIRROR_STALE 2u         /* a file's copy that may hold bytes the server lacks:
+                                 * copied again at the next note or resync, never
+                                 * served offline meanwhile */
 struct mirror_base {
         struct oplog_version ver;       /* the backing identity; content "" */
         uint32_t flags;
@@ -526,6 +529,11 @@ void mirror_note_change(struct view *v, int pfd, const char *name);
  * for a writer's bytes to go there too: O_WRONLY, or -errno (-ENOENT when
  * its directory is not complete there, or the copy is another object). */
 int mirror_open_copy(struct view *v, int dfd, const char *name, uint64_t ino);
+/* Marks the mirror's copy fd as one that may hold what the server lacks
+ * (MIRROR_STALE): 0 or -errno. */
+int mirror_mark_stale(int fd);
+/* Whether mirror object fd is so marked. */
+bool mirror_copy_stale(int fd);
 /* Whether a change to an entry of directory dfd must reach the mirror at
  * close (the directory is complete there); *absent: the mirror has no such
  * directory at all, so no entry under it either. */
@@ -620,6 +628,10 @@ int backing_reopen_bounded(struct view *v, int pathfd, int flags, const struct c
 ssize_t backing_pwrite(struct view *v, int fd, const void *buf, size_t size, off_t off,
                        const struct caller_id *id);
 int backing_flush(struct view *v, int fd);
+/* After a flush of written file fd: the error a helper's close of a write's
+ * duplicate of it took meanwhile (a write the server refused), as -errno,
+ * or 0; taken (reported once). */
+int backing_write_error(struct view *v, int fd);
 void backing_close(struct view *v, int fd);
 /* Closes fd on a helper, unless it is O_PATH: closing any descriptor of a
  * network file flushes it, a round trip (unbounded) to its server. */
