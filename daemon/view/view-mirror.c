@@ -2305,7 +2305,8 @@ static int name_fetch_work(void *arg, struct backing_progress *p)
  * over anything the mirror has.
  */
 static int fetch_place(struct view *v, struct name_fetch *f,
-                       bool (*removed)(struct view *v, int mdfd, const char *name))
+                       bool (*removed)(struct view *v, int mdfd, const char *name),
+                       const struct mirror_refresh *re)
 {
         int r = 0;
 
@@ -2314,7 +2315,10 @@ static int fetch_place(struct view *v, struct name_fetch *f,
                 r = -EAGAIN;            /* switched meanwhile: looked up again */
         else if (removed(v, f->mdfd, f->name))
                 r = -ENOENT;
-        else if (renameat2(f->mdfd, f->tmp, f->mdfd, f->name, RENAME_NOREPLACE) < 0)
+        else if (re && (!S_ISREG(f->bst.st_mode) || !re->may_replace(v, f->mdfd, f->name, re->ud)))
+                r = -EBUSY;             /* changed locally meanwhile: it stays */
+        else if (re ? renameat(f->mdfd, f->tmp, f->mdfd, f->name) < 0
+                    : renameat2(f->mdfd, f->tmp, f->mdfd, f->name, RENAME_NOREPLACE) < 0)
                 r = errno == EEXIST ? -EAGAIN : -errno;
         else
                 f->tmp[0] = 0;
@@ -2387,8 +2391,9 @@ static int fetch_answer(struct view *v, const char *path, uint64_t size, uint64_
         return r == -ENOENT || r == -EAGAIN ? r : -EHOSTDOWN;
 }
 
-int mirror_fetch_name(struct view *v, int mdfd, const char *name,
-                      bool (*removed)(struct view *v, int mdfd, const char *name), int *why)
+static int fetch_name(struct view *v, int mdfd, const char *name,
+                      bool (*removed)(struct view *v, int mdfd, const char *name),
+                      const struct mirror_refresh *re, int *why)
 {
         struct name_fetch *f = g_new0(struct name_fetch, 1);
         struct store_stats ss;
@@ -2428,14 +2433,34 @@ int mirror_fetch_name(struct view *v, int mdfd, const char *name,
         if (r == 0)
                 r = f->result;
         if (r == 0)
-                r = fetch_place(v, f, removed);
-        if (r == 0 && S_ISREG(f->bst.st_mode))
+                r = fetch_place(v, f, removed, re);
+        if (r == 0 && re) {
+                /* As the resync's copy: the store's object (pinned or not) is this file
+                 * now; the log's ids of the replaced object go with it. */
+                note_container(v, mdfd, name, &f->bst);
+                store_cull(v->store);
+                vnode_ids_forget(v);
+        } else if (r == 0 && S_ISREG(f->bst.st_mode)) {
                 fetch_index(v, f);
+        }
         if (why)
                 *why = r;
-        if (r < 0)
+        if (r < 0 && r != -EBUSY)
                 r = fetch_answer(v, path, (uint64_t)f->bst.st_size, room, r);
         g_free(path);
         name_fetch_free(f);
         return r;
+}
+
+int mirror_fetch_name(struct view *v, int mdfd, const char *name,
+                      bool (*removed)(struct view *v, int mdfd, const char *name), int *why)
+{
+        return fetch_name(v, mdfd, name, removed, NULL, why);
+}
+
+int mirror_refresh_name(struct view *v, int mdfd, const char *name,
+                        bool (*removed)(struct view *v, int mdfd, const char *name),
+                        const struct mirror_refresh *re, int *why)
+{
+        return fetch_name(v, mdfd, name, removed, re, why);
 }

@@ -413,6 +413,23 @@ void vfile_switch_all(struct view *v)
         g_ptr_array_free(writers, TRUE);
 }
 
+bool vfile_node_writable(struct view *v, uint64_t id)
+{
+        GHashTableIter it;
+        gpointer key, val;
+        bool found = false;
+
+        pthread_mutex_lock(&v->ftab_lock);
+        g_hash_table_iter_init(&it, v->files);
+        while (!found && g_hash_table_iter_next(&it, &key, &val)) {
+                struct vfile *f = val;
+
+                found = f->id == id && (f->flags & O_ACCMODE) != O_RDONLY;
+        }
+        pthread_mutex_unlock(&v->ftab_lock);
+        return found;
+}
+
 void vfile_flush_dirty(struct view *v)
 {
         GHashTableIter it;

@@ -13,7 +13,11 @@
  * entry the mirror has (a local change, or a copy not shipped yet, stays),
  * and the log is checked again as each object goes in place.  A directory
  * of the server that the mirror has as another object (replaced or moved
- * locally) is left alone.  No answer from the server (or an error that
+ * locally) is left alone.  Where no change waits, the mirror takes the
+ * server's current tree: a file it has in an older version is copied again
+ * and renamed over it, an entry the server removed goes (older_version(),
+ * may_replace(), removable()), and the kernel's entries and pages of the
+ * old objects are invalidated.  No answer from the server (or an error that
  * means it is gone) takes the volume offline as the trickle would.
  *
  * A pin then marks each directory whose every server name is present, or
@@ -34,6 +38,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "view.h"
@@ -184,6 +189,16 @@ static int list_server(struct view *v, int fd, const char *rel, bool recursive,
 
 enum wb_what { WB_PIN, WB_PREFETCH };
 
+/* Now by the clock file ctimes are stamped by (coarse): an entry changed once
+ * the listing began has a ctime of this or later. */
+static int64_t listing_start(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+        return timespec_ns(&ts);
+}
+
 struct wb_walk {
         struct view *v;
         enum wb_what what;
@@ -193,6 +208,7 @@ struct wb_walk {
         struct pin_job *job;
         GArray *newly_pinned;   /* uint64_t: for a cancelled job */
         int gone;               /* atomic: the server's error that stopped the walk */
+        int64_t listed_ns;      /* the coarse clock (as ctimes are) when the listing began */
 };
 
 static bool wb_stopped(struct wb_walk *w)
@@ -264,9 +280,32 @@ struct fetches {
         struct wb_walk *w;
         int mdfd;
         GPtrArray *items;       /* struct sentry *, borrowed */
+        const struct stat *was; /* refreshes: the mirror file each replaces; NULL: fetches */
         int *result;
         guint next;
 };
+
+/*
+ * A newer copy goes over mirror file mdfd/name only if it is still the file
+ * looked at (@ud: its stat then; any change since moves its ctime), no
+ * record not shipped yet changes it, and no open file may write to it (its
+ * writes would go to the old object).  An open file that reads it keeps the
+ * old version, as with a file replaced by rename.
+ */
+static bool may_replace(struct view *v, int mdfd, const char *name, void *ud)
+{
+        const struct stat *was = ud;
+        struct stat now;
+        fuse_ino_t id;
+
+        if (fstatat(mdfd, name, &now, AT_SYMLINK_NOFOLLOW) < 0 || now.st_ino != was->st_ino ||
+            now.st_dev != was->st_dev || timespec_ns(&now.st_ctim) != timespec_ns(&was->st_ctim))
+                return false;
+        if (writeback_object_logged(v, mdfd, name))
+                return false;
+        id = vnode_id_of_ino(v, now.st_ino);
+        return !id || !vfile_node_writable(v, id);
+}
 
 static void *fetch_worker(void *arg)
 {
@@ -281,7 +320,15 @@ static void *fetch_worker(void *arg)
                         f->result[i] = -ECANCELED;
                         continue;
                 }
-                r = mirror_fetch_name(f->w->v, f->mdfd, e->name, writeback_name_logged, &why);
+                if (f->was) {
+                        struct mirror_refresh re = { may_replace, (void *)&f->was[i] };
+
+                        r = mirror_refresh_name(f->w->v, f->mdfd, e->name, writeback_name_logged,
+                                                &re, &why);
+                } else {
+                        r = mirror_fetch_name(f->w->v, f->mdfd, e->name, writeback_name_logged,
+                                              &why);
+                }
                 if (r == -EHOSTDOWN && (why == -ETIMEDOUT || view_server_gone(why)))
                         __atomic_store_n(&f->w->gone, why, __ATOMIC_RELEASE);
                 if (r == 0 && S_ISREG(e->st.st_mode))
@@ -292,9 +339,10 @@ static void *fetch_worker(void *arg)
         return NULL;
 }
 
-static void fetch_all(struct wb_walk *w, int mdfd, GPtrArray *items, int *result)
+static void fetch_all(struct wb_walk *w, int mdfd, GPtrArray *items, const struct stat *was,
+                      int *result)
 {
-        struct fetches f = { w, mdfd, items, result, 0 };
+        struct fetches f = { w, mdfd, items, was, result, 0 };
         unsigned n = w->v->cfg->fetch_threads ? w->v->cfg->fetch_threads : 1, started = 0;
         pthread_t *tids;
 
@@ -324,6 +372,147 @@ static void mark_complete(struct view *v, int mdfd)
                 mirror_dirs_changed();
 }
 
+/* Whether mirror file mdfd/name (@mst) is of an older version of server file @e
+ * than the listing's: copied again.  A file with several names is left to
+ * the resync, which rewrites their shared object in place. */
+static bool older_version(int mdfd, const struct sentry *e, const struct stat *mst,
+                          uint64_t *old_sino)
+{
+        struct mirror_base b;
+
+        if (!S_ISREG(mst->st_mode) || !S_ISREG(e->st.st_mode) || mst->st_nlink != 1 ||
+            e->st.st_nlink != 1 || mirror_get_base(mdfd, e->name, &b) < 0 ||
+            !S_ISREG(b.ver.mode))
+                return false;   /* no base: made locally */
+        *old_sino = b.ver.ino;
+        return b.ver.ino != (uint64_t)e->st.st_ino || b.ver.size != (uint64_t)e->st.st_size ||
+               b.ver.mtime_ns != timespec_ns(&e->st.st_mtim);
+}
+
+/* The kernel's node of mirror directory @mdfd, 0 if it has none. */
+static fuse_ino_t dir_node(struct view *v, int mdfd)
+{
+        struct stat st, root;
+
+        if (fstat(mdfd, &st) < 0 || fstat(v->mirror_fd, &root) < 0)
+                return 0;
+        if (st.st_ino == root.st_ino && st.st_dev == root.st_dev)
+                return FUSE_ROOT_ID;
+        return vnode_id_of_ino(v, st.st_ino);
+}
+
+/* Mirror entry mdfd/name is another object now, or none: the kernel's entry
+ * of it, and the attributes and pages of its old object @old_ino, go.
+ * Called without mode_lock (an invalidation waits for page locks). */
+static void invalidate_entry(struct view *v, int mdfd, const char *name, uint64_t old_ino)
+{
+        fuse_ino_t parent = dir_node(v, mdfd), id = vnode_id_of_ino(v, old_ino);
+
+        if (!v->se)
+                return;
+        if (parent)
+                fuse_lowlevel_notify_inval_entry(v->se, parent, name, strlen(name));
+        if (id)
+                fuse_lowlevel_notify_inval_inode(v->se, id, 0, 0);
+}
+
+/*
+ * Whether mirror entry dfd/name, which the server no longer has, may go: the
+ * server's object (it has a base), mirrored before the listing began (a copy
+ * fetched, or a change shipped, since then has a later ctime), no record not
+ * shipped yet names or changes it, no open file may write to it; a
+ * directory only if all it holds may go too.
+ */
+static bool removable(struct wb_walk *w, int dfd, const char *name, int depth)
+{
+        struct mirror_base b;
+        struct dirent *de;
+        struct stat st;
+        bool ok = true;
+        fuse_ino_t id;
+        int fd;
+        DIR *d;
+
+        if (depth > VIEW_MAX_DEPTH || mirror_is_tmp(name) ||
+            fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+            timespec_ns(&st.st_ctim) >= w->listed_ns || mirror_get_base(dfd, name, &b) < 0 ||
+            writeback_name_logged(w->v, dfd, name) || writeback_object_logged(w->v, dfd, name))
+                return false;
+        if (S_ISREG(st.st_mode))
+                return st.st_nlink == 1 && !((id = vnode_id_of_ino(w->v, st.st_ino)) &&
+                                             vfile_node_writable(w->v, id));
+        if (!S_ISDIR(st.st_mode))
+                return true;
+        fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        d = fd < 0 ? NULL : fdopendir(fd);
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return false;
+        }
+        while (ok && (de = readdir(d)))
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                        ok = removable(w, dirfd(d), de->d_name, depth + 1);
+        closedir(d);
+        return ok;
+}
+
+/* The entries of mirror directory mdfd that the server's listing @dir lacks
+ * and that may go (removable()) are removed, with mode_lock held
+ * exclusively: no change is half done meanwhile. */
+static void remove_gone(struct wb_walk *w, int mdfd, struct sentry *dir)
+{
+        GHashTable *listed = g_hash_table_new(g_str_hash, g_str_equal);
+        GPtrArray *gone = g_ptr_array_new_with_free_func(g_free);
+        struct dirent *de;
+        int fd;
+        DIR *d;
+
+        for (guint i = 0; i < dir->kids->len; i++)
+                g_hash_table_add(listed, ((struct sentry *)dir->kids->pdata[i])->name);
+        fd = openat(mdfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        d = fd < 0 ? NULL : fdopendir(fd);
+        if (!d && fd >= 0)
+                close(fd);
+        while (d && (de = readdir(d)))
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+                    !mirror_is_tmp(de->d_name) && !g_hash_table_contains(listed, de->d_name))
+                        g_ptr_array_add(gone, g_strdup(de->d_name));
+        if (d)
+                closedir(d);
+        for (guint i = 0; i < gone->len && !wb_stopped(w); i++) {
+                const char *name = gone->pdata[i];
+                struct mirror_base b;
+                struct stat st;
+                int r = -EBUSY;
+
+                if (!removable(w, mdfd, name, 0))
+                        continue;
+                pthread_rwlock_wrlock(&w->v->mode_lock);
+                if (__atomic_load_n(&w->v->state, __ATOMIC_ACQUIRE) == VIEW_WRITEBACK &&
+                    fstatat(mdfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    mirror_get_base(mdfd, name, &b) == 0 && removable(w, mdfd, name, 0))
+                        r = view_remove_tree(mdfd, name);
+                pthread_rwlock_unlock(&w->v->mode_lock);
+                if (r < 0) {
+                        if (r != -EBUSY)
+                                log_warn("Write-back: failed to remove '%s', which the server"
+                                         " removed, from the mirror: %s", name, strerror(-r));
+                        continue;
+                }
+                log_debug("Write-back: '%s' is gone from the server: removed from the mirror",
+                          name);
+                vnode_ids_forget(w->v);
+                if (S_ISDIR(st.st_mode))
+                        mirror_dirs_changed();
+                else if (S_ISREG(st.st_mode))
+                        store_drop_ino(w->v->store, b.ver.ino, true);
+                invalidate_entry(w->v, mdfd, name, st.st_ino);
+        }
+        g_hash_table_destroy(listed);
+        g_ptr_array_free(gone, TRUE);
+}
+
 /*
  * One directory of the walk: mdfd is the mirror's, @dir the server's as
  * listed.  Returns whether every name of it is now in the mirror (or left
@@ -332,9 +521,14 @@ static void mark_complete(struct view *v, int mdfd)
 static bool wb_dir(struct wb_walk *w, int mdfd, struct sentry *dir, int depth)
 {
         GPtrArray *fetch = g_ptr_array_new(), *walk = g_ptr_array_new();
+        GPtrArray *refresh = g_ptr_array_new();
+        GArray *was = g_array_new(FALSE, FALSE, sizeof(struct stat));
+        GArray *old_sinos = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+        uint64_t old_sino;
         bool whole = true;
         int *result;
 
+        remove_gone(w, mdfd, dir);
         for (guint i = 0; i < dir->kids->len && !wb_stopped(w); i++) {
                 struct sentry *e = dir->kids->pdata[i];
                 struct stat mst;
@@ -346,15 +540,44 @@ static bool wb_dir(struct wb_walk *w, int mdfd, struct sentry *dir, int depth)
                 /* Created, removed or moved by a change not shipped: the log's. */
                 if (writeback_name_logged(w->v, mdfd, e->name))
                         continue;
-                if (fstatat(mdfd, e->name, &mst, AT_SYMLINK_NOFOLLOW) < 0)
+                if (fstatat(mdfd, e->name, &mst, AT_SYMLINK_NOFOLLOW) < 0) {
                         g_ptr_array_add(fetch, e);
-                else if (S_ISREG(e->st.st_mode))
+                } else if (older_version(mdfd, e, &mst, &old_sino)) {
+                        g_ptr_array_add(refresh, e);
+                        g_array_append_val(was, mst);
+                        g_array_append_val(old_sinos, old_sino);
+                } else if (S_ISREG(e->st.st_mode))
                         pin_mirror_file(w, mdfd, e->name, (uint64_t)e->st.st_ino);
                 else if (S_ISDIR(e->st.st_mode) && S_ISDIR(mst.st_mode))
                         g_ptr_array_add(walk, e);
         }
+        result = g_new0(int, refresh->len ? refresh->len : 1);
+        fetch_all(w, mdfd, refresh, (const struct stat *)(void *)was->data, result);
+        for (guint i = 0; i < refresh->len; i++) {
+                struct sentry *e = refresh->pdata[i];
+                const struct stat *old = &g_array_index(was, struct stat, i);
+                int r = result[i];
+
+                /* -EBUSY: changed locally meanwhile, -ENOENT: gone from the server. */
+                if (r == 0) {
+                        log_debug("Write-back: '%s' is of a newer version on the server: copied"
+                                  " again", e->name);
+                        invalidate_entry(w->v, mdfd, e->name, old->st_ino);
+                        /* Replaced on the server: the store's object of the old one goes. */
+                        old_sino = g_array_index(old_sinos, uint64_t, i);
+                        if (old_sino != (uint64_t)e->st.st_ino)
+                                store_drop_ino(w->v->store, old_sino, true);
+                } else if (r != -EBUSY && r != -ENOENT) {
+                        whole = false;
+                        if (r != -ECANCELED)
+                                w->res->failed++;
+                }
+                pin_mirror_file(w, mdfd, e->name, (uint64_t)e->st.st_ino);
+                wb_progress(w);
+        }
+        g_free(result);
         result = g_new0(int, fetch->len ? fetch->len : 1);
-        fetch_all(w, mdfd, fetch, result);
+        fetch_all(w, mdfd, fetch, NULL, result);
         for (guint i = 0; i < fetch->len; i++) {
                 struct sentry *e = fetch->pdata[i];
                 struct stat mst;
@@ -403,6 +626,9 @@ static bool wb_dir(struct wb_walk *w, int mdfd, struct sentry *dir, int depth)
         w->res->dirs++;
         g_ptr_array_free(fetch, TRUE);
         g_ptr_array_free(walk, TRUE);
+        g_ptr_array_free(refresh, TRUE);
+        g_array_free(was, TRUE);
+        g_array_free(old_sinos, TRUE);
         return whole;
 }
 
@@ -524,6 +750,7 @@ int pin_subtree_writeback(struct view *v, int fd, const char *rel, bool recursiv
         int r;
 
         memset(res, 0, sizeof(*res));
+        w.listed_ns = listing_start();
         r = list_server(v, fd, rel, recursive, &top);
         if (r == 0) {
                 /* Admission, as online: the files not pinned yet must fit. */
@@ -563,6 +790,7 @@ int prefetch_subtree_writeback(struct view *v, int fd, const char *rel, bool rec
         int r;
 
         memset(res, 0, sizeof(*res));
+        w.listed_ns = listing_start();
         r = list_server(v, fd, rel, recursive, &top);
         if (r == 0) {
                 uint64_t bytes = 0;

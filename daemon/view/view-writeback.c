@@ -280,6 +280,35 @@ bool writeback_name_logged(struct view *v, int mdfd, const char *name)
         return n.named;
 }
 
+struct lid_ref {
+        uint64_t lid;
+        bool named;
+};
+
+static int touches_it(void *ud, const struct oplog_record *rec)
+{
+        struct lid_ref *l = ud;
+
+        if (rec->state == OPLOG_APPLIED)
+                return 0;
+        l->named = rec->lid == l->lid || rec->other == l->lid || rec->parent == l->lid ||
+                   rec->parent2 == l->lid;
+        return l->named ? -1 : 0;
+}
+
+bool writeback_object_logged(struct view *v, int mdfd, const char *name)
+{
+        struct lid_ref l = { 0 };
+        bool known;
+
+        pthread_mutex_lock(&v->offline_lock);
+        known = entry_lid(v, mdfd, name, &l.lid);
+        if (known)
+                oplog_foreach(v->oplog, false, touches_it, &l);
+        pthread_mutex_unlock(&v->offline_lock);
+        return l.named;
+}
+
 int writeback_fetch_name(struct view *v, int mdfd, const char *name)
 {
         if (__atomic_load_n(&v->state, __ATOMIC_ACQUIRE) != VIEW_WRITEBACK)

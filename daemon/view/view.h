@@ -254,6 +254,8 @@ void vfile_set_fh_floor(struct view *v, uint64_t fh);
 void vfile_switch_all(struct view *v);
 /* Logs the content of files written offline and still open. */
 void vfile_flush_dirty(struct view *v);
+/* Whether an open file of node @id may write to it. */
+bool vfile_node_writable(struct view *v, uint64_t id);
 
 /* view-listing.c: a directory handle's listing, offsets its own (see there). */
 struct dirlist;
@@ -510,6 +512,19 @@ int mirror_cache_file(struct view *v, int bdfd, const char *name);
  */
 int mirror_fetch_name(struct view *v, int mdfd, const char *name,
                       bool (*removed)(struct view *v, int mdfd, const char *name), int *why);
+/* What mirror_refresh_name() may put a newer copy over: may_replace() is
+ * asked with mode_lock held exclusively, as the copy would go in place. */
+struct mirror_refresh {
+        bool (*may_replace)(struct view *v, int mdfd, const char *name, void *ud);
+        void *ud;
+};
+/* As mirror_fetch_name(), for regular file @name the mirror has in an older
+ * version of the server's: the server's current one is copied and renamed
+ * over it if re->may_replace() lets it (else -EBUSY), and the store's
+ * object becomes the new copy. */
+int mirror_refresh_name(struct view *v, int mdfd, const char *name,
+                        bool (*removed)(struct view *v, int mdfd, const char *name),
+                        const struct mirror_refresh *re, int *why);
 /* The cached (unpinned) file @rel of the mirror, if it is still the file of
  * descriptor fd, goes, and the directories only it kept. */
 int mirror_remove_cached(struct view *v, const char *rel, int fd);
@@ -591,6 +606,9 @@ int writeback_fetch_name(struct view *v, int mdfd, const char *name);
 /* Whether a record not yet on the server creates, removes or moves @name in
  * mirror directory @mdfd (the application's doing: never fetched over). */
 bool writeback_name_logged(struct view *v, int mdfd, const char *name);
+/* Whether a record not yet on the server changes mirror entry mdfd/name's
+ * object (its content, attributes, names, or, a directory, its entries). */
+bool writeback_object_logged(struct view *v, int mdfd, const char *name);
 /*
  * view-pin-writeback.c: pin, prefetch and unpin in writeback, on the
  * mirror's object @fd (volume path @rel): the server's subtree is listed

@@ -117,6 +117,7 @@ def pinned_volume(name, mode, seed_files, over_link=False, extra=()):
         server = vol.link.server
     os.makedirs(os.path.join(server, "proj"))
     for p, d in seed_files.items():
+        os.makedirs(os.path.dirname(os.path.join(server, "proj", p)), exist_ok=True)
         write_file(os.path.join(server, "proj", p), d)
     vol.start()
     eq(vol.ctl("pin recursive", "proj").get("mirrored"), "yes", "pin recursive: mirrored")
@@ -395,6 +396,60 @@ def refresh():
     vol.stop()
 
 
+def repin():
+    """In writeback, a pin of a pinned tree again takes the server's current
+    tree: a file changed there is copied again (a name looked up before reads
+    the new bytes, an open file reads on the version it opened), a file or
+    directory removed there goes, one added comes; a file changed locally and
+    not shipped (held as a conflict) stays as the application wrote it."""
+    seed = {"changed": b"old bytes\n", "same": b"same\n", "removed": b"bye\n",
+            "mine": b"base\n", "olddir/x": b"x\n", "sub/c": b"old c\n", "writing": b"w0\n"}
+    vol = pinned_volume("writeback-repin", "yes", seed, extra=["HoardInterval=1h"])
+    v = lambda *p: vol.v("proj", *p)          # noqa: E731
+    b = lambda *p: vol.b("proj", *p)          # noqa: E731
+    eq(vol.state()["state"], "writeback", "repin: writeback")
+    eq(read_file(v("changed")), b"old bytes\n", "repin: the pinned file reads (the kernel caches it)")
+    held = open(v("changed"), "rb")
+    writer = open(v("writing"), "r+b", buffering=0)
+    writer.write(b"w1")         # written, not closed: not in the log yet
+    write_file(b("writing"), b"theirs, meanwhile\n")
+    # Changed there first, then here: shipping it finds a conflict, so it stays pending.
+    write_file(b("mine"), b"theirs\n")
+    write_file(v("mine"), b"mine, not shipped\n")
+    write_file(b("changed"), b"new bytes from the server\n")
+    write_file(b("sub", "c"), b"new c\n")
+    os.unlink(b("removed"))
+    shutil.rmtree(b("olddir"))
+    write_file(b("added"), b"added there\n")
+    write_file(b("sub", "added2"), b"added in sub\n")
+    q = vol.ctl("pin recursive", "proj", ok=False)
+    eq((q["_rc"], q.get("state")), (0, "writeback"), f"repin: pin again in writeback ({q['_err']})")
+    eq(read_file(v("changed")), b"new bytes from the server\n",
+       "repin: a file changed on the server reads the server's new bytes")
+    eq(read_file(v("sub", "c")), b"new c\n", "repin: ... below too")
+    eq(held.read(), b"old bytes\n", "repin: a file held open reads on the version it opened")
+    held.close()
+    eq(err_of(lambda: os.stat(v("removed"))), errno.ENOENT, "repin: a file removed on the server is gone")
+    eq(err_of(lambda: os.stat(v("olddir"))), errno.ENOENT,
+       "repin: a directory removed on the server is gone")
+    check("removed" not in os.listdir(v()) and "olddir" not in os.listdir(v()),
+          "repin: ... and not listed")
+    eq((read_file(v("added")), read_file(v("sub", "added2"))), (b"added there\n", b"added in sub\n"),
+       "repin: files added on the server are there")
+    eq(read_file(v("same")), b"same\n", "repin: an unchanged file reads on")
+    eq(read_file(v("mine")), b"mine, not shipped\n",
+       "repin: a file changed locally and not shipped stays as the application wrote it")
+    writer.close()
+    eq(read_file(v("writing")), b"w1\n", "repin: a file held open for writing stays the writer's")
+    # Offline, the mirror alone serves: it holds the server's tree.
+    eq(vol.ctl("disconnect")["state"], "offline", "repin: disconnect")
+    eq((read_file(v("changed")), read_file(v("added"))),
+       (b"new bytes from the server\n", b"added there\n"), "repin: offline, the mirror has the new tree")
+    eq(err_of(lambda: os.stat(v("removed"))), errno.ENOENT, "repin: offline, the removed file is gone")
+    eq(read_file(v("mine")), b"mine, not shipped\n", "repin: offline, the local change stays")
+    vol.stop()
+
+
 def fetch_misses():
     """In writeback, a name outside the pins is fetched from the server at its
     first lookup (one name, never the directory): files whole, directories
@@ -561,6 +616,7 @@ def main():
     vol.stop()
 
     fetch_misses()
+    repin()
     refresh()
     link_cut()
     link_auto()
