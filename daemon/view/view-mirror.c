@@ -2206,6 +2206,7 @@ struct name_fetch {
         int root_fd, mdfd;      /* dups: the backing root, the mirror directory */
         char *rel, *name;       /* the directory's volume path, the name */
         uint64_t dir_ino;       /* the directory's server inode (0: the root) */
+        bool links;             /* a pin's: a file with several names is one object */
         uint64_t room;          /* bytes a file may have (CacheSize) */
         struct stat bst;        /* the server's object */
         char tmp[64];           /* the temporary made in mdfd, "" when none */
@@ -2237,7 +2238,7 @@ static int fetch_as_tmp(struct name_fetch *f, int bdfd)
         switch (f->bst.st_mode & S_IFMT) {
         case S_IFREG:
                 /* The mirror keeps the links of pinned files only. */
-                if (f->bst.st_nlink > 1)
+                if (f->bst.st_nlink > 1 && !f->links)
                         return -EMLINK;
                 if ((uint64_t)f->bst.st_size > f->room)
                         return -EFBIG;
@@ -2302,12 +2303,15 @@ static int name_fetch_work(void *arg, struct backing_progress *p)
  * The fetched object goes in place, with mode_lock held exclusively: no
  * switch and no change half done (applied to the mirror, not yet logged)
  * meanwhile, so the log says all that was done to the directory.  Never
- * over anything the mirror has.
+ * over anything the mirror has, but a refresh's file (@re) when
+ * re->may_replace() lets it.
  */
 static int fetch_place(struct view *v, struct name_fetch *f,
                        bool (*removed)(struct view *v, int mdfd, const char *name),
                        const struct mirror_refresh *re)
 {
+        bool linked = f->links && S_ISREG(f->bst.st_mode) && f->bst.st_nlink > 1;
+        struct stat st;
         int r = 0;
 
         pthread_rwlock_wrlock(&v->mode_lock);
@@ -2317,11 +2321,20 @@ static int fetch_place(struct view *v, struct name_fetch *f,
                 r = -ENOENT;
         else if (re && (!S_ISREG(f->bst.st_mode) || !re->may_replace(v, f->mdfd, f->name, re->ud)))
                 r = -EBUSY;             /* changed locally meanwhile: it stays */
+        else if (linked && !re && fstatat(f->mdfd, f->name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                r = -EAGAIN;
+        /* Another name of it was mirrored: this one becomes a link of that object
+         * (under the lock, so two names fetched at once do not make two). */
+        else if (linked && link_partner(v, f->mdfd, f->name, &f->bst) == 0)
+                r = 0;
         else if (re ? renameat(f->mdfd, f->tmp, f->mdfd, f->name) < 0
                     : renameat2(f->mdfd, f->tmp, f->mdfd, f->name, RENAME_NOREPLACE) < 0)
                 r = errno == EEXIST ? -EAGAIN : -errno;
         else
                 f->tmp[0] = 0;
+        /* Put in place as the first name of its object: the next finds it. */
+        if (r == 0 && linked && !f->tmp[0])
+                index_links(v, f->mdfd, f->name, &f->bst);
         pthread_rwlock_unlock(&v->mode_lock);
         if (r == 0 && S_ISDIR(f->bst.st_mode))
                 mirror_dirs_changed();
@@ -2393,7 +2406,7 @@ static int fetch_answer(struct view *v, const char *path, uint64_t size, uint64_
 
 static int fetch_name(struct view *v, int mdfd, const char *name,
                       bool (*removed)(struct view *v, int mdfd, const char *name),
-                      const struct mirror_refresh *re, int *why)
+                      const struct mirror_refresh *re, bool links, int *why)
 {
         struct name_fetch *f = g_new0(struct name_fetch, 1);
         struct store_stats ss;
@@ -2407,6 +2420,7 @@ static int fetch_name(struct view *v, int mdfd, const char *name,
         f->root_fd = fcntl(v->root_fd, F_DUPFD_CLOEXEC, 0);
         f->mdfd = fcntl(mdfd, F_DUPFD_CLOEXEC, 0);
         f->name = g_strdup(name);
+        f->links = links && v->mirror_links_fd >= 0;
         if (f->root_fd < 0 || f->mdfd < 0 || fstat(mdfd, &mst) < 0 ||
             fstat(v->mirror_fd, &root) < 0)
                 r = -errno;
@@ -2434,9 +2448,10 @@ static int fetch_name(struct view *v, int mdfd, const char *name,
                 r = f->result;
         if (r == 0)
                 r = fetch_place(v, f, removed, re);
-        if (r == 0 && re) {
+        if (r == 0 && (re || (f->links && S_ISREG(f->bst.st_mode) && f->bst.st_nlink > 1))) {
                 /* As the resync's copy: the store's object (pinned or not) is this file
-                 * now; the log's ids of the replaced object go with it. */
+                 * now (a file with several names: not an unpinned container, whose
+                 * cull would remove one name); the log's ids of a replaced object go. */
                 note_container(v, mdfd, name, &f->bst);
                 store_cull(v->store);
                 vnode_ids_forget(v);
@@ -2455,12 +2470,19 @@ static int fetch_name(struct view *v, int mdfd, const char *name,
 int mirror_fetch_name(struct view *v, int mdfd, const char *name,
                       bool (*removed)(struct view *v, int mdfd, const char *name), int *why)
 {
-        return fetch_name(v, mdfd, name, removed, NULL, why);
+        return fetch_name(v, mdfd, name, removed, NULL, false, why);
+}
+
+int mirror_fetch_pinned_name(struct view *v, int mdfd, const char *name,
+                             bool (*removed)(struct view *v, int mdfd, const char *name),
+                             int *why)
+{
+        return fetch_name(v, mdfd, name, removed, NULL, true, why);
 }
 
 int mirror_refresh_name(struct view *v, int mdfd, const char *name,
                         bool (*removed)(struct view *v, int mdfd, const char *name),
                         const struct mirror_refresh *re, int *why)
 {
-        return fetch_name(v, mdfd, name, removed, re, why);
+        return fetch_name(v, mdfd, name, removed, re, false, why);
 }

@@ -325,6 +325,9 @@ static void *fetch_worker(void *arg)
 
                         r = mirror_refresh_name(f->w->v, f->mdfd, e->name, writeback_name_logged,
                                                 &re, &why);
+                } else if (f->w->what == WB_PIN) {
+                        r = mirror_fetch_pinned_name(f->w->v, f->mdfd, e->name,
+                                                     writeback_name_logged, &why);
                 } else {
                         r = mirror_fetch_name(f->w->v, f->mdfd, e->name, writeback_name_logged,
                                               &why);

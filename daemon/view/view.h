@@ -512,6 +512,12 @@ int mirror_cache_file(struct view *v, int bdfd, const char *name);
  */
 int mirror_fetch_name(struct view *v, int mdfd, const char *name,
                       bool (*removed)(struct view *v, int mdfd, const char *name), int *why);
+/* As mirror_fetch_name(), for a pin: a file with several names on the server
+ * is fetched too, as one object of the mirror that its names share (the
+ * resync's hard links), not an unpinned container. */
+int mirror_fetch_pinned_name(struct view *v, int mdfd, const char *name,
+                             bool (*removed)(struct view *v, int mdfd, const char *name),
+                             int *why);
 /* What mirror_refresh_name() may put a newer copy over: may_replace() is
  * asked with mode_lock held exclusively, as the copy would go in place. */
 struct mirror_refresh {

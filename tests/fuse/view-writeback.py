@@ -422,8 +422,11 @@ def repin():
     shutil.rmtree(b("olddir"))
     write_file(b("added"), b"added there\n")
     write_file(b("sub", "added2"), b"added in sub\n")
+    write_file(b("linked"), b"one object, two names\n")
+    os.link(b("linked"), b("sub", "linked2"))
     q = vol.ctl("pin recursive", "proj", ok=False)
-    eq((q["_rc"], q.get("state")), (0, "writeback"), f"repin: pin again in writeback ({q['_err']})")
+    eq((q["_rc"], q.get("state"), q.get("mirrored")), (0, "writeback", "yes"),
+       f"repin: pin again in writeback, mirrored whole ({q['_err']})")
     eq(read_file(v("changed")), b"new bytes from the server\n",
        "repin: a file changed on the server reads the server's new bytes")
     eq(read_file(v("sub", "c")), b"new c\n", "repin: ... below too")
@@ -437,6 +440,10 @@ def repin():
     eq((read_file(v("added")), read_file(v("sub", "added2"))), (b"added there\n", b"added in sub\n"),
        "repin: files added on the server are there")
     eq(read_file(v("same")), b"same\n", "repin: an unchanged file reads on")
+    eq((read_file(v("linked")), read_file(v("sub", "linked2"))), (b"one object, two names\n",) * 2,
+       "repin: a file with two names on the server fetched")
+    st1, st2 = os.stat(v("linked")), os.stat(v("sub", "linked2"))
+    eq((st1.st_ino, st1.st_nlink), (st2.st_ino, 2), "repin: ... as one object with two links")
     eq(read_file(v("mine")), b"mine, not shipped\n",
        "repin: a file changed locally and not shipped stays as the application wrote it")
     writer.close()
@@ -447,6 +454,7 @@ def repin():
        (b"new bytes from the server\n", b"added there\n"), "repin: offline, the mirror has the new tree")
     eq(err_of(lambda: os.stat(v("removed"))), errno.ENOENT, "repin: offline, the removed file is gone")
     eq(read_file(v("mine")), b"mine, not shipped\n", "repin: offline, the local change stays")
+    eq(os.stat(v("linked")).st_nlink, 2, "repin: offline, the file with two names has two links")
     vol.stop()
 
 
