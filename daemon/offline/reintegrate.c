@@ -38,6 +38,7 @@
 #include "fault.h"
 #include "oplog-internal.h"
 #include "reintegrate-pool.h"
+#include "regular-file.h"
 #include "reintegrate.h"
 
 #define EMPTY_BLOB_ID "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
@@ -409,10 +410,22 @@ static int read_all_fd(int fd, char **out, size_t *size)
  */
 static int open_noatime(int pfd, const char *name, int flags)
 {
-        int fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME | flags);
+        int fd;
 
-        if (fd < 0 && errno == EPERM)
-                fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | flags);
+        if (flags & O_DIRECTORY) {
+                fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME | flags);
+                if (fd < 0 && errno == EPERM)
+                        fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | flags);
+                return fd;
+        }
+        /* A file: never a FIFO or a device node put in its place. */
+        fd = regular_open_at(pfd, name, O_RDONLY | O_NOATIME | flags, NULL);
+        if (fd == -EPERM)
+                fd = regular_open_at(pfd, name, O_RDONLY | flags, NULL);
+        if (fd < 0) {
+                errno = -fd;
+                return -1;
+        }
         return fd;
 }
 
@@ -1241,9 +1254,9 @@ static int finish_in_place(int pfd, const char *name, const char *tmp, int tmp_f
 {
         int fd, e;
 
-        fd = openat(pfd, name, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+        fd = regular_open_at(pfd, name, O_WRONLY | O_TRUNC, NULL);
         if (fd < 0)
-                return -errno;
+                return fd;
         fault_point(FAULT_REINT_LINKED_WRITE);
         e = oplog_copy_fd(fd, tmp_fd);
         if (e >= 0 && fsync(fd) < 0)

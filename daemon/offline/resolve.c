@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "oplog-internal.h"
+#include "regular-file.h"
 #include "resolve.h"
 
 static const char *const how_names[] = { "local", "remote", "both", "merged" };
@@ -177,10 +178,10 @@ static int server_now(int pfd, const char *name, struct stat *st, char id[FCACHE
                 return errno == ENOENT ? 0 : -errno;
         }
         if (S_ISREG(st->st_mode)) {
-                int fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                int fd = regular_open_at(pfd, name, O_RDONLY, NULL);
 
                 if (fd < 0)
-                        return -errno;
+                        return fd;
                 e = read_fd(fd, &data, &size);
                 close(fd);
         } else if (S_ISLNK(st->st_mode)) {
@@ -247,10 +248,10 @@ static int rebase(struct oplog *log, struct oplog_object *o, int pfd, const char
                 return 0; /* gone: the records that still name it are dropped */
         oplog_version_from_stat(&o->base, &st);
         if (S_ISREG(st.st_mode)) {
-                int fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                int fd = regular_open_at(pfd, name, O_RDONLY, NULL);
 
                 if (fd < 0)
-                        return -errno;
+                        return fd;
                 e = oplog_put_base_fd(log, fd, o->base.content);
                 close(fd);
                 if (e < 0)

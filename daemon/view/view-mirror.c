@@ -533,9 +533,9 @@ static int copy_to_tmp(int bdfd, int mdfd, const char *name, const struct stat *
         int bfd, tfd, r;
 
         /* O_NOATIME: the copy is the daemon's read, not an application's. */
-        bfd = openat(bdfd, name, O_RDONLY | O_NOFOLLOW | O_NOATIME | O_CLOEXEC);
+        bfd = regular_open_at(bdfd, name, O_RDONLY | O_NOATIME, NULL);
         if (bfd < 0)
-                return -errno;
+                return bfd;
         tmp_name(tmp, tmplen);
         tfd = openat(mdfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (tfd < 0) {
@@ -874,10 +874,10 @@ static int rewrite_shared(struct view *v, int bdfd, int mdfd, const char *name,
         entry_path(p, sizeof(p), mdfd, name);
         if (lremovexattr(p, XATTR_BASE) < 0 && errno != ENODATA)
                 r = -errno;
-        if (r == 0 && (bfd = openat(bdfd, name, O_RDONLY | O_NOFOLLOW | O_NOATIME | O_CLOEXEC)) < 0)
-                r = -errno;
-        if (r == 0 && (mfd = openat(mdfd, name, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC)) < 0)
-                r = -errno;
+        if (r == 0 && (bfd = regular_open_at(bdfd, name, O_RDONLY | O_NOATIME, NULL)) < 0)
+                r = bfd;
+        if (r == 0 && (mfd = regular_open_at(mdfd, name, O_WRONLY | O_TRUNC, NULL)) < 0)
+                r = mfd;
         if (r == 0)
                 r = copy_content(bfd, mfd, bst->st_size, copied);
         if (r == 0 && fsync(mfd) < 0)
@@ -929,8 +929,8 @@ static bool holds_same_bytes(int bdfd, int mdfd, const char *name)
         bool same;
 
         /* O_NOATIME: the comparison is the daemon's read (as copy_to_tmp()'s). */
-        bfd = openat(bdfd, name, O_RDONLY | O_NOFOLLOW | O_NOATIME | O_CLOEXEC);
-        mfd = openat(mdfd, name, O_RDONLY | O_NOFOLLOW | O_NOATIME | O_CLOEXEC);
+        bfd = regular_open_at(bdfd, name, O_RDONLY | O_NOATIME, NULL);
+        mfd = regular_open_at(mdfd, name, O_RDONLY | O_NOATIME, NULL);
         same = bfd >= 0 && mfd >= 0 && same_bytes(bfd, mfd);
         if (bfd >= 0)
                 close(bfd);
@@ -1691,6 +1691,19 @@ static int open_beneath(int dfd, const char *path, int flags)
         return fd < 0 ? -errno : fd;
 }
 
+/* open_beneath() of a regular file only (regular-file.h): a container's
+ * name may be a FIFO or a device node by now. */
+static int open_beneath_regular(int dfd, const char *path, int flags)
+{
+        int pfd = open_beneath(dfd, path, O_PATH), fd;
+
+        if (pfd < 0)
+                return pfd;
+        fd = regular_reopen(pfd, flags, NULL);
+        close(pfd);
+        return fd;
+}
+
 /*
  * The store's container function: the mirror file at id->path, if it holds
  * exactly that identity: its base says so, and its own size and mtime are
@@ -1705,9 +1718,9 @@ static int container_open(void *ud, const struct store_identity *id)
 
         if (!id->path)
                 return -ENOENT;
-        fd = open_beneath(v->mirror_fd, id->path, O_RDONLY | O_NOATIME);
+        fd = open_beneath_regular(v->mirror_fd, id->path, O_RDONLY | O_NOATIME);
         if (fd == -EPERM)
-                fd = open_beneath(v->mirror_fd, id->path, O_RDONLY);
+                fd = open_beneath_regular(v->mirror_fd, id->path, O_RDONLY);
         if (fd < 0)
                 return fd;
         r = fstat(fd, &st) < 0 ? -errno : mirror_get_base(fd, NULL, &b);
@@ -1846,7 +1859,7 @@ int mirror_open_copy(struct view *v, int dfd, const char *name, uint64_t ino)
         dir = g_path_get_dirname(rel);
         r = mirror_get_base(v->mirror_fd, strcmp(dir, ".") ? dir : NULL, &b);
         if (r == 0 && (b.flags & MIRROR_COMPLETE))
-                fd = open_beneath(v->mirror_fd, rel, O_WRONLY);
+                fd = open_beneath_regular(v->mirror_fd, rel, O_WRONLY);
         /* The server's object, alone: not a file made offline nor one shared
          * with other names or the store. */
         if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
@@ -2149,7 +2162,7 @@ static int cached_still_valid(void *ud, const struct store_identity *id)
                 r = -ESTALE;
         if (r == 0)
                 return 0;
-        fd = open_beneath(v->mirror_fd, id->path, O_RDONLY);
+        fd = open_beneath_regular(v->mirror_fd, id->path, O_RDONLY);
         if (fd >= 0 && !__atomic_load_n(&v->conflicts, __ATOMIC_RELAXED) &&
             mirror_get_base(fd, NULL, &b) == 0 && b.ver.ino == id->ino &&
             fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1)
@@ -2178,7 +2191,7 @@ static void drop_moved_cached(struct view *v, int dfd, const char *name, const c
         struct mirror_base b;
         struct stat bst, mst;
         uint64_t lid;
-        int fd = open_beneath(v->mirror_fd, rel, O_RDONLY), r;
+        int fd = open_beneath_regular(v->mirror_fd, rel, O_RDONLY), r;
 
         if (fd < 0)
                 return;

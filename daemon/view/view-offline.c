@@ -212,10 +212,10 @@ static int child_lid(struct view *v, int dfd, const char *name, uint64_t plid, u
         /* First change of this object while offline: register its base. */
         ver = b.ver;
         if (S_ISREG(ver.mode)) {
-                int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                int fd = regular_open_at(dfd, name, O_RDONLY, NULL);
 
                 if (fd < 0)
-                        return -errno;
+                        return fd;
                 r = oplog_put_base_fd(v->oplog, fd, ver.content);
                 close(fd);
                 if (r < 0)
@@ -506,9 +506,9 @@ int offline_note_atomic_save(struct view *v, uint64_t plid, const char *name, ui
         struct stat st;
         int fd, r;
 
-        fd = openat(npfd, newname, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        fd = regular_open_at(npfd, newname, O_RDONLY, NULL);
         if (fd < 0)
-                return -errno;
+                return fd;
         pthread_mutex_lock(&v->offline_lock);
         /* The temporary goes (its create and content cancel), the file gets its bytes. */
         r = oplog_record_unlink(v->oplog, plid, name, lid);

@@ -109,10 +109,8 @@ static int walk(struct view *v, int fd, bool recursive, file_fn fn, void *ud,
 static int open_file(int dfd, const char *name)
 {
         /* O_NOATIME: a pin is not an access by an application. */
-        int fd = name ? openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NOATIME | O_CLOEXEC)
-                      : backing_reopen(dfd, O_RDONLY | O_NOATIME);
-
-        return fd < 0 && name ? -errno : fd;
+        return name ? regular_open_at(dfd, name, O_RDONLY | O_NOATIME, NULL)
+                    : backing_reopen(dfd, O_RDONLY | O_NOATIME);
 }
 
 static int measure_one(struct view *v, int dfd, const char *name, const struct stat *st,

@@ -140,12 +140,9 @@ static void reindex_file(struct reindex *r, int mdfd, int bdfd, const char *name
         uint64_t lid;
         int fd, same, e;
 
-        /* Regular files only (opening a FIFO would wait for a writer). */
-        if (fstatat(mdfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
-                return;
-        fd = openat(mdfd, name, O_RDONLY | O_NOFOLLOW | O_NOATIME | O_CLOEXEC);
-        if (fd < 0 && errno == EPERM)
-                fd = openat(mdfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        fd = regular_open_at(mdfd, name, O_RDONLY | O_NOATIME, &st);
+        if (fd == -EPERM)
+                fd = regular_open_at(mdfd, name, O_RDONLY, &st);
         if (fd < 0)
                 return;
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||

@@ -32,6 +32,7 @@
 
 #include "ctlmsg.h"
 #include "oplog.h"
+#include "regular-file.h"
 #include "store.h"
 #include "volume-config.h"
 
