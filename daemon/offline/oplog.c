@@ -383,6 +383,13 @@ static int step_int(sqlite3_stmt *st, int64_t *out)
         return rc == SQLITE_DONE ? 0 : oplog_sqlite_errno(rc);
 }
 
+/* Binds n int64_t arguments to ?1..?n. */
+static void bind_ints(sqlite3_stmt *st, int n, va_list ap)
+{
+        for (int i = 0; i < n; i++)
+                sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+}
+
 /* Runs a one-integer query with up to three integer arguments. */
 static int query_int(struct oplog *log, int64_t *out, const char *sql, int n, ...)
 {
@@ -394,8 +401,7 @@ static int query_int(struct oplog *log, int64_t *out, const char *sql, int n, ..
         if (e < 0)
                 return e;
         va_start(ap, n);
-        for (int i = 0; i < n; i++)
-                sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+        bind_ints(st, n, ap);
         va_end(ap);
         e = step_int(st, out);
         sqlite3_finalize(st);
@@ -414,8 +420,7 @@ static int query_int_cached(struct oplog *log, unsigned slot, int64_t *out, cons
         if (e < 0)
                 return e;
         va_start(ap, n);
-        for (int i = 0; i < n; i++)
-                sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+        bind_ints(st, n, ap);
         va_end(ap);
         e = step_int(st, out);
         release_cached(st);
