@@ -400,18 +400,23 @@ static struct job *job_new(enum call call, int dirfd, const char *name, int flag
 }
 
 /* Only the backing may hang: the mirror (offline) is local. */
-bool backing_bounded(struct view *v)
+bool backing_bounded_in(struct view *v, bool offline)
 {
         /* A local filesystem does not go away as a server does: its calls
          * are plain ones, without a helper thread's round trip. */
-        return v->cfg->backing_timeout_ms && !v->backing_local && !view_offline(v);
+        return v->cfg->backing_timeout_ms && !v->backing_local && !offline;
 }
 
-int backing_fstatat(struct view *v, int dirfd, const char *name, struct stat *st)
+bool backing_bounded(struct view *v)
+{
+        return backing_bounded_in(v, view_offline(v));
+}
+
+int backing_fstatat_in(struct view *v, bool offline, int dirfd, const char *name, struct stat *st)
 {
         struct job *j;
 
-        if (!backing_bounded(v)) {
+        if (!backing_bounded_in(v, offline)) {
                 if (fstatat(dirfd, name ? name : "", st,
                             AT_SYMLINK_NOFOLLOW | (name && *name ? 0 : AT_EMPTY_PATH)) < 0)
                         return -errno;
@@ -421,12 +426,17 @@ int backing_fstatat(struct view *v, int dirfd, const char *name, struct stat *st
         return j ? submit(v, j, st) : -ENOMEM;
 }
 
-int backing_openat(struct view *v, int dirfd, const char *name, int flags)
+int backing_fstatat(struct view *v, int dirfd, const char *name, struct stat *st)
+{
+        return backing_fstatat_in(v, view_offline(v), dirfd, name, st);
+}
+
+int backing_openat_in(struct view *v, bool offline, int dirfd, const char *name, int flags)
 {
         struct job *j;
         int fd;
 
-        if (!backing_bounded(v)) {
+        if (!backing_bounded_in(v, offline)) {
                 fd = openat(dirfd, name, flags);
                 return fd < 0 ? -errno : fd;
         }
@@ -434,13 +444,19 @@ int backing_openat(struct view *v, int dirfd, const char *name, int flags)
         return j ? submit(v, j, NULL) : -ENOMEM;
 }
 
-int backing_reopen_bounded(struct view *v, int pathfd, int flags, const struct caller_id *id)
+int backing_openat(struct view *v, int dirfd, const char *name, int flags)
+{
+        return backing_openat_in(v, view_offline(v), dirfd, name, flags);
+}
+
+int backing_reopen_in(struct view *v, bool offline, int pathfd, int flags,
+                      const struct caller_id *id)
 {
         struct creds c = { false };
         struct job *j;
         int r;
 
-        if (!backing_bounded(v)) {
+        if (!backing_bounded_in(v, offline)) {
                 r = id ? creds_enter_id(id, &c) : 0;
                 if (r == 0)
                         r = backing_reopen(pathfd, flags);
@@ -455,6 +471,11 @@ int backing_reopen_bounded(struct view *v, int pathfd, int flags, const struct c
                 j->id = *id;
         }
         return submit(v, j, NULL);
+}
+
+int backing_reopen_bounded(struct view *v, int pathfd, int flags, const struct caller_id *id)
+{
+        return backing_reopen_in(v, view_offline(v), pathfd, flags, id);
 }
 
 ssize_t backing_pwrite(struct view *v, int fd, const void *buf, size_t size, off_t off,
@@ -611,16 +632,22 @@ bool backing_call_abandoned(void)
         return r;
 }
 
-int backing_call_bounded(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(void *arg))
+int backing_call_bounded_in(struct view *v, bool offline, int (*fn)(void *arg), void *arg,
+                            void (*drop)(void *arg))
 {
         struct job *j;
 
-        if (!backing_bounded(v))
+        if (!backing_bounded_in(v, offline))
                 return fn(arg);
         j = fn_job_new(fn, arg, drop);
         if (!j)
                 return -ENOMEM;
         return submit(v, j, NULL);
+}
+
+int backing_call_bounded(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(void *arg))
+{
+        return backing_call_bounded_in(v, view_offline(v), fn, arg, drop);
 }
 
 /* ---- what an object holds: its symlink target, its xattrs ---- */
@@ -695,13 +722,13 @@ static ssize_t query_run(enum backing_query_kind kind, int fd, const char *name,
         return r < 0 ? -errno : r;
 }
 
-ssize_t backing_query(struct view *v, enum backing_query_kind kind, int fd, const char *name,
-                      void *buf, size_t size)
+ssize_t backing_query_in(struct view *v, bool offline, enum backing_query_kind kind, int fd,
+                         const char *name, void *buf, size_t size)
 {
         struct job *j;
 
         /* An xattr or a link target is at most 64 KiB or PATH_MAX: an int. */
-        if (!backing_bounded(v) || size > INT_MAX)
+        if (!backing_bounded_in(v, offline) || size > INT_MAX)
                 return query_run(kind, fd, name, buf, size);
         j = job_new(CALL_QUERY, fd, name, (int)kind);
         if (!j || (size && !(j->buf = malloc(size)))) {
@@ -712,6 +739,12 @@ ssize_t backing_query(struct view *v, enum backing_query_kind kind, int fd, cons
         j->size = size;
         j->out = buf;
         return submit(v, j, NULL);
+}
+
+ssize_t backing_query(struct view *v, enum backing_query_kind kind, int fd, const char *name,
+                      void *buf, size_t size)
+{
+        return backing_query_in(v, view_offline(v), kind, fd, name, buf, size);
 }
 
 /* ---- changes ---- */

@@ -358,20 +358,25 @@ int vnode_table_init(struct view *v)
         return 0;
 }
 
-/* The descriptor open_by_handle_at() needs for the tree served, or -1. */
-static int handle_mount_fd(struct view *v)
+/* The descriptor open_by_handle_at() needs for the tree @offline says, or -1. */
+static int handle_mount_fd_in(struct view *v, bool offline)
 {
-        if (view_offline(v))
+        if (offline)
                 return v->mirror_fd;
         return v->handles ? v->mount_fd : -1;
 }
 
-static struct file_handle *handle_of(struct view *v, int fd)
+static int handle_mount_fd(struct view *v)
+{
+        return handle_mount_fd_in(v, view_offline(v));
+}
+
+static struct file_handle *handle_of_in(struct view *v, bool offline, int fd)
 {
         struct file_handle *fh;
         int mount_id;
 
-        if (handle_mount_fd(v) < 0)
+        if (handle_mount_fd_in(v, offline) < 0)
                 return NULL;
         fh = malloc(sizeof(*fh) + MAX_HANDLE_SZ);
         if (!fh)
@@ -399,12 +404,22 @@ static void log_node(struct view *v, const struct vnode *n)
                        n->fh ? n->fh->handle_type : 0);
 }
 
-/* The object's own identity in the tree served (not the one stat reports). */
+static struct file_handle *handle_of(struct view *v, int fd)
+{
+        return handle_of_in(v, view_offline(v), fd);
+}
+
+/* The object's own identity in the tree @offline says (not the one stat reports). */
+static int real_stat_in(struct view *v, bool offline, int fd, struct stat *st)
+{
+        if (!offline)
+                return backing_fstatat_in(v, false, fd, NULL, st);      /* bounded */
+        return fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}
+
 static int real_stat(struct view *v, int fd, struct stat *st)
 {
-        if (!view_offline(v))
-                return backing_fstatat(v, fd, NULL, st);        /* bounded */
-        return fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+        return real_stat_in(v, view_offline(v), fd, st);
 }
 
 static int check_ino(struct view *v, int fd, uint64_t ino)
@@ -518,6 +533,31 @@ again:
         return fd;
 }
 
+int vnode_get_served(struct view *v, fuse_ino_t id, struct vnode **out, bool *offline,
+                     uint64_t *switches)
+{
+        uint64_t seen;
+        int fd;
+
+        /* served_lock is not held across vnode_get (it may call the backing,
+         * and a switch waits for its holders): a switch that passed the
+         * request by while it looked the node up makes it look again. */
+        for (;;) {
+                pthread_rwlock_rdlock(&v->served_lock);
+                seen = __atomic_load_n(&v->switches, __ATOMIC_ACQUIRE);
+                *offline = view_offline(v);
+                pthread_rwlock_unlock(&v->served_lock);
+                fd = vnode_get(v, id, out);
+                if (__atomic_load_n(&v->switches, __ATOMIC_ACQUIRE) == seen)
+                        break;
+                if (fd >= 0)
+                        vnode_put(v, *out);
+        }
+        if (switches)
+                *switches = seen;
+        return fd;
+}
+
 void vnode_put(struct view *v, struct vnode *n)
 {
         pthread_mutex_lock(&v->itab_lock);
@@ -549,6 +589,27 @@ int vnode_get_pair(struct view *v, fuse_ino_t a, struct vnode **na, int *fa, fus
         return 0;
 }
 
+int vnode_get_pair_served(struct view *v, fuse_ino_t a, struct vnode **na, int *fa, fuse_ino_t b,
+                          struct vnode **nb, int *fb, bool *offline)
+{
+        uint64_t seen;
+        int r;
+
+        for (;;) {
+                pthread_rwlock_rdlock(&v->served_lock);
+                seen = __atomic_load_n(&v->switches, __ATOMIC_ACQUIRE);
+                *offline = view_offline(v);
+                pthread_rwlock_unlock(&v->served_lock);
+                r = vnode_get_pair(v, a, na, fa, b, nb, fb);
+                if (__atomic_load_n(&v->switches, __ATOMIC_ACQUIRE) == seen)
+                        return r;
+                if (r == 0) {
+                        vnode_put(v, *nb);
+                        vnode_put(v, *na);
+                }
+        }
+}
+
 int vnode_fill_stat(struct view *v, int fd, struct stat *st)
 {
         if (!view_offline(v))
@@ -561,10 +622,15 @@ int vnode_fill_stat(struct view *v, int fd, struct stat *st)
 
 int vnode_fill_stat_of(struct view *v, struct vnode *n, int fd, struct stat *st)
 {
+        return vnode_fill_stat_in(v, view_offline(v), n, fd, st);
+}
+
+int vnode_fill_stat_in(struct view *v, bool offline, struct vnode *n, int fd, struct stat *st)
+{
         uint64_t epoch, shown = 0;
 
-        if (!view_offline(v))
-                return backing_fstatat(v, fd, NULL, st);        /* bounded */
+        if (!offline)
+                return backing_fstatat_in(v, false, fd, NULL, st);      /* bounded */
         epoch = vnode_ids_epoch(v);
         if (fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
                 return -errno;
@@ -793,15 +859,24 @@ GArray *vnode_switch_all(struct view *v)
         return ids;
 }
 
-static int enter_node(struct view *v, fuse_ino_t parent, int fd, const char *name,
-                      struct fuse_entry_param *e);
+/* No switch count to check: the caller holds mode_lock across the lookup. */
+#define ANY_SWITCHES UINT64_MAX
+
+static int enter_node(struct view *v, bool offline, uint64_t switches, fuse_ino_t parent, int fd,
+                      const char *name, struct fuse_entry_param *e);
+
+int vnode_lookup_in(struct view *v, bool offline, uint64_t switches, fuse_ino_t parent, int pfd,
+                    const char *name, struct fuse_entry_param *e)
+{
+        int fd = backing_openat_in(v, offline, pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+
+        return fd < 0 ? fd : enter_node(v, offline, switches, parent, fd, name, e);
+}
 
 int vnode_lookup(struct view *v, fuse_ino_t parent, int pfd, const char *name,
                  struct fuse_entry_param *e)
 {
-        int fd = backing_openat(v, pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-
-        return fd < 0 ? fd : enter_node(v, parent, fd, name, e);
+        return vnode_lookup_in(v, view_offline(v), ANY_SWITCHES, parent, pfd, name, e);
 }
 
 int vnode_enter_unnamed(struct view *v, fuse_ino_t parent, int fd, struct fuse_entry_param *e)
@@ -813,7 +888,7 @@ int vnode_enter_unnamed(struct view *v, fuse_ino_t parent, int fd, struct fuse_e
         pathfd = open(p, O_PATH | O_CLOEXEC);
         if (pathfd < 0)
                 return -errno;
-        return enter_node(v, parent, pathfd, NULL, e);
+        return enter_node(v, view_offline(v), ANY_SWITCHES, parent, pathfd, NULL, e);
 }
 
 static uint64_t root_ino(struct view *v)
@@ -850,7 +925,7 @@ int vnode_lookup_dot(struct view *v, fuse_ino_t id, bool dotdot, struct fuse_ent
                                 return vnode_lookup_dot(v, FUSE_ROOT_ID, false, e);
                         }
                         /* its own parent and name are not known here: kept if known */
-                        return enter_node(v, 0, pfd, NULL, e);
+                        return enter_node(v, view_offline(v), ANY_SWITCHES, 0, pfd, NULL, e);
                 }
                 r = vnode_fill_stat(v, fd, &st);
                 if (r == 0) {
@@ -887,7 +962,7 @@ int vnode_lookup_dot(struct view *v, fuse_ino_t id, bool dotdot, struct fuse_ent
                 close(fd);
                 return -ESTALE;
         }
-        r = enter_node(v, 0, fd, NULL, e);
+        r = enter_node(v, view_offline(v), ANY_SWITCHES, 0, fd, NULL, e);
         if (r == 0 && e->ino != id) {
                 /* its inode number is another node's now: not the same nodeid */
                 vnode_forget(v, e->ino, 1);
@@ -901,8 +976,14 @@ int vnode_lookup_dot(struct view *v, fuse_ino_t id, bool dotdot, struct fuse_ent
 }
 
 /* Takes O_PATH descriptor fd of parent/name into the table (fd is consumed). */
-static int enter_node(struct view *v, fuse_ino_t parent, int fd, const char *name,
-                      struct fuse_entry_param *e)
+/*
+ * Enters fd, of the tree @offline says, as parent/name.  @switches: the
+ * switch count the caller took its parent's descriptor at; a switch since
+ * (which moves the nodes under itab_lock) would leave the node entered on
+ * the other tree: -EAGAIN, to look up again.
+ */
+static int enter_node(struct view *v, bool offline, uint64_t switches, fuse_ino_t parent, int fd,
+                      const char *name, struct fuse_entry_param *e)
 {
         uint64_t key, epoch = vnode_ids_epoch(v);
         struct file_handle *fh;
@@ -911,20 +992,27 @@ static int enter_node(struct view *v, fuse_ino_t parent, int fd, const char *nam
         struct stat st;
         int r;
 
-        r = real_stat(v, fd, &st);
-        if (r == 0 && !view_offline(v))
+        r = real_stat_in(v, offline, fd, &st);
+        if (r == 0 && !offline)
                 r = view_conflict_errno(v, st.st_ino); /* listed by readdir, not usable */
         if (r < 0) {
                 close(fd);
                 return r;
         }
-        fh = handle_of(v, fd);
+        fh = handle_of_in(v, offline, fd);
         key = st.st_ino;
-        same_dev = st.st_dev == (view_offline(v) ? v->mirror_dev : v->backing_dev);
-        if (view_offline(v))    /* what the application sees */
+        same_dev = st.st_dev == (offline ? v->mirror_dev : v->backing_dev);
+        if (offline)            /* what the application sees */
                 by_lid = offline_translate_stat(v, fd, &st) == OFFLINE_SHOWN_BY_LID;
 
         pthread_mutex_lock(&v->itab_lock);
+        if (switches != ANY_SWITCHES &&
+            __atomic_load_n(&v->switches, __ATOMIC_ACQUIRE) != switches) {
+                pthread_mutex_unlock(&v->itab_lock);
+                free(fh);
+                close(fd);
+                return -EAGAIN;
+        }
         n = same_dev ? g_hash_table_lookup(v->by_ino, &key) : NULL;
         if (n && (!same_handle(n->fh, fh) || (n->type ^ st.st_mode) & S_IFMT))
                 n = NULL;       /* inode number reused by another object */

@@ -123,14 +123,15 @@ static int dents_run(void *arg)
         return n < 0 ? -errno : (int)n;
 }
 
-/* getdents64 of directory fd into raw (size bytes), from off (-1: on), bounded. */
-static long read_dents(struct view *v, int fd, off_t off, char *raw, size_t size)
+/* getdents64 of directory fd (mirror: the mirror's) into raw (size bytes),
+ * from off (-1: on), bounded when it is the server's. */
+static long read_dents(struct view *v, int fd, bool mirror, off_t off, char *raw, size_t size)
 {
         struct dents *d;
         long got;
         int n;
 
-        if (!backing_bounded(v)) {
+        if (!backing_bounded_in(v, mirror)) {
                 if (off >= 0 && lseek(fd, off, SEEK_SET) < 0)
                         return -errno;
                 got = syscall(SYS_getdents64, fd, raw, size);
@@ -150,7 +151,7 @@ static long read_dents(struct view *v, int fd, off_t off, char *raw, size_t size
                 free(d);
                 return -ENOMEM;
         }
-        n = backing_call_bounded(v, dents_run, d, dents_free);
+        n = backing_call_bounded_in(v, mirror, dents_run, d, dents_free);
         if (n == -ETIMEDOUT)
                 return n;       /* d is the helper's now */
         if (n > 0)
@@ -204,7 +205,7 @@ static int dirlist_read(struct view *v, struct dirlist *l, int fd, bool mirror)
         raw = malloc(DIRLIST_READ);
         if (!raw)
                 return -ENOMEM;
-        n = read_dents(v, fd, start ? 0 : -1, raw, DIRLIST_READ);
+        n = read_dents(v, fd, mirror, start ? 0 : -1, raw, DIRLIST_READ);
         if (n < 0) {
                 /* A read given up on may still move the position. */
                 l->lost = true;

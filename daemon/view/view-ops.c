@@ -702,12 +702,13 @@ static void reply_entry_or_err(fuse_req_t req, int r, const struct fuse_entry_pa
                 fuse_reply_entry(req, e);
 }
 
-#define WITH_NODE(v, id, n, fd, req)                     \
-        struct vnode *n;                                 \
-        int fd = vnode_get(v, id, &n);                   \
-        if (fd < 0) {                                    \
-                fuse_reply_err(req, -fd);                \
-                return;                                  \
+/* Node id's descriptor fd, of the tree offline says (vnode_get_served()). */
+#define WITH_NODE(v, id, n, fd, req, offline, switches)                  \
+        struct vnode *n;                                                 \
+        int fd = vnode_get_served(v, id, &n, &offline, &switches);       \
+        if (fd < 0) {                                                    \
+                fuse_reply_err(req, -fd);                                \
+                return;                                                  \
         }
 
 /* As WITH_NODE, for an operation that may change something: the state cannot
@@ -715,9 +716,9 @@ static void reply_entry_or_err(fuse_req_t req, int r, const struct fuse_entry_pa
  * tree the node is in. */
 #define WITH_NODE_CHANGING(v, id, n, fd, req, offline)   \
         view_change_begin(v);                            \
-        bool offline = view_offline(v);                  \
+        bool offline;                                    \
         struct vnode *n;                                 \
-        int fd = vnode_get(v, id, &n);                   \
+        int fd = vnode_get_served(v, id, &n, &offline, NULL); \
         if (fd < 0) {                                    \
                 view_change_end(v);                      \
                 fuse_reply_err(req, -fd);                \
@@ -1151,16 +1152,25 @@ static int lookup_once(struct view *v, fuse_ino_t parent, const char *name,
         int r = -EHOSTDOWN;
 
         for (int tries = 0; again && tries < 3; tries++) {
+                uint64_t switches;
                 struct vnode *p;
-                int pfd = vnode_get(v, parent, &p);
+                bool offline;
+                int pfd = vnode_get_served(v, parent, &p, &offline, &switches);
 
                 if (pfd < 0)
                         return pfd;
                 again = false;
-                r = vnode_lookup(v, parent, pfd, name, e);
-                if (r == -ENOENT && view_offline(v) && !vnode_dir_complete(v, p, pfd))
+                r = vnode_lookup_in(v, offline, switches, parent, pfd, name, e);
+                if (r == -ENOENT && offline && !vnode_dir_complete(v, p, pfd))
                         r = lookup_miss(v, parent, pfd, name, e, &again);
                 vnode_put(v, p);
+                /* A switch passed it by: an answer of the tree served before,
+                 * asked again (as often as switches pass it by). */
+                if (r == -EAGAIN || (r < 0 && r != -ETIMEDOUT &&
+                                     __atomic_load_n(&v->switches, __ATOMIC_ACQUIRE) != switches)) {
+                        again = true;
+                        tries--;
+                }
         }
         return r;
 }
@@ -1242,14 +1252,14 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
         fuse_reply_none(req);
 }
 
-static int getattr_once(struct view *v, fuse_ino_t ino, struct stat *st)
+static int getattr_once(struct view *v, fuse_ino_t ino, struct stat *st, bool *offline)
 {
         struct vnode *n;
-        int fd = vnode_get(v, ino, &n), r;
+        int fd = vnode_get_served(v, ino, &n, offline, NULL), r;
 
         if (fd < 0)
                 return fd;
-        r = vnode_fill_stat_of(v, n, fd, st);
+        r = vnode_fill_stat_in(v, *offline, n, fd, st);
         vnode_put(v, n);
         return r;
 }
@@ -1259,13 +1269,14 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         struct view *v = V(req);
         struct sobj *o;
         struct stat st;
-        int r = getattr_once(v, ino, &st);
+        bool offline;
+        int r = getattr_once(v, ino, &st, &offline);
 
         if (r == -ETIMEDOUT && view_wait_offline(v))
-                r = getattr_once(v, ino, &st);
+                r = getattr_once(v, ino, &st, &offline);
         /* The kernel drops its pages when these attributes show a change; an
          * open file's store copy must not then serve the old bytes again. */
-        if (r == 0 && S_ISREG(st.st_mode) && !view_offline(v) &&
+        if (r == 0 && S_ISREG(st.st_mode) && !offline &&
             store_obj_find_loaded(v->store, st.st_ino, &o) == 0) {
                 store_obj_revalidate(v->store, o, &st, NULL);
                 store_obj_put(v->store, o);
@@ -1665,12 +1676,13 @@ out:
 static ssize_t readlink_once(struct view *v, fuse_ino_t ino, char *buf, size_t size)
 {
         struct vnode *n;
-        int fd = vnode_get(v, ino, &n);
+        bool offline;
+        int fd = vnode_get_served(v, ino, &n, &offline, NULL);
         ssize_t len;
 
         if (fd < 0)
                 return fd;
-        len = backing_query(v, BQ_READLINK, fd, NULL, buf, size);
+        len = backing_query_in(v, offline, BQ_READLINK, fd, NULL, buf, size);
         vnode_put(v, n);
         return len;
 }
@@ -1809,8 +1821,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 
 again:
         view_change_begin(v);
-        offline = view_offline(v);
-        r = vnode_get_pair(v, ino, &n, &fd, newparent, &np, &npfd);
+        r = vnode_get_pair_served(v, ino, &n, &fd, newparent, &np, &npfd, &offline);
         if (r < 0) {
                 view_change_end(v);
                 fuse_reply_err(req, -r);
@@ -1935,8 +1946,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 
 again:
         view_change_begin(v);
-        offline = view_offline(v);
-        r = vnode_get_pair(v, parent, &p, &pfd, newparent, &np, &npfd);
+        r = vnode_get_pair_served(v, parent, &p, &pfd, newparent, &np, &npfd, &offline);
         if (r < 0) {
                 view_change_end(v);
                 fuse_reply_err(req, -r);
@@ -2119,7 +2129,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         struct vfile *f;
         struct sobj *o;
         bool keep = false, offline, regular, redo = false;
-        uint64_t lid = 0, epoch, sino;
+        uint64_t lid = 0, epoch, sino, switches;
         int r, bfd, bid, stranded;
 
 again:
@@ -2132,7 +2142,7 @@ again:
                 return;
         }
         struct vnode *n;
-        int fd = vnode_get(v, ino, &n);
+        int fd = vnode_get_served(v, ino, &n, &offline, &switches);
 
         if (fd < 0) {
                 if (writing)
@@ -2162,13 +2172,13 @@ again:
         /* Offline, O_TRUNC as the caller may kill set-id bits: logged below. */
         if (offline && (fi->flags & O_TRUNC) && fstat(fd, &before) < 0)
                 before.st_mode = 0;
-        bfd = backing_reopen_bounded(v, fd, open_flags(fi), &id);
+        bfd = backing_reopen_in(v, offline, fd, open_flags(fi), &id);
         /* execve() needs execute permission only, which the kernel has
          * checked (default_permissions); the backing would ask for read
          * permission too.  What execve() reads through this open stays in
          * the kernel. */
         if (bfd == -EACCES && !writing && (fi->flags & OPEN_FOR_EXEC))
-                bfd = backing_reopen_bounded(v, fd, open_flags(fi), NULL);
+                bfd = backing_reopen_in(v, offline, fd, open_flags(fi), NULL);
         regular = S_ISREG(vnode_type(n));
         sino = vnode_ino(n);
         vnode_put(v, n);
@@ -2200,6 +2210,15 @@ again:
                         view_change_end(v);
                 fuse_reply_err(req, ENOMEM);
                 return;
+        }
+        /* As op_opendir: a switch that moved the open files before this one
+         * was in their table would leave it the other tree's file. */
+        if (__atomic_load_n(&v->switches, __ATOMIC_ACQUIRE) != switches) {
+                vfile_remove(v, f);
+                if (writing)
+                        view_change_end(v);
+                redo = true;
+                goto again;
         }
         f->lid = lid;
         f->lid_epoch = epoch;
@@ -2527,9 +2546,10 @@ static ssize_t read_bounded(struct view *v, struct sobj *o, int fd, char *buf, s
 
         if (o)
                 store_obj_info(o, &info);
-        if (o && (info.complete || size > INT_MAX || !backing_bounded(v)))
+        /* fd is the server's even if the volume went offline meanwhile. */
+        if (o && (info.complete || size > INT_MAX || !backing_bounded_in(v, false)))
                 return store_obj_read(v->store, o, fd, buf, size, off);
-        if (!o && (size > INT_MAX || !backing_bounded(v))) {
+        if (!o && (size > INT_MAX || !backing_bounded_in(v, false))) {
                 got = pread(fd, buf, size, off);
                 return got < 0 ? -errno : got;
         }
@@ -2551,7 +2571,7 @@ static ssize_t read_bounded(struct view *v, struct sobj *o, int fd, char *buf, s
                 store_obj_ref(v->store, o);
         b->size = size;
         b->off = off;
-        n = backing_call_bounded(v, backing_read_run, b, backing_read_free);
+        n = backing_call_bounded_in(v, false, backing_read_run, b, backing_read_free);
         if (n == -ETIMEDOUT)
                 return n;       /* b is the helper's now */
         if (n > 0)
@@ -2559,6 +2579,8 @@ static ssize_t read_bounded(struct view *v, struct sobj *o, int fd, char *buf, s
         backing_read_free(b);
         return n;
 }
+
+static int vfile_served_fd(struct view *v, struct vfile *f, bool *mirror);
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
@@ -2568,7 +2590,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         struct vfile *f;
         ssize_t n;
         char *buf;
-        bool online;
+        bool online, mirror;
         int err, rfd;
 
         passthrough_count_read();
@@ -2597,8 +2619,8 @@ again:
         }
         /* One load: a switch may retire it meanwhile (kept until release). */
         o = __atomic_load_n(&f->obj, __ATOMIC_ACQUIRE);
-        rfd = __atomic_load_n(&f->fd, __ATOMIC_ACQUIRE);
-        online = !view_offline(v);
+        rfd = vfile_served_fd(v, f, &mirror);
+        online = !mirror;
         if (n >= 0) {
                 /* served from the store alone */
         } else if (o && online) {
@@ -2608,7 +2630,7 @@ again:
                         struct stat st;
 
                         /* An erroring (or silent) backing keeps the valid copy serving. */
-                        if (backing_fstatat(v, f->fd, NULL, &st) == 0)
+                        if (backing_fstatat_in(v, false, rfd, NULL, &st) == 0)
                                 store_obj_revalidate(v->store, o, &st, NULL);
                 }
                 n = read_bounded(v, o, rfd, buf, size, off);
@@ -2625,7 +2647,7 @@ again:
         } else if (online) {
                 n = read_bounded(v, NULL, rfd, buf, size, off);
         } else {
-                n = pread(f->fd, buf, size, off);
+                n = pread(rfd, buf, size, off);
                 if (n < 0)
                         n = -errno;
         }
@@ -2923,14 +2945,9 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         int dfd;
 
 again:
-        /* Not in the middle of a switch: the node is of the tree the state says. */
-        pthread_rwlock_rdlock(&v->served_lock);
-        switches = __atomic_load_n(&v->switches, __ATOMIC_ACQUIRE);
-        offline = view_offline(v);
-        pthread_rwlock_unlock(&v->served_lock);
-        WITH_NODE(v, ino, n, fd, req);
+        WITH_NODE(v, ino, n, fd, req, offline, switches);
 
-        dfd = backing_reopen_bounded(v, fd, O_RDONLY | O_DIRECTORY, NULL);
+        dfd = backing_reopen_in(v, offline, fd, O_RDONLY | O_DIRECTORY, NULL);
         vnode_put(v, n);
         /* The server did not answer in time: the mirror's directory. */
         if (dfd == -ETIMEDOUT && !offline && view_wait_offline(v))
@@ -3126,21 +3143,23 @@ static ssize_t xattr_once(struct view *v, fuse_ino_t ino, const char *name, char
                           size_t size)
 {
         struct vnode *n;
-        int fd = vnode_get(v, ino, &n);
+        bool offline;
+        int fd = vnode_get_served(v, ino, &n, &offline, NULL);
         char path[64];
         ssize_t r;
 
         if (fd < 0)
                 return fd;
         if (!name)
-                r = backing_query(v, BQ_LISTXATTR, fd, NULL, buf, size);
-        else if (view_offline(v) && mirror_xattr_hidden(name))
+                r = backing_query_in(v, offline, BQ_LISTXATTR, fd, NULL, buf, size);
+        else if (offline && mirror_xattr_hidden(name))
                 r = -ENODATA;
         else
-                r = backing_query(v, S_ISDIR(vnode_type(n)) ? BQ_DIR_GETXATTR : BQ_GETXATTR, fd,
-                                  name, buf, size);
+                r = backing_query_in(v, offline,
+                                     S_ISDIR(vnode_type(n)) ? BQ_DIR_GETXATTR : BQ_GETXATTR, fd,
+                                     name, buf, size);
         /* The mirror's own bookkeeping is not the application's. */
-        if (!name && r > 0 && view_offline(v)) {
+        if (!name && r > 0 && offline) {
                 proc_path(path, sizeof(path), fd);
                 r = filter_listxattr(path, buf, size, r);
         }

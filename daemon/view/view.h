@@ -150,6 +150,15 @@ void creds_leave(struct creds *c);
 int vnode_table_init(struct view *v);
 /* Returns an O_PATH descriptor of node id (held until vnode_put), or -errno. */
 int vnode_get(struct view *v, fuse_ino_t id, struct vnode **out);
+/*
+ * As vnode_get, with the tree its descriptor is of (*offline: the mirror),
+ * as one: a switch stores the state before it moves the nodes, so the state
+ * read apart from the node may be the other tree's.  *switches (if not NULL):
+ * the view's switch count then, for a request that registers an open file
+ * (a switch that moves the open files before it is in their table passes it by).
+ */
+int vnode_get_served(struct view *v, fuse_ino_t id, struct vnode **out, bool *offline,
+                     uint64_t *switches);
 int vnode_fd(const struct vnode *n);
 uint64_t vnode_ino(const struct vnode *n);
 mode_t vnode_type(const struct vnode *n);
@@ -162,9 +171,16 @@ void vnode_put(struct view *v, struct vnode *n);
  * their descriptors in *fa and *fb, or neither and -errno. */
 int vnode_get_pair(struct view *v, fuse_ino_t a, struct vnode **na, int *fa, fuse_ino_t b,
                    struct vnode **nb, int *fb);
+/* vnode_get_pair with the tree both are of, as vnode_get_served. */
+int vnode_get_pair_served(struct view *v, fuse_ino_t a, struct vnode **na, int *fa, fuse_ino_t b,
+                          struct vnode **nb, int *fb, bool *offline);
 /* Looks name up under parent (descriptor pfd of node parent), fills e. */
 int vnode_lookup(struct view *v, fuse_ino_t parent, int pfd, const char *name,
                  struct fuse_entry_param *e);
+/* As vnode_lookup, in the tree @offline says, pfd and @switches from
+ * vnode_get_served(): -EAGAIN when a switch passed it by (look up again). */
+int vnode_lookup_in(struct view *v, bool offline, uint64_t switches, fuse_ino_t parent, int pfd,
+                    const char *name, struct fuse_entry_param *e);
 /* As vnode_lookup, for an object without a name (O_TMPFILE) open as fd in parent. */
 int vnode_enter_unnamed(struct view *v, fuse_ino_t parent, int fd, struct fuse_entry_param *e);
 /*
@@ -206,6 +222,8 @@ int vnode_fill_stat(struct view *v, int fd, struct stat *st);
 /* As vnode_fill_stat, for node n (descriptor fd): offline, the st_ino it
  * shows as last found while that still holds. */
 int vnode_fill_stat_of(struct view *v, struct vnode *n, int fd, struct stat *st);
+/* As vnode_fill_stat_of, for a descriptor of the tree @offline says. */
+int vnode_fill_stat_in(struct view *v, bool offline, struct vnode *n, int fd, struct stat *st);
 /*
  * Offline, what a node remembers of its object's identity (its log id, its
  * shown st_ino, its directory complete) holds until vnode_ids_forget(),
@@ -645,9 +663,18 @@ int writeback_sync(struct view *v, int fd, struct ctl_out *out, GString *err);
  * BackingTimeout) they are plain calls.  name NULL or "": dirfd itself.
  */
 int backing_fstatat(struct view *v, int dirfd, const char *name, struct stat *st);
+/*
+ * The _in variants take the tree the caller's descriptor is of
+ * (vnode_get_served()), not the state now: a server's descriptor taken just
+ * before a switch offline is still called bounded.
+ */
+int backing_fstatat_in(struct view *v, bool offline, int dirfd, const char *name, struct stat *st);
 int backing_openat(struct view *v, int dirfd, const char *name, int flags);
+int backing_openat_in(struct view *v, bool offline, int dirfd, const char *name, int flags);
 /* Reopens pathfd as the caller @id (NULL: as root). */
 int backing_reopen_bounded(struct view *v, int pathfd, int flags, const struct caller_id *id);
+int backing_reopen_in(struct view *v, bool offline, int pathfd, int flags,
+                      const struct caller_id *id);
 /* Flushes (closes a duplicate of) fd, bounded; backing_close closes it on a helper. */
 /* pwrite(2) of a backing file, as the caller id if given (bounded). */
 ssize_t backing_pwrite(struct view *v, int fd, const void *buf, size_t size, off_t off,
@@ -677,6 +704,8 @@ enum backing_query_kind {
  * calls above: the length, or -errno. */
 ssize_t backing_query(struct view *v, enum backing_query_kind kind, int fd, const char *name,
                       void *buf, size_t size);
+ssize_t backing_query_in(struct view *v, bool offline, enum backing_query_kind kind, int fd,
+                         const char *name, void *buf, size_t size);
 /*
  * Runs fn(arg) on a helper, waiting at most BackingTimeout, online or
  * offline, without taking the volume offline.  -ETIMEDOUT: arg is no longer
@@ -686,9 +715,12 @@ int backing_call(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(v
 /* Whether the calls above run on helpers now (a network backing online with
  * a BackingTimeout); else they are plain calls. */
 bool backing_bounded(struct view *v);
+bool backing_bounded_in(struct view *v, bool offline);
 /* backing_call() bounded as the calls above: made directly when they are,
  * and past the bound the volume goes offline. */
 int backing_call_bounded(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(void *arg));
+int backing_call_bounded_in(struct view *v, bool offline, int (*fn)(void *arg), void *arg,
+                            void (*drop)(void *arg));
 /* On a helper: whether the requester of the call under way gave up on it
  * (false on any other thread), so that work it no longer waits for stops. */
 bool backing_call_abandoned(void);
