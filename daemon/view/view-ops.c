@@ -2944,7 +2944,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         bool offline;
         int dfd;
 
-again:
+again:;     /* a label before a declaration */
         WITH_NODE(v, ino, n, fd, req, offline, switches);
 
         dfd = backing_reopen_in(v, offline, fd, O_RDONLY | O_DIRECTORY, NULL);
