@@ -533,22 +533,38 @@ again:
         return fd;
 }
 
+/*
+ * The tree served (*offline) and the switch count it goes with, read as one.
+ * served_lock is not held across the node look-ups that follow (they may
+ * call the backing, and a switch waits for its holders): a switch that
+ * passed the request by meanwhile (served_switched()) makes it look again.
+ */
+static uint64_t served_now(struct view *v, bool *offline)
+{
+        uint64_t seen;
+
+        pthread_rwlock_rdlock(&v->served_lock);
+        seen = __atomic_load_n(&v->switches, __ATOMIC_ACQUIRE);
+        *offline = view_offline(v);
+        pthread_rwlock_unlock(&v->served_lock);
+        return seen;
+}
+
+static bool served_switched(struct view *v, uint64_t seen)
+{
+        return __atomic_load_n(&v->switches, __ATOMIC_ACQUIRE) != seen;
+}
+
 int vnode_get_served(struct view *v, fuse_ino_t id, struct vnode **out, bool *offline,
                      uint64_t *switches)
 {
         uint64_t seen;
         int fd;
 
-        /* served_lock is not held across vnode_get (it may call the backing,
-         * and a switch waits for its holders): a switch that passed the
-         * request by while it looked the node up makes it look again. */
         for (;;) {
-                pthread_rwlock_rdlock(&v->served_lock);
-                seen = __atomic_load_n(&v->switches, __ATOMIC_ACQUIRE);
-                *offline = view_offline(v);
-                pthread_rwlock_unlock(&v->served_lock);
+                seen = served_now(v, offline);
                 fd = vnode_get(v, id, out);
-                if (__atomic_load_n(&v->switches, __ATOMIC_ACQUIRE) == seen)
+                if (!served_switched(v, seen))
                         break;
                 if (fd >= 0)
                         vnode_put(v, *out);
@@ -596,12 +612,9 @@ int vnode_get_pair_served(struct view *v, fuse_ino_t a, struct vnode **na, int *
         int r;
 
         for (;;) {
-                pthread_rwlock_rdlock(&v->served_lock);
-                seen = __atomic_load_n(&v->switches, __ATOMIC_ACQUIRE);
-                *offline = view_offline(v);
-                pthread_rwlock_unlock(&v->served_lock);
+                seen = served_now(v, offline);
                 r = vnode_get_pair(v, a, na, fa, b, nb, fb);
-                if (__atomic_load_n(&v->switches, __ATOMIC_ACQUIRE) == seen)
+                if (!served_switched(v, seen))
                         return r;
                 if (r == 0) {
                         vnode_put(v, *nb);
