@@ -234,13 +234,7 @@ def inner_view_phase():
     for name in FALLOCATES:
         write_file(os.path.join(srv, "proj", "fa-" + name), rand_bytes(FSIZE, name))
     os.chmod(os.path.join(srv, "proj", "h"), 0o644)
-    os.environ["FCACHE_VIEW_PASSTHROUGH"] = "0"
-    try:
-        inner.start()
-    finally:
-        del os.environ["FCACHE_VIEW_PASSTHROUGH"]
-    inner.ctl("set cacheable off")          # its kernel keeps no pages: reads reach it
-    server = Server(inner.worker_pid())
+    server = Server(inner.start_stoppable_server())
     lease = 3
     vol = Volume("hung", backing=inner.mnt, lease=f"{lease}s",
                  extra=["--set", f"BackingTimeout={TIMEOUT}s"])

@@ -234,13 +234,7 @@ def tmpfs_phase():
 def frozen_phase():
     inner = Volume("switch-readers-inner", lease="0s")
     make_tree(inner.backing)
-    os.environ["FCACHE_VIEW_PASSTHROUGH"] = "0"
-    try:
-        inner.start()
-    finally:
-        del os.environ["FCACHE_VIEW_PASSTHROUGH"]
-    inner.ctl("set cacheable off")          # its kernel keeps no pages: reads reach it
-    server = inner.worker_pid()
+    server = inner.start_stoppable_server()
     vol = Volume("switch-readers-frozen", backing=inner.mnt, lease="0s",
                  extra=["--set", f"BackingTimeout={TIMEOUT}s"])
     longest = 0.0

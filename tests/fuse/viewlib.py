@@ -112,6 +112,18 @@ class Volume:
         self.wait_ready()
         return self
 
+    def start_stoppable_server(self):
+        """Starts this volume as the FUSE server another volume is stacked
+        on, for a test to stop with SIGSTOP: no passthrough and no page
+        cache, so every read reaches it.  Returns its worker's pid."""
+        os.environ["FCACHE_VIEW_PASSTHROUGH"] = "0"
+        try:
+            self.start()
+        finally:
+            del os.environ["FCACHE_VIEW_PASSTHROUGH"]
+        self.ctl("set cacheable off")       # its kernel keeps no pages: reads reach it
+        return self.worker_pid()
+
     def wait_ready(self, timeout=10):
         end = time.time() + timeout
         while time.time() < end:
