@@ -498,7 +498,7 @@ static int target_node(struct view *v, int cfd, GString *err)
         struct stat st;
         uint64_t id;
         dev_t dev;
-        int mnt, r;
+        int mnt, fd, r;
 
         if (fstat(cfd, &st) < 0)
                 return -errno;
@@ -525,15 +525,15 @@ static int target_node(struct view *v, int cfd, GString *err)
         }
         memcpy(words, h.fh.f_handle, sizeof(words));
         id = (uint64_t)words[0] << 32 | words[1];
-        r = vnode_get(v, id, &n);
-        if (r < 0) {
+        fd = vnode_get(v, id, &n);
+        if (fd < 0) {
                 g_string_printf(err, "the request's target (node %" PRIu64 ") is not known: %s",
-                                id, strerror(-r));
-                return r;
+                                id, strerror(-fd));
+                return fd;
         }
         if ((vnode_type(n) ^ st.st_mode) & S_IFMT)
                 r = -ESTALE;
-        else if ((r = fcntl(vnode_fd(n), F_DUPFD_CLOEXEC, 3)) < 0)
+        else if ((r = fcntl(fd, F_DUPFD_CLOEXEC, 3)) < 0)
                 r = -errno;
         vnode_put(v, n);
         if (r == -ESTALE)
@@ -545,11 +545,11 @@ static int target_node(struct view *v, int cfd, GString *err)
 static int target_root(struct view *v)
 {
         struct vnode *n;
-        int r = vnode_get(v, FUSE_ROOT_ID, &n);
+        int fd = vnode_get(v, FUSE_ROOT_ID, &n), r;
 
-        if (r < 0)
-                return r;
-        r = fcntl(vnode_fd(n), F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return fd;
+        r = fcntl(fd, F_DUPFD_CLOEXEC, 3);
         if (r < 0)
                 r = -errno;
         vnode_put(v, n);

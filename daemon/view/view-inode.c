@@ -63,9 +63,10 @@ struct vnode {
                                  * offline and not yet replayed */
         bool detached;          /* its object was unlinked: fd keeps it for good */
         GArray *aliases;        /* struct alias: other names (hard links) looked up */
-        int fd;                 /* O_PATH, or -1 */
+        int fd;                 /* O_PATH in the tree served, or -1 */
         unsigned users;         /* vnode_get()s not yet put */
-        bool stale;             /* fd is of the tree served before a switch */
+        GArray *old_fds;        /* int: descriptors of trees served before a
+                                 * switch, which users may still hold */
         bool in_lru;
         struct vnode *lru_prev, *lru_next;
         uint64_t mirror_absent_gen; /* atomic: a directory the mirror lacked at
@@ -77,8 +78,6 @@ struct vnode {
         uint64_t shown_ino, shown_epoch;
         uint64_t complete_epoch;
 };
-
-int vnode_fd(const struct vnode *n) { return n->fd; }
 
 uint64_t vnode_mirror_absent_gen(const struct vnode *n)
 {
@@ -256,10 +255,26 @@ static void alias_del(struct vnode *n, uint64_t parent, const char *name)
         }
 }
 
+/* itab_lock held, no users left: the descriptors of trees served before go. */
+static void close_old_fds(struct view *v, struct vnode *n)
+{
+        for (guint i = 0; n->old_fds && i < n->old_fds->len; i++) {
+                close(g_array_index(n->old_fds, int, i));
+                v->open_fds--;
+        }
+        if (n->old_fds)
+                g_array_free(n->old_fds, TRUE);
+        n->old_fds = NULL;
+}
+
 static void node_free(struct vnode *n)
 {
         if (n->aliases)
                 g_array_free(n->aliases, TRUE);
+        for (guint i = 0; n->old_fds && i < n->old_fds->len; i++)
+                close(g_array_index(n->old_fds, int, i));
+        if (n->old_fds)
+                g_array_free(n->old_fds, TRUE);
         if (n->fd >= 0)
                 close(n->fd);
         free(n->name);
@@ -485,7 +500,6 @@ again:
         n->users++;
         lru_del(v, n);
         if (n->fd >= 0) {
-                /* A stale descriptor serves on until its last user is done. */
                 pthread_mutex_unlock(&v->itab_lock);
                 *out = n;
                 return n->fd;
@@ -577,12 +591,8 @@ int vnode_get_served(struct view *v, fuse_ino_t id, struct vnode **out, bool *of
 void vnode_put(struct view *v, struct vnode *n)
 {
         pthread_mutex_lock(&v->itab_lock);
-        if (--n->users == 0 && n->stale) {
-                n->stale = false;
-                close(n->fd);
-                n->fd = -1;
-                v->open_fds--;
-        }
+        if (--n->users == 0)
+                close_old_fds(v, n);
         if (n->users == 0) {
                 lru_add(v, n);
                 evict_fds(v);
@@ -810,16 +820,21 @@ GArray *vnode_switch_all(struct view *v)
                         /* Unlinked while open or known: it stays that object. */
                         lru_del(v, n);
                         n->detached = true;
-                        n->stale = false;
                         n->ino = 0;
                         g_array_append_val(ids, e);
                         continue;
                 }
                 pfd = GPOINTER_TO_INT(g_hash_table_lookup(dirs, &pkey)) - 1;
                 fd = counterpart(v, n, pfd, sino, bound, &st);
-                /* The descriptor of the tree served before goes (at the last put). */
+                /* The descriptor of the tree served before goes, at the last
+                 * put when users hold it: a request that gets the node from
+                 * now on is given the new tree's, never the old one, whose
+                 * server may be gone. */
                 if (n->fd >= 0 && n->users) {
-                        n->stale = true;
+                        if (!n->old_fds)
+                                n->old_fds = g_array_new(FALSE, FALSE, sizeof(int));
+                        g_array_append_val(n->old_fds, n->fd);
+                        n->fd = -1;
                 } else if (n->fd >= 0) {
                         lru_del(v, n);
                         close(n->fd);
@@ -843,15 +858,11 @@ GArray *vnode_switch_all(struct view *v)
                 g_hash_table_insert(bound, &n->ino, n);
                 if (S_ISDIR(st.st_mode))
                         g_hash_table_insert(dirs, &n->id, GINT_TO_POINTER(fd + 1));
-                if (n->fd < 0 && !n->stale) {
-                        n->fd = S_ISDIR(st.st_mode) ? dup(fd) : fd;
-                        if (n->fd >= 0) {
-                                v->open_fds++;
-                                if (!n->users)
-                                        lru_add(v, n);
-                        }
-                } else if (!S_ISDIR(st.st_mode)) {
-                        close(fd);
+                n->fd = S_ISDIR(st.st_mode) ? dup(fd) : fd;
+                if (n->fd >= 0) {
+                        v->open_fds++;
+                        if (!n->users)
+                                lru_add(v, n);
                 }
                 if (!S_ISDIR(st.st_mode))
                         fd = -1;

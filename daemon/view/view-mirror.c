@@ -1834,7 +1834,16 @@ void mirror_note_change(struct view *v, int dfd, const char *name)
         /* Only what lies in a complete (pinned) directory is kept current. */
         r = mirror_get_base(v->mirror_fd, strcmp(dir, ".") ? dir : NULL, &b);
         if (r == 0 && (b.flags & MIRROR_COMPLETE)) {
-                r = sync_path(v, rel, true, NULL);
+                /* -EAGAIN: written while copied (a writer of its own, or a
+                 * passed-through one the daemon does not see): again, the
+                 * writer has likely finished.  A file created and still
+                 * being written at a switch offline has no mirror object
+                 * until a copy completes. */
+                for (int tries = 0; tries < 4; tries++) {
+                        r = sync_path(v, rel, true, NULL);
+                        if (r != -EAGAIN)
+                                break;
+                }
                 if (r < 0)
                         log_warn("Failed to bring the offline mirror of '%s' up to date: %s"
                                  " (the hoard walk retries)", rel, strerror(-r));

@@ -679,6 +679,10 @@ static int disconnect(struct view *v, bool forced, GString *err)
                         pthread_rwlock_unlock(&v->mode_lock);
                 return 0;
         }
+        /* Forced: the server is gone, and the files created on a network
+         * backing were mirrored at their create. */
+        if (locked && !forced)
+                vfile_note_writers(v);
         r = save_state(v, VIEW_OFFLINE);
         if (r == 0) {
                 ids = switch_served(v, VIEW_OFFLINE);
@@ -1097,6 +1101,7 @@ int view_writeback_enter(struct view *v)
                 pthread_rwlock_unlock(&v->mode_lock);
                 return 0;
         }
+        vfile_note_writers(v);  /* as for a switch offline */
         r = save_state(v, VIEW_WRITEBACK);
         if (r < 0) {
                 pthread_rwlock_unlock(&v->mode_lock);

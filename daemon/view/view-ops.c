@@ -398,7 +398,10 @@ void vfile_switch_all(struct view *v)
                         __atomic_store_n(&f->obj, NULL, __ATOMIC_RELEASE);
                 }
                 f->lid = 0;
-                f->written = false;
+                /* A writer passed through writes without us: online its
+                 * writes are taken as done, for the mirror, as at its open. */
+                f->written = f->passthrough && !f->dir && !view_offline(v) &&
+                             (f->flags & O_ACCMODE) != O_RDONLY;
         }
         pthread_mutex_unlock(&v->ftab_lock);
         /* Offline, the kernel's writes to come are changes against what the
@@ -2774,6 +2777,41 @@ static void note_written_bounded(struct view *v, struct vfile *f)
                          " them", f->fh);
 }
 
+/*
+ * Before a switch offline, with changes held off (mode_lock exclusively)
+ * and the server answering: the mirror takes every file written online and
+ * still open, as its close would.  A file created since the last pass has
+ * no mirror object yet, and the switch would find no counterpart for it:
+ * its name would be missing offline until the reconnect's resync.
+ */
+void vfile_note_writers(struct view *v)
+{
+        GArray *writers = g_array_new(FALSE, FALSE, sizeof(struct vfile));
+        GHashTableIter it;
+        gpointer key, val;
+
+        pthread_mutex_lock(&v->ftab_lock);
+        g_hash_table_iter_init(&it, v->files);
+        while (g_hash_table_iter_next(&it, &key, &val)) {
+                struct vfile *f = val, copy = { .fh = f->fh, .id = f->id };
+
+                if (f->dir || !f->written || f->fd < 0 || mirror_quiet_for(f))
+                        continue;
+                /* Its own descriptor: a release may remove f meanwhile. */
+                copy.fd = fcntl(f->fd, F_DUPFD_CLOEXEC, 0);
+                if (copy.fd >= 0)
+                        g_array_append_val(writers, copy);
+        }
+        pthread_mutex_unlock(&v->ftab_lock);
+        for (guint i = 0; i < writers->len; i++) {
+                struct vfile *f = &g_array_index(writers, struct vfile, i);
+
+                note_written_bounded(v, f);
+                close(f->fd);
+        }
+        g_array_free(writers, TRUE);
+}
+
 static uint64_t flush_requests; /* atomic */
 
 uint64_t view_flush_requests(void)
@@ -2862,7 +2900,8 @@ again:
         /* At close, not at release (which close does not wait for): a
          * disconnect in between would leave the mirror with the old bytes. */
         if (!err && f->written && !f->dir) {
-                f->written = false;
+                /* One passed through may write again without us. */
+                f->written = f->passthrough;
                 note_written_bounded(v, f);
         }
         view_change_end(v);

@@ -159,7 +159,6 @@ int vnode_get(struct view *v, fuse_ino_t id, struct vnode **out);
  */
 int vnode_get_served(struct view *v, fuse_ino_t id, struct vnode **out, bool *offline,
                      uint64_t *switches);
-int vnode_fd(const struct vnode *n);
 uint64_t vnode_ino(const struct vnode *n);
 mode_t vnode_type(const struct vnode *n);
 /* Directory node n as last found missing from the mirror: at that
@@ -269,6 +268,8 @@ int state_load_init(struct view *v, void **buf, size_t *len);
 extern const struct fuse_lowlevel_ops view_ops;
 int vfile_restore(struct view *v, uint64_t fh, uint64_t id, int flags, uint32_t pt_mode);
 void vfile_set_fh_floor(struct view *v, uint64_t fh);
+/* Before a switch offline: the mirror takes the files written online and open. */
+void vfile_note_writers(struct view *v);
 /* After a state switch: open files move to what is now served. */
 void vfile_switch_all(struct view *v);
 /* Logs the content of files written offline and still open. */

@@ -124,6 +124,50 @@ def fixed_cases(vol):
     eq(os.pread(rfd, 100, 0), b"fresh", "a reader opened offline sees a write made after the reconnect")
     os.close(rfd)
 
+    created_across_switches(vol)
+
+
+def created_across_switches(vol):
+    """Files created online and open across switches, written where the
+    daemon does not see the writes (a created file passes through): offline
+    the name is there, and the bytes the offline mirror serves are the last
+    ones closed."""
+    data = b"created and written " * 3500
+    # created, nothing written yet, at the disconnect
+    fd = os.open(vol.v("p", "new1"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    switch(vol, "offline")
+    check(os.path.lexists(vol.v("p", "new1")),
+          "a file created online and open at the disconnect is there offline")
+    os.write(fd, data)
+    os.close(fd)
+    eq(read_file(vol.v("p", "new1")), data, "... and reads what was written offline")
+    switch(vol, "online")
+    eq(read_file(vol.b("p", "new1")), data, "... which the server has after the reconnect")
+    # created online, open across a disconnect and a reconnect, written and
+    # closed online: the mirror takes it at the close
+    fd = os.open(vol.v("p", "new2"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    switch(vol, "offline")
+    switch(vol, "online")
+    os.write(fd, data)
+    os.close(fd)
+    switch(vol, "offline")
+    eq(read_file(vol.v("p", "new2")), data,
+       "a file created online, open across a disconnect and a reconnect, written and closed"
+       " online: offline it reads those bytes")
+    switch(vol, "online")
+    # the same file written again online through a new descriptor, across switches
+    fd = os.open(vol.v("p", "new2"), os.O_WRONLY | os.O_TRUNC)
+    switch(vol, "offline")
+    switch(vol, "online")
+    os.write(fd, data[::-1])
+    os.close(fd)
+    switch(vol, "offline")
+    eq(read_file(vol.v("p", "new2")), data[::-1],
+       "rewritten online through a descriptor opened before a disconnect and a reconnect:"
+       " offline it reads the new bytes")
+    switch(vol, "online")
+    eq(read_file(vol.b("p", "new2")), data[::-1], "... as the server does")
+
 
 def random_round(vol, seed):
     rnd = random.Random(seed)

@@ -131,7 +131,8 @@ def spec():
 
 def dump_stuck(pids):
     """Debugging (FCACHE_READERS_DEBUG): each thread of pids blocked in a
-    system call, with the call and the files of its first argument."""
+    system call, with the call and the files of its first argument (then
+    the worker's stacks, by stackscan.py)."""
     for pid in pids:
         for t in os.listdir(f"/proc/{pid}/task"):
             try:
@@ -177,6 +178,8 @@ class Readers:
                 check(False, f"{self.what}: a reader returns within {hang_bound:.0f} s (a hang)")
                 if os.environ.get("FCACHE_READERS_DEBUG"):
                     dump_stuck([q.pid for q in self.procs] + [self.vol.worker_pid()])
+                    subprocess.run([sys.executable, os.path.join(os.path.dirname(
+                        os.path.abspath(__file__)), "stackscan.py"), str(self.vol.worker_pid())])
                 if unhang:
                     unhang()
                 for q in self.procs:
