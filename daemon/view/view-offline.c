@@ -595,6 +595,12 @@ static GArray *switch_served(struct view *v, int state)
          * reads the state and an open file's descriptor together (a
          * listing) sees both from before the switch, or both from after. */
         pthread_rwlock_wrlock(&v->served_lock);
+        /* A forced switch and one under mode_lock may both have found the
+         * volume online: the nodes move once. */
+        if ((v->state != VIEW_ONLINE) == (state != VIEW_ONLINE)) {
+                pthread_rwlock_unlock(&v->served_lock);
+                return NULL;
+        }
         __atomic_store_n(&v->state, state, __ATOMIC_RELEASE);
         __atomic_add_fetch(&v->switches, 1, __ATOMIC_RELEASE);
         ids = vnode_switch_all(v);
@@ -680,9 +686,16 @@ static int disconnect(struct view *v, bool forced, GString *err)
                 return 0;
         }
         /* Forced: the server is gone, and the files created on a network
-         * backing were mirrored at their create. */
-        if (locked && !forced)
+         * backing were mirrored at their create.  A note the server did not
+         * answer in time starts a forced switch, which may have gone ahead
+         * meanwhile. */
+        if (locked && !forced) {
                 vfile_note_writers(v);
+                if (v->state != VIEW_ONLINE) {
+                        pthread_rwlock_unlock(&v->mode_lock);
+                        return 0;
+                }
+        }
         r = save_state(v, VIEW_OFFLINE);
         if (r == 0) {
                 ids = switch_served(v, VIEW_OFFLINE);
@@ -1102,6 +1115,10 @@ int view_writeback_enter(struct view *v)
                 return 0;
         }
         vfile_note_writers(v);  /* as for a switch offline */
+        if (v->state != VIEW_ONLINE) {
+                pthread_rwlock_unlock(&v->mode_lock);   /* a forced one went ahead */
+                return 0;
+        }
         r = save_state(v, VIEW_WRITEBACK);
         if (r < 0) {
                 pthread_rwlock_unlock(&v->mode_lock);

@@ -2787,6 +2787,7 @@ static void note_written_bounded(struct view *v, struct vfile *f)
 void vfile_note_writers(struct view *v)
 {
         GArray *writers = g_array_new(FALSE, FALSE, sizeof(struct vfile));
+        bool answering = true;
         GHashTableIter it;
         gpointer key, val;
 
@@ -2806,7 +2807,14 @@ void vfile_note_writers(struct view *v)
         for (guint i = 0; i < writers->len; i++) {
                 struct vfile *f = &g_array_index(writers, struct vfile, i);
 
-                note_written_bounded(v, f);
+                /* One the server did not answer in time: it is gone, the
+                 * others would wait as long each. */
+                if (answering && note_change_bounded(v, f->id, f->fd, NULL) == -ETIMEDOUT) {
+                        log_warn("The server stopped answering while the offline mirror took the"
+                                 " open written files: those not taken yet are missing offline"
+                                 " until the reconnect");
+                        answering = false;
+                }
                 close(f->fd);
         }
         g_array_free(writers, TRUE);
