@@ -20,7 +20,10 @@ Then fallocates the server acknowledged (a punched hole, a zeroed range, a
 growth), the server stopped before their files' closes, an offline append
 to each, the server back: no conflict, and the server holds the changes then
 the appends (the mirror's copy took them as the server did).
-(FCACHE_HUNG_ONLY=NAME,... runs some of them; fallocate-close the last.)
+A disconnect by hand with written files open, the server stopped: it
+answers, the writes on either side reach the server.
+(FCACHE_HUNG_ONLY=NAME,... runs some of them; disconnect-writers and
+fallocate-close the last.)
 """
 import importlib.util
 import os
@@ -220,6 +223,35 @@ def fallocate_close(vol, inner, server):
            f"fallocate {name}: the server holds it, then the offline append")
 
 
+def disconnect_with_writers(vol, inner, server):
+    """A disconnect asked by hand with files written online still open and
+    the server stopped: the mirror's notes of them give up at the bound,
+    the forced switch that starts goes ahead, and the disconnect answers;
+    the files written on offline, the server back, a reconnect by hand:
+    the server holds every write, once."""
+    fds = {}
+    for name in ("dw-new", "f"):
+        fd = os.open(vol.v("proj", name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.write(fd, b"online\n")
+        fds[name] = fd
+    want = {name: read_file(inner.b("proj", name)) + b"offline\n" for name in fds}
+    server.stop()
+    t = time.time()
+    r = vol.ctl("disconnect", ok=False, timeout=BOUND)
+    took = time.time() - t
+    check(r["_rc"] == 0, f"disconnect by hand, the server stopped, written files open: answered"
+          f" in {took:.1f} s ({r.get('_err', '')})")
+    eq(vol.state()["state"], "offline", "... the volume is offline")
+    for name, fd in fds.items():
+        os.write(fd, b"offline\n")
+        os.close(fd)
+        eq(read_file(vol.v("proj", name)), want[name], f"{name}: offline, both writes read")
+    server.cont()
+    eq(vol.ctl("reconnect", timeout=BOUND).get("state"), "online", "reconnect by hand")
+    for name in fds:
+        eq(read_file(inner.b("proj", name)), want[name], f"{name}: the server holds both writes")
+
+
 def inner_view_phase():
     """The calls over a stacked fcache-view as the server."""
     inner = Volume("hung-inner", lease="0s")
@@ -302,6 +334,8 @@ def inner_view_phase():
             eq(oct(stat.S_IMODE(os.stat(inner.b("proj", "f")).st_mode)), "0o640",
                "the chmod is on the server, once")
             eq(vol.ctl("query state").get("conflicts"), "0", "no conflict")
+        if wanted("disconnect-writers"):
+            disconnect_with_writers(vol, inner, server)
         if wanted("fallocate-close"):
             fallocate_close(vol, inner, server)
     finally:
@@ -349,7 +383,7 @@ def sshfs_phase():
 def main():
     require_root_fuse()
     if any(wanted(x) for x in ("getxattr", "listxattr", "mkdir", "write", "fallocate", "read",
-                               "reconnect", "fallocate-close")):
+                               "reconnect", "disconnect-writers", "fallocate-close")):
         inner_view_phase()
     if wanted("readlink"):
         sshfs_phase()
