@@ -255,26 +255,24 @@ static void alias_del(struct vnode *n, uint64_t parent, const char *name)
         }
 }
 
-/* itab_lock held, no users left: the descriptors of trees served before go. */
-static void close_old_fds(struct view *v, struct vnode *n)
+/* No users left: the descriptors of trees served before go.  Returns how many. */
+static unsigned close_old_fds(struct vnode *n)
 {
-        for (guint i = 0; n->old_fds && i < n->old_fds->len; i++) {
+        unsigned closed = n->old_fds ? n->old_fds->len : 0;
+
+        for (guint i = 0; i < closed; i++)
                 close(g_array_index(n->old_fds, int, i));
-                v->open_fds--;
-        }
         if (n->old_fds)
                 g_array_free(n->old_fds, TRUE);
         n->old_fds = NULL;
+        return closed;
 }
 
 static void node_free(struct vnode *n)
 {
         if (n->aliases)
                 g_array_free(n->aliases, TRUE);
-        for (guint i = 0; n->old_fds && i < n->old_fds->len; i++)
-                close(g_array_index(n->old_fds, int, i));
-        if (n->old_fds)
-                g_array_free(n->old_fds, TRUE);
+        close_old_fds(n);
         if (n->fd >= 0)
                 close(n->fd);
         free(n->name);
@@ -592,7 +590,7 @@ void vnode_put(struct view *v, struct vnode *n)
 {
         pthread_mutex_lock(&v->itab_lock);
         if (--n->users == 0)
-                close_old_fds(v, n);
+                v->open_fds -= close_old_fds(n);
         if (n->users == 0) {
                 lru_add(v, n);
                 evict_fds(v);
