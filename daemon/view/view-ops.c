@@ -76,7 +76,8 @@ struct vfile {
         uint64_t lid_epoch;     /* vnode_ids_epoch() when lid was found (file_lid()) */
         bool dirty;             /* offline: written since its content was last logged */
         bool doubt;             /* a write made again offline after its server call
-                                 * timed out: the next content record is in doubt */
+                                 * timed out, or shipped offline from the server's
+                                 * file: the next content record is in doubt */
         bool written;           /* online: written, so the mirror takes it at release */
         int mirror_fd;          /* set under lock, read atomically: online, the
                                  * mirror's copy the writes also go to
@@ -2853,6 +2854,11 @@ static int ship_stranded(struct view *v, struct vfile *f)
         }
         if (!view_offline(v))
                 note_node_change(v, f->id, f->fd);
+        else if (!f->dir)
+                /* The stranded file is the server's: it holds these writes
+                 * already, so the record is in doubt (replay takes them as
+                 * done, also when the file is removed or replaced offline). */
+                f->doubt = true;
         /* As the mirror's update may have left it (the same bytes). */
         if (fstat(f->stranded_fd, &st) == 0)
                 mark_take(&f->stranded_shipped, &st);

@@ -19,6 +19,8 @@ Cases, each bounded by a hang-only limit on the control call:
     the pin walked again and a reconnect;
   - a FIFO made offline in a pinned directory, replayed to the server;
   - a file created online and still open at a disconnect is there offline;
+  - a file being written at a disconnect, then replaced by a FIFO or
+    removed offline, reconnects without a conflict;
   - files replaced by FIFOs by a thread while the volume is switched
     offline and back several times;
 and after each, a create through the view still works and the FIFO is a
@@ -102,17 +104,50 @@ def made_offline(vol):
     still_creates(vol, "c3")
 
 
+def written_across_disconnect_then_replaced(vol):
+    """A file created online and still being written at a disconnect: the
+    kernel passes its writes through to the server's file, and the offline
+    log takes them from there (a record in doubt).  Then, offline, a FIFO is
+    renamed over it or it is removed: the reconnect finds the server's file
+    holding those writes and takes them as this client's, not as a change
+    on the server (the rename was a delete-edit conflict, the FIFO's
+    temporary name left on the server and EEXIST or ECONFLICT there)."""
+    for i, (before, how) in enumerate(((0, "rename"), (1000, "rename"), (0, "unlink"))):
+        name, tmp = vol.v("p", f"wd{i}"), vol.v("p", f"wd{i}.fifo")
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(fd, b"w" * before)
+        vol.ctl("disconnect", timeout=HANG)
+        os.write(fd, b"w" * (70000 - before))
+        os.close(fd)
+        eq(read_file(name), b"w" * 70000, f"{how} ({before} bytes online): offline it reads whole")
+        if how == "rename":
+            os.mkfifo(tmp, 0o644)
+            os.rename(tmp, name)
+        else:
+            os.unlink(name)
+        q = vol.ctl("reconnect", timeout=HANG)
+        eq((q["state"], q["conflicts"]), ("online", "0"),
+           f"{how} ({before} bytes online): reconnect without a conflict")
+        base = os.path.basename(tmp)
+        eq((os.path.lexists(tmp), os.path.lexists(vol.b("p", base)),
+            os.path.lexists(os.path.join(vol.cache, "mirror", "p", base))), (False, False, False),
+           f"{how} ({before} bytes online): the temporary name is nowhere")
+        if how == "rename":
+            check(is_fifo(vol.b("p", f"wd{i}")) and is_fifo(name), "the FIFO is on both sides")
+            os.mkfifo(tmp, 0o644)       # the temporary name is free again
+            os.unlink(tmp)
+        else:
+            check(not os.path.lexists(vol.b("p", f"wd{i}")), "the removal reached the server")
+
+
 def churn_across_reconnects(vol, rounds=6):
     """Files made, read whole (containers) and replaced by FIFOs renamed
     over them, by a thread, while the volume is switched offline and back:
     the reconnect's replay and resync meet names turning into FIFOs under
     them, and a disconnect meets files created and being written: each is
-    there offline, with the bytes written.  A disconnect waits for the
-    thread's mkfifo and rename (a FIFO made online, renamed offline and
-    replayed was found in its temporary name again: daemon/view/view.md,
-    Not done yet)."""
+    there offline, with the bytes written, and a FIFO renamed over one of
+    them offline leaves its temporary name nowhere."""
     stop = threading.Event()
-    fifo_step = threading.Lock()    # held by the thread for its mkfifo and rename
     errors = []
 
     def churn():
@@ -130,14 +165,14 @@ def churn_across_reconnects(vol, rounds=6):
                 if got != b"c" * 70000:
                     errors.append(f"{name}: read {len(got)} bytes ({got.count(b'c')} of them"
                                   f" 'c'), not the 70000 written (state {vol.state()['state']})")
-                with fifo_step:
-                    op = "mkfifo"
-                    os.mkfifo(tmp, 0o644)
-                    op = "rename"
-                    os.rename(tmp, name)
+                op = "mkfifo"
+                os.mkfifo(tmp, 0o644)
+                op = "rename"
+                os.rename(tmp, name)
             except OSError as e:
-                base = os.path.basename(name)
-                errors.append(f"{op} {name}: {e} (state {vol.state()['state']}; on the"
+                path = tmp if op == "mkfifo" else name
+                base = os.path.basename(path)
+                errors.append(f"{op} {path}: {e} (state {vol.state()['state']}; on the"
                               f" server: {os.path.lexists(vol.b('p', base))}, in the"
                               f" mirror: {os.path.lexists(os.path.join(vol.cache, 'mirror', 'p', base))},"
                               f" in the view now: {os.path.lexists(name)})")
@@ -148,8 +183,7 @@ def churn_across_reconnects(vol, rounds=6):
     t.start()
     answered = 0
     for _ in range(rounds):
-        with fifo_step:
-            vol.ctl("disconnect", timeout=HANG)
+        vol.ctl("disconnect", timeout=HANG)
         q = vol.ctl("reconnect", ok=False, timeout=HANG)
         answered += q["_rc"] == 0 or "busy" in q["_err"].lower()
     stop.set()
@@ -192,6 +226,7 @@ def main():
     replaced_on_server(vol)
     made_offline(vol)
     created_open_across_disconnect(vol)
+    written_across_disconnect_then_replaced(vol)
     churn_across_reconnects(vol)
     vol.stop()
     finish()
