@@ -2598,18 +2598,21 @@ static int do_setattr(struct ctx *c, const struct rec *r, struct oplog_object *o
         if (c->dry)
                 return REINTEGRATE_APPLIED;
         before = st;
-        if ((m & OPLOG_SET_MODE) && (st.st_mode & 07777) != (r->r.mode & 07777) &&
-            !S_ISLNK(st.st_mode)) {
-                if (BACKING(c, fchmodat(pfd, o->srv_name, r->r.mode & 07777, 0)) < 0)
-                        return -errno;
-                todo = true;
-        }
+        /* The owner first: a chown kills set-id bits, the mode logged is the
+         * one the file had last offline (what a chown there killed included). */
         if (((m & OPLOG_SET_UID) && st.st_uid != r->r.uid) ||
             ((m & OPLOG_SET_GID) && st.st_gid != r->r.gid)) {
                 if (BACKING(c, fchownat(pfd, o->srv_name,
                                         (m & OPLOG_SET_UID) ? r->r.uid : (uid_t)-1,
                                         (m & OPLOG_SET_GID) ? r->r.gid : (gid_t)-1,
-                                        AT_SYMLINK_NOFOLLOW)) < 0)
+                                        AT_SYMLINK_NOFOLLOW)) < 0 ||
+                    BACKING(c, fstatat(pfd, o->srv_name, &st, AT_SYMLINK_NOFOLLOW)) < 0)
+                        return -errno;
+                todo = true;
+        }
+        if ((m & OPLOG_SET_MODE) && (st.st_mode & 07777) != (r->r.mode & 07777) &&
+            !S_ISLNK(st.st_mode)) {
+                if (BACKING(c, fchmodat(pfd, o->srv_name, r->r.mode & 07777, 0)) < 0)
                         return -errno;
                 todo = true;
         }

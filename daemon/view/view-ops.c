@@ -1489,9 +1489,10 @@ static void mirror_refused(struct view *v, struct vfile *f)
 }
 
 /* Offline: logs what a setattr changed (a size change is new content; the
- * set-id bits it killed, @size_before the mode before it, a mode change). */
+ * set-id bits a chown or truncate killed, @mode_before the mode before them,
+ * a mode change: replay's chown or truncate as root may kill other bits). */
 static int log_setattr(struct view *v, uint64_t lid, int fd, int ffd, const struct stat *attr,
-                       int valid, mode_t size_before)
+                       int valid, mode_t mode_before)
 {
         struct oplog_setattr sa = { 0 };
         struct stat now;
@@ -1500,9 +1501,9 @@ static int log_setattr(struct view *v, uint64_t lid, int fd, int ffd, const stru
         if (valid & FUSE_SET_ATTR_MODE) {
                 sa.mask |= OPLOG_SET_MODE;
                 sa.mode = attr->st_mode & 07777;
-        } else if ((size_before & (S_ISUID | S_ISGID)) &&
+        } else if ((mode_before & (S_ISUID | S_ISGID)) &&
                    fstatat(fd, "", &now, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 &&
-                   (now.st_mode & 07777) != (size_before & 07777)) {
+                   (now.st_mode & 07777) != (mode_before & 07777)) {
                 sa.mask |= OPLOG_SET_MODE;
                 sa.mode = now.st_mode & 07777;
         }
@@ -1550,14 +1551,14 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
         struct stat st;
         uint64_t lid;
         int r, err, ffd;
-        mode_t size_before;
+        mode_t mode_before;
         bool log, redo = false;
 
 again:
         lid = 0;
         r = 0;
         ffd = -1;
-        size_before = 0;
+        mode_before = 0;
         WITH_NODE_CHANGING(v, ino, n, fd, req, offline);
         log = offline;
         if (offline && (r = lid_before_change(v, ino, fd, &lid)) < 0)
@@ -1594,6 +1595,12 @@ again:
                         goto out;
         }
         if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+                struct stat cur;
+
+                /* Offline, a chown kills set-id bits of a non-directory: logged. */
+                if (log && !(valid & FUSE_SET_ATTR_MODE) &&
+                    fstatat(fd, "", &cur, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0)
+                        mode_before = cur.st_mode;
                 ch.kind = BC_CHOWN;
                 ch.fd = fd;     /* by its O_PATH descriptor, a symlink itself */
                 ch.open_file = false;
@@ -1609,8 +1616,8 @@ again:
                 struct stat cur;
 
                 /* Offline, a truncate as the caller may kill set-id bits: logged. */
-                if (log && fstat(ch.fd, &cur) == 0)
-                        size_before = cur.st_mode;
+                if (log && !mode_before && fstat(ch.fd, &cur) == 0)
+                        mode_before = cur.st_mode;
                 ch.kind = BC_TRUNCATE;
                 ch.off = attr->st_size;
                 r = backing_change(v, &ch, &id);
@@ -1645,7 +1652,7 @@ again:
         }
 out:
         if (r >= 0 && log)
-                r = log_setattr(v, lid, fd, ffd, attr, valid, size_before);
+                r = log_setattr(v, lid, fd, ffd, attr, valid, mode_before);
         if (r >= 0 && log && redo)
                 r = offline_note_in_doubt(v, lid);
         if (r >= 0)
