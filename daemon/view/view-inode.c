@@ -589,9 +589,8 @@ int vnode_get_served(struct view *v, fuse_ino_t id, struct vnode **out, bool *of
 void vnode_put(struct view *v, struct vnode *n)
 {
         pthread_mutex_lock(&v->itab_lock);
-        if (--n->users == 0)
+        if (--n->users == 0) {
                 v->open_fds -= close_old_fds(n);
-        if (n->users == 0) {
                 lru_add(v, n);
                 evict_fds(v);
                 maybe_free(v, n);

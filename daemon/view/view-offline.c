@@ -630,6 +630,18 @@ static void invalidate_nodes(struct view *v, GArray *ids)
                 g_array_free(ids, TRUE);
 }
 
+/*
+ * mode_lock held exclusively, online, before a switch into the mirror: the
+ * mirror takes the open written files.  Whether the volume is still online
+ * after: a note the server did not answer in time starts a forced switch,
+ * which may have gone ahead meanwhile (the caller then has nothing to do).
+ */
+static bool writers_noted_online(struct view *v)
+{
+        vfile_note_writers(v);
+        return v->state == VIEW_ONLINE;
+}
+
 /* Guards the reasons query state gives; never held across anything else. */
 static pthread_mutex_t reason_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -686,15 +698,10 @@ static int disconnect(struct view *v, bool forced, GString *err)
                 return 0;
         }
         /* Forced: the server is gone, and the files created on a network
-         * backing were mirrored at their create.  A note the server did not
-         * answer in time starts a forced switch, which may have gone ahead
-         * meanwhile. */
-        if (locked && !forced) {
-                vfile_note_writers(v);
-                if (v->state != VIEW_ONLINE) {
-                        pthread_rwlock_unlock(&v->mode_lock);
-                        return 0;
-                }
+         * backing were mirrored at their create. */
+        if (locked && !forced && !writers_noted_online(v)) {
+                pthread_rwlock_unlock(&v->mode_lock);
+                return 0;
         }
         r = save_state(v, VIEW_OFFLINE);
         if (r == 0) {
@@ -1114,9 +1121,8 @@ int view_writeback_enter(struct view *v)
                 pthread_rwlock_unlock(&v->mode_lock);
                 return 0;
         }
-        vfile_note_writers(v);  /* as for a switch offline */
-        if (v->state != VIEW_ONLINE) {
-                pthread_rwlock_unlock(&v->mode_lock);   /* a forced one went ahead */
+        if (!writers_noted_online(v)) {
+                pthread_rwlock_unlock(&v->mode_lock);
                 return 0;
         }
         r = save_state(v, VIEW_WRITEBACK);

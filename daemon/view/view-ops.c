@@ -334,6 +334,8 @@ void vfile_switch_all(struct view *v)
         g_hash_table_iter_init(&it, v->files);
         while (g_hash_table_iter_next(&it, &key, &val)) {
                 struct vfile *f = val;
+                bool passed_writer = f->passthrough && !f->dir &&
+                                     (f->flags & O_ACCMODE) != O_RDONLY;
                 struct vnode *n;
                 int pfd, nfd, old;
 
@@ -358,7 +360,7 @@ void vfile_switch_all(struct view *v)
                 /* Not dup3() over it: closing a network file's descriptor
                  * flushes, and the server may be gone. */
                 old = f->fd;
-                if (f->passthrough && !f->dir && (f->flags & O_ACCMODE) != O_RDONLY) {
+                if (passed_writer) {
                         /* The kernel goes on writing the file it was opened
                          * on: shipped to the object served at flush, fsync
                          * and release, until a switch serves that file again. */
@@ -401,8 +403,7 @@ void vfile_switch_all(struct view *v)
                 f->lid = 0;
                 /* A writer passed through writes without us: online its
                  * writes are taken as done, for the mirror, as at its open. */
-                f->written = f->passthrough && !f->dir && !view_offline(v) &&
-                             (f->flags & O_ACCMODE) != O_RDONLY;
+                f->written = passed_writer && !view_offline(v);
         }
         pthread_mutex_unlock(&v->ftab_lock);
         /* Offline, the kernel's writes to come are changes against what the
@@ -2794,7 +2795,11 @@ static void note_written_bounded(struct view *v, struct vfile *f)
  */
 void vfile_note_writers(struct view *v)
 {
-        GArray *writers = g_array_new(FALSE, FALSE, sizeof(struct vfile));
+        struct writer {
+                fuse_ino_t id;
+                int fd;         /* its own: a release may remove the file meanwhile */
+        };
+        GArray *writers = g_array_new(FALSE, FALSE, sizeof(struct writer));
         bool answering = true;
         GHashTableIter it;
         gpointer key, val;
@@ -2802,28 +2807,28 @@ void vfile_note_writers(struct view *v)
         pthread_mutex_lock(&v->ftab_lock);
         g_hash_table_iter_init(&it, v->files);
         while (g_hash_table_iter_next(&it, &key, &val)) {
-                struct vfile *f = val, copy = { .fh = f->fh, .id = f->id };
+                struct vfile *f = val;
+                struct writer w = { f->id, -1 };
 
                 if (f->dir || !f->written || f->fd < 0 || mirror_quiet_for(f))
                         continue;
-                /* Its own descriptor: a release may remove f meanwhile. */
-                copy.fd = fcntl(f->fd, F_DUPFD_CLOEXEC, 0);
-                if (copy.fd >= 0)
-                        g_array_append_val(writers, copy);
+                w.fd = fcntl(f->fd, F_DUPFD_CLOEXEC, 0);
+                if (w.fd >= 0)
+                        g_array_append_val(writers, w);
         }
         pthread_mutex_unlock(&v->ftab_lock);
         for (guint i = 0; i < writers->len; i++) {
-                struct vfile *f = &g_array_index(writers, struct vfile, i);
+                struct writer *w = &g_array_index(writers, struct writer, i);
 
                 /* One the server did not answer in time: it is gone, the
                  * others would wait as long each. */
-                if (answering && note_change_bounded(v, f->id, f->fd, NULL) == -ETIMEDOUT) {
+                if (answering && note_change_bounded(v, w->id, w->fd, NULL) == -ETIMEDOUT) {
                         log_warn("The server stopped answering while the offline mirror took the"
                                  " open written files: those not taken yet are missing offline"
                                  " until the reconnect");
                         answering = false;
                 }
-                close(f->fd);
+                close(w->fd);
         }
         g_array_free(writers, TRUE);
 }
