@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -714,6 +715,14 @@ static ssize_t query_run(enum backing_query_kind kind, int fd, const char *name,
                 break;
         case BQ_LISTXATTR:
                 r = listxattr(path, size ? buf : NULL, size);
+                break;
+        case BQ_STATFS:
+                if (size != sizeof(struct statvfs)) {
+                        errno = EINVAL;
+                        r = -1;
+                } else {
+                        r = fstatvfs(fd, buf) < 0 ? -1 : (ssize_t)size;
+                }
                 break;
         default:
                 errno = EINVAL;

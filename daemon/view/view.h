@@ -700,6 +700,7 @@ enum backing_query_kind {
         BQ_GETXATTR,            /* an xattr (size 0: its size) */
         BQ_DIR_GETXATTR,        /* the same of a directory (cheaper: getxattrat) */
         BQ_LISTXATTR,           /* the xattr names (size 0: their size) */
+        BQ_STATFS,              /* its filesystem's statvfs (buf: a struct statvfs) */
 };
 /* As readlink(2), getxattr(2) or listxattr(2) of fd into buf, bounded as the
  * calls above: the length, or -errno. */

@@ -4,7 +4,7 @@
 and changes, each with a server that stops answering: readlink, getxattr,
 listxattr, a mkdir's check of the parent's default ACL, a non-root
 writer's set-id check before a write and a fallocate, the atime byte a
-first read from the store reads, and a `reconnect` asked by hand while a
+first read from the store reads, statfs, and a `reconnect` asked by hand while a
 change given up on still waits for the server.
 
 The server is a FUSE filesystem whose daemon is stopped (SIGSTOP): an inner
@@ -96,6 +96,8 @@ try:
     elif op == "chmod":
         os.chmod(path, 0o640)
         r = "changed"
+    elif op == "statfs":
+        r = "blocks" if os.statvfs(path).f_blocks > 0 else "no blocks"
     print(repr(r), flush=True)
 except OSError as e:
     print("error " + errno.errorcode.get(e.errno, str(e.errno)), flush=True)
@@ -319,6 +321,11 @@ def inner_view_phase():
                            " (the atime byte)", took)
             went_offline(vol, "read")
             resume(vol, server, "read")
+        if wanted("statfs"):
+            a, took = hung_call(server, "statfs", vol.v("proj"))
+            offline_answer(a, "'blocks'", "statfs (the local copy's filesystem offline)", took)
+            went_offline(vol, "statfs")
+            resume(vol, server, "statfs")
         if wanted("reconnect"):
             a, took = hung_call(server, "chmod", vol.v("proj", "f"))
             offline_answer(a, "'changed'", "chmod (given up on, made again offline)", took)
@@ -383,7 +390,7 @@ def sshfs_phase():
 def main():
     require_root_fuse()
     if any(wanted(x) for x in ("getxattr", "listxattr", "mkdir", "write", "fallocate", "read",
-                               "reconnect", "disconnect-writers", "fallocate-close")):
+                               "statfs", "reconnect", "disconnect-writers", "fallocate-close")):
         inner_view_phase()
     if wanted("readlink"):
         sshfs_phase()
