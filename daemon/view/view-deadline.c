@@ -410,7 +410,7 @@ bool backing_bounded_in(struct view *v, bool offline)
 
 bool backing_bounded(struct view *v)
 {
-        return backing_bounded_in(v, view_offline(v));
+        return backing_bounded_in(v, view_calls_offline(v));
 }
 
 int backing_fstatat_in(struct view *v, bool offline, int dirfd, const char *name, struct stat *st)
@@ -429,7 +429,7 @@ int backing_fstatat_in(struct view *v, bool offline, int dirfd, const char *name
 
 int backing_fstatat(struct view *v, int dirfd, const char *name, struct stat *st)
 {
-        return backing_fstatat_in(v, view_offline(v), dirfd, name, st);
+        return backing_fstatat_in(v, view_calls_offline(v), dirfd, name, st);
 }
 
 int backing_openat_in(struct view *v, bool offline, int dirfd, const char *name, int flags)
@@ -447,7 +447,7 @@ int backing_openat_in(struct view *v, bool offline, int dirfd, const char *name,
 
 int backing_openat(struct view *v, int dirfd, const char *name, int flags)
 {
-        return backing_openat_in(v, view_offline(v), dirfd, name, flags);
+        return backing_openat_in(v, view_calls_offline(v), dirfd, name, flags);
 }
 
 int backing_reopen_in(struct view *v, bool offline, int pathfd, int flags,
@@ -476,7 +476,7 @@ int backing_reopen_in(struct view *v, bool offline, int pathfd, int flags,
 
 int backing_reopen_bounded(struct view *v, int pathfd, int flags, const struct caller_id *id)
 {
-        return backing_reopen_in(v, view_offline(v), pathfd, flags, id);
+        return backing_reopen_in(v, view_calls_offline(v), pathfd, flags, id);
 }
 
 ssize_t backing_pwrite(struct view *v, int fd, const void *buf, size_t size, off_t off,
@@ -648,7 +648,7 @@ int backing_call_bounded_in(struct view *v, bool offline, int (*fn)(void *arg), 
 
 int backing_call_bounded(struct view *v, int (*fn)(void *arg), void *arg, void (*drop)(void *arg))
 {
-        return backing_call_bounded_in(v, view_offline(v), fn, arg, drop);
+        return backing_call_bounded_in(v, view_calls_offline(v), fn, arg, drop);
 }
 
 /* ---- what an object holds: its symlink target, its xattrs ---- */
@@ -753,7 +753,7 @@ ssize_t backing_query_in(struct view *v, bool offline, enum backing_query_kind k
 ssize_t backing_query(struct view *v, enum backing_query_kind kind, int fd, const char *name,
                       void *buf, size_t size)
 {
-        return backing_query_in(v, view_offline(v), kind, fd, name, buf, size);
+        return backing_query_in(v, view_calls_offline(v), kind, fd, name, buf, size);
 }
 
 /* ---- changes ---- */

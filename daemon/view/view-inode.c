@@ -379,11 +379,6 @@ static int handle_mount_fd_in(struct view *v, bool offline)
         return v->handles ? v->mount_fd : -1;
 }
 
-static int handle_mount_fd(struct view *v)
-{
-        return handle_mount_fd_in(v, view_offline(v));
-}
-
 static struct file_handle *handle_of_in(struct view *v, bool offline, int fd)
 {
         struct file_handle *fh;
@@ -435,43 +430,135 @@ static int real_stat(struct view *v, int fd, struct stat *st)
         return real_stat_in(v, view_offline(v), fd, st);
 }
 
-static int check_ino(struct view *v, int fd, uint64_t ino)
+static int check_ino_in(struct view *v, bool offline, int fd, uint64_t ino)
 {
         struct stat st;
-        int r = real_stat(v, fd, &st);
+        int r = real_stat_in(v, offline, fd, &st);
 
         if (r < 0)
                 return r;
         return st.st_ino == ino ? 0 : -ESTALE;
 }
 
-/* Opens an O_PATH descriptor for n without holding itab_lock. */
+/* open_by_handle_at() of a server's object, on a helper. */
+struct handle_open {
+        int mount_fd;           /* a duplicate: a reconnect may replace the view's */
+        int fd;                 /* the answer: dropped with the job if nobody waits */
+        struct file_handle *fh; /* a copy */
+};
+
+static int handle_open_run(void *arg)
+{
+        struct handle_open *h = arg;
+
+        h->fd = open_by_handle_at(h->mount_fd, h->fh, O_PATH | O_CLOEXEC);
+        return h->fd < 0 ? -errno : 0;
+}
+
+static void handle_open_drop(void *arg)
+{
+        struct handle_open *h = arg;
+
+        if (h->fd >= 0)
+                close(h->fd);
+        close(h->mount_fd);
+        free(h->fh);
+        free(h);
+}
+
+/* An O_PATH descriptor of handle fh in the tree @offline says (bounded as
+ * the backing's calls: a server's object may need a round trip), or -errno. */
+static int open_handle_in(struct view *v, bool offline, const struct file_handle *fh)
+{
+        int mfd = handle_mount_fd_in(v, offline), r;
+        size_t fh_size = sizeof(*fh) + fh->handle_bytes;
+        struct handle_open *h;
+
+        if (mfd < 0)
+                return -EOPNOTSUPP;
+        if (!backing_bounded_in(v, offline)) {
+                r = open_by_handle_at(mfd, (struct file_handle *)fh, O_PATH | O_CLOEXEC);
+                return r < 0 ? -errno : r;
+        }
+        h = calloc(1, sizeof(*h));
+        if (!h)
+                return -ENOMEM;
+        h->fd = -1;
+        h->fh = malloc(fh_size);
+        h->mount_fd = fcntl(mfd, F_DUPFD_CLOEXEC, 0);
+        if (!h->fh || h->mount_fd < 0) {
+                r = h->fh ? -errno : -ENOMEM;
+                if (h->mount_fd >= 0)
+                        close(h->mount_fd);
+                free(h->fh);
+                free(h);
+                return r;
+        }
+        memcpy(h->fh, fh, fh_size);
+        r = backing_call_bounded_in(v, offline, handle_open_run, h, handle_open_drop);
+        if (r == -ETIMEDOUT)
+                return r;       /* h is the helper's now */
+        if (r == 0) {
+                r = h->fd;
+                h->fd = -1;
+        }
+        handle_open_drop(h);
+        return r;
+}
+
+/*
+ * The tree served (*offline) and the switch count it goes with, read as one.
+ * served_lock is not held across the node look-ups that follow (they may
+ * call the backing, and a switch waits for its holders): a switch that
+ * passed the request by meanwhile (served_switched()) makes it look again.
+ */
+static uint64_t served_now(struct view *v, bool *offline)
+{
+        uint64_t seen;
+
+        pthread_rwlock_rdlock(&v->served_lock);
+        seen = __atomic_load_n(&v->switches, __ATOMIC_ACQUIRE);
+        *offline = view_offline(v);
+        pthread_rwlock_unlock(&v->served_lock);
+        return seen;
+}
+
+/*
+ * Opens an O_PATH descriptor for n (identity ino, in the tree served when it
+ * was read) without holding itab_lock.  Each step calls the tree it reads
+ * as one with its descriptor: a forced switch meanwhile never makes a
+ * server's descriptor be called unbounded (the caller sees n->ino change).
+ */
 static int resolve(struct view *v, struct vnode *n, struct file_handle *fh, uint64_t parent,
                    const char *name, uint64_t ino)
 {
         struct vnode *p;
-        int fd, pfd, mfd = handle_mount_fd(v);
+        bool offline;
+        int fd, pfd;
 
         if (!ino)
                 return -ESTALE;         /* no counterpart in the tree served */
-        if (fh && mfd >= 0) {
-                fd = open_by_handle_at(mfd, fh, O_PATH | O_CLOEXEC);
+        served_now(v, &offline);
+        if (fh) {
+                fd = open_handle_in(v, offline, fh);
+                if (fd == -ETIMEDOUT)
+                        return fd;
                 if (fd >= 0) {
-                        if (check_ino(v, fd, ino) == 0)
+                        if (check_ino_in(v, offline, fd, ino) == 0)
                                 return fd;
                         close(fd);
                 }
         }
         if (!name || !*name || parent == n->id)
                 return -ESTALE;
-        pfd = vnode_get(v, parent, &p);
+        pfd = vnode_get_served(v, parent, &p, &offline, NULL);
         if (pfd < 0)
                 return pfd;
-        fd = backing_openat(v, pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        fd = backing_openat_in(v, offline, pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         vnode_put(v, p);
         if (fd < 0)
                 return fd == -ENOENT ? -ESTALE : fd;
-        if (check_ino(v, fd, ino) < 0) {
+        if (check_ino_in(v, offline, fd, ino) < 0) {
                 close(fd);
                 return -ESTALE;
         }
@@ -515,12 +602,19 @@ again:
         fd = resolve(v, n, fh, parent, name, ino);
         free(fh);
         free(name);
+        fh = NULL;      /* a node without a handle, looked for again */
+        name = NULL;
 
         pthread_mutex_lock(&v->itab_lock);
         if (fd < 0) {
+                /* The state switched meanwhile: looked for in the new tree. */
+                bool switched = fd != -ETIMEDOUT && (n->fd >= 0 || n->ino != ino);
+
                 n->users--;
                 maybe_free(v, n);
                 pthread_mutex_unlock(&v->itab_lock);
+                if (switched && ++tries < 3)
+                        goto again;
                 return fd;
         }
         if (n->fd >= 0 || n->ino != ino) {
@@ -543,23 +637,6 @@ again:
         pthread_mutex_unlock(&v->itab_lock);
         *out = n;
         return fd;
-}
-
-/*
- * The tree served (*offline) and the switch count it goes with, read as one.
- * served_lock is not held across the node look-ups that follow (they may
- * call the backing, and a switch waits for its holders): a switch that
- * passed the request by meanwhile (served_switched()) makes it look again.
- */
-static uint64_t served_now(struct view *v, bool *offline)
-{
-        uint64_t seen;
-
-        pthread_rwlock_rdlock(&v->served_lock);
-        seen = __atomic_load_n(&v->switches, __ATOMIC_ACQUIRE);
-        *offline = view_offline(v);
-        pthread_rwlock_unlock(&v->served_lock);
-        return seen;
 }
 
 static bool served_switched(struct view *v, uint64_t seen)
@@ -929,24 +1006,28 @@ int vnode_lookup_dot(struct view *v, fuse_ino_t id, bool dotdot, struct fuse_ent
         struct forgotten *g;
         struct file_handle *fh = NULL;
         struct vnode *n;
-        uint64_t key = id, ino = 0;
+        uint64_t key = id, ino = 0, switches;
         struct stat st;
+        bool offline;
         int fd, r;
 
-        fd = vnode_get(v, id, &n);
+        fd = vnode_get_served(v, id, &n, &offline, &switches);
         if (fd >= 0) {
                 if (dotdot && id != FUSE_ROOT_ID) {
-                        int pfd = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                        int pfd = backing_openat_in(v, offline, fd, "..",
+                                                    O_PATH | O_DIRECTORY | O_CLOEXEC);
 
                         vnode_put(v, n);
                         if (pfd < 0)
-                                return -errno;
-                        if (fstat(pfd, &st) == 0 && st.st_ino == root_ino(v)) {
+                                return pfd;
+                        if (real_stat_in(v, offline, pfd, &st) == 0 && st.st_ino == root_ino(v)) {
                                 close(pfd);
                                 return vnode_lookup_dot(v, FUSE_ROOT_ID, false, e);
                         }
-                        /* its own parent and name are not known here: kept if known */
-                        return enter_node(v, view_offline(v), ANY_SWITCHES, 0, pfd, NULL, e);
+                        /* its own parent and name are not known here: kept if
+                         * known; a switch passed by: asked again by the kernel */
+                        r = enter_node(v, offline, switches, 0, pfd, NULL, e);
+                        return r == -EAGAIN ? -ESTALE : r;
                 }
                 r = vnode_fill_stat(v, fd, &st);
                 if (r == 0) {
@@ -962,7 +1043,7 @@ int vnode_lookup_dot(struct view *v, fuse_ino_t id, bool dotdot, struct fuse_ent
                 vnode_put(v, n);
                 return r;
         }
-        if (fd != -ESTALE || view_offline(v))
+        if (fd != -ESTALE || offline)
                 return fd;
         pthread_mutex_lock(&v->itab_lock);
         g = g_hash_table_lookup(v->forgotten, &key);
@@ -975,15 +1056,19 @@ int vnode_lookup_dot(struct view *v, fuse_ino_t id, bool dotdot, struct fuse_ent
         pthread_mutex_unlock(&v->itab_lock);
         if (!fh)
                 return -ESTALE;
-        fd = open_by_handle_at(v->mount_fd, fh, O_PATH | O_CLOEXEC);
+        fd = open_handle_in(v, false, fh);
         free(fh);
+        if (fd == -ETIMEDOUT)
+                return fd;
         if (fd < 0)
                 return -ESTALE;         /* gone from the backing */
-        if (fstat(fd, &st) < 0 || st.st_ino != ino) {
+        if (check_ino_in(v, false, fd, ino) < 0) {
                 close(fd);
                 return -ESTALE;
         }
-        r = enter_node(v, view_offline(v), ANY_SWITCHES, 0, fd, NULL, e);
+        r = enter_node(v, false, switches, 0, fd, NULL, e);
+        if (r == -EAGAIN)
+                return -ESTALE;         /* a switch passed it by */
         if (r == 0 && e->ino != id) {
                 /* its inode number is another node's now: not the same nodeid */
                 vnode_forget(v, e->ino, 1);

@@ -50,15 +50,31 @@ int view_served_root(struct view *v)
         return view_offline(v) ? v->mirror_fd : v->root_fd;
 }
 
+/*
+ * The tree the calling thread's change began in: its descriptors are of
+ * that tree, whatever a forced switch (which does not wait for changes)
+ * did since, so its backing calls stay bounded when it began online.
+ */
+static __thread unsigned change_depth;
+static __thread bool change_offline;
+
 void view_change_begin(struct view *v)
 {
         pthread_rwlock_rdlock(&v->mode_lock);
         __atomic_add_fetch(&v->changes, 1, __ATOMIC_ACQ_REL); /* view-revalidate.c */
+        if (change_depth++ == 0)
+                change_offline = view_offline(v);
 }
 
 void view_change_end(struct view *v)
 {
+        change_depth--;
         pthread_rwlock_unlock(&v->mode_lock);
+}
+
+bool view_calls_offline(struct view *v)
+{
+        return change_depth ? change_offline : view_offline(v);
 }
 
 static char *state_path(struct view *v)

@@ -360,6 +360,9 @@ bool view_offline(struct view *v);      /* serving the mirror (offline, reintegr
 int view_served_root(struct view *v);   /* the root descriptor of what is served */
 void view_change_begin(struct view *v); /* around every change: the state cannot switch */
 void view_change_end(struct view *v);
+/* Whether the calling thread's backing calls are of the mirror: within a
+ * change, as the state was at its view_change_begin(); else view_offline(). */
+bool view_calls_offline(struct view *v);
 /* The st_ino and st_dev an application sees of mirror object fd:
  * OFFLINE_SHOWN_BY_LID when st_ino is the log id's (an object made offline:
  * it depends on nothing else), else 0. */

@@ -16,9 +16,13 @@ names; no other error.  Meanwhile:
     the volume (BackingTimeout=2s) goes offline by itself, a forced switch
     that does not wait for the requests in the server's calls; each reader
     request must answer within a bound that only catches a hang
-    (FCACHE_HUNG_BOUND, 60 s); the longest is reported.  The server then
-    runs again and the volume reconnects by itself (FCACHE_FREEZES rounds,
-    default 3).
+    (FCACHE_HUNG_BOUND, 60 s); the longest is reported.  Beside the
+    readers, changers each rewrite a pinned file of their own and change
+    its mode in turn, through the freeze: a change in flight at the forced
+    switch must not call the frozen server unbounded; no change fails.
+    The server then runs again and the volume reconnects by itself: the
+    server holds each changer's last write and mode, no conflict
+    (FCACHE_FREEZES rounds, default 3).
 """
 import json
 import os
@@ -45,7 +49,7 @@ XATTR = ("user.sw", b"the xattr value")
 # line: its errors, how many checks, its longest request and which.
 READER = r'''
 import errno, json, os, random, sys, time
-root, spec, stop, seed = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+stop, root, spec, seed = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
 rnd = random.Random(seed)
 errors, n, longest, which = [], 0, 0.0, ""
 names = sorted(spec["files"]) + sorted(spec["links"]) + ["d"]
@@ -112,6 +116,43 @@ print(json.dumps({"errors": errors, "n": n, "longest": longest, "which": which})
 '''
 
 
+# A changer: rewrites its own pinned file and changes its mode, in turn,
+# until the stop file exists; prints one JSON line: its errors, how many
+# changes, its longest, and the last bytes and mode acknowledged.
+CHANGER = r'''
+import errno, json, os, sys, time
+stop, path = sys.argv[1], sys.argv[2]
+errors, n, longest, which, data, mode = [], 0, 0.0, "", None, None
+while not os.path.exists(stop):
+    n += 1
+    for op in ("write", "chmod"):
+        t = time.monotonic()
+        try:
+            if op == "write":
+                want = (f"change {n} of {path}\n" * 40).encode()
+                fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+                try:
+                    if os.write(fd, want) != len(want):
+                        raise OSError(errno.EIO, "short write")
+                finally:
+                    os.close(fd)
+                data = want.decode()
+            else:
+                m = 0o640 if n % 2 else 0o604
+                os.chmod(path, m)
+                mode = m
+        except OSError as e:
+            if len(errors) < 20:
+                errors.append(f"{op} {n}: " + errno.errorcode.get(e.errno, str(e.errno)))
+        took = time.monotonic() - t
+        if took > longest:
+            longest, which = took, f"{op} {n}"
+print(json.dumps({"errors": errors, "n": n, "longest": longest, "which": which,
+                  "data": data, "mode": mode}), flush=True)
+'''
+CHANGERS = 2
+
+
 def make_tree(top):
     os.makedirs(os.path.join(top, "proj", "d"))
     for name, data in FILES.items():
@@ -121,6 +162,9 @@ def make_tree(top):
         write_file(os.path.join(top, "proj", "d", name), data)
     for name, target in LINKS.items():
         os.symlink(target, os.path.join(top, "proj", name))
+    os.makedirs(os.path.join(top, "work"))
+    for i in range(CHANGERS):
+        write_file(os.path.join(top, "work", f"c{i}"), b"as made\n")
 
 
 def spec():
@@ -154,28 +198,32 @@ def dump_stuck(pids):
                   f"{target}", flush=True)
 
 
-class Readers:
-    def __init__(self, vol, what):
+class Workers:
+    """Processes running a loop script until a stop file exists, each
+    printing one JSON line at the end: its errors, how many checks, its
+    longest request and which (and what the script adds)."""
+
+    def __init__(self, vol, what, script, argvs):
         self.what = what
         self.vol = vol
-        self.stop_file = os.path.join(vol.top, "stop-readers")
+        self.stop_file = os.path.join(vol.top, "stop-workers")
         if os.path.exists(self.stop_file):
             os.unlink(self.stop_file)
-        self.procs = [subprocess.Popen([sys.executable, "-c", READER, vol.v("proj"), spec(),
-                                        self.stop_file, str(i)],
+        self.procs = [subprocess.Popen([sys.executable, "-c", script, self.stop_file] + argv,
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                      for i in range(READERS)]
+                      for argv in argvs]
 
     def finish(self, hang_bound, unhang=None):
-        """Stops them; their longest request (None: one hung past the bound,
-        and unhang() was called so that its request ends and it can be reaped)."""
+        """Stops them; (their longest request, their JSON results), the
+        longest None when one hung past the bound (unhang() was then called
+        so that its request ends and it can be reaped)."""
         open(self.stop_file, "w").close()
-        longest, which, total = 0.0, "", 0
+        longest, which, total, results = 0.0, "", 0, []
         for p in self.procs:
             try:
                 out, err = p.communicate(timeout=hang_bound)
             except subprocess.TimeoutExpired:
-                check(False, f"{self.what}: a reader returns within {hang_bound:.0f} s (a hang)")
+                check(False, f"{self.what}: a process returns within {hang_bound:.0f} s (a hang)")
                 if os.environ.get("FCACHE_READERS_DEBUG"):
                     dump_stuck([q.pid for q in self.procs] + [self.vol.worker_pid()])
                     subprocess.run([sys.executable, os.path.join(os.path.dirname(
@@ -188,19 +236,24 @@ class Readers:
                     try:
                         q.communicate(timeout=hang_bound)
                     except subprocess.TimeoutExpired:
-                        print(f"# {self.what}: reader {q.pid} still stuck", flush=True)
-                return None
+                        print(f"# {self.what}: process {q.pid} still stuck", flush=True)
+                return None, results
             if p.returncode != 0 or not out.strip():
-                check(False, f"{self.what}: a reader ran ({err.strip()[-500:]})")
+                check(False, f"{self.what}: a process ran ({err.strip()[-500:]})")
                 continue
             r = json.loads(out.strip().splitlines()[-1])
-            eq(r["errors"], [], f"{self.what}: a reader's {r['n']} checks, no error")
+            results.append(r)
+            eq(r["errors"], [], f"{self.what}: a process's {r['n']} checks, no error")
             total += r["n"]
             if r["longest"] > longest:
                 longest, which = r["longest"], r["which"]
-        print(f"# {self.what}: {total} checks by {READERS} readers, longest request"
+        print(f"# {self.what}: {total} checks by {len(self.procs)} processes, longest request"
               f" {longest:.2f} s ({which})", flush=True)
-        return longest
+        return longest, results
+
+
+def readers(vol, what):
+    return Workers(vol, what, READER, [[vol.v("proj"), spec(), str(i)] for i in range(READERS)])
 
 
 def switch(vol, to):
@@ -219,7 +272,7 @@ def tmpfs_phase():
         make_tree(vol.backing)
         vol.start()
         eq(vol.ctl("pin recursive", "proj").get("mirrored"), "yes", "pin recursive proj: mirrored")
-        readers = Readers(vol, "switches by hand")
+        rd = readers(vol, "switches by hand")
         time.sleep(0.5)
         t = time.time()
         for i in range(SWITCHES):
@@ -227,7 +280,7 @@ def tmpfs_phase():
         if vol.state()["state"] != "online":
             switch(vol, "online")
         print(f"# {SWITCHES} switches in {time.time() - t:.1f} s", flush=True)
-        readers.finish(BOUND)
+        rd.finish(BOUND)
         eq(vol.state()["state"], "online", "online at the end")
     finally:
         vol.stop()
@@ -244,21 +297,36 @@ def frozen_phase():
     try:
         vol.start()
         eq(vol.ctl("pin recursive", "proj").get("mirrored"), "yes", "pin recursive proj: mirrored")
+        eq(vol.ctl("pin recursive", "work").get("mirrored"), "yes", "pin recursive work: mirrored")
+        changed = [vol.v("work", f"c{i}") for i in range(CHANGERS)]
         for i in range(FREEZES):
-            readers = Readers(vol, f"frozen server, round {i + 1}")
+            what = f"frozen server, round {i + 1}"
+            rd = readers(vol, what)
+            ch = Workers(vol, what + ", changers", CHANGER, [[p] for p in changed])
             time.sleep(1)
             os.kill(server, signal.SIGSTOP)
             check(wait_for(lambda: vol.state()["state"] == "offline", BOUND),
                   f"round {i + 1}: the volume goes offline by itself")
-            time.sleep(2 * TIMEOUT)     # readers go on offline
-            took = readers.finish(BOUND + TIMEOUT, lambda: os.kill(server, signal.SIGCONT))
+            time.sleep(2 * TIMEOUT)     # readers and changers go on offline
+            unhang = lambda: os.kill(server, signal.SIGCONT)  # noqa: E731
+            took, _ = rd.finish(BOUND + TIMEOUT, unhang)
+            took_ch, last = ch.finish(BOUND + TIMEOUT, unhang)
             os.kill(server, signal.SIGCONT)
-            if took is None:
+            if took is None or took_ch is None:
                 break
-            longest = max(longest, took)
+            longest = max(longest, took, took_ch)
             check(wait_for(lambda: vol.state()["state"] == "online", 120),
                   f"round {i + 1}: with the server back the volume reconnects by itself")
-        print(f"# longest reader request across the frozen rounds: {longest:.2f} s"
+            for p, r in zip(changed, last):
+                rel = os.path.relpath(p, vol.mnt)
+                if r["data"] is not None:
+                    eq(open(inner.b(rel), encoding="latin-1").read(), r["data"],
+                       f"round {i + 1}: {rel}: the server holds the last write acknowledged")
+                if r["mode"] is not None:
+                    eq(oct(os.stat(inner.b(rel)).st_mode & 0o7777), oct(r["mode"]),
+                       f"round {i + 1}: {rel}: and the last mode")
+            eq(vol.ctl("query state").get("conflicts"), "0", f"round {i + 1}: no conflict")
+        print(f"# longest request across the frozen rounds: {longest:.2f} s"
               f" (BackingTimeout {TIMEOUT} s)", flush=True)
     finally:
         os.kill(server, signal.SIGCONT)
