@@ -520,13 +520,18 @@ static bool same_stat_identity(const struct stat *a, const struct stat *b)
                a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
+/* Copies of a file its writers overtook, before its copy is given up on. */
+#define COPY_TRIES 4
+
 /*
- * Copies backing file bdfd/name (identity @bst) into a new temporary of mdfd,
- * named in tmp.  -EAGAIN when the file changed meanwhile (the copy would not
- * be of @bst; the hoard walk copies it again).  The temporary is removed on
- * failure.
+ * Copies backing file bdfd/name (identity *bst) into a new temporary of
+ * mdfd, named in tmp.  A file written while copied (a writer of its own, or
+ * one passed through, which the daemon does not see) is copied again, its
+ * new identity in *bst, up to COPY_TRIES times: the writer has likely
+ * finished; then -EAGAIN (the hoard walk copies it again), as when the name
+ * leads to another file now.  The temporary is removed on failure.
  */
-static int copy_to_tmp(int bdfd, int mdfd, const char *name, const struct stat *bst,
+static int copy_to_tmp(int bdfd, int mdfd, const char *name, struct stat *bst,
                        char *tmp, size_t tmplen, bool durable, uint64_t *copied)
 {
         struct stat after;
@@ -543,9 +548,22 @@ static int copy_to_tmp(int bdfd, int mdfd, const char *name, const struct stat *
                 close(bfd);
                 return r;
         }
-        r = copy_content(bfd, tfd, bst->st_size, copied);
-        if (r == 0 && (fstat(bfd, &after) < 0 || !same_stat_identity(&after, bst)))
-                r = -EAGAIN;
+        for (int tries = 1;; tries++) {
+                r = copy_content(bfd, tfd, bst->st_size, copied);
+                if (r == 0 && fstat(bfd, &after) < 0)
+                        r = -errno;
+                if (r < 0 || same_stat_identity(&after, bst))
+                        break;
+                if (after.st_ino != bst->st_ino || tries == COPY_TRIES) {
+                        r = -EAGAIN;
+                        break;
+                }
+                *bst = after;
+                if (ftruncate(tfd, 0) < 0) {
+                        r = -errno;
+                        break;
+                }
+        }
         if (r == 0 && durable && fsync(tfd) < 0)
                 r = -errno;
         close(tfd);
@@ -820,6 +838,7 @@ static int copy_file(struct view *v, int bdfd, int mdfd, const char *name,
                      const struct stat *bst, struct batch *batch, struct dirref **dir,
                      uint64_t *copied)
 {
+        struct stat st = *bst;
         char tmp[64];
         int r;
 
@@ -830,8 +849,8 @@ static int copy_file(struct view *v, int bdfd, int mdfd, const char *name,
                 g_array_append_val(batch->items, it);
                 return 1;
         }
-        r = copy_to_tmp(bdfd, mdfd, name, bst, tmp, sizeof(tmp), true, copied);
-        return r < 0 ? r : install(v, mdfd, tmp, name, bst, 0, false);
+        r = copy_to_tmp(bdfd, mdfd, name, &st, tmp, sizeof(tmp), true, copied);
+        return r < 0 ? r : install(v, mdfd, tmp, name, &st, 0, false);
 }
 
 static int copy_special(struct view *v, int bdfd, int mdfd, const char *name,
@@ -1834,16 +1853,10 @@ void mirror_note_change(struct view *v, int dfd, const char *name)
         /* Only what lies in a complete (pinned) directory is kept current. */
         r = mirror_get_base(v->mirror_fd, strcmp(dir, ".") ? dir : NULL, &b);
         if (r == 0 && (b.flags & MIRROR_COMPLETE)) {
-                /* -EAGAIN: written while copied (a writer of its own, or a
-                 * passed-through one the daemon does not see): again, the
-                 * writer has likely finished.  A file created and still
-                 * being written at a switch offline has no mirror object
-                 * until a copy completes. */
-                for (int tries = 0; tries < 4; tries++) {
-                        r = sync_path(v, rel, true, NULL);
-                        if (r != -EAGAIN)
-                                break;
-                }
+                /* A file created and still being written through every
+                 * copy at a switch offline has no mirror object until a
+                 * copy completes (copy_to_tmp()). */
+                r = sync_path(v, rel, true, NULL);
                 if (r < 0)
                         log_warn("Failed to bring the offline mirror of '%s' up to date: %s"
                                  " (the hoard walk retries)", rel, strerror(-r));
