@@ -40,22 +40,29 @@
 
 #include "view.h"
 
-/* A file's size and mtime as last seen (size -1: never), to tell whether
- * the kernel wrote it since (writes passed through are not seen). */
+/* A file's size, mtime and ctime as last seen (size -1: never), to tell
+ * whether the kernel wrote it since (writes passed through are not seen).
+ * ctime too: mtime may be set back (utimens) after a write of the same size. */
 struct file_mark {
-        struct timespec mtime;
+        struct timespec mtime, ctime;
         off_t size;
 };
 
+static bool same_time(const struct timespec *a, const struct timespec *b)
+{
+        return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
 static bool mark_holds(const struct file_mark *m, const struct stat *st)
 {
-        return st->st_size == m->size && st->st_mtim.tv_sec == m->mtime.tv_sec &&
-               st->st_mtim.tv_nsec == m->mtime.tv_nsec;
+        return st->st_size == m->size && same_time(&st->st_mtim, &m->mtime) &&
+               same_time(&st->st_ctim, &m->ctime);
 }
 
 static void mark_take(struct file_mark *m, const struct stat *st)
 {
         m->mtime = st->st_mtim;
+        m->ctime = st->st_ctim;
         m->size = st->st_size;
 }
 
