@@ -1131,7 +1131,7 @@ static int enter_node(struct view *v, bool offline, uint64_t switches, fuse_ino_
 
                         if (nm) {
                                 /* Another link of it: both names are its. */
-                                if (n->name && S_ISREG(n->type))
+                                if (n->name && mirror_linkable(n->type))
                                         alias_add(n, n->parent, n->name);
                                 alias_del(n, parent, name);
                                 free(n->name);
@@ -1253,7 +1253,7 @@ void vnode_moved(struct view *v, fuse_ino_t newparent, int npfd, const char *new
         n = g_hash_table_lookup(v->by_ino, &key);
         if (n && n->id != FUSE_ROOT_ID) {
                 /* The name moved may have been another link of it. */
-                if (n->name && S_ISREG(n->type) &&
+                if (n->name && mirror_linkable(n->type) &&
                     (n->parent != newparent || strcmp(n->name, newname)))
                         alias_add(n, n->parent, n->name);
                 alias_del(n, newparent, newname);

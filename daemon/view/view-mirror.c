@@ -316,8 +316,15 @@ static void tmp_name(char *buf, size_t len)
  * offline it keeps its nlink and a change through one name shows through the
  * others.  CacheDir/mirror.links/INO (outside what is served) is one more
  * link to the mirror object of server inode INO, by which the next name
- * mirrored finds it; offline stat does not count it.
+ * mirrored finds it; offline stat does not count it.  A FIFO, device or
+ * socket is kept so too: its mode and owner are all it has to share.
  */
+bool mirror_linkable(mode_t mode)
+{
+        return S_ISREG(mode) || S_ISFIFO(mode) || S_ISCHR(mode) || S_ISBLK(mode) ||
+               S_ISSOCK(mode);
+}
+
 static void links_key(char *buf, size_t len, uint64_t ino)
 {
         snprintf(buf, len, "%" PRIu64, ino);
@@ -332,13 +339,16 @@ static int link_partner(struct view *v, int mdfd, const char *name, const struct
         char key[32], tmp[64];
         int r;
 
-        if (!S_ISREG(bst->st_mode) || bst->st_nlink < 2 || v->mirror_links_fd < 0)
+        if (!mirror_linkable(bst->st_mode) || bst->st_nlink < 2 || v->mirror_links_fd < 0)
                 return -ENOENT;
         links_key(key, sizeof(key), bst->st_ino);
         base_from_stat(&want, bst, 0);
         if (fstatat(v->mirror_links_fd, key, &lst, AT_SYMLINK_NOFOLLOW) < 0 ||
             mirror_get_base(v->mirror_links_fd, key, &have) < 0 || !same_content(&have, &want))
                 return -ENOENT;
+        /* A chmod or chown (through any name) changes no content: the shared
+         * object takes it. */
+        align_owner_mode_times(v->mirror_links_fd, key, bst, &lst);
         if (fstatat(mdfd, name, &mst, AT_SYMLINK_NOFOLLOW) == 0 && mst.st_ino == lst.st_ino)
                 return set_base(mdfd, name, &want);     /* already that object */
         tmp_name(tmp, sizeof(tmp));
@@ -355,7 +365,7 @@ static void index_links(struct view *v, int mdfd, const char *name, const struct
 {
         char key[32];
 
-        if (!S_ISREG(bst->st_mode) || bst->st_nlink < 2 || v->mirror_links_fd < 0)
+        if (!mirror_linkable(bst->st_mode) || bst->st_nlink < 2 || v->mirror_links_fd < 0)
                 return;
         links_key(key, sizeof(key), bst->st_ino);
         unlinkat(v->mirror_links_fd, key, 0);
@@ -368,7 +378,7 @@ bool mirror_links_counted(struct view *v, const struct stat *st, uint64_t sino)
         struct stat lst;
         char key[32];
 
-        if (!S_ISREG(st->st_mode) || st->st_nlink < 2 || v->mirror_links_fd < 0)
+        if (!mirror_linkable(st->st_mode) || st->st_nlink < 2 || v->mirror_links_fd < 0)
                 return false;
         links_key(key, sizeof(key), sino);
         return fstatat(v->mirror_links_fd, key, &lst, AT_SYMLINK_NOFOLLOW) == 0 &&
@@ -995,7 +1005,8 @@ static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
                      const struct mirror_base *have, struct batch *batch, struct dirref **dir,
                      const struct entry_look *look, uint64_t *copied);
 static int sync_other(struct view *v, int bdfd, int mdfd, const char *name,
-                      const struct stat *bst, bool based, const struct mirror_base *have);
+                      const struct stat *bst, const struct stat *mst, bool based,
+                      const struct mirror_base *have);
 
 /*
  * Makes mdfd/name what bdfd/name is.  A directory's children are mirrored
@@ -1091,7 +1102,7 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
                         fill_file_done(fill, copied, r == 0);
                 return r < 0 ? r : 0;
         }
-        return sync_other(v, bdfd, mdfd, name, &bst, based, &have);
+        return sync_other(v, bdfd, mdfd, name, &bst, exists ? &mst : NULL, based, &have);
 }
 
 /* A regular file: 1 when queued in @batch. */
@@ -1151,9 +1162,10 @@ static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
         return copy_file(v, bdfd, mdfd, name, bst, batch, dir, copied);
 }
 
-/* Symlinks and special files. */
+/* Symlinks and special files; @mst: the mirror's entry, NULL when none. */
 static int sync_other(struct view *v, int bdfd, int mdfd, const char *name,
-                      const struct stat *bst, bool based, const struct mirror_base *have)
+                      const struct stat *bst, const struct stat *mst, bool based,
+                      const struct mirror_base *have)
 {
         struct mirror_base want;
         int r;
@@ -1162,13 +1174,27 @@ static int sync_other(struct view *v, int bdfd, int mdfd, const char *name,
         r = link_partner(v, mdfd, name, bst);
         if (r != -ENOENT)
                 return r;
-        if (based && same_identity(have, &want)) {
-                if (have->ver.uid != want.ver.uid || have->ver.gid != want.ver.gid ||
-                    have->ver.nlink != want.ver.nlink) {
-                        set_owner_mode_times(mdfd, name, bst);
-                        return set_base(mdfd, name, &want);
-                }
+        if (based && same_identity(have, &want) && have->ver.uid == want.ver.uid &&
+            have->ver.gid == want.ver.gid && have->ver.nlink == want.ver.nlink) {
+                /* The first name met of an object with several (also one that a
+                 * mirror written before keeps as several objects): the next
+                 * name is linked to it. */
+                if (mst && !mirror_links_counted(v, mst, want.ver.ino))
+                        index_links(v, mdfd, name, bst);
                 return 0;
+        }
+        /* A FIFO, device or socket has no content: the same server object is
+         * brought to its owner, mode and times in place, so that its other
+         * names, which share the mirror object, see them too. */
+        if (based && (same_identity(have, &want) ||
+                      (!S_ISLNK(bst->st_mode) && mst && have->ver.ino == want.ver.ino &&
+                       !((mst->st_mode ^ bst->st_mode) & S_IFMT) &&
+                       mst->st_rdev == bst->st_rdev))) {
+                set_owner_mode_times(mdfd, name, bst);
+                r = set_base(mdfd, name, &want);
+                if (r == 0)
+                        index_links(v, mdfd, name, bst);
+                return r;
         }
         return copy_special(v, bdfd, mdfd, name, bst);
 }

@@ -327,7 +327,7 @@ static int lid_of_depth(struct view *v, int dfd, const char *name, uint64_t *out
                 /* A file with several links: the name it is reached by now may
                  * be the one replay has to follow it by, once the others go. */
                 if (name && *name && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                    S_ISREG(st.st_mode) && st.st_nlink > 1 &&
+                    mirror_linkable(st.st_mode) && st.st_nlink > 1 &&
                     lid_of_depth(v, dfd, NULL, &plid, depth + 1) == 0)
                         oplog_object_alias(v->oplog, *out, plid, name);
                 return 0;

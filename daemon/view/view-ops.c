@@ -824,7 +824,7 @@ static int node_name(struct view *v, fuse_ino_t id, int fd, uint64_t *parent, ch
                                 free(nm);
                                 continue;
                         }
-                        if (pass == 1 && S_ISREG(me.st_mode) && me.st_nlink > 1) {
+                        if (pass == 1 && mirror_linkable(me.st_mode) && me.st_nlink > 1) {
                                 free(nm);
                                 nm = offline_name_in(pfd, me.st_ino);
                         }
@@ -895,7 +895,7 @@ static int lid_before_change(struct view *v, fuse_ino_t id, int fd, uint64_t *li
         /* A file with several names is named by each it is reached by
          * (the log's aliases): not remembered. */
         if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 &&
-            (!S_ISREG(st.st_mode) || st.st_nlink == 1))
+            (!mirror_linkable(st.st_mode) || st.st_nlink == 1))
                 vnode_remember_lid(v, id, epoch, *lid);
         return 0;
 }

@@ -482,6 +482,10 @@ bool mirror_is_tmp(const char *name);
 /* A temporary of the mirror's whose process is gone (a worker killed while
  * moving a file in): nothing will rename it into place. */
 bool mirror_tmp_orphaned(const char *name);
+/* Whether an object of this type may have several names (hard links), which
+ * the mirror keeps as one object: regular and special files (FIFOs, devices,
+ * sockets), not directories or symlinks. */
+bool mirror_linkable(mode_t mode);
 /* Is one link of a mirror object (stat st, server inode sino) the index's? */
 bool mirror_links_counted(struct view *v, const struct stat *st, uint64_t sino);
 /* dfd/name becomes the mirror of the server object @b describes (no longer a new one). */

@@ -10,14 +10,23 @@ group a user sees must be the same in both, and after the last reconnect
 (the offline log replayed) the server's too: a chown kills the set-id bits
 of a non-directory, offline as online, and replay neither keeps bits the
 chown killed nor kills bits a later chmod set again.
+
+Special files with several names (a FIFO, a character device, a bound
+AF_UNIX socket, given more names with link): made online and seen offline,
+made or linked offline and seen after the reconnect, a chmod or chown
+through one name seen through the others, an unlink or rename of one name
+keeping the others; after every step each name's type, mode, owner and
+nlink and which names share an inode are as in the plain directory, after
+the reconnect on the server too, and no change ends as a conflict.
 """
 import os
+import socket
 import stat
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from viewlib import (Volume, as_user, check, ensure_group, ensure_user, eq, finish,  # noqa: E402
-                     require_root_fuse, wait_for, write_file)
+from viewlib import (Volume, as_user, check, ensure_group, ensure_user, eq, errname,  # noqa: E402
+                     finish, require_root_fuse, wait_for, write_file)
 
 
 def obs(p):
@@ -59,6 +68,106 @@ def scenarios(u1, g2):
     }
 
 
+def run_steps(vol, name, steps, mine, plain, observe):
+    """Runs each step on path mine in the view and path plain in the plain
+    directory ("off", "on": a switch of the view), comparing the results and
+    what observe() sees after each."""
+    for step in steps:
+        if step in ("off", "on"):
+            q = vol.ctl("disconnect" if step == "off" else "reconnect")
+            eq(q["state"], "offline" if step == "off" else "online", f"{name}: {step}")
+            continue
+        what, fn = step
+        eq(errname(lambda: fn(mine)), errname(lambda: fn(plain)), f"{name}: {what}")
+        eq(observe(mine), observe(plain), f"{name}: after {what}")
+
+
+def make_special(kind, p):
+    if kind == "fifo":
+        os.mkfifo(p, 0o644)
+    elif kind == "chr":
+        os.mknod(p, stat.S_IFCHR | 0o644, os.makedev(1, 3))
+    else:
+        # bound by a relative name: a socket's path is limited to 108 bytes
+        here = os.getcwd()
+        os.chdir(os.path.dirname(p))
+        try:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.bind(os.path.basename(p))
+        finally:
+            os.chdir(here)
+
+
+def link_obs(d, names):
+    """Each name's type, mode, owner and nlink (None when absent), and which
+    names are one inode."""
+    seen, by_ino = {}, {}
+    for n in names:
+        try:
+            s = os.lstat(os.path.join(d, n))
+        except FileNotFoundError:
+            seen[n] = None
+            continue
+        seen[n] = (stat.S_IFMT(s.st_mode), oct(stat.S_IMODE(s.st_mode)), s.st_uid, s.st_gid,
+                   s.st_nlink)
+        by_ino.setdefault(s.st_ino, []).append(n)
+    return seen, sorted(sorted(v) for v in by_ino.values())
+
+
+def link_scenarios(kind, uid, gid):
+    def make(a):
+        return (f"{kind} {a}", lambda d: make_special(kind, os.path.join(d, a)))
+
+    def link(a, b):
+        return (f"link {a} {b}", lambda d: os.link(os.path.join(d, a), os.path.join(d, b)))
+
+    def chmod(a, m):
+        return (f"chmod {m:o} {a}", lambda d: os.chmod(os.path.join(d, a), m))
+
+    def chown(a):
+        return (f"chown {a}", lambda d: os.chown(os.path.join(d, a), uid, gid))
+
+    def unlink(a):
+        return (f"unlink {a}", lambda d: os.unlink(os.path.join(d, a)))
+
+    def rename(a, b):
+        return (f"rename {a} {b}", lambda d: os.rename(os.path.join(d, a), os.path.join(d, b)))
+
+    return {
+        f"{kind} linked online, seen offline": [
+            make("a"), link("a", "b"), link("a", "c"), "off", chmod("b", 0o600), chown("c"),
+            unlink("a"), "on"],
+        f"{kind} made and linked offline": [
+            "off", make("a"), link("a", "b"), chmod("a", 0o640), "on", chown("b"), link("b", "c"),
+            unlink("a"), "off", chmod("c", 0o604), "on"],
+        f"{kind} linked offline": [
+            make("a"), "off", link("a", "b"), chmod("b", 0o600), rename("a", "c"), link("c", "a"),
+            "on", unlink("b"), "off", chown("a"), unlink("c"), "on"],
+        f"{kind} across both switches": [
+            make("a"), link("a", "b"), "off", "on", chmod("a", 0o602), "off", link("b", "c"),
+            chown("c"), "on", rename("c", "b"), "off", unlink("a"), chmod("b", 0o660), "on"],
+    }
+
+
+def run_links(vol, plain, u1):
+    names = ["a", "b", "c"]
+    n = 0
+    for kind in ("fifo", "chr", "sock"):
+        for name, steps in link_scenarios(kind, u1.pw_uid, u1.pw_gid).items():
+            d = f"l{n}"
+            n += 1
+            os.mkdir(vol.v("p", d))
+            os.mkdir(os.path.join(plain, d))
+            run_steps(vol, name, steps, vol.v("p", d), os.path.join(plain, d),
+                      lambda p: link_obs(p, names))
+            check(wait_for(lambda: vol.state().get("pending") == "0"), f"{name}: log replayed")
+            eq(link_obs(vol.b("p", d), names), link_obs(os.path.join(plain, d), names),
+               f"{name}: server after the reconnect")
+            eq(link_obs(vol.v("p", d), names), link_obs(os.path.join(plain, d), names),
+               f"{name}: view after the reconnect")
+            eq(vol.state().get("conflicts"), "0", f"{name}: no conflict")
+
+
 def main():
     require_root_fuse()
     g2 = ensure_group("fcache-tshared")
@@ -72,18 +181,13 @@ def main():
         eq(vol.ctl("pin recursive", "p").get("mirrored"), "yes", "pin recursive p: mirrored")
         for i, (name, steps) in enumerate(scenarios(u1, g2.gr_gid).items()):
             f = f"f{i}"
-            for step in steps:
-                if step in ("off", "on"):
-                    q = vol.ctl("disconnect" if step == "off" else "reconnect")
-                    eq(q["state"], "offline" if step == "off" else "online", f"{name}: {step}")
-                    continue
-                what, fn = step
-                eq(fn(vol.v("p", f)), fn(os.path.join(plain, f)), f"{name}: {what}")
-                eq(obs(vol.v("p", f)), obs(os.path.join(plain, f)), f"{name}: after {what}")
+            run_steps(vol, name, steps, vol.v("p", f), os.path.join(plain, f), obs)
             check(wait_for(lambda: vol.state().get("pending") == "0"), f"{name}: log replayed")
             eq(obs(vol.b("p", f)), obs(os.path.join(plain, f)), f"{name}: server after the reconnect")
             eq(obs(vol.v("p", f)), obs(os.path.join(plain, f)), f"{name}: view after the reconnect")
         check(int(vol.state().get("conflicts", "0") or 0) == 0, "no conflict")
+        run_links(vol, plain, u1)
+        check(int(vol.state().get("conflicts", "0") or 0) == 0, "no conflict with links")
     finally:
         vol.cleanup()
     finish()
