@@ -1151,8 +1151,10 @@ static int container_fd(struct store *s, struct sobj *o)
         o->ctfd = s->container_fn ? s->container_fn(s->container_ud, &id) : -ENOENT;
         if (o->ctfd >= 0)
                 return o->ctfd;
+        /* EINVAL: the opener refuses what is no longer a regular file. */
         log_warn("The container of inode %" PRIu64 " is gone or changed (%s): the store"
-                 " forgets it, reads fetch from the backing", o->ino, strerror(-o->ctfd));
+                 " forgets it, reads fetch from the backing", o->ino,
+                 o->ctfd == -EINVAL ? "not a regular file now" : strerror(-o->ctfd));
         o->ctfd = -1;
         drop_content_as(s, o, false);
         return -ENOENT;

@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """A seeded run of random operations (create, write, truncate, rename incl.
-over, link, unlink, mkdir, rmdir, symlink, chmod, utimens, fsync) through
-the view on a pinned subtree, across random disconnects and reconnects,
-against an in-memory model of what each name holds: every read is checked
-(O_DIRECT, so what the view serves, not the kernel's pages), and after the
-last reconnect every change is on the backing, hard links as one inode.
+over and exchange, link, unlink, mkdir, rmdir, symlink, mkfifo, chmod,
+utimens, fsync) through the view on a pinned subtree, across random
+disconnects, reconnects and kill -9s of the worker (a successor takes the
+connection over, online or offline), against an in-memory model of what
+each name holds: every read is checked (O_DIRECT, so what the view serves,
+not the kernel's pages), and after the last reconnect every change is on
+the backing, hard links (of files and of FIFOs) as one inode.
 
 FCACHE_MODEL_SEED=N reruns a seed; FCACHE_MODEL_OPS=N changes the length;
 FCACHE_MODEL_TRACE=1 prints each operation, FCACHE_MODEL_SWEEP=1 reads every
@@ -17,12 +19,13 @@ import stat
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from viewlib import (Volume, check, eq, finish, read_direct, read_file,  # noqa: E402
-                     require_root_fuse)
+from viewlib import (RENAME_EXCHANGE, Volume, check, eq, finish, read_direct,  # noqa: E402
+                     read_file, renameat2, require_root_fuse)
 
 
 class Obj:
-    """A file: its bytes, mode and the mtime set explicitly (None: any)."""
+    """A file: its bytes, mode and the mtime set explicitly (None: any);
+    data None: a FIFO."""
     def __init__(self, data, mode=0o644):
         self.data = data
         self.mode = mode
@@ -31,7 +34,7 @@ class Obj:
 
 class Model:
     def __init__(self):
-        self.files = {}         # rel -> Obj (hard links share one)
+        self.files = {}         # rel -> Obj (hard links share one; FIFOs too)
         self.dirs = {"": 0o755}
         self.links = {}         # rel -> symlink target
 
@@ -67,6 +70,7 @@ def main():
     v = lambda rel: vol.v("m", rel) if rel else vol.v("m")  # noqa: E731
     offline = False
     counter = [0]
+    kills = [0]
     failures_at = []
 
     def fresh(parent):
@@ -75,15 +79,24 @@ def main():
         return f"{parent}/{name}" if parent else name
 
     def pick(kind):
-        pool = {"file": model.files, "dir": model.dirs, "link": model.links}[kind]
+        """A name of that kind: "file" (regular), "fifo", "node" (either),
+        "dir" (not the top), "link" (symlink)."""
+        pool = {"dir": model.dirs, "link": model.links}.get(kind, model.files)
         names = sorted(n for n in pool if n or kind != "dir")
+        if kind in ("file", "fifo"):
+            names = [n for n in names if (model.files[n].data is None) == (kind == "fifo")]
         return rnd.choice(names) if names else None
 
     def any_dir():
         return rnd.choice(sorted(model.dirs))
 
     def verify(rel, what):
-        if rel in model.files:
+        if rel in model.files and model.files[rel].data is None:
+            st = os.lstat(v(rel))
+            nl = sum(1 for o in model.files.values() if o is model.files[rel])
+            eq((stat.S_ISFIFO(st.st_mode), st.st_nlink, stat.S_IMODE(st.st_mode)),
+               (True, nl, model.files[rel].mode), f"{what}: FIFO {rel} type, nlink and mode")
+        elif rel in model.files:
             got = read_direct(v(rel))
             if got != model.files[rel].data:
                 failures_at.append(what)
@@ -135,12 +148,12 @@ def main():
         return rel
 
     def op_rename():
-        kind = rnd.choice(["file", "file", "file", "link", "dir"])
+        kind = rnd.choice(["file", "file", "file", "fifo", "link", "dir"])
         rel = pick(kind)
         if not rel:
             return None
-        if kind == "file" and rnd.random() < 0.5:
-            dst = pick("file")          # over another file: an atomic save
+        if kind in ("file", "fifo") and rnd.random() < 0.5:
+            dst = pick("node")          # over another file: an atomic save
             if dst is None or model.files[dst] is model.files[rel]:
                 return None
         else:
@@ -158,13 +171,44 @@ def main():
                     if n == rel or n.startswith(pre):
                         pool[dst + n[len(rel):]] = pool.pop(n)
         else:
-            pool = model.files if kind == "file" else model.links
+            pool = model.links if kind == "link" else model.files
             pool.pop(dst, None)
             pool[dst] = pool.pop(rel)
         return dst
 
+    def op_exchange():
+        a = rnd.choice(sorted(set(model.files) | set(model.links)) or [None])
+        b = rnd.choice(sorted(set(model.files) | set(model.links)) or [None])
+        if not a or not b or a == b or (a in model.files and b in model.files and
+                                        model.files[a] is model.files[b]):
+            return None
+        if os.environ.get("FCACHE_MODEL_TRACE"):
+            print(f"# exchange {a} <-> {b}", flush=True)
+        renameat2(v(a), v(b), RENAME_EXCHANGE)
+        ea = model.files.pop(a, None), model.links.pop(a, None)
+        eb = model.files.pop(b, None), model.links.pop(b, None)
+        for name, (f, ln) in ((a, eb), (b, ea)):
+            if f is not None:
+                model.files[name] = f
+            else:
+                model.links[name] = ln
+        return a
+
+    def op_mkfifo():
+        rel = fresh(any_dir())
+        os.mkfifo(v(rel), 0o644)
+        model.files[rel] = Obj(None)
+        return rel
+
+    def op_kill():
+        """kill -9 of the worker: a successor takes the connection over."""
+        old = vol.kill_worker()
+        vol.wait_new_worker(old, timeout=120)
+        kills[0] += 1
+        return None
+
     def op_link():
-        rel = pick("file")
+        rel = pick("node")
         if not rel:
             return None
         dst = fresh(any_dir())
@@ -175,7 +219,7 @@ def main():
         return dst
 
     def op_unlink():
-        rel = pick(rnd.choice(["file", "link"]))
+        rel = pick(rnd.choice(["node", "link"]))
         if not rel:
             return None
         os.unlink(v(rel))
@@ -206,7 +250,7 @@ def main():
         return rel
 
     def op_chmod():
-        rel = pick("file")
+        rel = pick("node")
         if not rel:
             return None
         mode = rnd.choice([0o600, 0o640, 0o644, 0o755])
@@ -235,7 +279,7 @@ def main():
 
     ops = [(op_create, 10), (op_write, 12), (op_truncate, 4), (op_rename, 10), (op_link, 4),
            (op_unlink, 5), (op_mkdir, 4), (op_rmdir, 2), (op_symlink, 3), (op_chmod, 4),
-           (op_utimens, 3), (op_fsync, 3)]
+           (op_utimens, 3), (op_fsync, 3), (op_exchange, 2), (op_mkfifo, 2), (op_kill, 1)]
     fns = [f for f, w in ops for _ in range(w)]
     switches = 0
     for i in range(nops):
@@ -268,7 +312,7 @@ def main():
                 verify(n, f"{what}, sweep")
         if failures_at:
             break
-    print(f"# {switches} switches", flush=True)
+    print(f"# {switches} switches, {kills[0]} workers killed", flush=True)
     if offline:
         q = vol.ctl("reconnect")
         eq(q.get("conflicts"), "0", "final reconnect without conflicts")
@@ -287,7 +331,10 @@ def main():
         if not os.path.lexists(b(n)):
             continue
         st = os.lstat(b(n))
-        eq(read_file(b(n)), o.data, f"backing: {n} content")
+        if o.data is None:
+            check(stat.S_ISFIFO(st.st_mode), f"backing: {n} is a FIFO")
+        else:
+            eq(read_file(b(n)), o.data, f"backing: {n} content")
         eq(stat.S_IMODE(st.st_mode), o.mode, f"backing: {n} mode")
         if o.mtime is not None:
             eq(int(st.st_mtime), o.mtime, f"backing: {n} mtime")
