@@ -28,7 +28,8 @@ as a multiple of the data (sqlite target: <= 2 x the database's size).
 Environment: FCACHE_VIEW, FCACHE_VIEW_CTL (the binaries), FCACHE_BENCH_DIR
 (default /var/tmp), FCACHE_BENCH_ROUNDS (default 3), FCACHE_BENCH_VIEW_BEFORE
 and FCACHE_BENCH_CTL_BEFORE (binaries of another build, e.g. main: measured
-as "before" in the same interleaved rounds).
+as "before" in the same interleaved rounds), FCACHE_BENCH_SET ("Key=Value ..."
+settings of both volumes, e.g. FetchThreads=2).
 """
 import io
 import os
@@ -121,7 +122,8 @@ class Side:
 
     def __init__(self, name, view, ctl, top, db_template):
         viewlib.VIEW, viewlib.CTL = view, ctl
-        self.vol = viewlib.Volume(name, cache_size="4G")
+        extra = [a for kv in os.environ.get("FCACHE_BENCH_SET", "").split() for a in ("--set", kv)]
+        self.vol = viewlib.Volume(name, cache_size="4G", extra=extra)
         self.view, self.ctl = view, ctl
         os.makedirs(self.vol.b("p"))
         shutil.copy(db_template, self.vol.b("p", "db.sqlite"))
