@@ -9,6 +9,9 @@ each name holds: every read is checked (O_DIRECT, so what the view serves,
 not the kernel's pages), and after the last reconnect every change is on
 the backing, hard links (of files and of FIFOs) as one inode.
 
+FCACHE_MODEL_STACKED=1 (the view-model-stacked test) makes the backing
+another fcache-view, a network filesystem to the volume (its calls bounded
+by BackingTimeout, acknowledged writes mirrored through).
 FCACHE_MODEL_SEED=N reruns a seed; FCACHE_MODEL_OPS=N changes the length;
 FCACHE_MODEL_TRACE=1 prints each operation, FCACHE_MODEL_SWEEP=1 reads every
 file after each.
@@ -53,7 +56,16 @@ def main():
     nops = int(os.environ.get("FCACHE_MODEL_OPS", "500"))
     print(f"# seed {seed} (FCACHE_MODEL_SEED={seed} to rerun), {nops} operations", flush=True)
     rnd = random.Random(seed)
-    vol = Volume("model", lease="1s")
+    inner = None
+    if os.environ.get("FCACHE_MODEL_STACKED"):
+        # The server a network filesystem: another fcache-view (not local to
+        # the volume: its calls bounded, acknowledged writes mirrored through).
+        inner = Volume("model-inner", lease="0s")
+        inner.start()
+        vol = Volume("model", backing=inner.mnt, lease="1s",
+                     extra=["--set", "BackingTimeout=30s"])
+    else:
+        vol = Volume("model", lease="1s")
     os.makedirs(vol.b("m"))
     model = Model()
     for i in range(4):
