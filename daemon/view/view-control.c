@@ -143,6 +143,29 @@ void out_lines(struct ctl_out *o, const char *text)
 }
 
 
+/* Online: whether backing object fd (at @rel) may be stored: neither it
+ * nor a directory above it is marked cacheable off. */
+static bool path_cacheable(struct view *v, int fd, const char *rel)
+{
+        char *up = g_strdup(rel), *slash;
+        bool ok = true;
+        struct stat st;
+
+        if (backing_fstatat(v, fd, NULL, &st) == 0 && store_is_nocache(v->store, st.st_ino))
+                ok = false;
+        while (ok && (slash = strrchr(up, '/'))) {
+                *slash = 0;
+                if (backing_fstatat(v, v->root_fd, up, &st) == 0 &&
+                    store_is_nocache(v->store, st.st_ino))
+                        ok = false;
+        }
+        if (ok && backing_fstatat(v, v->root_fd, NULL, &st) == 0 &&
+            store_is_nocache(v->store, st.st_ino))
+                ok = false;
+        g_free(up);
+        return ok;
+}
+
 static int do_query_cached(struct view *v, int fd, struct ctl_out *o)
 {
         struct sobj_info info;
@@ -417,8 +440,16 @@ static int execute(struct view *v, const char *cmdline, int tfd, const char *rel
                 out_kv(o, "dry_run=%s", c.dry_run ? "yes" : "no");
                 break;
         case VERB_PREFETCH:
+                if (!path_cacheable(v, fd, rel)) {
+                        g_string_printf(err, "'%s' is marked cacheable off (itself or a"
+                                        " directory above it): its files are read through,"
+                                        " never stored, so there is nothing to prefetch", rel);
+                        r = -EINVAL;
+                        break;
+                }
                 r = prefetch_subtree(v, fd, c.recursive, &res, job);
                 pin_out(o, &res);
+                out_kv(o, "skipped=%" PRIu64, res.skipped);
                 break;
         case VERB_UNPIN:
                 r = unpin_subtree(v, fd, c.recursive, &res);

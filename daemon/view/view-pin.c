@@ -33,6 +33,7 @@ struct walk {
         file_fn fn;
         void *ud;
         bool recursive;
+        bool skip_nocache;      /* objects marked cacheable off (and what is below) left out */
         struct pin_job *job;    /* NULL, or the job that can cancel and follow the walk */
 };
 
@@ -66,6 +67,10 @@ static int walk_dir(struct walk *w, int dfd, int depth)
                         w->res->failed++;
                         continue;
                 }
+                if (w->skip_nocache && store_is_nocache(w->v->store, st.st_ino)) {
+                        w->res->skipped++;
+                        continue;
+                }
                 if (S_ISREG(st.st_mode)) {
                         w->res->files++;
                         w->res->total_bytes += (uint64_t)st.st_size;
@@ -84,10 +89,10 @@ static int walk_dir(struct walk *w, int dfd, int depth)
 }
 
 /* fd: O_PATH descriptor of the walk's root (file or directory). */
-static int walk(struct view *v, int fd, bool recursive, file_fn fn, void *ud,
-                struct pin_result *res, struct pin_job *job)
+static int walk_as(struct view *v, int fd, bool recursive, bool skip_nocache, file_fn fn,
+                   void *ud, struct pin_result *res, struct pin_job *job)
 {
-        struct walk w = { v, res, fn, ud, recursive, job };
+        struct walk w = { v, res, fn, ud, recursive, skip_nocache, job };
         struct stat st;
         int dfd;
 
@@ -104,6 +109,12 @@ static int walk(struct view *v, int fd, bool recursive, file_fn fn, void *ud,
         if (dfd < 0)
                 return -errno;
         return walk_dir(&w, dfd, 0);
+}
+
+static int walk(struct view *v, int fd, bool recursive, file_fn fn, void *ud,
+                struct pin_result *res, struct pin_job *job)
+{
+        return walk_as(v, fd, recursive, false, fn, ud, res, job);
 }
 
 static int open_file(int dfd, const char *name)
@@ -462,7 +473,8 @@ int prefetch_subtree(struct view *v, int fd, bool recursive, struct pin_result *
         int r;
 
         memset(res, 0, sizeof(*res));
-        r = walk(v, fd, recursive, prefetch_queue, &p, res, job);
+        /* What is marked cacheable off is read through, never stored. */
+        r = walk_as(v, fd, recursive, true, prefetch_queue, &p, res, job);
         if (r == -ECANCELED) {
                 for (guint i = 0; i < p.items->len; i++) {
                         close(g_array_index(p.items, struct prefetch_item, i).dfd);

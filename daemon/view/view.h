@@ -321,6 +321,7 @@ int revalidate_lookup(struct view *v, fuse_ino_t parent, const char *name, struc
 /* view-pin.c: hoarding walks */
 struct pin_result {
         uint64_t files, dirs, total_bytes, needed, fetched, failed;
+        uint64_t skipped;       /* prefetch: entries marked cacheable off, left out */
         int mirror_err;         /* why the pinned tree is not completely mirrored, or 0 */
 };
 /*

@@ -210,6 +210,25 @@ def main():
     r = vol.ctl("prefetch", "pre/f00")
     eq((r["files"], r["fetched"]), ("1", "0"), "prefetch of a cached file fetches nothing")
 
+    # --- prefetch leaves out what is marked cacheable off
+    os.makedirs(vol.b("pre2", "nc", "deeper"))
+    write_file(vol.b("pre2", "a"), b"a" * 5000)
+    write_file(vol.b("pre2", "nc", "b"), b"b" * 5000)
+    write_file(vol.b("pre2", "nc", "deeper", "c"), b"c" * 5000)
+    write_file(vol.b("pre2", "off"), b"o" * 5000)
+    vol.ctl("set cacheable off", "pre2/nc")
+    vol.ctl("set cacheable off", "pre2/off")
+    r = vol.ctl("prefetch recursive", "pre2")
+    eq((r["files"], r["fetched"], r.get("skipped")), ("1", "5000", "2"),
+       "prefetch recursive fetches a and leaves out nc/ and off (cacheable off)")
+    eq([vol.ctl("query cached", n)["cached"] for n in
+        ("pre2/a", "pre2/nc/b", "pre2/nc/deeper/c", "pre2/off")],
+       ["complete", "no", "no", "no"], "... nothing of them stored")
+    r = vol.ctl("prefetch recursive", "pre2/nc/deeper", ok=False)
+    check(r["_rc"] != 0 and "cacheable off" in r["_err"] and "pre2/nc/deeper" in r["_err"],
+          f"prefetch below a directory marked cacheable off is refused, saying why ({r['_err']})")
+    eq(vol.ctl("query cached", "pre2/nc/deeper/c")["cached"], "no", "... and stores nothing")
+
     # --- bad commands are refused with the word that was wrong
     r = vol.ctl("frobnicate", ok=False)
     check(r["_rc"] != 0 and "frobnicate" in r["_err"], f"bad command names the word ({r['_err']})")
