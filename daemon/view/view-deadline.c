@@ -313,8 +313,21 @@ static void deadline_from_now(struct timespec *until, uint64_t ms)
         }
 }
 
+/*
+ * A call failed with an error a server gone also gives (a dead FUSE mount's
+ * ENOTCONN, EIO): whether the backing's probe fails too (then the volume
+ * is going offline), or the error is the object's own.
+ */
+static bool confirm_gone(struct view *v)
+{
+        int r = backing_probe_noticed(v);
+
+        return r == -ETIMEDOUT || backing_error_gone(r);
+}
+
 /* Runs j on a helper, waiting at most the bound; -ETIMEDOUT past it (and
- * the volume goes offline, if @notice). */
+ * the volume goes offline, if @notice), or when an error it took means the
+ * server is gone (confirm_gone()). */
 static int submit_job(struct view *v, struct job *j, struct stat *st, bool notice)
 {
         uint64_t ms = v->cfg->backing_timeout_ms;
@@ -349,6 +362,8 @@ static int submit_job(struct view *v, struct job *j, struct stat *st, bool notic
                 job_free(j);
         if (r == -ETIMEDOUT && notice)
                 view_backing_timed_out(v);
+        else if (notice && backing_error_gone(r) && confirm_gone(v))
+                r = -ETIMEDOUT; /* the caller serves it offline, as after a timeout */
         return r;
 }
 
@@ -903,6 +918,17 @@ int backing_probe(struct view *v)
         r = backing_call(v, probe_path, path, free);
         if (r != -ETIMEDOUT)
                 free(path);     /* else free()d by the helper */
+        return r;
+}
+
+int backing_probe_noticed(struct view *v)
+{
+        int r = backing_probe(v);
+
+        if (r == -ETIMEDOUT)
+                view_backing_timed_out(v);
+        else if (backing_error_gone(r))
+                view_backing_gone(v, r);
         return r;
 }
 

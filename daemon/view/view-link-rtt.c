@@ -12,7 +12,10 @@
  * until measured, and for a backing on a local filesystem, which has no
  * link), and view_link_poor() says whether it is at least POOR_RTT_US (a
  * LAN answers in well under a millisecond): WriteBack=auto takes such a
- * link as a reason for write-back.
+ * link as a reason for write-back.  Online, a measurement that fails as the
+ * calls of a server gone do (a timeout, a dead mount's ENOTCONN) has the backing
+ * probed, which takes the volume offline when it fails too: what notices
+ * it while nobody uses the volume.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -93,6 +96,9 @@ static void *rtt_thread(void *arg)
 
                 if (state == VIEW_ONLINE || state == VIEW_WRITEBACK) {
                         us = measure(v);
+                        if (state == VIEW_ONLINE && us < 0 &&
+                            (us == -ETIMEDOUT || backing_error_gone((int)us)))
+                                backing_probe_noticed(v);
                         if (us >= 0) {
                                 pthread_mutex_lock(&rtt_lock);
                                 samples[next_sample] = (uint64_t)us;

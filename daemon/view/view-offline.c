@@ -827,21 +827,36 @@ static void *timeout_thread(void *arg)
         return NULL;
 }
 
-void view_backing_timed_out(struct view *v)
+/* Online: the server is gone (@why): offline at once, in the background,
+ * and back when the backing answers again. */
+static void offline_by_itself(struct view *v, const char *why)
 {
         pthread_t t;
 
         if (view_offline(v) || __atomic_exchange_n(&v->timeout_thread, true, __ATOMIC_ACQ_REL))
                 return;
-        log_warn("The backing did not answer within BackingTimeout (%" PRIu64 " ms): going"
-                 " offline", v->cfg->backing_timeout_ms);
-        set_offline_reason(v, "the backing did not answer within BackingTimeout");
+        log_warn("The server is gone (%s): going offline", why);
+        set_offline_reason(v, why);
         __atomic_store_n(&v->auto_reconnect, true, __ATOMIC_RELEASE);
         if (pthread_create(&t, NULL, timeout_thread, v) != 0) {
                 __atomic_store_n(&v->timeout_thread, false, __ATOMIC_RELEASE);
                 return;
         }
         pthread_detach(t);
+}
+
+void view_backing_timed_out(struct view *v)
+{
+        offline_by_itself(v, "the backing did not answer within BackingTimeout");
+}
+
+void view_backing_gone(struct view *v, int r)
+{
+        char why[160];
+
+        snprintf(why, sizeof(why), "the backing answers %s (%s): its mount or its server is"
+                 " gone", strerrorname_np(-r) ? strerrorname_np(-r) : "an error", strerror(-r));
+        offline_by_itself(v, why);
 }
 
 void view_probe_resume(struct view *v)
@@ -914,10 +929,15 @@ static bool reconnecting(struct view *v)
 
 bool view_server_gone(int r)
 {
+        return r == -ETIMEDOUT || r == -EBUSY || backing_error_gone(r);
+}
+
+bool backing_error_gone(int r)
+{
         switch (-r) {
-        case EIO: case ENOTCONN: case ESTALE: case ETIMEDOUT: case ECONNRESET:
-        case ECONNABORTED: case ECONNREFUSED: case EHOSTDOWN: case EHOSTUNREACH:
-        case ENETDOWN: case ENETUNREACH: case EBUSY:
+        case EIO: case ENOTCONN: case ESTALE: case ECONNRESET: case ECONNABORTED:
+        case ECONNREFUSED: case ESHUTDOWN: case EHOSTDOWN: case EHOSTUNREACH:
+        case ENETDOWN: case ENETUNREACH:
                 return true;
         default:
                 return false;

@@ -244,8 +244,9 @@ static void *revalidate_thread(void *arg)
 
                 nanosleep(&ts, NULL);
                 /* Opens served locally ask the backing nothing: this probe
-                 * (bounded) is what notices that a server went silent. */
-                if (view_offline(v) || (v->cfg->backing_timeout_ms && backing_probe(v) < 0)) {
+                 * (bounded) is what notices that a server went silent, or
+                 * its mount died. */
+                if (view_offline(v) || (v->cfg->backing_timeout_ms && backing_probe_noticed(v) < 0)) {
                         g_ptr_array_free(dirs, TRUE);
                         continue;
                 }

@@ -414,6 +414,9 @@ void view_start_offline(struct view *v, const char *why);
 /* A backing call exceeded BackingTimeout: go offline (at once, in the background),
  * and come back when the backing answers again. */
 void view_backing_timed_out(struct view *v);
+/* A backing call failed with @r, an error of a server gone (backing_error_gone()),
+ * and the backing's probe says so too: the same, the reason saying which. */
+void view_backing_gone(struct view *v, int r);
 /* A worker that starts offline by itself (not by hand) probes for the backing's return. */
 void view_probe_resume(struct view *v);
 /* After a timeout: waits (briefly) until the volume serves offline; true if it does. */
@@ -432,6 +435,11 @@ int view_writeback_enter(struct view *v);
 void view_writeback_lost(struct view *v, int r);
 /* An error of the replay that says the server went away (or the replay waits on it). */
 bool view_server_gone(int r);
+/* An error of a backing call that may mean the server or its mount is gone
+ * (ENOTCONN of a dead FUSE mount, EIO, ESTALE of a server that restarted
+ * without its state...); some (EIO, ESTALE) are also an object's own: the
+ * backing's probe tells. */
+bool backing_error_gone(int r);
 /*
  * view-replay.c: replays the offline log as it stands (records up to K)
  * while the volume goes on serving as offline, its changes logged after K;
@@ -699,6 +707,9 @@ void backing_close(struct view *v, int fd);
 void backing_close_later(int fd);
 /* Probes Backing= (by its path) on a helper even offline: 0 when it answers in time. */
 int backing_probe(struct view *v);
+/* As backing_probe(), online: a server found silent or gone (ENOTCONN of a
+ * dead mount...) takes the volume offline. */
+int backing_probe_noticed(struct view *v);
 /* Waits at most BackingTimeout for the changes given up on (the server may
  * still make them) to be answered: 0, or -EBUSY while some still wait. */
 int backing_wait_in_doubt(struct view *v);
