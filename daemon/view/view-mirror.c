@@ -1048,7 +1048,9 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
         }
         base_from_stat(&want, &bst, 0);
         if (S_ISDIR(bst.st_mode)) {
-                uint32_t flags = (based ? have.flags : 0) | (recursive ? MIRROR_COMPLETE : 0);
+                /* Complete stays so; a change offline is the server's now. */
+                uint32_t flags = (based ? have.flags & MIRROR_COMPLETE : 0) |
+                                 (recursive ? MIRROR_COMPLETE : 0);
 
                 if (!exists && mkdirat(mdfd, name, 0700) < 0) {
                         r = -errno;
@@ -1134,7 +1136,9 @@ static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
         }
         if (based && same_identity(have, &want)) {
                 r = 0;
-                if (have->ver.uid != want.ver.uid || have->ver.gid != want.ver.gid) {
+                /* MIRROR_CHANGED too: the server has what changed offline now. */
+                if (have->ver.uid != want.ver.uid || have->ver.gid != want.ver.gid ||
+                    (have->flags & MIRROR_CHANGED)) {
                         set_owner_mode_times(mdfd, name, bst);
                         r = set_base(mdfd, name, &want);
                 }
@@ -1174,8 +1178,11 @@ static int sync_other(struct view *v, int bdfd, int mdfd, const char *name,
         r = link_partner(v, mdfd, name, bst);
         if (r != -ENOENT)
                 return r;
+        /* MIRROR_CHANGED: what changed offline is the server's now, and
+         * the mark goes below. */
         if (based && same_identity(have, &want) && have->ver.uid == want.ver.uid &&
-            have->ver.gid == want.ver.gid && have->ver.nlink == want.ver.nlink) {
+            have->ver.gid == want.ver.gid && have->ver.nlink == want.ver.nlink &&
+            !(have->flags & MIRROR_CHANGED)) {
                 /* The first name met of an object with several (also one that a
                  * mirror written before keeps as several objects): the next
                  * name is linked to it. */
@@ -1936,6 +1943,19 @@ bool mirror_copy_stale(int fd)
         struct mirror_base b;
 
         return mirror_get_base(fd, NULL, &b) == 0 && (b.flags & MIRROR_STALE);
+}
+
+int mirror_mark_changed(int dfd, const char *name)
+{
+        struct mirror_base b;
+        int r = mirror_get_base(dfd, name, &b);
+
+        if (r == -ENODATA)
+                return 0;       /* made offline: its times are all its own */
+        if (r < 0 || (b.flags & MIRROR_CHANGED))
+                return r;
+        b.flags |= MIRROR_CHANGED;
+        return set_base(dfd, name, &b);
 }
 
 /*

@@ -183,6 +183,33 @@ int view_oplog_open(struct view *v, bool record_root)
 
 /* ---- identities ---- */
 
+/*
+ * The times mirror object @st (nlink as shown) with base @b shows.  Its
+ * own ctime is that of the mirror's copy of the server's last change, a few
+ * ms after the server's (and a directory's mtime that of the mirror's own
+ * entries): shown offline, a ctime read there could be later than the one
+ * read online after the reconnect, or the same second as a change a second
+ * after it.  So an object the mirror holds as its base says shows the
+ * server's ctime and mtime as the base recorded them.  One changed offline
+ * (MIRROR_CHANGED), or that no longer matches its base (a change the mirror
+ * took without a new base: a write passed through, another of its names
+ * unlinked), shows its own, the later, but never a ctime before the base's.
+ */
+static void show_base_times(const struct mirror_base *b, struct stat *st)
+{
+        bool as_base = !(b->flags & (MIRROR_CHANGED | MIRROR_STALE)) &&
+                       st->st_mode == b->ver.mode && st->st_uid == b->ver.uid &&
+                       st->st_gid == b->ver.gid &&
+                       (S_ISDIR(st->st_mode) ||
+                        (timespec_ns(&st->st_mtim) == b->ver.mtime_ns &&
+                         (uint64_t)st->st_size == b->ver.size && st->st_nlink == b->ver.nlink));
+
+        if (as_base)
+                st->st_mtim = ns_timespec(b->ver.mtime_ns);
+        if (as_base || timespec_ns(&st->st_ctim) < b->ver.ctime_ns)
+                st->st_ctim = ns_timespec(b->ver.ctime_ns);
+}
+
 int offline_translate_stat(struct view *v, int fd, struct stat *st)
 {
         struct mirror_base b;
@@ -193,6 +220,7 @@ int offline_translate_stat(struct view *v, int fd, struct stat *st)
                 if (mirror_links_counted(v, st, b.ver.ino))
                         st->st_nlink--;         /* the index's link is no name */
                 st->st_ino = b.ver.ino;
+                show_base_times(&b, st);
         } else if (mirror_get_lid(fd, NULL, &lid) == 0) {
                 st->st_ino = OFFLINE_INO_BASE + lid;
                 by = OFFLINE_SHOWN_BY_LID;
@@ -362,12 +390,28 @@ static int lid_of(struct view *v, int dfd, const char *name, uint64_t *out)
         return lid_of_depth(v, dfd, name, out, 0);
 }
 
+/*
+ * offline_lock held: the lid of mirror object dfd/name that a change is
+ * about to be made to, its base marked MIRROR_CHANGED (the directories
+ * above it, registered on the way, are not changed).  A node that
+ * remembers the lid found here for it was marked then.
+ */
+static int lid_to_change(struct view *v, int dfd, const char *name, uint64_t *out)
+{
+        int r = lid_of(v, dfd, name, out), m;
+
+        if (r == 0 && (m = mirror_mark_changed(dfd, name)) < 0)
+                log_warn("Failed to mark a mirror object changed offline: %s (it shows the"
+                         " server's times until the reconnect), ignoring", strerror(-m));
+        return r;
+}
+
 int offline_lid(struct view *v, int dfd, const char *name, uint64_t *lid)
 {
         int r;
 
         pthread_mutex_lock(&v->offline_lock);
-        r = lid_of(v, dfd, name, lid);
+        r = lid_to_change(v, dfd, name, lid);
         pthread_mutex_unlock(&v->offline_lock);
         if (r < 0)
                 log_warn("Offline change of an object the log cannot name: %s", strerror(-r));
@@ -424,7 +468,7 @@ int offline_note_create(struct view *v, int pfd, uint64_t *pplid, const char *na
         pthread_mutex_lock(&v->offline_lock);
         /* The parent's marks are read only when its node does not know its id. */
         if (!plid)
-                r = lid_of(v, pfd, NULL, &plid);
+                r = lid_to_change(v, pfd, NULL, &plid);
         if (r == 0) {
                 if (S_ISDIR(st.st_mode))
                         r = oplog_record_mkdir(v->oplog, plid, name, st.st_mode & 07777,
@@ -457,7 +501,7 @@ int offline_note_link(struct view *v, uint64_t lid, int npfd, const char *newnam
         int r;
 
         pthread_mutex_lock(&v->offline_lock);
-        r = lid_of(v, npfd, NULL, &nplid);
+        r = lid_to_change(v, npfd, NULL, &nplid);
         if (r == 0)
                 r = oplog_record_link(v->oplog, lid, nplid, newname);
         pthread_mutex_unlock(&v->offline_lock);
@@ -519,8 +563,12 @@ int offline_note_atomic_save(struct view *v, uint64_t plid, const char *name, ui
                              uint64_t dest_lid, int npfd, const char *newname,
                              const struct mirror_base *dest_base)
 {
+        /* The file that takes its identity is its new content, changed offline. */
+        struct mirror_base saved = *dest_base;
         struct stat st;
         int fd, r;
+
+        saved.flags |= MIRROR_CHANGED;
 
         fd = regular_open_at(npfd, newname, O_RDONLY, NULL);
         if (fd < 0)
@@ -540,7 +588,7 @@ int offline_note_atomic_save(struct view *v, uint64_t plid, const char *name, ui
                 r = oplog_record_setattr(v->oplog, dest_lid, &sa);
         }
         if (r == 0)
-                r = mirror_take_identity(npfd, newname, dest_base);
+                r = mirror_take_identity(npfd, newname, &saved);
         pthread_mutex_unlock(&v->offline_lock);
         close(fd);
         return note_result(r, "save (rename over a file)");

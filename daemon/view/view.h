@@ -472,6 +472,9 @@ int view_conflict_errno(struct view *v, uint64_t ino);
 #define MIRROR_STALE 2u         /* a file's copy that may hold bytes the server lacks:
                                  * copied again at the next note or resync, never
                                  * served offline meanwhile */
+#define MIRROR_CHANGED 4u       /* changed offline since the base was taken: the
+                                 * object's own times are the later ones, not the
+                                 * base's (offline_translate_stat()) */
 struct mirror_base {
         struct oplog_version ver;       /* the backing identity; content "" */
         uint32_t flags;
@@ -591,6 +594,10 @@ int mirror_open_copy(struct view *v, int dfd, const char *name, uint64_t ino);
 int mirror_mark_stale(int fd);
 /* Whether mirror object fd is so marked. */
 bool mirror_copy_stale(int fd);
+/* Offline, before a change to mirror object dfd/name (dfd itself when name
+ * is NULL): marks its base MIRROR_CHANGED, once.  0 (also for an object
+ * with no base: made offline) or -errno. */
+int mirror_mark_changed(int dfd, const char *name);
 /* Whether a change to an entry of directory dfd must reach the mirror at
  * close (the directory is complete there); *absent: the mirror has no such
  * directory at all, so no entry under it either. */
@@ -868,6 +875,17 @@ uint64_t now_ns(void);
 static inline int64_t timespec_ns(const struct timespec *t)
 {
         return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+}
+/* The reverse (a time before 1970 too: tv_nsec is never negative). */
+static inline struct timespec ns_timespec(int64_t ns)
+{
+        struct timespec t = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
+
+        if (t.tv_nsec < 0) {
+                t.tv_sec--;
+                t.tv_nsec += 1000000000;
+        }
+        return t;
 }
 /* FUSE_FLUSH requests served (close(2)s that waited for the view), for query state. */
 uint64_t view_flush_requests(void);
