@@ -77,6 +77,10 @@ struct vnode {
         uint64_t lid, lid_epoch;
         uint64_t shown_ino, shown_epoch;
         uint64_t complete_epoch;
+        /* An object made offline: the st_ino it showed then, shown for its
+         * server object kept_sino (the one the replay made) while the node
+         * lives, so that a switch does not change what it is.  0: none. */
+        uint64_t kept_ino, kept_sino;
 };
 
 uint64_t vnode_mirror_absent_gen(const struct vnode *n)
@@ -122,6 +126,19 @@ static struct vnode *node_locked(struct view *v, fuse_ino_t id)
         uint64_t key = id;
 
         return g_hash_table_lookup(v->nodes, &key);
+}
+
+void vnode_show_kept_ino(struct view *v, fuse_ino_t id, struct stat *st)
+{
+        struct vnode *n;
+
+        if (!__atomic_load_n(&v->inos_kept, __ATOMIC_ACQUIRE))
+                return;
+        pthread_mutex_lock(&v->itab_lock);
+        n = node_locked(v, id);
+        if (n && n->kept_ino && (uint64_t)st->st_ino == n->kept_sino)
+                st->st_ino = n->kept_ino;
+        pthread_mutex_unlock(&v->itab_lock);
 }
 
 int vnode_known_lid(struct view *v, fuse_ino_t id, uint64_t *lid)
@@ -855,6 +872,7 @@ GArray *vnode_switch_all(struct view *v)
         GPtrArray *all = g_ptr_array_new();
         GHashTable *bound = g_hash_table_new(g_int64_hash, g_int64_equal);
         GHashTable *dirs = g_hash_table_new(g_int64_hash, g_int64_equal); /* id -> fd + 1 */
+        uint64_t shown_epoch = vnode_ids_epoch(v); /* what nodes showed offline */
         bool offline = view_offline(v);
         GHashTableIter it;
         gpointer key, val;
@@ -927,6 +945,13 @@ GArray *vnode_switch_all(struct view *v)
                 n->ino = st.st_ino;
                 if (!offline)
                         n->sino = st.st_ino;
+                /* Made offline and shown by its log id: the server's object
+                 * the replay made goes on showing that st_ino. */
+                if (!offline && n->shown_epoch == shown_epoch && n->shown_ino) {
+                        n->kept_ino = n->shown_ino;
+                        n->kept_sino = n->sino;
+                        __atomic_store_n(&v->inos_kept, true, __ATOMIC_RELEASE);
+                }
                 fh = handle_of(v, fd);
                 n->fh = fh;
                 g_hash_table_insert(bound, &n->ino, n);

@@ -706,12 +706,23 @@ static bool local_copy_serves(struct view *v, struct vfile *f)
 
 /* ---- helpers ---- */
 
-static void reply_entry_or_err(fuse_req_t req, int r, const struct fuse_entry_param *e)
+static void reply_entry_or_err(fuse_req_t req, int r, struct fuse_entry_param *e)
 {
-        if (r < 0)
+        if (r < 0) {
                 fuse_reply_err(req, -r);
-        else
-                fuse_reply_entry(req, e);
+                return;
+        }
+        if (e->ino)
+                vnode_show_kept_ino(V(req), e->ino, &e->attr);
+        fuse_reply_entry(req, e);
+}
+
+static void reply_attr(fuse_req_t req, fuse_ino_t id, struct stat *st)
+{
+        struct view *v = V(req);
+
+        vnode_show_kept_ino(v, id, st);
+        fuse_reply_attr(req, st, v->lease_s);
 }
 
 /* Node id's descriptor fd, of the tree offline says (vnode_get_served()). */
@@ -1234,7 +1245,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
                 return;
         }
         if (lookup_locally(v, parent, name, &e) == 0) {
-                fuse_reply_entry(req, &e);
+                reply_entry_or_err(req, 0, &e);
                 return;
         }
         r = lookup_once(v, parent, name, &e);
@@ -1296,7 +1307,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         if (r < 0)
                 fuse_reply_err(req, -r);
         else
-                fuse_reply_attr(req, &st, v->lease_s);
+                reply_attr(req, ino, &st);
 }
 
 /*
@@ -1689,7 +1700,7 @@ out:
         if (r < 0)
                 fuse_reply_err(req, -r);
         else
-                fuse_reply_attr(req, &st, v->lease_s);
+                reply_attr(req, ino, &st);
 }
 
 static ssize_t readlink_once(struct view *v, fuse_ino_t ino, char *buf, size_t size)
@@ -2350,6 +2361,7 @@ again:
         }
         view_change_end(v);
         fi->fh = f->fh;
+        vnode_show_kept_ino(v, e.ino, &e.attr);
         if (fuse_reply_create(req, &e, fi) < 0) {
                 vfile_remove(v, f);
                 vnode_forget(v, e.ino, 1);
@@ -2510,6 +2522,7 @@ again:
                 f->dirty = offline;
         view_change_end(v);
         fi->fh = f->fh;
+        vnode_show_kept_ino(v, e.ino, &e.attr);
         passthrough_reply_begin(r);
         r = fuse_reply_create(req, &e, fi);
         passthrough_reply_end();

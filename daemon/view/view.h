@@ -119,6 +119,7 @@ struct view {
         int mirror_links_fd;    /* CacheDir/mirror.links (view-mirror.c), or -1 */
         uint64_t ids_epoch;     /* atomic: what nodes remember of their identity offline
                                  * holds while it stays (view-inode.c) */
+        bool inos_kept;         /* atomic: a node keeps the st_ino it showed offline */
 
         int control_fd;         /* listening control socket */
         int ready_fd;           /* pipe to the holder: one byte once serving, or -1 */
@@ -231,6 +232,10 @@ int vnode_fill_stat_in(struct view *v, bool offline, struct vnode *n, int fd, st
  */
 uint64_t vnode_ids_epoch(struct view *v);
 void vnode_ids_forget(struct view *v);
+/* Before a reply carrying node id's attributes: an object made offline keeps
+ * showing the st_ino it showed then (its log id's), online and offline, for
+ * as long as the kernel knows its node. */
+void vnode_show_kept_ino(struct view *v, fuse_ino_t id, struct stat *st);
 int vnode_known_lid(struct view *v, fuse_ino_t id, uint64_t *lid);
 void vnode_remember_lid(struct view *v, fuse_ino_t id, uint64_t epoch, uint64_t lid);
 /* offline_dir_complete() of directory node n (descriptor fd), remembered once true. */

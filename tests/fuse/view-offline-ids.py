@@ -9,6 +9,8 @@ while another file is made), a rename of a server file
 and of a directory, and a switch online and back.  Each step changes the
 object through a node that named it before (a descriptor held open, or the
 name), and the server must end with exactly those changes, with no conflict.
+Objects made offline keep the inode number they showed then across the
+switches that follow (while the kernel knows their nodes).
 """
 import os
 import sys
@@ -130,8 +132,30 @@ def main():
     eq(mode(b("p", "S1")), 0o600, "server: S1's mode from the second offline period")
     eq(mode(b("p", "E", "g")), 0o604, "server: E/g's mode from the second offline period")
     eq(read_file(b("p", "E", "h")), b"h\n", "server: E/h made in the second offline period")
+    kept_inode_numbers(vol)
     vol.stop()
     finish()
+
+
+def kept_inode_numbers(vol):
+    """An object made offline keeps the inode number it showed then, online
+    and offline again, while the kernel knows it (held open or not)."""
+    v = vol.v
+    vol.ctl("disconnect")
+    os.mkdir(v("p", "K"))
+    write_file(v("p", "K", "held"), b"held open\n")
+    write_file(v("p", "K", "named"), b"only named\n")
+    fd = os.open(v("p", "K", "held"), os.O_RDONLY)
+    shown = {n: os.lstat(v("p", *n.split("/"))).st_ino for n in ("K", "K/held", "K/named")}
+    for when in ("online", "offline", "online again"):
+        vol.ctl("disconnect" if when == "offline" else "reconnect")
+        eq(vol.state()["state"], when.split()[0], f"{when}: the state")
+        now = {n: os.lstat(v("p", *n.split("/"))).st_ino for n in shown}
+        eq(now, shown, f"{when}: the objects made offline show the inode numbers they showed")
+        eq(os.fstat(fd).st_ino, shown["K/held"], f"{when}: and so does fstat of one held open")
+    os.link(v("p", "K", "named"), v("p", "K", "named2"))
+    eq(os.lstat(v("p", "K", "named2")).st_ino, shown["K/named"], "a link made online: the same")
+    os.close(fd)
 
 
 if __name__ == "__main__":
