@@ -325,6 +325,12 @@ bool mirror_linkable(mode_t mode)
                S_ISSOCK(mode);
 }
 
+/* Whether the object stat'ed as st has its names kept as one mirror object. */
+static bool kept_as_links(struct view *v, const struct stat *st)
+{
+        return mirror_linkable(st->st_mode) && st->st_nlink >= 2 && v->mirror_links_fd >= 0;
+}
+
 static void links_key(char *buf, size_t len, uint64_t ino)
 {
         snprintf(buf, len, "%" PRIu64, ino);
@@ -339,7 +345,7 @@ static int link_partner(struct view *v, int mdfd, const char *name, const struct
         char key[32], tmp[64];
         int r;
 
-        if (!mirror_linkable(bst->st_mode) || bst->st_nlink < 2 || v->mirror_links_fd < 0)
+        if (!kept_as_links(v, bst))
                 return -ENOENT;
         links_key(key, sizeof(key), bst->st_ino);
         base_from_stat(&want, bst, 0);
@@ -365,7 +371,7 @@ static void index_links(struct view *v, int mdfd, const char *name, const struct
 {
         char key[32];
 
-        if (!mirror_linkable(bst->st_mode) || bst->st_nlink < 2 || v->mirror_links_fd < 0)
+        if (!kept_as_links(v, bst))
                 return;
         links_key(key, sizeof(key), bst->st_ino);
         unlinkat(v->mirror_links_fd, key, 0);
@@ -378,7 +384,7 @@ bool mirror_links_counted(struct view *v, const struct stat *st, uint64_t sino)
         struct stat lst;
         char key[32];
 
-        if (!mirror_linkable(st->st_mode) || st->st_nlink < 2 || v->mirror_links_fd < 0)
+        if (!kept_as_links(v, st))
                 return false;
         links_key(key, sizeof(key), sino);
         return fstatat(v->mirror_links_fd, key, &lst, AT_SYMLINK_NOFOLLOW) == 0 &&

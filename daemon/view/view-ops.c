@@ -1703,7 +1703,9 @@ out:
                 reply_attr(req, ino, &st);
 }
 
-static ssize_t readlink_once(struct view *v, fuse_ino_t ino, char *buf, size_t size)
+/* backing_query() of node ino, in the tree its descriptor is of. */
+static ssize_t query_once(struct view *v, fuse_ino_t ino, enum backing_query_kind kind,
+                          void *buf, size_t size)
 {
         struct vnode *n;
         bool offline;
@@ -1712,7 +1714,7 @@ static ssize_t readlink_once(struct view *v, fuse_ino_t ino, char *buf, size_t s
 
         if (fd < 0)
                 return fd;
-        len = backing_query_in(v, offline, BQ_READLINK, fd, NULL, buf, size);
+        len = backing_query_in(v, offline, kind, fd, NULL, buf, size);
         vnode_put(v, n);
         return len;
 }
@@ -1721,11 +1723,11 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
         struct view *v = V(req);
         char buf[PATH_MAX + 1];
-        ssize_t len = readlink_once(v, ino, buf, sizeof(buf));
+        ssize_t len = query_once(v, ino, BQ_READLINK, buf, sizeof(buf));
 
         /* The server did not answer in time: the volume went offline, ask the mirror. */
         if (len == -ETIMEDOUT && view_wait_offline(v))
-                len = readlink_once(v, ino, buf, sizeof(buf));
+                len = query_once(v, ino, BQ_READLINK, buf, sizeof(buf));
         if (len < 0)
                 fuse_reply_err(req, (int)-len);
         else if (len >= (ssize_t)sizeof(buf))
@@ -3140,33 +3142,19 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
         op_fsync(req, ino, datasync, fi);
 }
 
-static int statfs_once(struct view *v, struct statvfs *sv)
-{
-        struct vnode *n;
-        bool offline;
-        int fd = vnode_get_served(v, FUSE_ROOT_ID, &n, &offline, NULL);
-        ssize_t r;
-
-        if (fd < 0)
-                return fd;
-        r = backing_query_in(v, offline, BQ_STATFS, fd, NULL, sv, sizeof(*sv));
-        vnode_put(v, n);
-        return r < 0 ? (int)r : 0;
-}
-
 /* statfs always reaches the server: bounded, and answered from the local
  * copy's filesystem once a server that stopped answering is given up on. */
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
         struct view *v = V(req);
         struct statvfs sv;
-        int r = statfs_once(v, &sv);
+        ssize_t r = query_once(v, FUSE_ROOT_ID, BQ_STATFS, &sv, sizeof(sv));
 
         (void)ino;
         if (r == -ETIMEDOUT && view_wait_offline(v))
-                r = statfs_once(v, &sv);
+                r = query_once(v, FUSE_ROOT_ID, BQ_STATFS, &sv, sizeof(sv));
         if (r < 0)
-                fuse_reply_err(req, -r);
+                fuse_reply_err(req, (int)-r);
         else
                 fuse_reply_statfs(req, &sv);
 }
