@@ -1170,6 +1170,24 @@ int oplog_find_cached_ino(struct oplog *log, uint64_t ino, uint64_t *out_lid)
         return find_ino(log, ino, true, out_lid);
 }
 
+bool oplog_became(struct oplog *log, uint64_t was, uint64_t now)
+{
+        int64_t v;
+
+        if (was == now)
+                return false;
+        return query_int(log, &v, "SELECT 1 FROM objects WHERE local=0 AND c_ino=?1 AND"
+                         " b_ino=?2 LIMIT 1", 2, (int64_t)was, (int64_t)now) == 1;
+}
+
+bool oplog_object_is(struct oplog *log, uint64_t lid, uint64_t ino)
+{
+        int64_t v;
+
+        return query_int(log, &v, "SELECT 1 FROM objects WHERE lid=?1 AND local=0 AND b_ino=?2",
+                         2, (int64_t)lid, (int64_t)ino) == 1;
+}
+
 bool oplog_ino_known(struct oplog *log, uint64_t ino)
 {
         int64_t v;

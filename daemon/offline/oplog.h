@@ -163,6 +163,11 @@ int oplog_find_ino(struct oplog *log, uint64_t ino, uint64_t *out_lid);
  * it (a replay may have given that one another inode since, and the server
  * the old number to another object). */
 int oplog_find_cached_ino(struct oplog *log, uint64_t ino, uint64_t *out_lid);
+/* Is the server object cached with inode @was now inode @now (a replay
+ * renamed its new content over the server's file)? */
+bool oplog_became(struct oplog *log, uint64_t was, uint64_t now);
+/* Is object @lid on the server as inode @ino (once its create was replayed)? */
+bool oplog_object_is(struct oplog *log, uint64_t lid, uint64_t ino);
 /*
  * Object @lid (a file with several links) may also be on the server as
  * @name under directory lid @parent: replay follows it there when the name

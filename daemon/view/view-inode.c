@@ -59,6 +59,8 @@ struct vnode {
         uint64_t parent;
         char *name;
         struct file_handle *fh; /* in the tree served; NULL when it has none */
+        struct file_handle *sfh; /* offline: the server's, to find its object
+                                  * again should its name go to another */
         uint64_t sino;          /* the server's inode number, 0 for an object made
                                  * offline and not yet replayed */
         bool detached;          /* its object was unlinked: fd keeps it for good */
@@ -294,6 +296,7 @@ static void node_free(struct vnode *n)
                 close(n->fd);
         free(n->name);
         free(n->fh);
+        free(n->sfh);
         free(n);
 }
 
@@ -795,17 +798,20 @@ static gint by_depth(gconstpointer a, gconstpointer b, gpointer data)
 /*
  * The server identity of node n before the switch to @offline: going
  * offline, the backing object's own inode number; going online, what its
- * mirror object says now (an atomic save gave it the replaced file's), 0 for
- * one made offline.  Sets *gone when the mirror object was unlinked: n keeps
- * it (local, so it never waits for a server).
+ * mirror object says now (an atomic save gave it the replaced file's), 0
+ * for one made offline, whose log id is then *lid (0 if none).  Sets *gone
+ * when the mirror object was unlinked: n keeps it (local, so it never waits
+ * for a server).
  */
-static uint64_t server_identity(struct view *v, struct vnode *n, bool offline, bool *gone)
+static uint64_t server_identity(struct view *v, struct vnode *n, bool offline, bool *gone,
+                                uint64_t *lid)
 {
         struct mirror_base b;
         struct stat st;
         int fd = n->fd;
 
         *gone = false;
+        *lid = 0;
         if (!n->ino)
                 return n->sino;         /* had no counterpart: what it was last */
         if (offline)            /* the server's object: its own inode number */
@@ -824,14 +830,21 @@ static uint64_t server_identity(struct view *v, struct vnode *n, bool offline, b
                 return 0;
         }
         n->sino = mirror_get_base(fd, NULL, &b) == 0 ? b.ver.ino : 0;
+        if (!n->sino && mirror_get_lid(fd, NULL, lid) < 0)
+                *lid = 0;
         if (fd != n->fd)
                 close(fd);
         return n->sino;
 }
 
-/* itab_lock held: the counterpart of n (server identity sino) under new-tree
- * directory pfd, as an O_PATH descriptor with its own inode number, or -1. */
-static int counterpart(struct view *v, struct vnode *n, int pfd, uint64_t sino,
+/*
+ * itab_lock held: the counterpart of n (server identity sino, or log id
+ * lid when made offline) under new-tree directory pfd, as an O_PATH
+ * descriptor with its own inode number, or -1.  Found by n's name, which may
+ * since name another object (a rename over one of several names): only the
+ * same object is n's.
+ */
+static int counterpart(struct view *v, struct vnode *n, int pfd, uint64_t sino, uint64_t lid,
                        GHashTable *bound, struct stat *st)
 {
         struct mirror_base b;
@@ -851,19 +864,43 @@ static int counterpart(struct view *v, struct vnode *n, int pfd, uint64_t sino,
                  * resync after a reconnect gave it the identity the replay
                  * made (the log's content renamed over the server's file). */
                 if (mirror_get_base(fd, NULL, &b) < 0 ||
-                    (b.ver.ino != sino && !offline_replayed(v, sino)))
+                    (b.ver.ino != sino && !offline_became(v, b.ver.ino, sino)))
                         goto no;
-        } else if (sino && (uint64_t)st->st_ino != sino &&
-                   !offline_replayed(v, (uint64_t)st->st_ino)) {
+        } else if (sino ? (uint64_t)st->st_ino != sino &&
+                          !offline_became(v, sino, (uint64_t)st->st_ino)
+                        : lid && !offline_object_is(v, lid, (uint64_t)st->st_ino)) {
                 /* Another object, unless the replay has just renamed the
-                 * node's new content over the server's: the node is that. */
+                 * node's new content over the server's, or made it there. */
                 goto no;
         }
-        /* sino 0: made offline, replayed under its name by now. */
         return fd;
 no:
         close(fd);
         return -1;
+}
+
+/*
+ * itab_lock held, going online: n's server object found by the handle it
+ * had there (its name now names another object, or none), when that is
+ * still the object n was.  An O_PATH descriptor, or -1.
+ */
+static int counterpart_by_handle(struct view *v, struct vnode *n, uint64_t sino,
+                                 GHashTable *bound, struct stat *st)
+{
+        int fd;
+
+        if (!n->sfh || !sino)
+                return -1;
+        fd = open_handle_in(v, false, n->sfh);
+        if (fd < 0)
+                return -1;
+        if (real_stat(v, fd, st) < 0 || ((st->st_mode ^ n->type) & S_IFMT) ||
+            (uint64_t)st->st_ino != sino || st->st_nlink == 0 ||
+            g_hash_table_contains(bound, &(uint64_t){ st->st_ino })) {
+                close(fd);
+                return -1;
+        }
+        return fd;
 }
 
 GArray *vnode_switch_all(struct view *v)
@@ -888,7 +925,7 @@ GArray *vnode_switch_all(struct view *v)
         for (guint i = 0; i < all->len; i++) {
                 struct vnode *n = g_ptr_array_index(all, i);
                 struct vnode_entry e = { n->id, n->parent, NULL, false };
-                uint64_t pkey = n->parent, sino;
+                uint64_t pkey = n->parent, sino, lid;
                 struct file_handle *fh;
                 bool gone;
                 int pfd, fd;
@@ -907,7 +944,7 @@ GArray *vnode_switch_all(struct view *v)
                         g_array_append_val(ids, e);
                         continue;
                 }
-                sino = server_identity(v, n, offline, &gone);
+                sino = server_identity(v, n, offline, &gone, &lid);
                 if (gone) {
                         /* Unlinked while open or known: it stays that object. */
                         lru_del(v, n);
@@ -917,7 +954,9 @@ GArray *vnode_switch_all(struct view *v)
                         continue;
                 }
                 pfd = GPOINTER_TO_INT(g_hash_table_lookup(dirs, &pkey)) - 1;
-                fd = counterpart(v, n, pfd, sino, bound, &st);
+                fd = counterpart(v, n, pfd, sino, lid, bound, &st);
+                if (fd < 0 && !offline)
+                        fd = counterpart_by_handle(v, n, sino, bound, &st);
                 /* The descriptor of the tree served before goes, at the last
                  * put when users hold it: a request that gets the node from
                  * now on is given the new tree's, never the old one, whose
@@ -933,7 +972,10 @@ GArray *vnode_switch_all(struct view *v)
                         n->fd = -1;
                         v->open_fds--;
                 }
-                free(n->fh);
+                free(n->sfh);
+                n->sfh = offline ? n->fh : NULL;
+                if (!offline)
+                        free(n->fh);
                 n->fh = NULL;
                 if (fd < 0) {
                         n->ino = 0;     /* ESTALE until the next switch finds it again */

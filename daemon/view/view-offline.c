@@ -418,15 +418,26 @@ int offline_lid(struct view *v, int dfd, const char *name, uint64_t *lid)
         return r;
 }
 
-bool offline_replayed(struct view *v, uint64_t server_ino)
+bool offline_became(struct view *v, uint64_t was, uint64_t now)
 {
-        uint64_t lid;
         bool r;
 
         if (!v->oplog)
                 return false;
         pthread_mutex_lock(&v->offline_lock);
-        r = oplog_find_ino(v->oplog, server_ino, &lid) == 0;
+        r = oplog_became(v->oplog, was, now);
+        pthread_mutex_unlock(&v->offline_lock);
+        return r;
+}
+
+bool offline_object_is(struct view *v, uint64_t lid, uint64_t server_ino)
+{
+        bool r;
+
+        if (!v->oplog)
+                return false;
+        pthread_mutex_lock(&v->offline_lock);
+        r = oplog_object_is(v->oplog, lid, server_ino);
         pthread_mutex_unlock(&v->offline_lock);
         return r;
 }

@@ -377,11 +377,11 @@ int offline_translate_stat(struct view *v, int fd, struct stat *st);
 /* Offline: is every entry of mirror directory dfd there (a name it lacks does not exist)? */
 bool offline_dir_complete(int dfd);
 int offline_lid(struct view *v, int dfd, const char *name, uint64_t *lid);
-/* Does the log know server inode server_ino as one of its objects' (a
- * replay that renamed new content over a file made it so)?  An object the
- * log kept over several offline periods keeps the inode it was first cached
- * with as its mark: no finer question can be asked of it. */
-bool offline_replayed(struct view *v, uint64_t server_ino);
+/* Is the server object the mirror knew as inode @was now inode @now on the
+ * server (a replay renamed its new content over the server's file)? */
+bool offline_became(struct view *v, uint64_t was, uint64_t now);
+/* Is log object @lid (made offline) server inode @server_ino now (replayed)? */
+bool offline_object_is(struct view *v, uint64_t lid, uint64_t server_ino);
 /* A name of inode ino in directory dfd (to free), or NULL: a scan. */
 char *offline_name_in(int dfd, ino_t ino);
 /* After the change was applied to the mirror: log it (undone if that fails).

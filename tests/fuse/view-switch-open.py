@@ -125,6 +125,49 @@ def fixed_cases(vol):
     os.close(rfd)
 
     created_across_switches(vol)
+    renamed_over_one_name(vol)
+
+
+def renamed_over_one_name(vol):
+    """A file of two names, open by the one another file is renamed over
+    offline: after the reconnect the descriptor and the other name are still
+    that file, never the one renamed there (the log knows both)."""
+    for edit in (False, True):
+        what = "edited offline" if edit else "not edited"
+        two, alias, other = f"two{int(edit)}", f"two{int(edit)}.alias", f"other{int(edit)}"
+        data = b"two names " * 400
+        write_file(vol.b("p", two), data)
+        os.link(vol.b("p", two), vol.b("p", alias))
+        write_file(vol.b("p", other), b"the other file " * 900)
+        eq(vol.ctl("pin recursive", "p").get("mirrored"), "yes", "pin recursive p again: mirrored")
+        fd = os.open(vol.v("p", two), os.O_RDWR)
+        switch(vol, "offline")
+        if edit:
+            os.pwrite(fd, b"EDIT", 0)
+            data = b"EDIT" + data[4:]
+        os.rename(vol.v("p", other), vol.v("p", two))
+        switch(vol, "online")
+        try:
+            got = os.pread(fd, 20000, 0)
+            size = os.fstat(fd).st_size
+        except OSError as e:
+            got = size = f"error {e.strerror}"
+        os.close(fd)
+        if edit:
+            # The replay made its edited bytes a new server object (its name
+            # had gone, one link was left): no longer the descriptor's.
+            check(got in (data, "error Stale file handle"),
+                  f"{what}, open by the name another file was renamed over: after the"
+                  f" reconnect the descriptor reads its own bytes or ESTALE, never the other"
+                  f" file's (got {got[:20] if isinstance(got, bytes) else got})")
+        else:
+            eq((got, size), (data, len(data)),
+               f"{what}, open by the name another file was renamed over: after the reconnect"
+               " the descriptor reads that file, and fstat gives its size")
+        eq(read_file(vol.v("p", alias)), data, f"... {what}: its other name reads it")
+        eq(read_file(vol.v("p", two)), b"the other file " * 900,
+           f"... {what}: the name renamed over reads the other file")
+        eq(read_file(vol.b("p", alias)), data, f"... {what}: as the server has it")
 
 
 def created_across_switches(vol):
