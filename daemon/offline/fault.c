@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * fault.c: FCACHE_FAULT=<point>:<n> crash points (see fault.h).  The spec is
+ * fault.c: FCACHE_FAULT=<point>:<n> crash points and FCACHE_FAULT_PAUSE
+ * pauses (see fault.h).  The spec is
  * parsed once; each armed point keeps an atomic pass counter, so points may
  * be passed from several threads.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fault.h"
 
@@ -74,8 +78,28 @@ bool fault_armed(void)
         return n_faults > 0;
 }
 
+/* FCACHE_FAULT_PAUSE=<point>:<gate>: at the point, while file <gate> exists,
+ * wait (after making <gate>.reached), for a test to act in between. */
+static void pause_at(const char *name)
+{
+        const char *spec = getenv("FCACHE_FAULT_PAUSE"), *colon;
+        char reached[4096];
+        int fd;
+
+        if (!spec || !(colon = strchr(spec, ':')) || (size_t)(colon - spec) != strlen(name) ||
+            strncmp(spec, name, colon - spec) != 0 || access(colon + 1, F_OK) != 0)
+                return;
+        snprintf(reached, sizeof(reached), "%s.reached", colon + 1);
+        fd = open(reached, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        if (fd >= 0)
+                close(fd);
+        while (access(colon + 1, F_OK) == 0)
+                usleep(10000);
+}
+
 void fault_point(const char *name)
 {
+        pause_at(name);
         load(false);
         for (int i = 0; i < n_faults; i++) {
                 struct fault *f = &faults[i];

@@ -21,6 +21,12 @@
  *                          rewritten in place: truncated, not yet written
  *   reint-linked-unlink    one name of a file with several links was
  *                          removed on the server, the record not yet marked
+ *   view-switch-online     a reconnect replayed the log and is about to
+ *                          switch the volume's nodes and open files online
+ *
+ * FCACHE_FAULT_PAUSE=<point>:<gate> makes the process wait at the point
+ * while file <gate> exists, after making <gate>.reached: a test acts there
+ * (stops the server) and removes <gate> to let it go on.
  */
 #pragma once
 
@@ -33,6 +39,7 @@
 #define FAULT_REINT_CONFLICT_RECORD "reint-conflict-record"
 #define FAULT_REINT_LINKED_WRITE "reint-linked-write"
 #define FAULT_REINT_LINKED_UNLINK "reint-linked-unlink"
+#define FAULT_VIEW_SWITCH_ONLINE "view-switch-online"
 
 /* Passes the named point; kills the process if FCACHE_FAULT says so. */
 void fault_point(const char *name);

@@ -845,26 +845,37 @@ static uint64_t server_identity(struct view *v, struct vnode *n, bool offline, b
  * same object is n's.
  */
 static int counterpart(struct view *v, struct vnode *n, int pfd, uint64_t sino, uint64_t lid,
-                       GHashTable *bound, struct stat *st)
+                       GHashTable *bound, struct stat *st, bool *unanswered)
 {
         struct mirror_base b;
-        int fd;
+        int fd, r;
 
-        if (pfd < 0 || !n->name)
+        if (pfd < 0 || !n->name || *unanswered)
                 return -1;
         fd = view_offline(v) ? openat(pfd, n->name, O_PATH | O_NOFOLLOW | O_CLOEXEC)
                              : backing_openat(v, pfd, n->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
+        if (fd < 0) {
+                *unanswered = fd == -ETIMEDOUT;
                 return -1;
-        if (real_stat(v, fd, st) < 0 || ((st->st_mode ^ n->type) & S_IFMT) ||
+        }
+        r = real_stat(v, fd, st);
+        *unanswered = r == -ETIMEDOUT;
+        if (r < 0 || ((st->st_mode ^ n->type) & S_IFMT) ||
             g_hash_table_contains(bound, &(uint64_t){ st->st_ino }))
                 goto no;
         if (view_offline(v)) {
                 /* The mirror object of this server object, also before the
                  * resync after a reconnect gave it the identity the replay
-                 * made (the log's content renamed over the server's file). */
-                if (mirror_get_base(fd, NULL, &b) < 0 ||
-                    (b.ver.ino != sino && !offline_became(v, b.ver.ino, sino)))
+                 * made (the log's content renamed over the server's file, or
+                 * its create). */
+                uint64_t mlid;
+
+                r = mirror_get_base(fd, NULL, &b);
+                /* Made offline, and replayed as server object sino since. */
+                if (r == -ENODATA && mirror_get_lid(fd, NULL, &mlid) == 0 &&
+                    offline_object_is(v, mlid, sino))
+                        return fd;
+                if (r < 0 || (b.ver.ino != sino && !offline_became(v, b.ver.ino, sino)))
                         goto no;
         } else if (sino ? (uint64_t)st->st_ino != sino &&
                           !offline_became(v, sino, (uint64_t)st->st_ino)
@@ -885,16 +896,20 @@ no:
  * still the object n was.  An O_PATH descriptor, or -1.
  */
 static int counterpart_by_handle(struct view *v, struct vnode *n, uint64_t sino,
-                                 GHashTable *bound, struct stat *st)
+                                 GHashTable *bound, struct stat *st, bool *unanswered)
 {
-        int fd;
+        int fd, r;
 
-        if (!n->sfh || !sino)
+        if (!n->sfh || !sino || *unanswered)
                 return -1;
         fd = open_handle_in(v, false, n->sfh);
-        if (fd < 0)
+        if (fd < 0) {
+                *unanswered = fd == -ETIMEDOUT;
                 return -1;
-        if (real_stat(v, fd, st) < 0 || ((st->st_mode ^ n->type) & S_IFMT) ||
+        }
+        r = real_stat(v, fd, st);
+        *unanswered = r == -ETIMEDOUT;
+        if (r < 0 || ((st->st_mode ^ n->type) & S_IFMT) ||
             (uint64_t)st->st_ino != sino || st->st_nlink == 0 ||
             g_hash_table_contains(bound, &(uint64_t){ st->st_ino })) {
                 close(fd);
@@ -903,7 +918,7 @@ static int counterpart_by_handle(struct view *v, struct vnode *n, uint64_t sino,
         return fd;
 }
 
-GArray *vnode_switch_all(struct view *v)
+GArray *vnode_switch_all(struct view *v, bool *unanswered)
 {
         GArray *ids = g_array_new(FALSE, FALSE, sizeof(struct vnode_entry));
         GPtrArray *all = g_ptr_array_new();
@@ -931,8 +946,12 @@ GArray *vnode_switch_all(struct view *v)
                 int pfd, fd;
 
                 if (n->id == FUSE_ROOT_ID) {
+                        int r;
+
                         n->fd = view_served_root(v);
-                        if (fstat(n->fd, &st) == 0)
+                        r = *unanswered ? -ETIMEDOUT : real_stat(v, n->fd, &st);
+                        *unanswered = r == -ETIMEDOUT;
+                        if (r == 0)
                                 n->ino = st.st_ino;
                         g_hash_table_insert(bound, &n->ino, n);
                         g_hash_table_insert(dirs, &n->id, GINT_TO_POINTER(n->fd + 1));
@@ -954,9 +973,9 @@ GArray *vnode_switch_all(struct view *v)
                         continue;
                 }
                 pfd = GPOINTER_TO_INT(g_hash_table_lookup(dirs, &pkey)) - 1;
-                fd = counterpart(v, n, pfd, sino, lid, bound, &st);
+                fd = counterpart(v, n, pfd, sino, lid, bound, &st, unanswered);
                 if (fd < 0 && !offline)
-                        fd = counterpart_by_handle(v, n, sino, bound, &st);
+                        fd = counterpart_by_handle(v, n, sino, bound, &st, unanswered);
                 /* The descriptor of the tree served before goes, at the last
                  * put when users hold it: a request that gets the node from
                  * now on is given the new tree's, never the old one, whose

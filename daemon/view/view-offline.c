@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "fcachectl.h"
 #include "reintegrate.h"
 #include "view.h"
@@ -662,7 +663,7 @@ int offline_note_xattr(struct view *v, uint64_t lid, const char *name, const voi
 /* ---- switching ---- */
 
 /* mode_lock held exclusively; returns the nodes to invalidate_nodes(). */
-static GArray *switch_served(struct view *v, int state)
+static GArray *switch_served(struct view *v, int state, bool *unanswered)
 {
         GArray *ids;
 
@@ -678,8 +679,9 @@ static GArray *switch_served(struct view *v, int state)
         }
         __atomic_store_n(&v->state, state, __ATOMIC_RELEASE);
         __atomic_add_fetch(&v->switches, 1, __ATOMIC_RELEASE);
-        ids = vnode_switch_all(v);
-        vfile_switch_all(v);
+        *unanswered = false;
+        ids = vnode_switch_all(v, unanswered);
+        vfile_switch_all(v, unanswered);
         pthread_rwlock_unlock(&v->served_lock);
         return ids;
 }
@@ -760,7 +762,7 @@ static bool switch_lock(struct view *v, bool forced)
 static int disconnect(struct view *v, bool forced, GString *err)
 {
         GArray *ids = NULL;
-        bool locked = switch_lock(v, forced);
+        bool locked = switch_lock(v, forced), unanswered;
         int r = 0;
 
         if (v->state != VIEW_ONLINE) {
@@ -780,7 +782,7 @@ static int disconnect(struct view *v, bool forced, GString *err)
         }
         r = save_state(v, VIEW_OFFLINE);
         if (r == 0) {
-                ids = switch_served(v, VIEW_OFFLINE);
+                ids = switch_served(v, VIEW_OFFLINE, &unanswered);
                 log_info("Volume is offline: serving the local mirror of its pins");
         } else if (err) {
                 g_string_printf(err, "cannot record the offline state: %s", strerror(-r));
@@ -1083,7 +1085,7 @@ static int reconnect(struct view *v, bool force, GString *out, GString *err)
 {
         struct reintegrate_stats stats = { 0 };
         gint64 replay_start, resync_start, resync_end;
-        bool from_writeback;
+        bool from_writeback, unanswered;
         GArray *ids;
         int r;
 
@@ -1174,10 +1176,24 @@ again:
                 g_string_printf(err, "cannot record the online state: %s", strerror(-r));
                 return r;
         }
+        fault_point(FAULT_VIEW_SWITCH_ONLINE);
         /* Every store copy may be older than the server now: revalidated at open. */
-        ids = switch_served(v, VIEW_ONLINE);
+        ids = switch_served(v, VIEW_ONLINE, &unanswered);
         pthread_rwlock_unlock(&v->mode_lock);
         invalidate_nodes(v, ids);
+        if (unanswered) {
+                /* Its log is on the server: back offline, nothing pending,
+                 * and the probe reconnects once the server answers. */
+                g_string_printf(err, "the server stopped answering within BackingTimeout as"
+                                " the volume switched online; it is offline again and"
+                                " reconnects by itself");
+                log_warn("%s", err->str);
+                set_offline_reason(v, "the backing did not answer within BackingTimeout");
+                __atomic_store_n(&v->auto_reconnect, true, __ATOMIC_RELEASE);
+                disconnect(v, true, NULL);
+                view_probe_resume(v);
+                return -ETIMEDOUT;
+        }
         /* The mirror takes the server's state (merges, others' changes) while
          * changes go on online (they keep the mirror current as they are
          * made); then objects no record needs are forgotten, so the next
@@ -1208,6 +1224,7 @@ again:
 
 int view_writeback_enter(struct view *v)
 {
+        bool unanswered;
         GArray *ids;
         int r;
 
@@ -1225,7 +1242,7 @@ int view_writeback_enter(struct view *v)
                 pthread_rwlock_unlock(&v->mode_lock);
                 return r;
         }
-        ids = switch_served(v, VIEW_WRITEBACK);
+        ids = switch_served(v, VIEW_WRITEBACK, &unanswered);
         pthread_rwlock_unlock(&v->mode_lock);
         log_info("Volume is in write-back: serving the local mirror of its pins, changes"
                  " shipped to the server in the background");

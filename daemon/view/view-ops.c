@@ -331,7 +331,7 @@ static bool stranded_shipped(struct vfile *f)
 
 /* The served tree switched: each open file gets its object there (the old
  * descriptor stays open until release, so a request using it is not disturbed). */
-void vfile_switch_all(struct view *v)
+void vfile_switch_all(struct view *v, bool *unanswered)
 {
         GPtrArray *writers = g_ptr_array_new();
         GHashTableIter it;
@@ -348,6 +348,11 @@ void vfile_switch_all(struct view *v)
 
                 if (f->fd < 0)
                         continue;       /* reopened where it is served at first use */
+                if (*unanswered) {
+                        /* The server stopped answering: the switch back
+                         * offline finds the file where it is. */
+                        continue;
+                }
                 pfd = vnode_get(v, f->id, &n);
                 if (pfd < 0) {
                         log_warn("Open file handle %" PRIu64 " has no counterpart in the %s"
@@ -355,8 +360,11 @@ void vfile_switch_all(struct view *v)
                                  view_offline(v) ? "offline" : "server", strerror(-pfd));
                         continue;
                 }
-                nfd = backing_reopen(pfd, f->dir ? O_RDONLY | O_DIRECTORY : f->flags & ~O_TRUNC);
+                nfd = backing_reopen_in(v, view_offline(v), pfd,
+                                        f->dir ? O_RDONLY | O_DIRECTORY : f->flags & ~O_TRUNC,
+                                        NULL);
                 vnode_put(v, n);
+                *unanswered = nfd == -ETIMEDOUT;
                 if (nfd < 0) {
                         log_warn("Failed to move open file handle %" PRIu64 ": %s", f->fh,
                                  strerror(-nfd));

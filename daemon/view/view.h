@@ -248,7 +248,10 @@ struct vnode_entry {
         char *name;     /* NULL for the root */
         bool inval_name;
 };
-GArray *vnode_switch_all(struct view *v);
+/* Going online, once a call to the server is not answered within
+ * BackingTimeout (*unanswered) the nodes left ask it nothing: they have no
+ * counterpart (ESTALE) until the next switch, which the caller makes. */
+GArray *vnode_switch_all(struct view *v, bool *unanswered);
 
 /* view-state.c */
 enum state_rec {
@@ -276,7 +279,7 @@ void vfile_set_fh_floor(struct view *v, uint64_t fh);
 /* Before a switch offline: the mirror takes the files written online and open. */
 void vfile_note_writers(struct view *v);
 /* After a state switch: open files move to what is now served. */
-void vfile_switch_all(struct view *v);
+void vfile_switch_all(struct view *v, bool *unanswered);
 /* Logs the content of files written offline and still open. */
 void vfile_flush_dirty(struct view *v);
 /* Whether an open file of node @id may write to it. */

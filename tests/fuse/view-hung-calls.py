@@ -20,6 +20,9 @@ Then fallocates the server acknowledged (a punched hole, a zeroed range, a
 growth), the server stopped before their files' closes, an offline append
 to each, the server back: no conflict, and the server holds the changes then
 the appends (the mirror's copy took them as the server did).
+The server stopped as a reconnect switches online (switch-online): the
+reconnect answers, the volume is offline again, descriptors open across it
+and a create are answered.
 A disconnect by hand with written files open, the server stopped: it
 answers, the writes on either side reach the server.
 (FCACHE_HUNG_ONLY=NAME,... runs some of them; disconnect-writers and
@@ -33,6 +36,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -254,6 +258,63 @@ def disconnect_with_writers(vol, inner, server):
         eq(read_file(inner.b("proj", name)), want[name], f"{name}: the server holds both writes")
 
 
+def switch_online_cut(vol, inner, server, gate):
+    """The server stops as a reconnect, its log replayed, switches the
+    volume's nodes and open files online (a pause at that point,
+    FCACHE_FAULT_PAUSE): the switch gives up on the server within the bound,
+    the reconnect answers, the volume is offline again, a read and an append
+    through descriptors open across it and a create are answered locally;
+    with the server back it reconnects by itself and the server has them."""
+    vol.ctl("disconnect")
+    write_file(vol.v("proj", "so-made"), b"made offline\n")
+    rfd = os.open(vol.v("proj", "h"), os.O_RDONLY)
+    wfd = os.open(vol.v("proj", "so-made"), os.O_WRONLY | os.O_APPEND)
+    open(gate, "w").close()
+    result = {}
+
+    def reconnect():
+        t = time.time()
+        try:
+            result["r"] = vol.ctl("reconnect", ok=False, timeout=BOUND)
+        except subprocess.TimeoutExpired:
+            result["r"] = {"_rc": None, "_err": "no answer"}
+        result["took"] = time.time() - t
+        if os.environ.get("FCACHE_HUNG_DEBUG") and result["took"] > BOUND / 2:
+            subprocess.run([sys.executable, os.path.join(HERE, "stackscan.py"),
+                            str(vol.worker_pid())])
+    th = threading.Thread(target=reconnect, daemon=True)
+    th.start()
+    check(wait_for(lambda: os.path.exists(gate + ".reached"), BOUND),
+          "the reconnect replayed the log and reached the switch online")
+    server.stop()
+    os.unlink(gate)
+    th.join()
+    r = result["r"]
+    check(r["_rc"] is not None, f"the reconnect answers with the server stopped at its switch"
+          f" online ({result['took']:.1f} s; a hang is {BOUND:.0f} s)")
+    check(r["_rc"] != 0 and "switched online" in r["_err"],
+          f"... saying the server stopped answering as it switched ({r.get('_err')})")
+    eq(vol.state()["state"], "offline", "... and the volume is offline again")
+    t = time.time()
+    try:
+        got = os.pread(rfd, 32, 0)
+        os.write(wfd, b"appended across\n")
+        write_file(vol.v("proj", "so-after"), b"made after\n")
+        answer = "answered"
+    except OSError as e:
+        got, answer = None, f"error {e.strerror}"
+    eq((answer, got), ("answered", b"read me\n" * 4),
+       f"a read and an append through descriptors open across it and a create are answered"
+       f" ({time.time() - t:.1f} s)")
+    os.close(rfd)
+    os.close(wfd)
+    resume(vol, server, "the switch online the server stopped in")
+    eq(read_file(inner.b("proj", "so-made")), b"made offline\nappended across\n",
+       "the server has the file made before and its append after")
+    eq(read_file(inner.b("proj", "so-after")), b"made after\n", "... and the file made after")
+    eq(vol.ctl("query state").get("conflicts"), "0", "no conflict")
+
+
 def inner_view_phase():
     """The calls over a stacked fcache-view as the server."""
     inner = Volume("hung-inner", lease="0s")
@@ -272,8 +333,11 @@ def inner_view_phase():
     lease = 3
     vol = Volume("hung", backing=inner.mnt, lease=f"{lease}s",
                  extra=["--set", f"BackingTimeout={TIMEOUT}s"])
+    gate = os.path.join(vol.top, "switch-gate")
+    os.environ["FCACHE_FAULT_PAUSE"] = "view-switch-online:" + gate
     try:
         vol.start()
+        del os.environ["FCACHE_FAULT_PAUSE"]
         q = vol.ctl("pin recursive", "proj")
         check(q["_rc"] == 0, "the tree is pinned through the stopped-to-be server")
         eq(oct(stat.S_IMODE(os.stat(inner.b("proj", "h")).st_mode)), "0o644", "h as made")
@@ -341,6 +405,8 @@ def inner_view_phase():
             eq(oct(stat.S_IMODE(os.stat(inner.b("proj", "f")).st_mode)), "0o640",
                "the chmod is on the server, once")
             eq(vol.ctl("query state").get("conflicts"), "0", "no conflict")
+        if wanted("switch-online"):
+            switch_online_cut(vol, inner, server, gate)
         if wanted("disconnect-writers"):
             disconnect_with_writers(vol, inner, server)
         if wanted("fallocate-close"):
@@ -390,7 +456,8 @@ def sshfs_phase():
 def main():
     require_root_fuse()
     if any(wanted(x) for x in ("getxattr", "listxattr", "mkdir", "write", "fallocate", "read",
-                               "statfs", "reconnect", "disconnect-writers", "fallocate-close")):
+                               "statfs", "reconnect", "switch-online", "disconnect-writers",
+                               "fallocate-close")):
         inner_view_phase()
     if wanted("readlink"):
         sshfs_phase()

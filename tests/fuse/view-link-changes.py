@@ -19,6 +19,7 @@ FCACHE_LINKCH_TRACE=1 prints each operation."""
 import os
 import random
 import stat
+import subprocess
 import sys
 import threading
 import time
@@ -30,6 +31,9 @@ from viewlib import Volume, check, eq, finish, read_file, require_root_fuse, wai
 CUT_S = float(os.environ.get("FCACHE_LINK_CUT_S", "12"))
 TIMEOUT_S = 2
 HANG_S = 90
+# A call in flight this long gets the worker's stacks taken, printed if the
+# round fails (a diagnosis for a run elsewhere, not a bound).
+SLOW_S = 4 * TIMEOUT_S + 1
 TRACE = os.environ.get("FCACHE_LINKCH_TRACE") == "1"
 # Replay recognises objects by inode number: sshfs keeps its numbers.
 SSHFS_OPTIONS = linklib.SSHFS_OPTIONS + ",noforget"
@@ -305,9 +309,19 @@ def main():
         time.sleep(3)
         link.cut()
         cut_at = time.monotonic()
-        states, hung = set(), False
+        states, hung, stacks = set(), False, []
+
+        def note_slow():
+            began = ch.began
+            if stacks or began is None or time.monotonic() - began < SLOW_S:
+                return
+            r = subprocess.run([sys.executable, os.path.join(os.path.dirname(
+                os.path.abspath(__file__)), "stackscan.py"), str(vol.worker_pid())],
+                capture_output=True, text=True, timeout=120)
+            stacks.append(f"a call in flight for {time.monotonic() - began:.1f} s:\n" + r.stdout)
         while time.monotonic() - cut_at < CUT_S:
             states.add(vol.state()["state"])
+            note_slow()
             time.sleep(0.2)
         # The changes stop as the link returns: a change made online while the
         # mirror's resync after the reconnect walks may miss the mirror (a
@@ -319,6 +333,7 @@ def main():
         # A generous guard against a call that never returns, not a bound.
         while ch.is_alive():
             ch.join(1)
+            note_slow()
             if ch.began is not None and time.monotonic() - ch.began > HANG_S:
                 hung = True
                 break
@@ -333,6 +348,12 @@ def main():
             longest_op = ch.longest_op
         for e in ch.errors:
             print(f"# failed: {e}")
+        if stacks and (ch.errors or ch.longest >= SLOW_S):
+            for line in stacks[0].splitlines():
+                print(f"# {line}")
+        if ch.errors:
+            for line in vol.logtext().splitlines()[-40:]:
+                print(f"# log: {line}")
         eq(ch.errors, [], f"round {rnd_i}: no call failed through the cut")
         check("offline" in states, f"round {rnd_i}: the volume went offline while the link was cut")
         check(back, f"round {rnd_i}: after the link returned the volume reconnected by itself")
