@@ -78,23 +78,34 @@ bool fault_armed(void)
         return n_faults > 0;
 }
 
-/* FCACHE_FAULT_PAUSE=<point>:<gate>: at the point, while file <gate> exists,
- * wait (after making <gate>.reached), for a test to act in between. */
+/* FCACHE_FAULT_PAUSE=<point>:<gate>[,...]: at the point, while file <gate>
+ * exists, wait (after making <gate>.reached), for a test to act in between. */
 static void pause_at(const char *name)
 {
-        const char *spec = getenv("FCACHE_FAULT_PAUSE"), *colon;
-        char reached[4096];
-        int fd;
+        const char *spec = getenv("FCACHE_FAULT_PAUSE");
+        size_t nl = strlen(name);
+        char gate[4096], reached[4200];
 
-        if (!spec || !(colon = strchr(spec, ':')) || (size_t)(colon - spec) != strlen(name) ||
-            strncmp(spec, name, colon - spec) != 0 || access(colon + 1, F_OK) != 0)
-                return;
-        snprintf(reached, sizeof(reached), "%s.reached", colon + 1);
-        fd = open(reached, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-        if (fd >= 0)
-                close(fd);
-        while (access(colon + 1, F_OK) == 0)
-                usleep(10000);
+        while (spec && *spec) {
+                const char *end = strchrnul(spec, ','), *colon = memchr(spec, ':', end - spec);
+                int fd;
+
+                if (colon && (size_t)(colon - spec) == nl && !strncmp(spec, name, nl) &&
+                    (size_t)(end - colon - 1) < sizeof(gate)) {
+                        memcpy(gate, colon + 1, end - colon - 1);
+                        gate[end - colon - 1] = '\0';
+                        if (access(gate, F_OK) != 0)
+                                return;
+                        snprintf(reached, sizeof(reached), "%s.reached", gate);
+                        fd = open(reached, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+                        if (fd >= 0)
+                                close(fd);
+                        while (access(gate, F_OK) == 0)
+                                usleep(10000);
+                        return;
+                }
+                spec = *end ? end + 1 : end;
+        }
 }
 
 void fault_point(const char *name)

@@ -23,8 +23,10 @@
  *                          removed on the server, the record not yet marked
  *   view-switch-online     a reconnect replayed the log and is about to
  *                          switch the volume's nodes and open files online
+ *   view-cache-file        a file the store holds whole is about to go into
+ *                          the mirror (its server object is asked first)
  *
- * FCACHE_FAULT_PAUSE=<point>:<gate> makes the process wait at the point
+ * FCACHE_FAULT_PAUSE=<point>:<gate>[,<point>:<gate>...] makes the process wait at the point
  * while file <gate> exists, after making <gate>.reached: a test acts there
  * (stops the server) and removes <gate> to let it go on.
  */
@@ -40,6 +42,7 @@
 #define FAULT_REINT_LINKED_WRITE "reint-linked-write"
 #define FAULT_REINT_LINKED_UNLINK "reint-linked-unlink"
 #define FAULT_VIEW_SWITCH_ONLINE "view-switch-online"
+#define FAULT_VIEW_CACHE_FILE "view-cache-file"
 
 /* Passes the named point; kills the process if FCACHE_FAULT says so. */
 void fault_point(const char *name);

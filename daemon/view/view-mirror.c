@@ -39,6 +39,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "view.h"
 
 #define XATTR_BASE "trusted.fcache.base"
@@ -2059,6 +2060,7 @@ int mirror_cache_file(struct view *v, int bdfd, const char *name)
         /* No switch meanwhile; not a change through the view (which would
          * keep view-revalidate.c's pass from answering lookups). */
         pthread_rwlock_rdlock(&v->mode_lock);
+        fault_point(FAULT_VIEW_CACHE_FILE);
         r = -EHOSTDOWN;
         if (view_offline(v) || v->mirror_fd < 0)
                 goto out;

@@ -733,30 +733,31 @@ static void offline_from_mirror(struct view *v)
 }
 
 /*
- * Takes mode_lock exclusively for a switch.  @forced (the backing stopped
- * answering): a change stuck in a backing call holds it shared and may never
- * let go, so after a short wait the switch goes ahead without it; that change,
- * if it ever completes, reached the server, and reintegration compares with
- * what the server has.  Returns whether the lock is held.
+ * Takes mode_lock exclusively for a switch.  A change or a mirror update
+ * stuck in a call to a server that stopped answering holds it shared and
+ * may never let go: @forced (the backing stopped answering) waits a short
+ * while, a switch asked by hand of a network backing BackingTimeout, then
+ * the switch goes ahead without it; that change, if it ever completes,
+ * reached the server, and reintegration compares with what the server has.
+ * Returns whether the lock is held.
  */
 static bool switch_lock(struct view *v, bool forced)
 {
+        uint64_t ms = forced ? 200 : v->cfg->backing_timeout_ms;
         struct timespec until;
 
-        if (!forced) {
+        if (!forced && !backing_bounded_in(v, false)) {
                 pthread_rwlock_wrlock(&v->mode_lock);
                 return true;
         }
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 200 * 1000000;
+        until.tv_sec += (time_t)(ms / 1000);
+        until.tv_nsec += (long)(ms % 1000) * 1000000;
         if (until.tv_nsec >= 1000000000) {
                 until.tv_sec++;
                 until.tv_nsec -= 1000000000;
         }
-        if (pthread_rwlock_timedwrlock(&v->mode_lock, &until) == 0)
-                return true;
-        log_warn("A change is stuck in a backing call: switching offline without waiting for it");
-        return false;
+        return pthread_rwlock_timedwrlock(&v->mode_lock, &until) == 0;
 }
 
 static int disconnect(struct view *v, bool forced, GString *err)
@@ -765,6 +766,16 @@ static int disconnect(struct view *v, bool forced, GString *err)
         bool locked = switch_lock(v, forced), unanswered;
         int r = 0;
 
+        /* Not online (a reconnect under way, which this one stops): nothing
+         * waits on the server; else not waited for, it is taken for gone. */
+        if (!locked && !forced && __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) != VIEW_ONLINE) {
+                pthread_rwlock_wrlock(&v->mode_lock);
+                locked = true;
+        }
+        if (!locked)
+                log_warn("A change is stuck in a backing call: switching offline without"
+                         " waiting for it");
+        forced = forced || !locked;
         if (v->state != VIEW_ONLINE) {
                 /* A reconnect under way stops (after the records in flight):
                  * the volume goes on serving as offline. */
@@ -1228,7 +1239,12 @@ int view_writeback_enter(struct view *v)
         GArray *ids;
         int r;
 
-        pthread_rwlock_wrlock(&v->mode_lock);
+        /* Not now when a call stuck on the server holds the lock: the
+         * next check of the link tries again. */
+        if (!switch_lock(v, false)) {
+                log_warn("A change is stuck in a backing call: not entering write-back now");
+                return 0;
+        }
         if (v->state != VIEW_ONLINE) {
                 pthread_rwlock_unlock(&v->mode_lock);
                 return 0;

@@ -22,7 +22,8 @@ to each, the server back: no conflict, and the server holds the changes then
 the appends (the mirror's copy took them as the server did).
 The server stopped as a reconnect switches online (switch-online): the
 reconnect answers, the volume is offline again, descriptors open across it
-and a create are answered.
+and a create are answered.  A disconnect by hand while a mirror update is
+stuck on the stopped server (disconnect-stuck) answers.
 A disconnect by hand with written files open, the server stopped: it
 answers, the writes on either side reach the server.
 (FCACHE_HUNG_ONLY=NAME,... runs some of them; disconnect-writers and
@@ -315,6 +316,39 @@ def switch_online_cut(vol, inner, server, gate):
     eq(vol.ctl("query state").get("conflicts"), "0", "no conflict")
 
 
+def disconnect_stuck(vol, inner, server, gate):
+    """A mirror update stuck in a call to the stopped server holds the
+    switch's lock shared (a file read whole going into the mirror, paused at
+    view-cache-file while the server stops): a disconnect by hand answers
+    within the bound, a create is answered offline, and after the server is
+    back a reconnect by hand puts it there."""
+    open(gate, "w").close()
+    eq(read_file(vol.v("free", "u")), b"unpinned\n" * 2000, "an unpinned file read whole")
+    check(wait_for(lambda: os.path.exists(gate + ".reached"), BOUND),
+          "its copy is about to go into the mirror")
+    server.stop()
+    os.unlink(gate)
+    time.sleep(0.5)     # the update is in its call to the stopped server
+    t = time.time()
+    try:
+        r = vol.ctl("disconnect", ok=False, timeout=BOUND)
+    except subprocess.TimeoutExpired:
+        r = {"_rc": None, "_err": "no answer"}
+    took = time.time() - t
+    check(r["_rc"] == 0, f"disconnect by hand, a mirror update stuck on the stopped server:"
+          f" answered in {took:.1f} s (a hang is {BOUND:.0f} s; {r.get('_err', '')})")
+    if r["_rc"] is None:
+        server.cont()
+        return
+    eq(vol.state()["state"], "offline", "... the volume is offline")
+    t = time.time()
+    write_file(vol.v("proj", "ds-made"), b"made offline\n")
+    check(True, f"a create offline answered ({time.time() - t:.1f} s)")
+    server.cont()
+    eq(vol.ctl("reconnect", timeout=BOUND).get("state"), "online", "reconnect by hand")
+    eq(read_file(inner.b("proj", "ds-made")), b"made offline\n", "the server has the create")
+
+
 def inner_view_phase():
     """The calls over a stacked fcache-view as the server."""
     inner = Volume("hung-inner", lease="0s")
@@ -329,12 +363,15 @@ def inner_view_phase():
     for name in FALLOCATES:
         write_file(os.path.join(srv, "proj", "fa-" + name), rand_bytes(FSIZE, name))
     os.chmod(os.path.join(srv, "proj", "h"), 0o644)
+    os.makedirs(os.path.join(srv, "free"))
+    write_file(os.path.join(srv, "free", "u"), b"unpinned\n" * 2000)
     server = Server(inner.start_stoppable_server())
     lease = 3
     vol = Volume("hung", backing=inner.mnt, lease=f"{lease}s",
                  extra=["--set", f"BackingTimeout={TIMEOUT}s"])
     gate = os.path.join(vol.top, "switch-gate")
-    os.environ["FCACHE_FAULT_PAUSE"] = "view-switch-online:" + gate
+    cache_gate = os.path.join(vol.top, "cache-gate")
+    os.environ["FCACHE_FAULT_PAUSE"] = f"view-switch-online:{gate},view-cache-file:{cache_gate}"
     try:
         vol.start()
         del os.environ["FCACHE_FAULT_PAUSE"]
@@ -407,6 +444,8 @@ def inner_view_phase():
             eq(vol.ctl("query state").get("conflicts"), "0", "no conflict")
         if wanted("switch-online"):
             switch_online_cut(vol, inner, server, gate)
+        if wanted("disconnect-stuck"):
+            disconnect_stuck(vol, inner, server, cache_gate)
         if wanted("disconnect-writers"):
             disconnect_with_writers(vol, inner, server)
         if wanted("fallocate-close"):
@@ -456,8 +495,8 @@ def sshfs_phase():
 def main():
     require_root_fuse()
     if any(wanted(x) for x in ("getxattr", "listxattr", "mkdir", "write", "fallocate", "read",
-                               "statfs", "reconnect", "switch-online", "disconnect-writers",
-                               "fallocate-close")):
+                               "statfs", "reconnect", "switch-online", "disconnect-stuck",
+                               "disconnect-writers", "fallocate-close")):
         inner_view_phase()
     if wanted("readlink"):
         sshfs_phase()
