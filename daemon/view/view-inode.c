@@ -432,6 +432,25 @@ static void log_node(struct view *v, const struct vnode *n)
                        n->fh ? n->fh->handle_type : 0);
 }
 
+/* itab_lock held: n's other names, for a successor (view-state.c). */
+static void log_aliases(struct view *v, const struct vnode *n)
+{
+        GByteArray *b = g_byte_array_new();
+        uint32_t count = 0;
+
+        for (guint i = 0; n->aliases && i < n->aliases->len; i++) {
+                const struct alias *a = &g_array_index(n->aliases, struct alias, i);
+                uint32_t len = (uint32_t)strlen(a->name);
+
+                g_byte_array_append(b, (const guint8 *)&a->parent, sizeof(a->parent));
+                g_byte_array_append(b, (const guint8 *)&len, sizeof(len));
+                g_byte_array_append(b, (const guint8 *)a->name, len);
+                count++;
+        }
+        state_log_aliases(v, n->id, b->data, b->len, count);
+        g_byte_array_free(b, TRUE);
+}
+
 static struct file_handle *handle_of(struct view *v, int fd)
 {
         return handle_of_in(v, view_offline(v), fd);
@@ -1224,6 +1243,7 @@ static int enter_node(struct view *v, bool offline, uint64_t switches, fuse_ino_
                                 n->name = nm;
                                 n->parent = parent;
                                 log_node(v, n);
+                                log_aliases(v, n);
                         }
                 }
                 if (n->fd < 0) {
@@ -1348,6 +1368,7 @@ void vnode_moved(struct view *v, fuse_ino_t newparent, int npfd, const char *new
                 nm = NULL;
                 n->parent = newparent;
                 log_node(v, n);
+                log_aliases(v, n);
         }
         pthread_mutex_unlock(&v->itab_lock);
         free(nm);
@@ -1399,6 +1420,8 @@ void vnode_name_gone(struct view *v, uint64_t ino, uint64_t parent, const char *
                         g_array_remove_index(n->aliases, n->aliases->len - 1);
                         log_node(v, n);
                 }
+                if (n->aliases)
+                        log_aliases(v, n);
         }
         pthread_mutex_unlock(&v->itab_lock);
 }
@@ -1482,6 +1505,36 @@ int vnode_peek(struct view *v, fuse_ino_t id, uint64_t *ino, mode_t *type)
         }
         pthread_mutex_unlock(&v->itab_lock);
         return n ? 0 : -ESTALE;
+}
+
+void vnode_restore_aliases(struct view *v, uint64_t id, const void *list, uint32_t size,
+                           uint32_t count)
+{
+        const char *p = list, *end = p + size;
+        struct vnode *n;
+
+        pthread_mutex_lock(&v->itab_lock);
+        n = g_hash_table_lookup(v->nodes, &id);
+        for (uint32_t i = 0; n && n->id != FUSE_ROOT_ID && i < count; i++) {
+                uint64_t parent;
+                uint32_t len;
+                char *name;
+
+                if ((size_t)(end - p) < sizeof(parent) + sizeof(len))
+                        break;
+                memcpy(&parent, p, sizeof(parent));
+                memcpy(&len, p + sizeof(parent), sizeof(len));
+                p += sizeof(parent) + sizeof(len);
+                if (len == 0 || len > NAME_MAX || (size_t)(end - p) < len)
+                        break;
+                name = g_strndup(p, len);
+                p += len;
+                alias_add(n, parent, name);
+                g_free(name);
+        }
+        if (n && n->id != FUSE_ROOT_ID)
+                log_aliases(v, n);
+        pthread_mutex_unlock(&v->itab_lock);
 }
 
 void vnode_set_alt_floor(struct view *v, uint64_t id)

@@ -2,7 +2,8 @@
 /*
  * view-state.c: what a successor fcache-view needs to take over a live FUSE
  * connection after this one is killed: the kernel's nodeids (with the file
- * handle, parent and name to find each backing object again), the open file
+ * handle, parent and name to find each backing object again, and the other
+ * names of a file of several looked up), the open file
  * handles (fh -> node and open flags), and the FUSE_INIT request the kernel
  * sent once for this connection.
  *
@@ -51,6 +52,14 @@ struct rec_open {
 struct rec_id {
         struct rec_hdr h;
         uint64_t id;
+};
+
+/* A node's other names: count entries of (u64 parent, u32 name length, name
+ * bytes), packed, in size bytes. */
+struct rec_aliases {
+        struct rec_hdr h;
+        uint64_t id;
+        uint32_t count, size;
 };
 
 #define STATE_WINDOW (1u << 20)
@@ -147,6 +156,25 @@ void state_log_node(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint
         free(r);
 }
 
+void state_log_aliases(struct view *v, uint64_t id, const void *list, uint32_t size,
+                       uint32_t count)
+{
+        size_t len = (sizeof(struct rec_aliases) + size + 7) & ~(size_t)7;
+        struct rec_aliases *r = calloc(1, len);
+
+        if (!r)
+                return;
+        r->h.len = (uint32_t)len;
+        r->h.type = STATE_ALIASES;
+        r->id = id;
+        r->count = count;
+        r->size = size;
+        if (size)
+                memcpy(r + 1, list, size);
+        append(v, r, len);
+        free(r);
+}
+
 static void log_id(struct view *v, uint32_t type, uint64_t id)
 {
         struct rec_id r = { { sizeof(r), type }, id };
@@ -200,6 +228,7 @@ static void replay(struct view *v, const char *buf, size_t len)
 {
         GHashTable *nodes = g_hash_table_new(g_int64_hash, g_int64_equal);
         GHashTable *files = g_hash_table_new(g_int64_hash, g_int64_equal);
+        GHashTable *aliases = g_hash_table_new(g_int64_hash, g_int64_equal);
         GHashTableIter it;
         gpointer key, val;
         unsigned restored_nodes = 0, restored_files = 0;
@@ -220,8 +249,18 @@ static void replay(struct view *v, const char *buf, size_t len)
                         }
                         break;
                 case STATE_DROP:
-                        if (h->len == sizeof(struct rec_id))
+                        if (h->len == sizeof(struct rec_id)) {
                                 g_hash_table_remove(nodes, &((const struct rec_id *)h)->id);
+                                g_hash_table_remove(aliases, &((const struct rec_id *)h)->id);
+                        }
+                        break;
+                case STATE_ALIASES:
+                        if (h->len >= sizeof(struct rec_aliases)) {
+                                const struct rec_aliases *r = (const void *)h;
+
+                                if (sizeof(*r) + (size_t)r->size <= h->len)
+                                        g_hash_table_insert(aliases, (gpointer)&r->id, (gpointer)r);
+                        }
                         break;
                 case STATE_OPEN:
                         if (h->len == sizeof(struct rec_open))
@@ -246,6 +285,12 @@ static void replay(struct view *v, const char *buf, size_t len)
                         restored_nodes++;
                 g_free(name);
         }
+        g_hash_table_iter_init(&it, aliases);
+        while (g_hash_table_iter_next(&it, &key, &val)) {
+                const struct rec_aliases *r = val;
+
+                vnode_restore_aliases(v, r->id, r + 1, r->size, r->count);
+        }
         g_hash_table_iter_init(&it, files);
         while (g_hash_table_iter_next(&it, &key, &val)) {
                 const struct rec_open *r = val;
@@ -257,6 +302,7 @@ static void replay(struct view *v, const char *buf, size_t len)
                  restored_nodes, restored_files);
         g_hash_table_destroy(nodes);
         g_hash_table_destroy(files);
+        g_hash_table_destroy(aliases);
 }
 
 int state_open(struct view *v, bool takeover)

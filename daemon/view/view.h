@@ -217,6 +217,9 @@ fuse_ino_t vnode_parent_id(struct view *v, fuse_ino_t id);
 /* Recreates a node from the takeover log (its kernel lookup count is unknown). */
 int vnode_restore(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint64_t parent,
                   const char *name, const void *handle, unsigned hlen, int htype);
+/* Its other names from the takeover log (state_log_aliases()'s list). */
+void vnode_restore_aliases(struct view *v, uint64_t id, const void *list, uint32_t size,
+                           uint32_t count);
 void vnode_set_alt_floor(struct view *v, uint64_t id);
 int vnode_fill_stat(struct view *v, int fd, struct stat *st);
 /* As vnode_fill_stat, for node n (descriptor fd): offline, the st_ino it
@@ -260,11 +263,14 @@ enum state_rec {
         STATE_OPEN = 3,         /* fh, nodeid, flags */
         STATE_CLOSE = 4,        /* fh */
         STATE_PAD = 5,          /* the unused end of a window of the log */
+        STATE_ALIASES = 6,      /* nodeid, its other names (parent, name) */
 };
 int state_open(struct view *v, bool takeover);
 void state_log_node(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint64_t parent,
                     const char *name, const void *handle, unsigned hlen, int htype);
 void state_log_drop(struct view *v, uint64_t id);
+void state_log_aliases(struct view *v, uint64_t id, const void *list, uint32_t size,
+                       uint32_t count);
 void state_log_open(struct view *v, uint64_t fh, uint64_t id, int flags);
 /* The same open again, with its passthrough mode (view-passthrough.c's word). */
 void state_log_open_mode(struct view *v, uint64_t fh, uint64_t id, int flags, uint32_t mode);

@@ -10,7 +10,8 @@ and of a directory, and a switch online and back.  Each step changes the
 object through a node that named it before (a descriptor held open, or the
 name), and the server must end with exactly those changes, with no conflict.
 Objects made offline keep the inode number they showed then across the
-switches that follow (while the kernel knows their nodes).
+switches that follow (while the kernel knows their nodes).  A worker killed
+offline hands its successor every name of a file of several.
 """
 import os
 import sys
@@ -133,8 +134,38 @@ def main():
     eq(mode(b("p", "E", "g")), 0o604, "server: E/g's mode from the second offline period")
     eq(read_file(b("p", "E", "h")), b"h\n", "server: E/h made in the second offline period")
     kept_inode_numbers(vol)
+    names_after_takeover(vol)
     vol.stop()
     finish()
+
+
+def names_after_takeover(vol):
+    """A worker killed offline hands every name of a file of several on:
+    after one name moves, the kill, another file renamed over the moved
+    name, a link of the file through its other name reaches the server
+    (before: the successor knew the moved name only, and the link was a
+    conflict, "the server removed the file being linked")."""
+    v, b = vol.v, vol.b
+    for d in ("d1", "d2", "d3"):
+        os.makedirs(b("t", d))
+    write_file(b("t", "d1", "f"), b"x")
+    write_file(b("t", "o"), b"other")
+    vol.ctl("pin recursive", "t")
+    os.link(v("t", "d1", "f"), v("t", "d2", "g"))
+    vol.ctl("disconnect")
+    os.rename(v("t", "d1", "f"), v("t", "d3", "moved"))
+    old = vol.kill_worker()
+    vol.wait_new_worker(old, timeout=120)
+    os.rename(v("t", "o"), v("t", "d3", "moved"))
+    os.link(v("t", "d2", "g"), v("t", "d1", "linked"))
+    q = vol.ctl("reconnect")
+    eq(q.get("conflicts"), "0", "after a kill -9 offline: the link through the other name,"
+       " no conflict")
+    eq(os.path.exists(b("t", "d1", "linked")) and
+       os.stat(b("t", "d1", "linked")).st_ino == os.stat(b("t", "d2", "g")).st_ino, True,
+       "... the server has the link")
+    eq(read_file(v("t", "d1", "linked")), b"x", "... and the view reads it")
+    eq(read_file(b("t", "d3", "moved")), b"other", "... and the file renamed over the moved name")
 
 
 def kept_inode_numbers(vol):
