@@ -234,6 +234,8 @@ def main():
         rel = pick(rnd.choice(["node", "link"]))
         if not rel:
             return None
+        if os.environ.get("FCACHE_MODEL_TRACE"):
+            print(f"# unlink {rel}", flush=True)
         os.unlink(v(rel))
         model.files.pop(rel, None)
         model.links.pop(rel, None)
@@ -250,6 +252,8 @@ def main():
         if not empty:
             return None
         rel = rnd.choice(sorted(empty))
+        if os.environ.get("FCACHE_MODEL_TRACE"):
+            print(f"# rmdir {rel}", flush=True)
         os.rmdir(v(rel))
         del model.dirs[rel]
         return None
