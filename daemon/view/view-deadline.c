@@ -302,9 +302,9 @@ static void enqueue(struct job *j)
         pthread_cond_signal(&queued);
 }
 
-static void deadline_from_now(struct timespec *until, uint64_t ms)
+void deadline_from_now(struct timespec *until, clockid_t clock, uint64_t ms)
 {
-        clock_gettime(CLOCK_REALTIME, until);
+        clock_gettime(clock, until);
         until->tv_sec += (time_t)(ms / 1000);
         until->tv_nsec += (long)(ms % 1000) * 1000000;
         if (until->tv_nsec >= 1000000000) {
@@ -335,7 +335,7 @@ static int submit_job(struct view *v, struct job *j, struct stat *st, bool notic
         bool last;
         int r = 0;
 
-        deadline_from_now(&until, ms);
+        deadline_from_now(&until, CLOCK_REALTIME, ms);
         pthread_mutex_lock(&lock);
         j->refs = 2;
         enqueue(j);
@@ -562,7 +562,7 @@ int backing_write_error(struct view *v, int fd)
 
         if (!ino)
                 return 0;
-        deadline_from_now(&until, v->cfg->backing_timeout_ms);
+        deadline_from_now(&until, CLOCK_REALTIME, v->cfg->backing_timeout_ms);
         pthread_mutex_lock(&lock);
         e = write_err_of(ino, false);
         /* The duplicates' closes of the writes made so far (not of those
@@ -939,7 +939,7 @@ int backing_wait_in_doubt(struct view *v)
         unsigned doubt;
         int r = 0;
 
-        deadline_from_now(&until, ms);
+        deadline_from_now(&until, CLOCK_REALTIME, ms);
         pthread_mutex_lock(&lock);
         while (in_doubt && ms && r != ETIMEDOUT)
                 r = pthread_cond_timedwait(&finished, &lock, &until);
@@ -1031,7 +1031,7 @@ int backing_call_moving(struct view *v, int (*fn)(void *arg, struct backing_prog
         while (!p->done) {
                 if (p->steps != seen) {
                         seen = p->steps;
-                        deadline_from_now(&until, ms);
+                        deadline_from_now(&until, CLOCK_REALTIME, ms);
                 }
                 if (!ms)
                         pthread_cond_wait(&p->moved, &p->lock);

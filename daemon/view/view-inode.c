@@ -857,6 +857,20 @@ static uint64_t server_identity(struct view *v, struct vnode *n, bool offline, b
 }
 
 /*
+ * Whether fd (or -errno: *unanswered when it timed out) may be n's object in
+ * the new tree: it stats as n's type and no other node is bound to it.
+ */
+static bool candidate(struct view *v, struct vnode *n, int fd, GHashTable *bound,
+                      struct stat *st, bool *unanswered)
+{
+        int r = fd < 0 ? fd : real_stat(v, fd, st);
+
+        *unanswered = r == -ETIMEDOUT;
+        return r == 0 && !((st->st_mode ^ n->type) & S_IFMT) &&
+               !g_hash_table_contains(bound, &(uint64_t){ st->st_ino });
+}
+
+/*
  * itab_lock held: the counterpart of n (server identity sino, or log id
  * lid when made offline) under new-tree directory pfd, as an O_PATH
  * descriptor with its own inode number, or -1.  Found by n's name, which may
@@ -873,14 +887,7 @@ static int counterpart(struct view *v, struct vnode *n, int pfd, uint64_t sino, 
                 return -1;
         fd = view_offline(v) ? openat(pfd, n->name, O_PATH | O_NOFOLLOW | O_CLOEXEC)
                              : backing_openat(v, pfd, n->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) {
-                *unanswered = fd == -ETIMEDOUT;
-                return -1;
-        }
-        r = real_stat(v, fd, st);
-        *unanswered = r == -ETIMEDOUT;
-        if (r < 0 || ((st->st_mode ^ n->type) & S_IFMT) ||
-            g_hash_table_contains(bound, &(uint64_t){ st->st_ino }))
+        if (!candidate(v, n, fd, bound, st, unanswered))
                 goto no;
         if (view_offline(v)) {
                 /* The mirror object of this server object, also before the
@@ -905,7 +912,8 @@ static int counterpart(struct view *v, struct vnode *n, int pfd, uint64_t sino, 
         }
         return fd;
 no:
-        close(fd);
+        if (fd >= 0)
+                close(fd);
         return -1;
 }
 
@@ -917,24 +925,17 @@ no:
 static int counterpart_by_handle(struct view *v, struct vnode *n, uint64_t sino,
                                  GHashTable *bound, struct stat *st, bool *unanswered)
 {
-        int fd, r;
+        int fd;
 
         if (!n->sfh || !sino || *unanswered)
                 return -1;
         fd = open_handle_in(v, false, n->sfh);
-        if (fd < 0) {
-                *unanswered = fd == -ETIMEDOUT;
-                return -1;
-        }
-        r = real_stat(v, fd, st);
-        *unanswered = r == -ETIMEDOUT;
-        if (r < 0 || ((st->st_mode ^ n->type) & S_IFMT) ||
-            (uint64_t)st->st_ino != sino || st->st_nlink == 0 ||
-            g_hash_table_contains(bound, &(uint64_t){ st->st_ino })) {
+        if (candidate(v, n, fd, bound, st, unanswered) && (uint64_t)st->st_ino == sino &&
+            st->st_nlink > 0)
+                return fd;
+        if (fd >= 0)
                 close(fd);
-                return -1;
-        }
-        return fd;
+        return -1;
 }
 
 GArray *vnode_switch_all(struct view *v, bool *unanswered)

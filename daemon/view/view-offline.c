@@ -750,13 +750,7 @@ static bool switch_lock(struct view *v, bool forced)
                 pthread_rwlock_wrlock(&v->mode_lock);
                 return true;
         }
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += (time_t)(ms / 1000);
-        until.tv_nsec += (long)(ms % 1000) * 1000000;
-        if (until.tv_nsec >= 1000000000) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000;
-        }
+        deadline_from_now(&until, CLOCK_REALTIME, ms);
         return pthread_rwlock_timedwrlock(&v->mode_lock, &until) == 0;
 }
 

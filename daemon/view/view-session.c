@@ -305,12 +305,7 @@ int view_worker_run(struct view *v, int fuse_fd)
         while (g_loop.running && !stop_signal) {
                 struct timespec ts;
 
-                clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_nsec += 200 * 1000000;
-                if (ts.tv_nsec >= 1000000000) {
-                        ts.tv_sec++;
-                        ts.tv_nsec -= 1000000000;
-                }
+                deadline_from_now(&ts, CLOCK_REALTIME, 200);
                 pthread_cond_timedwait(&g_loop.done, &g_loop.lock, &ts);
         }
         pthread_mutex_unlock(&g_loop.lock);

@@ -83,13 +83,7 @@ static void wait_ms(struct view *v, uint64_t ms)
 {
         struct timespec until;
 
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += ms / 1000;
-        until.tv_nsec += (long)(ms % 1000) * 1000000;
-        if (until.tv_nsec >= 1000000000) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000;
-        }
+        deadline_from_now(&until, CLOCK_MONOTONIC, ms);
         pthread_cond_timedwait(&v->wb_cond, &v->wb_lock, &until);
 }
 

@@ -453,6 +453,8 @@ bool view_server_gone(int r);
  * (ENOTCONN of a dead FUSE mount, EIO, ESTALE of a server that restarted
  * without its state...); some (EIO, ESTALE) are also an object's own: the
  * backing's probe tells. */
+/* @ms from now on @clock, for a timed wait (pthread_*_timedwait). */
+void deadline_from_now(struct timespec *until, clockid_t clock, uint64_t ms);
 bool backing_error_gone(int r);
 /*
  * view-replay.c: replays the offline log as it stands (records up to K)
