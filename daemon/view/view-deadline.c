@@ -314,15 +314,19 @@ void deadline_from_now(struct timespec *until, clockid_t clock, uint64_t ms)
 }
 
 /*
- * A call failed with an error a server gone also gives (a dead FUSE mount's
- * ENOTCONN, EIO): whether the backing's probe fails too (then the volume
- * is going offline), or the error is the object's own.
+ * A call failed with @err, an error a server gone also gives (a dead FUSE
+ * mount's ENOTCONN, EIO): whether the backing's probe fails too (then the
+ * volume is going offline), or the error is the object's own.  A probe
+ * that cannot run because a change given up on still waits for the server
+ * confirms it: that server has not answered for BackingTimeout already.
  */
-static bool confirm_gone(struct view *v)
+static bool confirm_gone(struct view *v, int err)
 {
         int r = backing_probe_noticed(v);
 
-        return r == -ETIMEDOUT || backing_error_gone(r);
+        if (r == -EBUSY)
+                view_backing_gone(v, err);
+        return r == -ETIMEDOUT || r == -EBUSY || backing_error_gone(r);
 }
 
 /* Runs j on a helper, waiting at most the bound; -ETIMEDOUT past it (and
@@ -362,7 +366,7 @@ static int submit_job(struct view *v, struct job *j, struct stat *st, bool notic
                 job_free(j);
         if (r == -ETIMEDOUT && notice)
                 view_backing_timed_out(v);
-        else if (notice && backing_error_gone(r) && confirm_gone(v))
+        else if (notice && backing_error_gone(r) && confirm_gone(v, r))
                 r = -ETIMEDOUT; /* the caller serves it offline, as after a timeout */
         return r;
 }

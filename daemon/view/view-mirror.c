@@ -2016,35 +2016,114 @@ static int place_cached(void *pud, int dirfd, const char *cname)
         return r;
 }
 
-/* The mirror directory of volume path @dir, made (not complete) where it is
- * missing, as an O_RDONLY descriptor; or -errno. */
-static int cached_dir(struct view *v, const char *dir)
+/*
+ * What caching a file asks the server, on a helper under BackingTimeout and
+ * before the switch's lock (a server that stops answering then holds no
+ * switch up): the file's stat, its volume path, and the stat of each
+ * directory on its way from the root.  Owns its descriptors: a helper given
+ * up on goes on with them.
+ */
+struct cache_look {
+        int root_fd, bdfd;
+        char *name;
+        struct stat bst;
+        char *rel;              /* the file's volume path */
+        gchar **parts;          /* the directories on its way */
+        struct entry_look *dirs;
+};
+
+static void cache_look_free(void *arg)
 {
-        gchar **parts = components(dir);
-        int bdfd, mdfd, r = 0;
+        struct cache_look *l = arg;
 
-        bdfd = openat(v->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        mdfd = openat(v->mirror_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (bdfd < 0 || mdfd < 0)
-                r = -errno;
-        for (unsigned i = 0; r == 0 && parts[i]; i++) {
-                int nb, nm;
+        if (l->root_fd >= 0)
+                close(l->root_fd);
+        if (l->bdfd >= 0)
+                close(l->bdfd);
+        free(l->name);
+        g_free(l->rel);
+        g_strfreev(l->parts);
+        g_free(l->dirs);
+        free(l);
+}
 
-                r = sync_entry(v, bdfd, mdfd, parts[i], false, 0, NULL, NULL, NULL, NULL);
+static int cache_look_run(void *arg)
+{
+        struct cache_look *l = arg;
+        const char *name = l->name ? l->name : "";
+        gchar *dir;
+        unsigned n;
+        int d, r;
+
+        if (fstatat(l->bdfd, name, &l->bst, AT_SYMLINK_NOFOLLOW | (*name ? 0 : AT_EMPTY_PATH)) < 0)
+                return -errno;
+        /* A file of several names stays in blocks (the mirror keeps links
+         * of pinned files only). */
+        if (!S_ISREG(l->bst.st_mode) || l->bst.st_nlink != 1)
+                return -EMLINK;
+        l->rel = view_rel_path(l->root_fd, l->bdfd, l->name);
+        if (!l->rel)
+                return -ENAMETOOLONG;
+        if (!strcmp(l->rel, "."))
+                return -EISDIR;
+        dir = g_path_get_dirname(l->rel);
+        l->parts = components(dir);
+        g_free(dir);
+        n = g_strv_length(l->parts);
+        l->dirs = g_new0(struct entry_look, n ? n : 1);
+        d = fcntl(l->root_fd, F_DUPFD_CLOEXEC, 0);
+        if (d < 0)
+                return -errno;
+        r = 0;
+        for (unsigned i = 0; i < n; i++) {
+                struct entry_look *e = &l->dirs[i];
+                int nd;
+
+                e->name = l->parts[i];
+                e->same = -1;
+                e->err = fstatat(d, e->name, &e->bst, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+                if (e->err == 0 && !S_ISDIR(e->bst.st_mode))
+                        e->err = -ENOTDIR;
+                if (e->err < 0) {
+                        r = e->err;
+                        break;
+                }
+                nd = openat(d, e->name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                close(d);
+                d = nd;
+                if (d < 0) {
+                        r = -errno;
+                        break;
+                }
+        }
+        if (d >= 0)
+                close(d);
+        return r;
+}
+
+/* The caller holds mode_lock, online: the mirror directory of l's file,
+ * made (not complete) where it is missing, as an O_RDONLY descriptor; or
+ * -errno. */
+static int cached_dir(struct view *v, struct cache_look *l)
+{
+        int mdfd = openat(v->mirror_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), r = 0;
+
+        if (mdfd < 0)
+                return -errno;
+        for (unsigned i = 0; l->parts[i]; i++) {
+                int nm;
+
+                r = sync_entry(v, -1, mdfd, l->parts[i], false, 0, NULL, NULL, NULL, &l->dirs[i]);
                 if (r < 0)
                         break;
-                nb = openat(bdfd, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                nm = openat(mdfd, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (nb < 0 || nm < 0)
+                nm = openat(mdfd, l->parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (nm < 0)
                         r = -errno;
-                close(bdfd);
                 close(mdfd);
-                bdfd = nb;
                 mdfd = nm;
+                if (r < 0)
+                        break;
         }
-        if (bdfd >= 0)
-                close(bdfd);
-        g_strfreev(parts);
         if (r < 0 && mdfd >= 0)
                 close(mdfd);
         return r < 0 ? r : mdfd;
@@ -2053,45 +2132,47 @@ static int cached_dir(struct view *v, const char *dir)
 int mirror_cache_file(struct view *v, int bdfd, const char *name)
 {
         struct cache_place c = { .v = v };
-        char *rel = NULL, *dir = NULL, *base = NULL;
-        struct stat bst;
+        struct cache_look *l = calloc(1, sizeof(*l));
+        gchar *base = NULL;
         int r;
 
+        fault_point(FAULT_VIEW_CACHE_FILE);
+        if (!l)
+                return -ENOMEM;
+        l->root_fd = fcntl(v->root_fd, F_DUPFD_CLOEXEC, 0);
+        l->bdfd = fcntl(bdfd, F_DUPFD_CLOEXEC, 0);
+        l->name = name ? strdup(name) : NULL;
+        if (l->root_fd < 0 || l->bdfd < 0 || (name && !l->name)) {
+                cache_look_free(l);
+                return -ENOMEM;
+        }
+        r = backing_call(v, cache_look_run, l, cache_look_free);
+        if (r == -ETIMEDOUT)
+                return r;       /* the helper frees l */
+        if (r < 0)
+                goto out;
         /* No switch meanwhile; not a change through the view (which would
          * keep view-revalidate.c's pass from answering lookups). */
         pthread_rwlock_rdlock(&v->mode_lock);
-        fault_point(FAULT_VIEW_CACHE_FILE);
         r = -EHOSTDOWN;
-        if (view_offline(v) || v->mirror_fd < 0)
-                goto out;
-        r = fstatat(bdfd, name ? name : "", &bst,
-                    AT_SYMLINK_NOFOLLOW | (name && *name ? 0 : AT_EMPTY_PATH)) < 0 ? -errno : 0;
-        /* A file of several names stays in blocks (the mirror keeps links
-         * of pinned files only). */
-        if (r == 0 && (!S_ISREG(bst.st_mode) || bst.st_nlink != 1))
-                r = -EMLINK;
-        if (r == 0 && !(rel = view_rel_path(v->root_fd, bdfd, name)))
-                r = -ENAMETOOLONG;
-        if (r < 0 || !strcmp(rel, "."))
-                goto out;
-        dir = g_path_get_dirname(rel);
-        base = g_path_get_basename(rel);
-        c.mdfd = cached_dir(v, dir);
-        c.name = base;
-        c.bst = &bst;
-        r = c.mdfd;
-        if (r >= 0) {
-                r = store_make_container(v->store, &bst, rel, place_cached, &c);
-                close(c.mdfd);
+        if (!view_offline(v) && v->mirror_fd >= 0) {
+                base = g_path_get_basename(l->rel);
+                c.mdfd = cached_dir(v, l);
+                c.name = base;
+                c.bst = &l->bst;
+                r = c.mdfd;
+                if (r >= 0) {
+                        r = store_make_container(v->store, &l->bst, l->rel, place_cached, &c);
+                        close(c.mdfd);
+                }
         }
-out:
         pthread_rwlock_unlock(&v->mode_lock);
-        if (r < 0 && r != -EAGAIN && r != -EHOSTDOWN && r != -EMLINK)
+out:
+        if (r < 0 && r != -EAGAIN && r != -EHOSTDOWN && r != -EMLINK && r != -EISDIR)
                 log_debug("The cached copy of '%s' stays in the store's blocks: %s",
-                          rel ? rel : name, strerror(-r));
-        g_free(rel);
-        g_free(dir);
+                          l->rel ? l->rel : name ? name : ".", strerror(-r));
         g_free(base);
+        cache_look_free(l);
         return r;
 }
 

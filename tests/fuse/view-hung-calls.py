@@ -317,11 +317,12 @@ def switch_online_cut(vol, inner, server, gate):
 
 
 def disconnect_stuck(vol, inner, server, gate):
-    """A mirror update stuck in a call to the stopped server holds the
-    switch's lock shared (a file read whole going into the mirror, paused at
-    view-cache-file while the server stops): a disconnect by hand answers
-    within the bound, a create is answered offline, and after the server is
-    back a reconnect by hand puts it there."""
+    """A mirror update stuck in a call to the stopped server (a file read
+    whole going into the mirror, paused at view-cache-file while the server
+    stops: its calls to the server come before the switch's lock): a
+    disconnect by hand answers within the bound, a create is answered
+    offline, and after the server is back a reconnect by hand puts it
+    there."""
     open(gate, "w").close()
     eq(read_file(vol.v("free", "u")), b"unpinned\n" * 2000, "an unpinned file read whole")
     check(wait_for(lambda: os.path.exists(gate + ".reached"), BOUND),
