@@ -2145,6 +2145,14 @@ static int settle_one(struct oplog *log, struct drops *d, struct deferred *df)
         sqlite3_bind_int64(st, 3, cst.st_uid);
         sqlite3_bind_int64(st, 4, cst.st_gid);
         e = step_done_cached(st);
+        t.atime = (int64_t)cst.st_atim.tv_sec * 1000000000 + cst.st_atim.tv_nsec;
+        t.mtime = (int64_t)cst.st_mtim.tv_sec * 1000000000 + cst.st_mtim.tv_nsec;
+        /* The times before the bytes: the replay's create then carries both
+         * (its file made with them, the mtime the container's), no second
+         * visit of the name.  A create in doubt may find its file made
+         * already and write the bytes apart: its setattr stays last. */
+        if (e >= 0 && !df->in_doubt)
+                e = insert_row(log, &t, NULL);
         if (e >= 0 && cst.st_size > 0) {
                 c.size = (uint64_t)cst.st_size;
                 e = content_replaced(log, d, df->lid);
@@ -2152,9 +2160,7 @@ static int settle_one(struct oplog *log, struct drops *d, struct deferred *df)
                         e = insert_row(log, &c, NULL);
                 df->size = c.size;
         }
-        t.atime = (int64_t)cst.st_atim.tv_sec * 1000000000 + cst.st_atim.tv_nsec;
-        t.mtime = (int64_t)cst.st_mtim.tv_sec * 1000000000 + cst.st_mtim.tv_nsec;
-        if (e >= 0)
+        if (e >= 0 && df->in_doubt)
                 e = insert_row(log, &t, NULL);
         return e;
 }

@@ -21,7 +21,11 @@ FCACHE_BENCH_RTT_MS of round trip, default 10):
             replay of the offline log and the mirror's resync); against the
             same changes made directly on the plain sshfs mount; "replay"
             is the part until the volume is online, "resync" the rest (the
-            mirror of pinned trees resynced with the server)
+            mirror of pinned trees resynced with the server); and the
+            floor a replay through the mount has: the same creates made
+            on the plain mount by 8 threads at once in one directory (the
+            kernel makes one directory's creates one at a time, each a
+            LOOKUP and a CREATE to the server)
   untar     (sshfs then mounted with noforget, as fcache.volume(5) asks)
             `tar xf` of 1,000 files (4 KiB, in 10 directories) into a
             pinned directory of the volume online with WriteBack=yes
@@ -186,6 +190,8 @@ def main():
             add("reconnect view resync", took - replay)
             add("reconnect sshfs direct", changes(os.path.join(link.mnt, f"rd-{r}")))
             add("reconnect view / direct", took / res["reconnect sshfs direct"][-1])
+            add("reconnect sshfs creates x8", creates8(os.path.join(link.mnt, f"rx-{r}")))
+            add("reconnect view replay / creates x8", replay / res["reconnect sshfs creates x8"][-1])
             # The next round's resync covers its own tree only (a reconnect resyncs every pin).
             vol.ctl("unpin recursive", f"rc-{r}", timeout=1800)
             print(f"# reconnect round {r + 1}: {took:.2f} s, replay {replay:.2f} s,"
@@ -307,6 +313,34 @@ def changes(d):
     for i in range(NEDIT):
         with open(os.path.join(d, f"f{i:04d}"), "r+b") as f:
             f.write(b"edited offline\n")
+    return time.perf_counter() - t
+
+
+def creates8(d):
+    """NCREATE files of 64 bytes made in new directory d by 8 threads at
+    once.  Seconds taken."""
+    os.mkdir(d)
+    names = iter(range(NCREATE))
+    lock = threading.Lock()
+
+    def work():
+        while True:
+            with lock:
+                i = next(names, None)
+            if i is None:
+                return
+            fd = os.open(os.path.join(d, f"new{i:04d}"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                os.write(fd, b"%063d\n" % i)
+            finally:
+                os.close(fd)
+
+    t = time.perf_counter()
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
     return time.perf_counter() - t
 
 

@@ -1028,7 +1028,7 @@ static void test_create_deferred(struct fixture *f, gconstpointer data)
         g_assert_cmpuint(f->log->content_bytes, ==, 6);
         g_assert_cmpint(oplog_deferred_change(f->log, lid, -1), ==, 1);
         g_assert_cmpint(oplog_settle_deferred(f->log), ==, 0);
-        assert_records(f, "create:made content setattr");
+        assert_records(f, "create:made setattr content");
         g_assert_cmpint(oplog_foreach(f->log, true, settled_of, &s), ==, 0);
         g_assert_cmpuint(s.create_mode, ==, 0640);
         g_assert_cmpint(s.atime_ns, ==, 1000 * 1000000000LL + 111);
@@ -1049,7 +1049,7 @@ static void test_create_deferred(struct fixture *f, gconstpointer data)
         g_assert_cmpuint(f->log->content_bytes, ==, 13);
         g_assert_cmpint(oplog_record_unlink(f->log, OPLOG_ROOT, "tmp", gone), ==, 0);
         g_assert_cmpuint(f->log->content_bytes, ==, 6);
-        assert_records(f, "create:made content setattr");
+        assert_records(f, "create:made setattr content");
 out:
         close(fd);
         close(dfd);
