@@ -691,12 +691,6 @@ static bool batch_full(const struct batch *b)
         return b->items->len >= BATCH_MAX || b->fds >= BATCH_FDS;
 }
 
-/*
- * The fetch pool: fn(ctx, i) for every i below n, on up to FetchThreads
- * threads (the caller's one of them), each taking the next index.  What
- * waits on the backing's round trips (copies, the resync's look-ups) goes
- * through it.
- */
 struct pool_job {
         void (*fn)(void *ctx, guint i);
         void *ctx;
@@ -714,7 +708,7 @@ static void *pool_worker(void *arg)
         return NULL;
 }
 
-static void pool_run(struct view *v, guint n, void (*fn)(void *ctx, guint i), void *ctx)
+void fetch_pool_run(struct view *v, guint n, void (*fn)(void *ctx, guint i), void *ctx)
 {
         struct pool_job job = { .fn = fn, .ctx = ctx, .n = n };
         unsigned threads = v->cfg->fetch_threads ? v->cfg->fetch_threads : 1, started = 0;
@@ -749,7 +743,7 @@ static void fetch_item(void *ctx, guint i)
 
 static void batch_fetch(struct view *v, struct batch *b)
 {
-        pool_run(v, b->items->len, fetch_item, b);
+        fetch_pool_run(v, b->items->len, fetch_item, b);
 }
 
 static void finish_dir(int mdfd, const char *name, const struct stat *bst, uint32_t flags)
@@ -1335,7 +1329,7 @@ static int sync_dir_entries(struct view *v, int bdfd, int mdfd, int depth,
                 if (fill_cancelled(fill) || resync_stopped(fill))
                         r = -ECANCELED;
                 else
-                        pool_run(v, chunk.looks->len, look_entry, &chunk);
+                        fetch_pool_run(v, chunk.looks->len, look_entry, &chunk);
                 for (guint i = 0; i < chunk.looks->len && r != -ECANCELED; i++) {
                         struct entry_look *l = &g_array_index(chunk.looks, struct entry_look, i);
                         int e;

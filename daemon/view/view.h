@@ -554,6 +554,13 @@ int mirror_unpin_path(struct view *v, const char *rel);
  * -EAGAIN when it no longer qualifies, -EHOSTDOWN offline. */
 int mirror_cache_file(struct view *v, int bdfd, const char *name);
 /*
+ * The fetch pool: fn(ctx, i) for every i below n, on up to FetchThreads
+ * threads (the caller's one of them), each taking the next index.  What
+ * waits on the backing's round trips (copies, the resync's look-ups, a
+ * switch's look-ups of the nodes' names) goes through it.
+ */
+void fetch_pool_run(struct view *v, guint n, void (*fn)(void *ctx, guint i), void *ctx);
+/*
  * In write-back: name @name that mirror directory @mdfd (not complete) lacks,
  * fetched from the server into it (a file copied whole, an unpinned container
  * of the store's; a directory not complete; a symlink), under BackingTimeout,
