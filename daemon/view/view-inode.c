@@ -881,14 +881,11 @@ struct name_look {
         bool filled;            /* looked up ahead (look_ahead()) */
 };
 
-static void look_name(struct view *v, struct name_look *l)
+/* Of the tree the volume switches to: the mirror (@offline) or the server. */
+static void look_name(struct view *v, bool offline, struct name_look *l)
 {
-        l->fd = view_offline(v) ? openat(l->pfd, l->n->name, O_PATH | O_NOFOLLOW | O_CLOEXEC)
-                                : backing_openat(v, l->pfd, l->n->name,
-                                                 O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        if (l->fd < 0 && view_offline(v))
-                l->fd = -errno;
-        l->r = l->fd < 0 ? l->fd : real_stat(v, l->fd, &l->st);
+        l->fd = backing_openat_in(v, offline, l->pfd, l->n->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        l->r = l->fd < 0 ? l->fd : real_stat_in(v, offline, l->fd, &l->st);
 }
 
 /*
@@ -913,7 +910,7 @@ static int counterpart(struct view *v, struct vnode *n, int pfd, uint64_t sino, 
                 l = *pre;
                 pre->fd = -1;
         } else {
-                look_name(v, &l);
+                look_name(v, view_offline(v), &l);
         }
         fd = l.fd;
         *st = l.st;
@@ -988,7 +985,7 @@ static void look_ahead_one(void *ctx, guint i)
 
         if (__atomic_load_n(&a->unanswered, __ATOMIC_ACQUIRE))
                 return;         /* l->fd, l->r: -ETIMEDOUT already */
-        look_name(a->v, l);
+        look_name(a->v, false, l);
         if (l->r == -ETIMEDOUT)
                 __atomic_store_n(&a->unanswered, true, __ATOMIC_RELEASE);
 }
