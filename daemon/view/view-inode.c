@@ -968,9 +968,9 @@ static int counterpart_by_handle(struct view *v, struct vnode *n, uint64_t sino,
 
 /*
  * Going online, the names of one depth's nodes are looked up on the server
- * FetchThreads at a time (a round trip each over a network backing: one
- * after the other, a reconnect that knew 1,000 nodes spent 13 s here with
- * every change waiting).  Once one goes unanswered the rest are not asked.
+ * FetchThreads at a time: each is a round trip over a network backing, and
+ * changes wait for the switch (the kernel may know thousands of nodes after
+ * an offline session).  Once one goes unanswered the rest are not asked.
  */
 struct look_ahead {
         struct view *v;

@@ -2133,6 +2133,11 @@ int mirror_cache_file(struct view *v, int bdfd, const char *name)
         fault_point(FAULT_VIEW_CACHE_FILE);
         if (!l)
                 return -ENOMEM;
+        /* Offline the server is not asked (checked again under the lock). */
+        if (view_offline(v) || v->mirror_fd < 0) {
+                free(l);
+                return -EHOSTDOWN;
+        }
         l->root_fd = fcntl(v->root_fd, F_DUPFD_CLOEXEC, 0);
         l->bdfd = fcntl(bdfd, F_DUPFD_CLOEXEC, 0);
         l->name = name ? strdup(name) : NULL;
