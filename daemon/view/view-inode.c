@@ -983,8 +983,10 @@ static void look_ahead_one(void *ctx, guint i)
         struct look_ahead *a = ctx;
         struct name_look *l = &a->looks[i];
 
-        if (__atomic_load_n(&a->unanswered, __ATOMIC_ACQUIRE))
-                return;         /* l->fd, l->r: -ETIMEDOUT already */
+        /* Not one to look up here, or asked nothing more: l->fd, l->r are
+         * -ETIMEDOUT already. */
+        if (!l->filled || __atomic_load_n(&a->unanswered, __ATOMIC_ACQUIRE))
+                return;
         look_name(a->v, false, l);
         if (l->r == -ETIMEDOUT)
                 __atomic_store_n(&a->unanswered, true, __ATOMIC_RELEASE);
@@ -995,8 +997,8 @@ static void look_ahead_one(void *ctx, guint i)
 static void look_ahead(struct view *v, GPtrArray *all, guint from, guint to, GHashTable *dirs,
                        struct name_look *pre, bool unanswered)
 {
-        struct look_ahead a = { .v = v, .unanswered = unanswered };
-        GArray *idx = g_array_new(FALSE, FALSE, sizeof(guint));
+        struct look_ahead a = { .v = v, .looks = pre + from, .unanswered = unanswered };
+        guint asked = 0;
 
         for (guint i = from; i < to; i++) {
                 struct vnode *n = g_ptr_array_index(all, i);
@@ -1004,25 +1006,14 @@ static void look_ahead(struct view *v, GPtrArray *all, guint from, guint to, GHa
 
                 pre[i] = (struct name_look){ .n = n, .fd = -1 };
                 pre[i].pfd = GPOINTER_TO_INT(g_hash_table_lookup(dirs, &pkey)) - 1;
-                if (n->id != FUSE_ROOT_ID && !n->detached && n->name && pre[i].pfd >= 0)
-                        g_array_append_val(idx, i);
-        }
-        if (idx->len > 1) {
-                a.looks = g_new(struct name_look, idx->len);
-                for (guint k = 0; k < idx->len; k++) {
-                        a.looks[k] = pre[g_array_index(idx, guint, k)];
-                        a.looks[k].fd = a.looks[k].r = -ETIMEDOUT;
+                if (n->id != FUSE_ROOT_ID && !n->detached && n->name && pre[i].pfd >= 0) {
+                        pre[i].filled = true;
+                        pre[i].fd = pre[i].r = -ETIMEDOUT;
+                        asked++;
                 }
-                fetch_pool_run(v, idx->len, look_ahead_one, &a);
-                for (guint k = 0; k < idx->len; k++) {
-                        struct name_look *l = &pre[g_array_index(idx, guint, k)];
-
-                        *l = a.looks[k];
-                        l->filled = true;
-                }
-                g_free(a.looks);
         }
-        g_array_free(idx, TRUE);
+        if (asked)
+                fetch_pool_run(v, to - from, look_ahead_one, &a);
 }
 
 GArray *vnode_switch_all(struct view *v, bool *unanswered)
@@ -1034,7 +1025,7 @@ GArray *vnode_switch_all(struct view *v, bool *unanswered)
         uint64_t shown_epoch = vnode_ids_epoch(v); /* what nodes showed offline */
         bool offline = view_offline(v);
         struct name_look *pre;  /* per node of all: its name looked up ahead, going online */
-        unsigned depth = UINT_MAX;
+        unsigned depth = UINT_MAX, d;
         GHashTableIter it;
         gpointer key, val;
         struct stat st;
@@ -1075,10 +1066,10 @@ GArray *vnode_switch_all(struct view *v, bool *unanswered)
                         g_array_append_val(ids, e);
                         continue;
                 }
-                if (!offline && depth_of(v, n) != depth) {
+                if (!offline && (d = depth_of(v, n)) != depth) {
                         guint to = i + 1;
 
-                        depth = depth_of(v, n);
+                        depth = d;
                         while (to < all->len && depth_of(v, g_ptr_array_index(all, to)) == depth)
                                 to++;
                         look_ahead(v, all, i, to, dirs, pre, *unanswered);

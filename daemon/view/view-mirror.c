@@ -2142,8 +2142,9 @@ int mirror_cache_file(struct view *v, int bdfd, const char *name)
         l->bdfd = fcntl(bdfd, F_DUPFD_CLOEXEC, 0);
         l->name = name ? strdup(name) : NULL;
         if (l->root_fd < 0 || l->bdfd < 0 || (name && !l->name)) {
+                r = l->root_fd < 0 || l->bdfd < 0 ? -errno : -ENOMEM;
                 cache_look_free(l);
-                return -ENOMEM;
+                return r;
         }
         r = backing_call(v, cache_look_run, l, cache_look_free);
         if (r == -ETIMEDOUT)

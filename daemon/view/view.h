@@ -453,9 +453,9 @@ bool view_server_gone(int r);
  * (ENOTCONN of a dead FUSE mount, EIO, ESTALE of a server that restarted
  * without its state...); some (EIO, ESTALE) are also an object's own: the
  * backing's probe tells. */
+bool backing_error_gone(int r);
 /* @ms from now on @clock, for a timed wait (pthread_*_timedwait). */
 void deadline_from_now(struct timespec *until, clockid_t clock, uint64_t ms);
-bool backing_error_gone(int r);
 /*
  * view-replay.c: replays the offline log as it stands (records up to K)
  * while the volume goes on serving as offline, its changes logged after K;
