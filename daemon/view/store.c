@@ -2045,7 +2045,16 @@ out:
         return r < 0 ? r : 0;
 }
 
-int store_check_unpinned(struct store *s, store_container_fn still_valid)
+/* o->lock held: o's unpinned own container, with @id's identity still? */
+static bool same_unpinned_container(const struct sobj *o, const struct store_identity *id)
+{
+        return o->container && o->own && o->pin < 0 && o->ino == id->ino &&
+               o->size == id->size && o->mtime_ns == id->mtime_ns &&
+               o->ctime_ns == id->ctime_ns && !strcmp(o->container, id->path);
+}
+
+int store_check_unpinned(struct store *s, store_container_fn on_server,
+                         store_container_fn remove_stale)
 {
         GArray *a = select_inos(s, "SELECT ino FROM objects WHERE container IS NOT NULL"
                                 " AND own=1 AND pin<0");
@@ -2054,15 +2063,27 @@ int store_check_unpinned(struct store *s, store_container_fn still_valid)
         for (guint i = 0; i < a->len; i++) {
                 struct store_identity id;
                 struct sobj *o;
+                char *path = NULL;
 
                 if (store_obj_find(s, (uint64_t)g_array_index(a, gint64, i), &o) < 0)
                         continue;
                 pthread_mutex_lock(&o->lock);
                 identity_of(o, &id);
-                if (o->container && o->own && o->pin < 0 &&
-                    still_valid(s->container_ud, &id) < 0 && drop_content(s, o) == 0)
-                        n++;
+                if (o->container && o->own && o->pin < 0)
+                        id.path = path = g_strdup(o->container);
                 pthread_mutex_unlock(&o->lock);
+                /* The server is asked with no lock held: a reader of the
+                 * object (or the culler) never waits on its answer. */
+                if (path && on_server(s->container_ud, &id) == -ESTALE) {
+                        pthread_mutex_lock(&o->lock);
+                        if (same_unpinned_container(o, &id)) {
+                                remove_stale(s->container_ud, &id);
+                                if (drop_content(s, o) == 0)
+                                        n++;
+                        }
+                        pthread_mutex_unlock(&o->lock);
+                }
+                g_free(path);
                 store_obj_put(s, o);
         }
         g_array_free(a, TRUE);

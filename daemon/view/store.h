@@ -176,9 +176,12 @@ int store_make_container(struct store *s, const struct stat *st, const char *pat
  * through the view since it was read; reads passed through to a local file
  * never reach the store). */
 void store_obj_opened_ro(struct store *s, struct sobj *o);
-/* Drops (and removes) every unpinned container for which still_valid(ud, id)
- * fails (after a reconnect: the server's copy changed meanwhile); returns how many. */
-int store_check_unpinned(struct store *s, store_container_fn still_valid);
+/* Drops (and removes) every unpinned container for which on_server(ud, id)
+ * says -ESTALE (after a reconnect: the server's copy changed meanwhile or is
+ * gone; any other answer keeps it), after remove_stale(ud, id) under the
+ * object's lock; on_server is called with no lock held.  Returns how many. */
+int store_check_unpinned(struct store *s, store_container_fn on_server,
+                         store_container_fn remove_stale);
 
 /*
  * After the index was made anew (damaged or deleted at start) the mirror

@@ -656,9 +656,16 @@ int backing_call_bounded_in(struct view *v, bool offline, int (*fn)(void *arg), 
                             void (*drop)(void *arg))
 {
         struct job *j;
+        int r;
 
-        if (!backing_bounded_in(v, offline))
-                return fn(arg);
+        if (!backing_bounded_in(v, offline)) {
+                /* -ETIMEDOUT tells the caller arg is no longer its own, as
+                 * when a helper was given up on. */
+                r = fn(arg);
+                if (r == -ETIMEDOUT && drop)
+                        drop(arg);
+                return r;
+        }
         j = fn_job_new(fn, arg, drop);
         if (!j)
                 return -ENOMEM;

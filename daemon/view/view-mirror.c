@@ -2300,30 +2300,79 @@ static int container_remove(void *ud, const struct store_identity *id)
         return r;
 }
 
-/* After a reconnect: is the server's file at id->path still of that identity?
- * A stale one's container goes (also one edited offline: its edit has been
- * replayed, unless conflicts hold records). */
-static int cached_still_valid(void *ud, const struct store_identity *id)
+/* The server's file at a volume path, as a helper stats it. */
+struct server_look {
+        int root_fd;
+        char *path;
+        struct stat st;
+};
+
+static void server_look_free(void *arg)
+{
+        struct server_look *l = arg;
+
+        if (l->root_fd >= 0)
+                close(l->root_fd);
+        g_free(l->path);
+        g_free(l);
+}
+
+static int server_look_run(void *arg)
+{
+        struct server_look *l = arg;
+        int fd = open_beneath(l->root_fd, l->path, O_PATH), r;
+
+        r = fd < 0 ? fd : fstat(fd, &l->st) < 0 ? -errno : 0;
+        if (fd >= 0)
+                close(fd);
+        return r;
+}
+
+/* After a reconnect: is the server's file at id->path still of that
+ * identity?  0 yes; -ESTALE changed, or no longer at that path; another
+ * error (a server that does not answer) says nothing. */
+static int cached_on_server(void *ud, const struct store_identity *id)
+{
+        struct view *v = ud;
+        struct server_look *l;
+        int r;
+
+        if (view_offline(v))
+                return -EHOSTDOWN;      /* unbounded calls now: the reconnect checks again */
+        l = g_new0(struct server_look, 1);
+        l->root_fd = fcntl(v->root_fd, F_DUPFD_CLOEXEC, 0);
+        l->path = g_strdup(id->path);
+        if (l->root_fd < 0) {
+                r = -errno;
+                server_look_free(l);
+                return r;
+        }
+        r = backing_call_bounded(v, server_look_run, l, server_look_free);
+        if (r == -ETIMEDOUT)
+                return r;       /* l is the helper's now */
+        if (r == 0 && (l->st.st_ino != id->ino || l->st.st_size != id->size ||
+                       timespec_ns(&l->st.st_mtim) != id->mtime_ns ||
+                       timespec_ns(&l->st.st_ctim) != id->ctime_ns))
+                r = -ESTALE;
+        if (r == -ENOENT || r == -ENOTDIR || r == -ELOOP || r == -EXDEV)
+                r = -ESTALE;
+        server_look_free(l);
+        return r;
+}
+
+/* A stale container's mirror file goes, also one edited offline (its edit
+ * has been replayed), unless conflicts hold records of the log. */
+static int remove_stale_cached(void *ud, const struct store_identity *id)
 {
         struct view *v = ud;
         struct mirror_base b;
         struct stat st;
-        int fd = open_beneath(v->root_fd, id->path, O_PATH), r;
+        int fd = open_beneath_regular(v->mirror_fd, id->path, O_RDONLY), r = -ENOENT;
 
-        r = fd < 0 ? fd : fstat(fd, &st) < 0 ? -errno : 0;
-        if (fd >= 0)
-                close(fd);
-        if (r == 0 && (st.st_ino != id->ino || st.st_size != id->size ||
-                       timespec_ns(&st.st_mtim) != id->mtime_ns ||
-                       timespec_ns(&st.st_ctim) != id->ctime_ns))
-                r = -ESTALE;
-        if (r == 0)
-                return 0;
-        fd = open_beneath_regular(v->mirror_fd, id->path, O_RDONLY);
         if (fd >= 0 && !__atomic_load_n(&v->conflicts, __ATOMIC_RELAXED) &&
             mirror_get_base(fd, NULL, &b) == 0 && b.ver.ino == id->ino &&
             fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1)
-                remove_entry_of(v, id->path, fd);
+                r = remove_entry_of(v, id->path, fd);
         if (fd >= 0)
                 close(fd);
         return r;
@@ -2331,7 +2380,7 @@ static int cached_still_valid(void *ud, const struct store_identity *id)
 
 void mirror_check_cached(struct view *v)
 {
-        int n = store_check_unpinned(v->store, cached_still_valid);
+        int n = store_check_unpinned(v->store, cached_on_server, remove_stale_cached);
 
         if (n)
                 log_info("Dropped %d cached files the server changed meanwhile", n);
