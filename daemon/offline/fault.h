@@ -25,6 +25,8 @@
  *                          switch the volume's nodes and open files online
  *   view-cache-file        a file the store holds whole is about to go into
  *                          the mirror (its server object is asked first)
+ *   view-check-cached      after a (re)connect, the check of the cached files
+ *                          not pinned is about to ask the server about one
  *
  * FCACHE_FAULT_PAUSE=<point>:<gate>[,<point>:<gate>...] makes the process wait at the point
  * while file <gate> exists, after making <gate>.reached: a test acts there
@@ -43,6 +45,7 @@
 #define FAULT_REINT_LINKED_UNLINK "reint-linked-unlink"
 #define FAULT_VIEW_SWITCH_ONLINE "view-switch-online"
 #define FAULT_VIEW_CACHE_FILE "view-cache-file"
+#define FAULT_VIEW_CHECK_CACHED "view-check-cached"
 
 /* Passes the named point; kills the process if FCACHE_FAULT says so. */
 void fault_point(const char *name);

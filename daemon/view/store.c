@@ -939,6 +939,18 @@ void store_obj_opened_ro(struct store *s, struct sobj *o)
         pthread_mutex_unlock(&o->lock);
 }
 
+void store_complete_untold(struct store *s, uint64_t ino)
+{
+        struct sobj *o;
+
+        if (store_obj_find(s, ino, &o) < 0)
+                return;
+        pthread_mutex_lock(&o->lock);
+        o->told_complete = false;
+        pthread_mutex_unlock(&o->lock);
+        store_obj_put(s, o);
+}
+
 int store_obj_get(struct store *s, const struct stat *st, bool create, uint64_t lease_ns,
                   bool *unchanged, struct sobj **out)
 {

@@ -176,6 +176,9 @@ int store_make_container(struct store *s, const struct stat *st, const char *pat
  * through the view since it was read; reads passed through to a local file
  * never reach the store). */
 void store_obj_opened_ro(struct store *s, struct sobj *o);
+/* complete() could not take inode ino's content now (the server did not
+ * answer, the volume went offline): it is told again at a later open. */
+void store_complete_untold(struct store *s, uint64_t ino);
 /* Drops (and removes) every unpinned container for which on_server(ud, id)
  * says -ESTALE (after a reconnect: the server's copy changed meanwhile or is
  * gone; any other answer keeps it), after remove_stale(ud, id) under the

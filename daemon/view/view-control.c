@@ -198,6 +198,8 @@ static int do_query_cached(struct view *v, int fd, struct ctl_out *o)
         out_kv(o, "cached=%s", !info.bytes && !info.container ? "no" :
                info.complete ? "complete" : "partial");
         out_kv(o, "cached_bytes=%" PRIu64, info.bytes);
+        /* A file of the mirror (its container) is what offline serves. */
+        out_kv(o, "offline_copy=%s", info.container ? "yes" : "no");
         out_kv(o, "blocks=%" PRIu32, info.blocks_present);
         out_kv(o, "blocks_total=%" PRIu32, info.blocks_total);
         out_kv(o, "block_size=%u", STORE_BLOCK);

@@ -2187,17 +2187,21 @@ static void cache_by_ino(struct view *v, uint64_t ino)
         struct vnode *p;
         uint64_t parent;
         char *name = NULL;
-        int pfd;
+        int pfd, r = -ENOENT;
 
         /* The name the node table knows it by (a file read through the view). */
-        if (!id || vnode_parent_of(v, id, 0, &parent, &name) < 0)
-                return;
-        pfd = vnode_get(v, parent, &p);
-        if (pfd >= 0) {
-                mirror_cache_file(v, pfd, name);
-                vnode_put(v, p);
+        if (id && vnode_parent_of(v, id, 0, &parent, &name) == 0) {
+                pfd = r = vnode_get(v, parent, &p);
+                if (pfd >= 0) {
+                        r = mirror_cache_file(v, pfd, name);
+                        vnode_put(v, p);
+                }
         }
         g_free(name);
+        /* Kept in blocks for now, not for good (several names, a path too
+         * long): offline serves containers only, so a later open tries again. */
+        if (r < 0 && r != -EMLINK && r != -EISDIR && r != -ENAMETOOLONG)
+                store_complete_untold(v->store, ino);
 }
 
 static void *cache_thread(void *arg)
@@ -2339,6 +2343,7 @@ static int cached_on_server(void *ud, const struct store_identity *id)
 
         if (view_offline(v))
                 return -EHOSTDOWN;      /* unbounded calls now: the reconnect checks again */
+        fault_point(FAULT_VIEW_CHECK_CACHED);
         l = g_new0(struct server_look, 1);
         l->root_fd = fcntl(v->root_fd, F_DUPFD_CLOEXEC, 0);
         l->path = g_strdup(id->path);

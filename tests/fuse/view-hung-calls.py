@@ -23,7 +23,9 @@ the appends (the mirror's copy took them as the server did).
 The server stopped as a reconnect switches online (switch-online): the
 reconnect answers, the volume is offline again, descriptors open across it
 and a create are answered.  A disconnect by hand while a mirror update is
-stuck on the stopped server (disconnect-stuck) answers.
+stuck on the stopped server (disconnect-stuck) answers.  A read of cached
+files while the reconnect's check of them asks the stopped server
+(check-cached) answers.
 A disconnect by hand with written files open, the server stopped: it
 answers, the writes on either side reach the server.
 (FCACHE_HUNG_ONLY=NAME,... runs some of them; disconnect-writers and
@@ -350,6 +352,57 @@ def disconnect_stuck(vol, inner, server, gate):
     eq(read_file(inner.b("proj", "ds-made")), b"made offline\n", "the server has the create")
 
 
+def check_cached_stuck(vol, inner, server, gate):
+    """The check after a reconnect of the cached files not pinned (is each
+    still the server's file?) asking the stopped server (a pause at
+    view-check-cached while the server stops): a read of those files is
+    answered meanwhile (the check holds no lock of a file while it asks),
+    the volume goes offline, and a copy the server did not answer for stays
+    cached; with the server back the volume reconnects by itself."""
+    files = {"c": b"cached, not pinned\n" * 1000}
+    if os.path.exists(inner.b("free", "u")):
+        files["u"] = read_file(inner.b("free", "u"))
+    for name, data in files.items():
+        eq(read_file(vol.v("free", name)), data, f"unpinned free/{name} read whole")
+        check(wait_for(lambda: vol.ctl("query cached", f"free/{name}").get("offline_copy") == "yes",
+                       BOUND), "... and cached in its container, which offline serves")
+    vol.ctl("disconnect")
+    open(gate, "w").close()
+    result = {}
+
+    def reconnect():
+        try:
+            result["r"] = vol.ctl("reconnect", ok=False, timeout=BOUND)
+        except subprocess.TimeoutExpired:
+            result["r"] = {"_rc": None, "_err": "no answer"}
+    th = threading.Thread(target=reconnect, daemon=True)
+    th.start()
+    check(wait_for(lambda: os.path.exists(gate + ".reached"), BOUND),
+          "after the reconnect, the check of the cached files is about to ask the server")
+    server.stop()
+    os.unlink(gate)
+    time.sleep(0.5)     # the check is in its call to the stopped server
+    t = time.time()
+    try:
+        r = subprocess.run(["cat"] + [vol.v("free", n) for n in files], capture_output=True,
+                           timeout=BOUND)
+        answer = r.stdout if r.returncode == 0 else f"error {r.stderr.decode().strip()}"
+    except subprocess.TimeoutExpired:
+        answer = None
+        server.cont()   # lets the hung read finish
+    took = time.time() - t
+    check(answer == b"".join(files.values()),
+          f"a read of the cached files while the check asks the stopped server: answered, right,"
+          f" in {took:.1f} s (a hang is {BOUND:.0f} s; {answer if isinstance(answer, str) else ''})")
+    th.join()
+    resume(vol, server, "the check of the cached files")
+    for name, data in files.items():
+        q = vol.ctl("query cached", f"free/{name}")
+        eq((q["cached"], q.get("offline_copy")), ("complete", "yes"),
+           f"free/{name}, which the server did not answer for, is still cached")
+        eq(read_file(vol.v("free", name)), data, "... and reads right")
+
+
 def inner_view_phase():
     """The calls over a stacked fcache-view as the server."""
     inner = Volume("hung-inner", lease="0s")
@@ -366,13 +419,16 @@ def inner_view_phase():
     os.chmod(os.path.join(srv, "proj", "h"), 0o644)
     os.makedirs(os.path.join(srv, "free"))
     write_file(os.path.join(srv, "free", "u"), b"unpinned\n" * 2000)
+    write_file(os.path.join(srv, "free", "c"), b"cached, not pinned\n" * 1000)
     server = Server(inner.start_stoppable_server())
     lease = 3
     vol = Volume("hung", backing=inner.mnt, lease=f"{lease}s",
                  extra=["--set", f"BackingTimeout={TIMEOUT}s"])
     gate = os.path.join(vol.top, "switch-gate")
     cache_gate = os.path.join(vol.top, "cache-gate")
-    os.environ["FCACHE_FAULT_PAUSE"] = f"view-switch-online:{gate},view-cache-file:{cache_gate}"
+    check_gate = os.path.join(vol.top, "check-gate")
+    os.environ["FCACHE_FAULT_PAUSE"] = (f"view-switch-online:{gate},view-cache-file:{cache_gate},"
+                                        f"view-check-cached:{check_gate}")
     try:
         vol.start()
         del os.environ["FCACHE_FAULT_PAUSE"]
@@ -447,6 +503,8 @@ def inner_view_phase():
             switch_online_cut(vol, inner, server, gate)
         if wanted("disconnect-stuck"):
             disconnect_stuck(vol, inner, server, cache_gate)
+        if wanted("check-cached"):
+            check_cached_stuck(vol, inner, server, check_gate)
         if wanted("disconnect-writers"):
             disconnect_with_writers(vol, inner, server)
         if wanted("fallocate-close"):
