@@ -23,7 +23,6 @@
 #define DEFAULT_BACKING_TIMEOUT_MS 10000
 #define DEFAULT_HOARD_INTERVAL_MS 600000
 #define DEFAULT_THREADS 4
-#define DEFAULT_FETCH_THREADS 8
 #define DEFAULT_DELETE_LIMIT_PERCENT 50
 
 void volume_config_init(struct volume_config *c)
@@ -34,7 +33,7 @@ void volume_config_init(struct volume_config *c)
         c->backing_timeout_ms = DEFAULT_BACKING_TIMEOUT_MS;
         c->hoard_interval_ms = DEFAULT_HOARD_INTERVAL_MS;
         c->threads = DEFAULT_THREADS;
-        c->fetch_threads = DEFAULT_FETCH_THREADS;
+        c->fetch_threads = 0;    /* by the backing: view_fetch_threads() */
         c->delete_limit = DEFAULT_DELETE_LIMIT_PERCENT;
         c->delete_limit_percent = true;
 }

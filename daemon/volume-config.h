@@ -26,7 +26,7 @@ struct volume_config {
         unsigned threads;       /* Threads=: FUSE worker threads */
         bool metered_ignore;    /* Metered=ignore: hoard on a metered connection too */
         int write_back;         /* WriteBack=: WRITE_BACK_NO, _YES or _AUTO */
-        unsigned fetch_threads; /* FetchThreads=: copies in flight for pins and hoarding */
+        unsigned fetch_threads; /* FetchThreads=: copies in flight for pins and hoarding; 0: by the backing */
         /* ReconnectDeleteLimit=: pinned objects a reconnect may delete without
          * force, a count or (delete_limit_percent) a percentage of them */
         uint64_t delete_limit;

@@ -346,7 +346,7 @@ static void fetch_all(struct wb_walk *w, int mdfd, GPtrArray *items, const struc
                       int *result)
 {
         struct fetches f = { w, mdfd, items, was, result, 0 };
-        unsigned n = w->v->cfg->fetch_threads ? w->v->cfg->fetch_threads : 1, started = 0;
+        unsigned n = view_fetch_threads(w->v), started = 0;
         pthread_t *tids;
 
         if (!items->len)

@@ -425,7 +425,7 @@ static void *prefetch_worker(void *arg)
 
 static void prefetch_flush(struct prefetch *p)
 {
-        unsigned n = p->v->cfg->fetch_threads ? p->v->cfg->fetch_threads : 1, started = 0;
+        unsigned n = view_fetch_threads(p->v), started = 0;
         pthread_t *tids;
 
         if (!p->items->len)

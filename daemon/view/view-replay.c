@@ -106,7 +106,7 @@ static int replay_work(void *arg, struct backing_progress *p)
         opts.restamped = replay_restamped;
         opts.userdata = rp;
         /* Records in flight on the backing, as many as fetches. */
-        opts.threads = v->cfg->fetch_threads;
+        opts.threads = view_fetch_threads(v);
         opts.lock = &v->offline_lock;
         opts.backing_local = v->backing_local;
         rp->result = reintegrate_run(v->oplog, rp->root_fd, &opts, &rp->st);

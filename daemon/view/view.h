@@ -560,6 +560,8 @@ int mirror_cache_file(struct view *v, int bdfd, const char *name);
  * switch's look-ups of the nodes' names) goes through it.
  */
 void fetch_pool_run(struct view *v, guint n, void (*fn)(void *ctx, guint i), void *ctx);
+/* FetchThreads=, or when unset 8 on a local backing and 16 on a network one. */
+unsigned view_fetch_threads(const struct view *v);
 /*
  * In write-back: name @name that mirror directory @mdfd (not complete) lacks,
  * fetched from the server into it (a file copied whole, an unpinned container
