@@ -329,45 +329,94 @@ static bool stranded_shipped(struct vfile *f)
         return fstat(f->stranded_fd, &st) == 0 && mark_holds(&f->stranded_shipped, &st);
 }
 
+/* An open file's descriptor in the tree switched to, opened by the pool. */
+struct file_reopen {
+        struct vfile *f;
+        struct vnode *n;
+        int pfd, nfd;
+};
+
+struct file_reopens {
+        struct view *v;
+        bool offline;
+        GArray *a;              /* of struct file_reopen */
+        bool unanswered;        /* a reopen went unanswered: the rest are not tried */
+};
+
+static void reopen_one(void *ctx, guint i)
+{
+        struct file_reopens *rs = ctx;
+        struct file_reopen *r = &g_array_index(rs->a, struct file_reopen, i);
+        struct vfile *f = r->f;
+
+        if (__atomic_load_n(&rs->unanswered, __ATOMIC_ACQUIRE)) {
+                r->nfd = -ECANCELED;
+                return;
+        }
+        r->nfd = backing_reopen_in(rs->v, rs->offline, r->pfd,
+                                   f->dir ? O_RDONLY | O_DIRECTORY : f->flags & ~O_TRUNC, NULL);
+        if (r->nfd == -ETIMEDOUT)
+                __atomic_store_n(&rs->unanswered, true, __ATOMIC_RELEASE);
+}
+
+/* ftab_lock held: each open file's descriptor in the tree served now, as
+ * r->nfd (-errno where it has none), many in flight to a server. */
+static GArray *reopen_files(struct view *v, bool *unanswered)
+{
+        struct file_reopens rs = { v, view_offline(v), NULL, *unanswered };
+        GHashTableIter it;
+        gpointer key, val;
+
+        rs.a = g_array_new(FALSE, FALSE, sizeof(struct file_reopen));
+        g_hash_table_iter_init(&it, v->files);
+        /* The server stopped answering: the switch back offline finds the
+         * files where they are. */
+        while (!*unanswered && g_hash_table_iter_next(&it, &key, &val)) {
+                struct file_reopen r = { .f = val, .nfd = -1 };
+
+                if (r.f->fd < 0)
+                        continue;       /* reopened where it is served at first use */
+                r.pfd = vnode_get(v, r.f->id, &r.n);
+                if (r.pfd < 0) {
+                        log_warn("Open file handle %" PRIu64 " has no counterpart in the %s"
+                                 " tree: %s; it keeps its old object", r.f->fh,
+                                 rs.offline ? "offline" : "server", strerror(-r.pfd));
+                        continue;
+                }
+                g_array_append_val(rs.a, r);
+        }
+        /* A local tree's opens take no round trip: no threads for them. */
+        if (backing_bounded_in(v, rs.offline))
+                fetch_pool_run(v, rs.a->len, reopen_one, &rs);
+        else
+                for (guint i = 0; i < rs.a->len; i++)
+                        reopen_one(&rs, i);
+        for (guint i = 0; i < rs.a->len; i++)
+                vnode_put(v, g_array_index(rs.a, struct file_reopen, i).n);
+        *unanswered = *unanswered || rs.unanswered;
+        return rs.a;
+}
+
 /* The served tree switched: each open file gets its object there (the old
  * descriptor stays open until release, so a request using it is not disturbed). */
 void vfile_switch_all(struct view *v, bool *unanswered)
 {
         GPtrArray *writers = g_ptr_array_new();
-        GHashTableIter it;
-        gpointer key, val;
+        GArray *reopened;
 
         pthread_mutex_lock(&v->ftab_lock);
-        g_hash_table_iter_init(&it, v->files);
-        while (g_hash_table_iter_next(&it, &key, &val)) {
-                struct vfile *f = val;
+        reopened = reopen_files(v, unanswered);
+        for (guint i = 0; i < reopened->len; i++) {
+                struct file_reopen *r = &g_array_index(reopened, struct file_reopen, i);
+                struct vfile *f = r->f;
                 bool passed_writer = f->passthrough && !f->dir &&
                                      (f->flags & O_ACCMODE) != O_RDONLY;
-                struct vnode *n;
-                int pfd, nfd, old;
+                int nfd = r->nfd, old;
 
-                if (f->fd < 0)
-                        continue;       /* reopened where it is served at first use */
-                if (*unanswered) {
-                        /* The server stopped answering: the switch back
-                         * offline finds the file where it is. */
-                        continue;
-                }
-                pfd = vnode_get(v, f->id, &n);
-                if (pfd < 0) {
-                        log_warn("Open file handle %" PRIu64 " has no counterpart in the %s"
-                                 " tree: %s; it keeps its old object", f->fh,
-                                 view_offline(v) ? "offline" : "server", strerror(-pfd));
-                        continue;
-                }
-                nfd = backing_reopen_in(v, view_offline(v), pfd,
-                                        f->dir ? O_RDONLY | O_DIRECTORY : f->flags & ~O_TRUNC,
-                                        NULL);
-                vnode_put(v, n);
-                *unanswered = nfd == -ETIMEDOUT;
                 if (nfd < 0) {
-                        log_warn("Failed to move open file handle %" PRIu64 ": %s", f->fh,
-                                 strerror(-nfd));
+                        if (nfd != -ECANCELED)
+                                log_warn("Failed to move open file handle %" PRIu64 ": %s",
+                                         f->fh, strerror(-nfd));
                         continue;
                 }
                 if (!f->dir)
@@ -421,6 +470,7 @@ void vfile_switch_all(struct view *v, bool *unanswered)
                 f->written = passed_writer && !view_offline(v);
         }
         pthread_mutex_unlock(&v->ftab_lock);
+        g_array_free(reopened, TRUE);
         /* Offline, the kernel's writes to come are changes against what the
          * file holds now: its base is registered before any (mode_lock is
          * held exclusively: no writer is released meanwhile). */
