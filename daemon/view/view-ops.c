@@ -386,7 +386,7 @@ static GArray *reopen_files(struct view *v, bool *unanswered)
                 g_array_append_val(rs.a, r);
         }
         /* A local tree's opens take no round trip: no threads for them. */
-        if (backing_bounded_in(v, rs.offline))
+        if (!rs.offline && !v->backing_local)
                 fetch_pool_run(v, rs.a->len, reopen_one, &rs);
         else
                 for (guint i = 0; i < rs.a->len; i++)

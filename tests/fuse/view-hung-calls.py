@@ -192,6 +192,22 @@ def wanted(name):
     return not ONLY or name in ONLY
 
 
+def ctl_bounded(vol, cmd):
+    """vol.ctl(cmd) within the hang guard: {"_rc": None} when it did not answer."""
+    try:
+        return vol.ctl(cmd, ok=False, timeout=BOUND)
+    except subprocess.TimeoutExpired:
+        return {"_rc": None, "_err": "no answer"}
+
+
+def stop_server_at(server, gate, what):
+    """Once the worker waits at the pause gate (what it is about to do),
+    stops the server and lets the worker go on into its call to it."""
+    check(wait_for(lambda: os.path.exists(gate + ".reached"), BOUND), what)
+    server.stop()
+    os.unlink(gate)
+
+
 FSIZE = 8192
 # name: (mode, offset, length, what the server then holds)
 FALLOCATES = {
@@ -277,20 +293,14 @@ def switch_online_cut(vol, inner, server, gate):
 
     def reconnect():
         t = time.time()
-        try:
-            result["r"] = vol.ctl("reconnect", ok=False, timeout=BOUND)
-        except subprocess.TimeoutExpired:
-            result["r"] = {"_rc": None, "_err": "no answer"}
+        result["r"] = ctl_bounded(vol, "reconnect")
         result["took"] = time.time() - t
         if os.environ.get("FCACHE_HUNG_DEBUG") and result["took"] > BOUND / 2:
             subprocess.run([sys.executable, os.path.join(HERE, "stackscan.py"),
                             str(vol.worker_pid())])
     th = threading.Thread(target=reconnect, daemon=True)
     th.start()
-    check(wait_for(lambda: os.path.exists(gate + ".reached"), BOUND),
-          "the reconnect replayed the log and reached the switch online")
-    server.stop()
-    os.unlink(gate)
+    stop_server_at(server, gate, "the reconnect replayed the log and reached the switch online")
     th.join()
     r = result["r"]
     check(r["_rc"] is not None, f"the reconnect answers with the server stopped at its switch"
@@ -327,16 +337,10 @@ def disconnect_stuck(vol, inner, server, gate):
     there."""
     open(gate, "w").close()
     eq(read_file(vol.v("free", "u")), b"unpinned\n" * 2000, "an unpinned file read whole")
-    check(wait_for(lambda: os.path.exists(gate + ".reached"), BOUND),
-          "its copy is about to go into the mirror")
-    server.stop()
-    os.unlink(gate)
+    stop_server_at(server, gate, "its copy is about to go into the mirror")
     time.sleep(0.5)     # the update is in its call to the stopped server
     t = time.time()
-    try:
-        r = vol.ctl("disconnect", ok=False, timeout=BOUND)
-    except subprocess.TimeoutExpired:
-        r = {"_rc": None, "_err": "no answer"}
+    r = ctl_bounded(vol, "disconnect")
     took = time.time() - t
     check(r["_rc"] == 0, f"disconnect by hand, a mirror update stuck on the stopped server:"
           f" answered in {took:.1f} s (a hang is {BOUND:.0f} s; {r.get('_err', '')})")
@@ -370,17 +374,11 @@ def check_cached_stuck(vol, inner, server, gate):
     open(gate, "w").close()
     result = {}
 
-    def reconnect():
-        try:
-            result["r"] = vol.ctl("reconnect", ok=False, timeout=BOUND)
-        except subprocess.TimeoutExpired:
-            result["r"] = {"_rc": None, "_err": "no answer"}
-    th = threading.Thread(target=reconnect, daemon=True)
+    th = threading.Thread(target=lambda: result.update(r=ctl_bounded(vol, "reconnect")),
+                          daemon=True)
     th.start()
-    check(wait_for(lambda: os.path.exists(gate + ".reached"), BOUND),
-          "after the reconnect, the check of the cached files is about to ask the server")
-    server.stop()
-    os.unlink(gate)
+    stop_server_at(server, gate,
+                   "after the reconnect, the check of the cached files is about to ask the server")
     time.sleep(0.5)     # the check is in its call to the stopped server
     t = time.time()
     try:
@@ -395,6 +393,7 @@ def check_cached_stuck(vol, inner, server, gate):
           f"a read of the cached files while the check asks the stopped server: answered, right,"
           f" in {took:.1f} s (a hang is {BOUND:.0f} s; {answer if isinstance(answer, str) else ''})")
     th.join()
+    check(result["r"]["_rc"] is not None, f"the reconnect answered ({result['r'].get('_err', '')})")
     resume(vol, server, "the check of the cached files")
     for name, data in files.items():
         q = vol.ctl("query cached", f"free/{name}")
