@@ -708,10 +708,9 @@ static void *pool_worker(void *arg)
         return NULL;
 }
 
-/* Requests in flight to a server hide its round trips: a 10 ms link pins
- * 1,000 small files over sshfs in 2.8 s with 16, 3.4 s with 8, no faster
- * with 32.  A local disk gains nothing from more threads than it has queues
- * for on a small machine. */
+/* Requests in flight to a server hide its round trips (over a slow link 16
+ * pin small files faster than 8, and 32 no faster still: view.md); a local
+ * backing keeps the 8 its benchmarks were measured with. */
 unsigned view_fetch_threads(const struct view *v)
 {
         if (v->cfg->fetch_threads)
