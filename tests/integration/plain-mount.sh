@@ -42,6 +42,21 @@ fuse)
         echo "unknown kind $kind" >&2; exit 2 ;;
 esac
 
+# cached_after_prefetch WANT [recursive] PATH: the pages cached after a
+# prefetch.  The kernel may drop a clean page on its own at any time (a
+# FUSE mount on a loaded machine does, now and then, between the prefetch
+# and the query), so a short count is fetched again, 3 tries in all.
+cached_after_prefetch() {
+        local want=$1 got; shift
+        for try in 1 2 3; do
+                got=$(val pages_cached query cached "$@")
+                [ "$got" = "$want" ] && break
+                echo "# $got of $want pages cached after the prefetch: fetched again" >&2
+                "$FCACHECTL" -q prefetch "$@" >/dev/null
+        done
+        echo "$got"
+}
+
 f=$mnt/file
 dd if=/dev/urandom of="$f" bs=1M count=4 status=none conv=fsync
 pages=$(( (4 << 20) / $(getconf PAGESIZE) ))
@@ -64,8 +79,16 @@ fi
 check "flush succeeds" "$FCACHECTL" flush "$f"
 expect "after flush no pages are cached" "$(val pages_cached query cached "$f")" -eq 0
 expect "prefetch reports every page fetched" "$(val pages_cached prefetch "$f")" -eq "$pages"
-expect "after prefetch every page is cached" "$(val pages_cached query cached "$f")" -eq "$pages"
-expect "flush reports the pages it dropped" "$(val pages_dropped flush "$f")" -eq "$pages"
+expect "after prefetch every page is cached" "$(cached_after_prefetch "$pages" "$f")" -eq "$pages"
+# The flush's count, with every page cached just before it (fetched again
+# when the kernel dropped some meanwhile, as above).
+for try in 1 2 3; do
+        dropped=$(val pages_dropped flush "$f")
+        [ "$dropped" -eq "$pages" ] && break
+        echo "# flush dropped $dropped of $pages pages: some went before it; fetched again"
+        "$FCACHECTL" -q prefetch "$f" >/dev/null
+done
+expect "flush reports the pages it dropped" "$dropped" -eq "$pages"
 expect "after the second flush none are cached" "$(val pages_cached query cached "$f")" -eq 0
 
 # A write without fsync leaves dirty pages (FUSE without writeback cache writes through).
@@ -93,7 +116,7 @@ expect "query recursive counts every file" "$(val files query cached recursive "
 expect "query on a directory without recursive counts only its own files" "$(val files query cached "$mnt/tree/a")" -eq 40
 expect "prefetch recursive fetches the subtree" "$(val files prefetch recursive "$mnt/tree")" -eq 60
 total=$(val pages_total query cached recursive "$mnt/tree")
-expect "after prefetch recursive the whole subtree is cached" "$(val pages_cached query cached recursive "$mnt/tree")" -eq "$total"
+expect "after prefetch recursive the whole subtree is cached" "$(cached_after_prefetch "$total" recursive "$mnt/tree")" -eq "$total"
 expect "flush volume names the mount" "$(val mount_point flush volume "$mnt/tree/a/f1")" = "$mnt"
 expect "after flush volume nothing of the mount is cached" "$(val pages_cached query cached recursive "$mnt")" -eq 0
 
