@@ -943,7 +943,8 @@ void store_complete_untold(struct store *s, uint64_t ino)
 {
         struct sobj *o;
 
-        if (store_obj_find(s, ino, &o) < 0)
+        /* An object not in memory is told afresh once it is loaded again. */
+        if (store_obj_find_loaded(s, ino, &o) < 0)
                 return;
         pthread_mutex_lock(&o->lock);
         o->told_complete = false;
