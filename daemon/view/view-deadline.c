@@ -339,6 +339,7 @@ static int submit_job(struct view *v, struct job *j, struct stat *st, bool notic
         bool last;
         int r = 0;
 
+        fuse_readers_may_block();
         deadline_from_now(&until, CLOCK_REALTIME, ms);
         pthread_mutex_lock(&lock);
         j->refs = 2;

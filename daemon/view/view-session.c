@@ -4,7 +4,8 @@
  * connection whose /dev/fuse descriptor it inherited from the holder.
  *
  * The worker runs its own loop (fuse_session_receive_buf/process_buf on N
- * threads) rather than fuse_session_loop_mt, because it needs to see the
+ * threads, one of which reads at a time: view-readers.c) rather than
+ * fuse_session_loop_mt, because it needs to see the
  * raw requests: the first worker of a connection saves the FUSE_INIT request
  * the kernel sent, and a successor (--takeover) feeds that saved INIT to
  * libfuse again so that libfuse accepts requests on a connection the kernel
@@ -143,7 +144,16 @@ static void *worker_thread(void *arg)
                         log_debug("mlock of the receive buffer failed: %m, ignoring");
         }
 
+        bool reader = false, served = false;
+
         while (!fuse_session_exited(l->se)) {
+                if (!reader) {
+                        if (!fuse_readers_turn())
+                                break;
+                        reader = true;
+                        if (served)
+                                fuse_readers_poll(fuse_session_fd(l->se));
+                }
                 int res = fuse_session_receive_buf(l->se, &buf);
 
                 if (res == -EINTR || res == -EAGAIN)
@@ -152,8 +162,12 @@ static void *worker_thread(void *arg)
                         if (res < 0 && res != -ENODEV)
                                 log_error("Failed to read from /dev/fuse: %s", strerror(-res));
                         fuse_session_exit(l->se);
+                        fuse_readers_end();
                         break;
                 }
+                fuse_readers_took();
+                reader = false;
+                served = true;
                 if (!(buf.flags & FUSE_BUF_IS_FD) && (size_t)res >= sizeof(struct fuse_in_header)) {
                         struct fuse_in_header *in = buf.mem;
 
@@ -249,6 +263,7 @@ int view_worker_run(struct view *v, int fuse_fd)
                 return -ENOMEM;
         }
         g_loop.se = v->se;
+        fuse_readers_init();
         passthrough_setup(v, fuse_fd);
         /* The inherited descriptor, through our own read/writev so that the
          * INIT reply can carry flags libfuse 3.14 does not know. */

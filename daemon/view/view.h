@@ -5,6 +5,7 @@
  *
  *   view-main.c     command line, the holder (supervisor) that keeps /dev/fuse
  *   view-session.c  the worker: FUSE session, thread pool, INIT replay on takeover
+ *   view-readers.c  which FUSE thread reads /dev/fuse
  *   view-ops.c      the FUSE low-level operations
  *   view-inode.c    node table, bounded descriptor cache, re-resolution
  *   view-state.c    the takeover log (nodes and open files) and the saved INIT
@@ -863,6 +864,17 @@ int view_mount_find(const char *path, dev_t *dev);
 
 /* view-session.c */
 int view_worker_run(struct view *v, int fuse_fd);
+
+/* view-readers.c: which FUSE thread reads /dev/fuse (see there).  A thread
+ * waits for its turn to read (false: the session ended), may poll the
+ * device briefly first, and says when it took a request. */
+void fuse_readers_init(void);
+bool fuse_readers_turn(void);
+void fuse_readers_poll(int fd);
+void fuse_readers_took(void);
+/* Before a FUSE thread waits on something slow: another thread reads. */
+void fuse_readers_may_block(void);
+void fuse_readers_end(void);
 
 /* view-passthrough.c (see there) */
 struct iovec;
