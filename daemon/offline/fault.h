@@ -27,6 +27,8 @@
  *                          the mirror (its server object is asked first)
  *   view-check-cached      after a (re)connect, the check of the cached files
  *                          not pinned is about to ask the server about one
+ *   view-opendir           a FUSE thread is about to serve an opendir (a test
+ *                          holds FUSE threads there)
  *
  * FCACHE_FAULT_PAUSE=<point>:<gate>[,<point>:<gate>...] makes the process wait at the point
  * while file <gate> exists, after making <gate>.reached: a test acts there
@@ -46,6 +48,7 @@
 #define FAULT_VIEW_SWITCH_ONLINE "view-switch-online"
 #define FAULT_VIEW_CACHE_FILE "view-cache-file"
 #define FAULT_VIEW_CHECK_CACHED "view-check-cached"
+#define FAULT_VIEW_OPENDIR "view-opendir"
 
 /* Passes the named point; kills the process if FCACHE_FAULT says so. */
 void fault_point(const char *name);

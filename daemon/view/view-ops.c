@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "view.h"
+#include "fault.h"
 
 /* A file's size, mtime and ctime as last seen (size -1: never), to tell
  * whether the kernel wrote it since (writes passed through are not seen).
@@ -3089,6 +3090,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         bool offline;
         int dfd;
 
+        fault_point(FAULT_VIEW_OPENDIR);
 again:;     /* a label before a declaration */
         WITH_NODE(v, ino, n, fd, req, offline, switches);
 
