@@ -59,21 +59,13 @@ static struct {
         bool ending;                    /* the session ended */
         unsigned idle;                  /* threads waiting in reserve */
         uint64_t taken;                 /* requests taken so far */
-        uint64_t unread_since;          /* CLOCK_MONOTONIC ns: no reader since */
+        uint64_t unread_since;          /* now_ns(): no reader since */
 } r = {
         .lock = PTHREAD_MUTEX_INITIALIZER,
 };
 
 /* This thread holds a request and has not handed reading on. */
 static __thread bool serving;
-
-static uint64_t mono_ns(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 void fuse_readers_init(void)
 {
@@ -99,11 +91,11 @@ static void watch(void)
         unsigned quiet = 0;
 
         r.watching = true;
-        while (!r.ending && !reader_due(mono_ns())) {
+        while (!r.ending && !reader_due(now_ns())) {
                 if (r.watch_asleep) {
                         pthread_cond_wait(&r.watch, &r.lock);
                 } else {
-                        uint64_t due = (r.reading ? mono_ns() : r.unread_since) +
+                        uint64_t due = (r.reading ? now_ns() : r.unread_since) +
                                        WATCH_MS * 1000000ull;
                         struct timespec ts = {
                                 .tv_sec = (time_t)(due / 1000000000u),
@@ -152,13 +144,13 @@ bool fuse_readers_turn(void)
 
 void fuse_readers_poll(int fd)
 {
-        uint64_t until = mono_ns() + SPIN_NS;
+        uint64_t until = now_ns() + SPIN_NS;
         struct pollfd p = { .fd = fd, .events = POLLIN };
 
         do {
                 if (poll(&p, 1, 0) != 0)
                         return;
-        } while (mono_ns() < until);
+        } while (now_ns() < until);
 }
 
 void fuse_readers_took(void)
@@ -166,7 +158,7 @@ void fuse_readers_took(void)
         pthread_mutex_lock(&r.lock);
         r.reading = false;
         r.taken++;
-        r.unread_since = mono_ns();
+        r.unread_since = now_ns();
         if (r.watch_asleep) {
                 r.watch_asleep = false;
                 pthread_cond_signal(&r.watch);
