@@ -97,10 +97,7 @@ static void watch(void)
                 } else {
                         uint64_t due = (r.reading ? now_ns() : r.unread_since) +
                                        WATCH_MS * 1000000ull;
-                        struct timespec ts = {
-                                .tv_sec = (time_t)(due / 1000000000u),
-                                .tv_nsec = (long)(due % 1000000000u),
-                        };
+                        struct timespec ts = ns_timespec((int64_t)due);
 
                         pthread_cond_timedwait(&r.watch, &r.lock, &ts);
                 }
