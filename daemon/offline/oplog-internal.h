@@ -107,7 +107,7 @@ bool oplog_ino_known(struct oplog *log, uint64_t ino);
 int oplog_conflict_settle(struct oplog *log, uint64_t id, uint64_t seq, bool replay,
                           uint64_t *out_count);
 
-/* reintegrate.c: writes all of @buf, retrying short writes and EINTR; 0 or -errno (resolve.c too). */
+/* oplog.c: writes all of @buf, retrying short writes and EINTR; 0 or -errno (resolve.c too). */
 int write_all(int fd, const char *buf, size_t size);
 /*
  * Content record @seq keeps its own copy of the bytes its container holds

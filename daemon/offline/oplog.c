@@ -1584,6 +1584,22 @@ static int finish(struct oplog *log, int e, struct drops *d)
         return e;
 }
 
+int write_all(int fd, const char *buf, size_t size)
+{
+        while (size) {
+                ssize_t n = write(fd, buf, size);
+
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                buf += n;
+                size -= (size_t)n;
+        }
+        return 0;
+}
+
 int oplog_copy_fd(int out, int in)
 {
         char buf[65536];

@@ -1153,22 +1153,6 @@ static void tmp_name(struct ctx *c, const struct rec *r, char buf[64])
         snprintf(buf, 64, ".fcache-%s-%" PRIu64, c->log->token, r->r.seq);
 }
 
-int write_all(int fd, const char *buf, size_t size)
-{
-        while (size) {
-                ssize_t n = write(fd, buf, size);
-
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                buf += n;
-                size -= (size_t)n;
-        }
-        return 0;
-}
-
 /*
  * Copies the extended attributes of pfd/name to @to (best effort: the backing
  * may lack them), listing them through /proc so that the common case, a

@@ -23,7 +23,8 @@
 #include <glib.h>
 
 #include "store.h"
-#include "view.h"
+#include "view-log.h"
+#include "view-time.h"
 
 #define PINS_MAGIC "fcache-pins 1"
 

@@ -26,7 +26,8 @@
 #include <sqlite3.h>
 
 #include "store.h"
-#include "view.h"
+#include "view-log.h"
+#include "view-time.h"
 
 /* Free-space thresholds, in percent of capacity (cachefilesd's defaults). */
 #define BRUN_PCT 10

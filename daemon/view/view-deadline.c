@@ -470,6 +470,16 @@ int backing_openat(struct view *v, int dirfd, const char *name, int flags)
         return backing_openat_in(v, view_calls_offline(v), dirfd, name, flags);
 }
 
+int backing_reopen(int pathfd, int flags)
+{
+        char p[64];
+        int fd;
+
+        snprintf(p, sizeof(p), "/proc/self/fd/%d", pathfd);
+        fd = open(p, (flags & ~(O_NOFOLLOW | O_CREAT | O_EXCL | O_DIRECT)) | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+}
+
 int backing_reopen_in(struct view *v, bool offline, int pathfd, int flags,
                       const struct caller_id *id)
 {

@@ -31,46 +31,6 @@
 #include "mounts.h"
 #include "view.h"
 
-int view_log_level = 6;
-static const char *log_name = "fcache-view";
-static const char *log_role = "";
-
-/* "<N>" when stderr is the journal (its dev:ino in $JOURNAL_STREAM), so that the
- * journal files each line at its syslog priority; "" on a terminal or a file. */
-static const char *journal_prefix(int level)
-{
-        static const char *const prefixes[] = { "<0>", "<1>", "<2>", "<3>", "<4>", "<5>",
-                                                "<6>", "<7>" };
-        static int journal = -1;
-        unsigned long long dev, ino;
-        const char *e;
-        struct stat st;
-
-        if (journal < 0) {
-                e = getenv("JOURNAL_STREAM");
-                journal = e && sscanf(e, "%llu:%llu", &dev, &ino) == 2 &&
-                          fstat(STDERR_FILENO, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
-        }
-        return journal ? prefixes[level < 0 ? 0 : level > 7 ? 7 : level] : "";
-}
-
-void view_log(int level, const char *fmt, ...)
-{
-        char buf[1024];
-        va_list ap;
-        int saved = errno;
-
-        if (level > view_log_level)
-                return;
-        va_start(ap, fmt);
-        errno = saved;  /* keep %m meaningful */
-        vsnprintf(buf, sizeof(buf), fmt, ap);
-        va_end(ap);
-        fprintf(stderr, "%sfcache-view[%s%s]: %s\n", journal_prefix(level), log_name, log_role,
-                buf);
-        errno = saved;
-}
-
 static void usage(void)
 {
         fprintf(stderr,
@@ -373,7 +333,7 @@ int main(int argc, char **argv)
                 {}
         };
         struct volume_config cfg;
-        struct view v = { .ready_fd = -1 };
+        struct view v = { .ready_fd = -1, .server_gone = view_server_gone_hook };
         char err[512], path[4096];
         bool no_holder = false, takeover = false;
         const char *conf_path = NULL;
@@ -456,15 +416,14 @@ int main(int argc, char **argv)
                 r = 2;
                 goto out;
         }
-        if (cfg.name)
-                log_name = cfg.name;
+        view_log_identify(cfg.name, NULL);
         if (!no_holder && worker_fd < 0) {
-                log_role = " holder";
+                view_log_identify(NULL, " holder");
                 r = holder_run(&cfg, argc, argv);
                 volume_config_free(&cfg);
                 return r;
         }
-        log_role = takeover ? " worker*" : " worker";
+        view_log_identify(NULL, takeover ? " worker*" : " worker");
         signal(SIGPIPE, SIG_IGN);
         if (worker_fd < 0) {
                 worker_fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);

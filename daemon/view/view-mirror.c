@@ -42,8 +42,6 @@
 #include "fault.h"
 #include "view.h"
 
-#define XATTR_BASE "trusted.fcache.base"
-#define XATTR_LID "trusted.fcache.lid"
 #define COPY_CHUNK (1024 * 1024)
 #define BATCH_MAX 1024          /* files copied before one syncfs, at most */
 #define BATCH_FDS 512           /* descriptors a batch holds, at most */
@@ -69,150 +67,6 @@ static bool note_given_up(int mdfd, const char *tmp)
 }
 static int container_remove(void *ud, const struct store_identity *id);
 static void drop_moved_cached(struct view *v, int dfd, const char *name, const char *rel);
-
-/* The path to reach dfd/name (or dfd itself: the magic link is then to be
- * followed, as the l*xattr calls would act on the link). */
-static bool entry_path(char *buf, size_t len, int dfd, const char *name)
-{
-        if (name && *name) {
-                snprintf(buf, len, "/proc/self/fd/%d/%s", dfd, name);
-                return false;
-        }
-        snprintf(buf, len, "/proc/self/fd/%d", dfd);
-        return true;
-}
-
-static ssize_t get_x(int dfd, const char *name, const char *key, void *val, size_t size)
-{
-        char p[PATH_MAX];
-        bool follow = entry_path(p, sizeof(p), dfd, name);
-
-        return follow ? getxattr(p, key, val, size) : lgetxattr(p, key, val, size);
-}
-
-static int set_x_flags(int dfd, const char *name, const char *key, const void *val, size_t size,
-                       int flags)
-{
-        char p[PATH_MAX];
-        bool follow = entry_path(p, sizeof(p), dfd, name);
-        int r = follow ? setxattr(p, key, val, size, flags) : lsetxattr(p, key, val, size, flags);
-
-        return r < 0 ? -errno : 0;
-}
-
-static int set_x(int dfd, const char *name, const char *key, const void *val, size_t size)
-{
-        return set_x_flags(dfd, name, key, val, size, 0);
-}
-
-/*
- * The base as stored: a mirror_base without its content id (always "" in the
- * mirror), 52 bytes, so that ext4 keeps it in the inode (a larger value
- * takes a block of its own: 4 KiB more per mirrored file).  A base of the
- * whole struct, as written before, is read too.
- */
-struct base_xattr {
-        uint64_t ino, size;
-        int64_t mtime_ns, ctime_ns;
-        uint32_t mode, uid, gid, nlink, flags;
-} __attribute__((packed));
-
-int mirror_get_base(int dfd, const char *name, struct mirror_base *b)
-{
-        struct base_xattr x;
-        ssize_t n = get_x(dfd, name, XATTR_BASE, b, sizeof(*b));
-
-        if (n < 0)
-                return -errno;
-        if (n == sizeof(*b))
-                return 0;
-        if (n == sizeof(uint64_t))
-                return -ENODATA;        /* a log id: made offline, no base */
-        if (n != sizeof(x))
-                return -EINVAL;
-        memcpy(&x, b, sizeof(x));
-        memset(b, 0, sizeof(*b));
-        b->ver.ino = x.ino;
-        b->ver.size = x.size;
-        b->ver.mtime_ns = x.mtime_ns;
-        b->ver.ctime_ns = x.ctime_ns;
-        b->ver.mode = x.mode;
-        b->ver.uid = x.uid;
-        b->ver.gid = x.gid;
-        b->ver.nlink = x.nlink;
-        b->flags = x.flags;
-        return 0;
-}
-
-static void base_to_xattr(struct base_xattr *x, const struct mirror_base *b)
-{
-        *x = (struct base_xattr){
-                .ino = b->ver.ino, .size = b->ver.size, .mtime_ns = b->ver.mtime_ns,
-                .ctime_ns = b->ver.ctime_ns, .mode = b->ver.mode, .uid = b->ver.uid,
-                .gid = b->ver.gid, .nlink = b->ver.nlink, .flags = b->flags,
-        };
-}
-
-static int set_base(int dfd, const char *name, const struct mirror_base *b)
-{
-        struct base_xattr x;
-
-        base_to_xattr(&x, b);
-        return set_x(dfd, name, XATTR_BASE, &x, sizeof(x));
-}
-
-/*
- * The base replaces the log id in one write (the same xattr), so a crash
- * leaves one or the other, and the base alone fits in the inode (ext4 gave
- * the pair a block of their own).  An entry without the xattr may be of an
- * older mirror, whose log id has its own: it goes after the base, as before
- * (one left beside a base is never read: mirror_get_lid()).
- */
-int mirror_take_identity(int dfd, const char *name, const struct mirror_base *b)
-{
-        struct base_xattr x;
-        char p[PATH_MAX];
-        int r;
-
-        base_to_xattr(&x, b);
-        r = set_x_flags(dfd, name, XATTR_BASE, &x, sizeof(x), XATTR_REPLACE);
-        if (r != -ENODATA)
-                return r;
-        r = set_x(dfd, name, XATTR_BASE, &x, sizeof(x));
-        entry_path(p, sizeof(p), dfd, name);
-        if (r == 0 && lremovexattr(p, XATTR_LID) < 0 && errno != ENODATA)
-                r = -errno;
-        return r;
-}
-
-int mirror_get_lid(int dfd, const char *name, uint64_t *lid)
-{
-        struct mirror_base b;
-        ssize_t n = get_x(dfd, name, XATTR_BASE, &b, sizeof(b));
-
-        if (n == sizeof(*lid)) {
-                memcpy(lid, &b, sizeof(*lid));
-                return 0;
-        }
-        if (n >= 0)
-                return -ENODATA;        /* a base: the server's object */
-        if (errno != ENODATA)
-                return -errno;
-        n = get_x(dfd, name, XATTR_LID, lid, sizeof(*lid));     /* an older mirror's */
-        if (n < 0)
-                return -errno;
-        return n == sizeof(*lid) ? 0 : -EINVAL;
-}
-
-int mirror_set_lid(int dfd, const char *name, uint64_t lid)
-{
-        return set_x(dfd, name, XATTR_BASE, &lid, sizeof(lid));
-}
-
-bool mirror_xattr_hidden(const char *name)
-{
-        return !strncmp(name, "trusted.fcache.", 15);
-}
 
 static void base_from_stat(struct mirror_base *b, const struct stat *st, uint32_t flags)
 {
@@ -304,14 +158,6 @@ static void align_owner_mode_times(int mdfd, const char *name, const struct stat
                 set_owner_mode_times(mdfd, name, bst);
 }
 
-static void tmp_name(char *buf, size_t len)
-{
-        static unsigned long counter;
-
-        snprintf(buf, len, ".fcache-mirror.%d.%lu", (int)getpid(),
-                 __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
-}
-
 /*
  * Hard links: a server file with several names is one mirror object, so that
  * offline it keeps its nlink and a change through one name shows through the
@@ -320,12 +166,6 @@ static void tmp_name(char *buf, size_t len)
  * mirrored finds it; offline stat does not count it.  A FIFO, device or
  * socket is kept so too: its mode and owner are all it has to share.
  */
-bool mirror_linkable(mode_t mode)
-{
-        return S_ISREG(mode) || S_ISFIFO(mode) || S_ISCHR(mode) || S_ISBLK(mode) ||
-               S_ISSOCK(mode);
-}
-
 /* Whether the object stat'ed as st has its names kept as one mirror object. */
 static bool kept_as_links(struct view *v, const struct stat *st)
 {
@@ -357,11 +197,11 @@ static int link_partner(struct view *v, int mdfd, const char *name, const struct
          * object takes it. */
         align_owner_mode_times(v->mirror_links_fd, key, bst, &lst);
         if (fstatat(mdfd, name, &mst, AT_SYMLINK_NOFOLLOW) == 0 && mst.st_ino == lst.st_ino)
-                return set_base(mdfd, name, &want);     /* already that object */
-        tmp_name(tmp, sizeof(tmp));
+                return mirror_set_base(mdfd, name, &want);     /* already that object */
+        mirror_tmp_name(tmp, sizeof(tmp));
         if (linkat(v->mirror_links_fd, key, mdfd, tmp, 0) < 0)
                 return -errno;
-        r = renameat(mdfd, tmp, mdfd, name) < 0 ? -errno : set_base(mdfd, name, &want);
+        r = renameat(mdfd, tmp, mdfd, name) < 0 ? -errno : mirror_set_base(mdfd, name, &want);
         if (r < 0)
                 unlinkat(mdfd, tmp, 0);
         return r;
@@ -446,7 +286,7 @@ static int prepare(int mdfd, const char *tmp, const struct stat *bst, uint32_t f
 
         base_from_stat(&b, bst, flags);
         set_owner_mode_times(mdfd, tmp, bst);
-        return set_base(mdfd, tmp, &b);
+        return mirror_set_base(mdfd, tmp, &b);
 }
 
 /* Puts temporary tmp in place of mdfd/name; @prepared: prepare() was done. */
@@ -558,7 +398,7 @@ static int copy_to_tmp(int bdfd, int mdfd, const char *name, struct stat *bst,
         bfd = regular_open_at(bdfd, name, O_RDONLY | O_NOATIME, NULL);
         if (bfd < 0)
                 return bfd;
-        tmp_name(tmp, tmplen);
+        mirror_tmp_name(tmp, tmplen);
         tfd = openat(mdfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (tfd < 0) {
                 r = -errno;
@@ -762,7 +602,7 @@ static void finish_dir(int mdfd, const char *name, const struct stat *bst, uint3
 
         set_owner_mode_times(mdfd, name, bst);
         base_from_stat(&want, bst, flags);
-        if (set_base(mdfd, name, &want) < 0)
+        if (mirror_set_base(mdfd, name, &want) < 0)
                 log_warn("Failed to mark mirrored directory '%s': %m", name);
 }
 
@@ -880,7 +720,7 @@ static int copy_special(struct view *v, int bdfd, int mdfd, const char *name,
         char tmp[64], target[PATH_MAX + 1];
         ssize_t n;
 
-        tmp_name(tmp, sizeof(tmp));
+        mirror_tmp_name(tmp, sizeof(tmp));
         if (S_ISLNK(bst->st_mode)) {
                 n = readlinkat(bdfd, name, target, sizeof(target) - 1);
                 if (n < 0)
@@ -908,12 +748,9 @@ static int rewrite_shared(struct view *v, int bdfd, int mdfd, const char *name,
                           const struct stat *bst, uint64_t *copied)
 {
         struct mirror_base want;
-        char p[PATH_MAX];
-        int bfd = -1, mfd = -1, r = 0;
+        int bfd = -1, mfd = -1, r;
 
-        entry_path(p, sizeof(p), mdfd, name);
-        if (lremovexattr(p, XATTR_BASE) < 0 && errno != ENODATA)
-                r = -errno;
+        r = mirror_clear_base(mdfd, name);
         if (r == 0 && (bfd = regular_open_at(bdfd, name, O_RDONLY | O_NOATIME, NULL)) < 0)
                 r = bfd;
         if (r == 0 && (mfd = regular_open_at(mdfd, name, O_WRONLY | O_TRUNC, NULL)) < 0)
@@ -925,7 +762,7 @@ static int rewrite_shared(struct view *v, int bdfd, int mdfd, const char *name,
         if (r == 0) {
                 set_owner_mode_times(mdfd, name, bst);
                 base_from_stat(&want, bst, 0);
-                r = set_base(mdfd, name, &want);
+                r = mirror_set_base(mdfd, name, &want);
         }
         if (r == 0) {
                 index_links(v, mdfd, name, bst);
@@ -1138,7 +975,7 @@ static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
          * the same object keeps its content, and is indexed for the new name. */
         if (based && have->ver.nlink != want.ver.nlink && same_content(have, &want)) {
                 set_owner_mode_times(mdfd, name, bst);
-                r = set_base(mdfd, name, &want);
+                r = mirror_set_base(mdfd, name, &want);
                 if (r == 0) {
                         index_links(v, mdfd, name, bst);
                         note_container(v, mdfd, name, bst);
@@ -1151,7 +988,7 @@ static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
                 if (have->ver.uid != want.ver.uid || have->ver.gid != want.ver.gid ||
                     (have->flags & MIRROR_CHANGED)) {
                         set_owner_mode_times(mdfd, name, bst);
-                        r = set_base(mdfd, name, &want);
+                        r = mirror_set_base(mdfd, name, &want);
                 }
                 /* Also a mirror made before containers, or a store that lost it. */
                 note_container(v, mdfd, name, bst);
@@ -1209,43 +1046,12 @@ static int sync_other(struct view *v, int bdfd, int mdfd, const char *name,
                        !((mst->st_mode ^ bst->st_mode) & S_IFMT) &&
                        mst->st_rdev == bst->st_rdev))) {
                 set_owner_mode_times(mdfd, name, bst);
-                r = set_base(mdfd, name, &want);
+                r = mirror_set_base(mdfd, name, &want);
                 if (r == 0)
                         index_links(v, mdfd, name, bst);
                 return r;
         }
         return copy_special(v, bdfd, mdfd, name, bst);
-}
-
-bool mirror_is_tmp(const char *name)
-{
-        return !strncmp(name, ".fcache-mirror.", 15);
-}
-
-/* This process's temporaries may be in use by another of its walks (the
- * hoard thread and a pin, copies in flight); others' were left by a worker
- * that died. */
-static bool is_own_tmp(const char *name)
-{
-        char mine[48];
-
-        snprintf(mine, sizeof(mine), ".fcache-mirror.%d.", (int)getpid());
-        return !strncmp(name, mine, strlen(mine));
-}
-
-bool mirror_tmp_orphaned(const char *name)
-{
-        char *end;
-        long pid;
-
-        if (!mirror_is_tmp(name))
-                return false;
-        errno = 0;
-        pid = strtol(name + 15, &end, 10);
-        if (errno || end == name + 15 || *end != '.' || pid <= 0 || pid == getpid())
-                return false;
-        /* A live process of that id may be a worker still moving it in. */
-        return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
 }
 
 #define LOOK_CHUNK 256          /* entries looked up at once, at most */
@@ -1383,7 +1189,7 @@ static int sync_dir_entries(struct view *v, int bdfd, int mdfd, int depth,
         }
         while ((de = readdir(d))) {
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
-                    is_own_tmp(de->d_name))
+                    mirror_tmp_own(de->d_name))
                         continue;
                 if (mirror_is_tmp(de->d_name) ||
                     (!g_hash_table_contains(seen, de->d_name) &&
@@ -1468,7 +1274,7 @@ static int sync_path(struct view *v, const char *rel, bool recursive, struct mir
                 if (r != -ECANCELED && fstat(bdfd, &st) == 0) {
                         base_from_stat(&b, &st, MIRROR_COMPLETE);
                         set_owner_mode_times(mdfd, ".", &st);
-                        set_base(mdfd, "", &b);
+                        mirror_set_base(mdfd, "", &b);
                 }
                 goto out;
         }
@@ -1946,7 +1752,7 @@ int mirror_mark_stale(int fd)
         if (r < 0)
                 return r;
         b.flags |= MIRROR_STALE;
-        return set_base(fd, NULL, &b);
+        return mirror_set_base(fd, NULL, &b);
 }
 
 bool mirror_copy_stale(int fd)
@@ -1966,7 +1772,7 @@ int mirror_mark_changed(int dfd, const char *name)
         if (r < 0 || (b.flags & MIRROR_CHANGED))
                 return r;
         b.flags |= MIRROR_CHANGED;
-        return set_base(dfd, name, &b);
+        return mirror_set_base(dfd, name, &b);
 }
 
 /*
@@ -2009,7 +1815,7 @@ static int place_cached(void *pud, int dirfd, const char *cname)
              (mst.st_nlink > 1 && (fstatat(dirfd, cname, &cst, 0) < 0 ||
                                    cst.st_ino != mst.st_ino || cst.st_dev != mst.st_dev))))
                 return -EEXIST;
-        tmp_name(tmp, sizeof(tmp));
+        mirror_tmp_name(tmp, sizeof(tmp));
         if (linkat(dirfd, cname, c->mdfd, tmp, 0) < 0)
                 return -errno;
         r = prepare(c->mdfd, tmp, &st, 0);
@@ -2484,7 +2290,7 @@ static int fetch_as_tmp(struct name_fetch *f, int bdfd)
                 }
                 break;
         case S_IFDIR:
-                tmp_name(f->tmp, sizeof(f->tmp));
+                mirror_tmp_name(f->tmp, sizeof(f->tmp));
                 if (mkdirat(f->mdfd, f->tmp, 0700) < 0) {
                         f->tmp[0] = 0;
                         return -errno;
@@ -2495,7 +2301,7 @@ static int fetch_as_tmp(struct name_fetch *f, int bdfd)
                 if (n < 0)
                         return -errno;
                 target[n] = 0;
-                tmp_name(f->tmp, sizeof(f->tmp));
+                mirror_tmp_name(f->tmp, sizeof(f->tmp));
                 if (symlinkat(target, f->mdfd, f->tmp) < 0) {
                         f->tmp[0] = 0;
                         return -errno;

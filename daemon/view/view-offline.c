@@ -34,50 +34,6 @@
 #include "reintegrate.h"
 #include "view.h"
 
-static const char *const state_names[] = { "online", "offline", "reintegrating", "writeback" };
-
-const char *view_state_name(struct view *v)
-{
-        return state_names[__atomic_load_n(&v->state, __ATOMIC_ACQUIRE)];
-}
-
-bool view_offline(struct view *v)
-{
-        return __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) != VIEW_ONLINE;
-}
-
-int view_served_root(struct view *v)
-{
-        return view_offline(v) ? v->mirror_fd : v->root_fd;
-}
-
-/*
- * The tree the calling thread's change began in: its descriptors are of
- * that tree, whatever a forced switch (which does not wait for changes)
- * did since, so its backing calls stay bounded when it began online.
- */
-static __thread unsigned change_depth;
-static __thread bool change_offline;
-
-void view_change_begin(struct view *v)
-{
-        pthread_rwlock_rdlock(&v->mode_lock);
-        __atomic_add_fetch(&v->changes, 1, __ATOMIC_ACQ_REL); /* view-revalidate.c */
-        if (change_depth++ == 0)
-                change_offline = view_offline(v);
-}
-
-void view_change_end(struct view *v)
-{
-        change_depth--;
-        pthread_rwlock_unlock(&v->mode_lock);
-}
-
-bool view_calls_offline(struct view *v)
-{
-        return change_depth ? change_offline : view_offline(v);
-}
-
 static char *state_path(struct view *v)
 {
         return g_build_filename(v->cfg->cache_dir, "offline", "state", NULL);
@@ -228,16 +184,6 @@ int offline_translate_stat(struct view *v, int fd, struct stat *st)
         }
         st->st_dev = v->backing_dev;
         return by;
-}
-
-bool offline_dir_complete(int dfd)
-{
-        struct mirror_base b;
-        uint64_t lid;
-
-        if (mirror_get_base(dfd, NULL, &b) == 0)
-                return b.flags & MIRROR_COMPLETE;
-        return mirror_get_lid(dfd, NULL, &lid) == 0;    /* made offline: all here */
 }
 
 /* offline_lock held: the lid of child @name of directory @dfd (lid @plid). */
@@ -911,17 +857,9 @@ static void offline_by_itself(struct view *v, const char *why)
         pthread_detach(t);
 }
 
-void view_backing_timed_out(struct view *v)
+/* The hook view-mode.c reports a server gone through (struct view's server_gone). */
+void view_server_gone_hook(struct view *v, const char *why)
 {
-        offline_by_itself(v, "the backing did not answer within BackingTimeout");
-}
-
-void view_backing_gone(struct view *v, int r)
-{
-        char why[160];
-
-        snprintf(why, sizeof(why), "the backing answers %s (%s): its mount or its server is"
-                 " gone", strerrorname_np(-r) ? strerrorname_np(-r) : "an error", strerror(-r));
         offline_by_itself(v, why);
 }
 
@@ -993,22 +931,7 @@ static bool reconnecting(struct view *v)
         return true;
 }
 
-bool view_server_gone(int r)
-{
-        return r == -ETIMEDOUT || r == -EBUSY || backing_error_gone(r);
-}
 
-bool backing_error_gone(int r)
-{
-        switch (-r) {
-        case EIO: case ENOTCONN: case ESTALE: case ECONNRESET: case ECONNABORTED:
-        case ECONNREFUSED: case ESHUTDOWN: case EHOSTDOWN: case EHOSTUNREACH:
-        case ENETDOWN: case ENETUNREACH:
-                return true;
-        default:
-                return false;
-        }
-}
 
 /*
  * mode_lock held exclusively: the replay stopped (@r), the volume serves as
@@ -1040,7 +963,7 @@ static int reconnect_stopped(struct view *v, int r, bool from_writeback, GString
         else
                 g_string_printf(err, "reintegration stopped: %s; the volume stays %s"
                                 " and resumes where it stopped", strerror(-r),
-                                state_names[v->state]);
+                                view_state_text(v->state));
         return r;
 }
 
@@ -1352,7 +1275,7 @@ void view_state_out(struct view *v, GString *out)
                 pthread_mutex_unlock(&v->offline_lock);
         }
         g_string_append_printf(out, "state=%s\npending=%" PRIu64 "\nconflicts=%" PRIu64 "\n",
-                               state_names[state], pending, conflicts);
+                               view_state_text(state), pending, conflicts);
         g_string_append_printf(out, "reintegration_done=%" PRIu64 "\nreintegration_total=%" PRIu64
                                "\nreintegration_bytes=%" PRIu64 "\n", done, total,
                                __atomic_load_n(&v->reint_bytes, __ATOMIC_ACQUIRE));

@@ -111,24 +111,6 @@ static struct view *V(fuse_req_t req)
         return fuse_req_userdata(req);
 }
 
-uint64_t now_ns(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
-}
-
-int backing_reopen(int pathfd, int flags)
-{
-        char p[64];
-        int fd;
-
-        snprintf(p, sizeof(p), "/proc/self/fd/%d", pathfd);
-        fd = open(p, (flags & ~(O_NOFOLLOW | O_CREAT | O_EXCL | O_DIRECT)) | O_CLOEXEC);
-        return fd < 0 ? -errno : fd;
-}
-
 static void proc_path(char *buf, size_t len, int fd)
 {
         snprintf(buf, len, "/proc/self/fd/%d", fd);

@@ -4,6 +4,9 @@
  * context and the interfaces between its files.
  *
  *   view-main.c     command line, the holder (supervisor) that keeps /dev/fuse
+ *   view-log.c      log lines (view-log.h); view-time.h: time in nanoseconds
+ *   view-mode.c     which tree is served (online or offline), asked in one place
+ *   view-mirror-marks.c  what the mirror's entries carry (base, log id, temporaries)
  *   view-session.c  the worker: FUSE session, thread pool, INIT replay on takeover
  *   view-readers.c  which FUSE thread reads /dev/fuse
  *   view-ops.c      the FUSE low-level operations
@@ -35,15 +38,10 @@
 #include "oplog.h"
 #include "regular-file.h"
 #include "store.h"
+#include "view-log.h"
+#include "view-time.h"
 #include "volume-config.h"
 
-#define log_error(fmt, ...) view_log(3, fmt, ##__VA_ARGS__)
-#define log_warn(fmt, ...)  view_log(4, fmt, ##__VA_ARGS__)
-#define log_info(fmt, ...)  view_log(6, fmt, ##__VA_ARGS__)
-#define log_debug(fmt, ...) view_log(7, fmt, ##__VA_ARGS__)
-
-void view_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-extern int view_log_level;
 
 struct vnode;
 
@@ -88,6 +86,9 @@ struct view {
 
         /* disconnected operation (view-offline.c, view-mirror.c) */
         pthread_rwlock_t mode_lock;   /* changes shared, state switches exclusive */
+        /* A backing call found the server gone (@why): the owner of the state
+         * takes the volume offline (view-offline.c's view_server_gone_hook). */
+        void (*server_gone)(struct view *v, const char *why);
         pthread_rwlock_t served_lock; /* exclusive while a switch changes what is served
                                        * (state, nodes, open files' descriptors), shared
                                        * to read a state and a descriptor that agree;
@@ -362,6 +363,30 @@ int pin_walk_all(struct view *v);
 /* Opens path (relative to the volume root, or absolute under the mountpoint). */
 int view_open_path(struct view *v, const char *path, int flags);
 
+/* view-mode.c: which tree the volume serves, asked in one place (see there). */
+const char *view_state_name(struct view *v);     /* "online", "offline"... */
+const char *view_state_text(int state);         /* the same, of enum view_state @state */
+bool view_offline(struct view *v);      /* serving the mirror (offline, reintegrating, writeback) */
+int view_served_root(struct view *v);   /* the root descriptor of what is served */
+void view_change_begin(struct view *v); /* around every change: the state cannot switch */
+void view_change_end(struct view *v);
+/* Whether the calling thread's backing calls are of the mirror: within a
+ * change, as the state was at its view_change_begin(); else view_offline(). */
+bool view_calls_offline(struct view *v);
+/* A backing call exceeded BackingTimeout: go offline (at once, in the background),
+ * and come back when the backing answers again. */
+void view_backing_timed_out(struct view *v);
+/* A backing call failed with @r, an error of a server gone (backing_error_gone()),
+ * and the backing's probe says so too: the same, the reason saying which. */
+void view_backing_gone(struct view *v, int r);
+/* An error of the replay that says the server went away (or the replay waits on it). */
+bool view_server_gone(int r);
+/* An error of a backing call that may mean the server or its mount is gone
+ * (ENOTCONN of a dead FUSE mount, EIO, ESTALE of a server that restarted
+ * without its state...); some (EIO, ESTALE) are also an object's own: the
+ * backing's probe tells. */
+bool backing_error_gone(int r);
+
 /*
  * view-offline.c: disconnected operation (see there).  Nodes created
  * offline get inode numbers OFFLINE_INO_BASE + their log id until they
@@ -371,21 +396,11 @@ int view_open_path(struct view *v, const char *path, int flags);
 struct mirror_base;
 /* @record_root: the backing is the volume's; its root becomes the log's root base. */
 int view_oplog_open(struct view *v, bool record_root);
-const char *view_state_name(struct view *v);
-bool view_offline(struct view *v);      /* serving the mirror (offline, reintegrating, writeback) */
-int view_served_root(struct view *v);   /* the root descriptor of what is served */
-void view_change_begin(struct view *v); /* around every change: the state cannot switch */
-void view_change_end(struct view *v);
-/* Whether the calling thread's backing calls are of the mirror: within a
- * change, as the state was at its view_change_begin(); else view_offline(). */
-bool view_calls_offline(struct view *v);
 /* The st_ino and st_dev an application sees of mirror object fd:
  * OFFLINE_SHOWN_BY_LID when st_ino is the log id's (an object made offline:
  * it depends on nothing else), else 0. */
 #define OFFLINE_SHOWN_BY_LID 1
 int offline_translate_stat(struct view *v, int fd, struct stat *st);
-/* Offline: is every entry of mirror directory dfd there (a name it lacks does not exist)? */
-bool offline_dir_complete(int dfd);
 int offline_lid(struct view *v, int dfd, const char *name, uint64_t *lid);
 /* Is the server object the mirror knew as inode @was now inode @now on the
  * server (a replay renamed its new content over the server's file)? */
@@ -426,12 +441,9 @@ int offline_note_xattr(struct view *v, uint64_t lid, const char *name, const voi
 int view_disconnect(struct view *v, GString *err);
 /* Before serving: the volume starts offline (the backing is not its server). */
 void view_start_offline(struct view *v, const char *why);
-/* A backing call exceeded BackingTimeout: go offline (at once, in the background),
- * and come back when the backing answers again. */
-void view_backing_timed_out(struct view *v);
-/* A backing call failed with @r, an error of a server gone (backing_error_gone()),
- * and the backing's probe says so too: the same, the reason saying which. */
-void view_backing_gone(struct view *v, int r);
+/* struct view's server_gone: offline at once (in the background), and back
+ * when the backing answers again. */
+void view_server_gone_hook(struct view *v, const char *why);
 /* A worker that starts offline by itself (not by hand) probes for the backing's return. */
 void view_probe_resume(struct view *v);
 /* After a timeout: waits (briefly) until the volume serves offline; true if it does. */
@@ -448,13 +460,6 @@ int view_writeback_enter(struct view *v);
 /* In writeback, the trickle's replay failed with @r, an error of a server
  * gone: the volume goes offline and probes for the backing's return. */
 void view_writeback_lost(struct view *v, int r);
-/* An error of the replay that says the server went away (or the replay waits on it). */
-bool view_server_gone(int r);
-/* An error of a backing call that may mean the server or its mount is gone
- * (ENOTCONN of a dead FUSE mount, EIO, ESTALE of a server that restarted
- * without its state...); some (EIO, ESTALE) are also an object's own: the
- * backing's probe tells. */
-bool backing_error_gone(int r);
 /* @ms from now on @clock, for a timed wait (pthread_*_timedwait). */
 void deadline_from_now(struct timespec *until, clockid_t clock, uint64_t ms);
 /*
@@ -484,7 +489,7 @@ int view_conflict_errno(struct view *v, uint64_t ino);
 /* Directory levels a walk of a tree (pins, mirror, census) follows: ELOOP beyond. */
 #define VIEW_MAX_DEPTH 2048
 
-/* view-mirror.c: the local mirror of the pinned subtrees (see there). */
+/* view-mirror-marks.c: what the mirror's entries carry on disk (see there). */
 #define MIRROR_COMPLETE 1u      /* a directory every entry of which is mirrored */
 #define MIRROR_STALE 2u         /* a file's copy that may hold bytes the server lacks:
                                  * copied again at the next note or resync, never
@@ -496,16 +501,18 @@ struct mirror_base {
         struct oplog_version ver;       /* the backing identity; content "" */
         uint32_t flags;
 };
-int mirror_open(struct view *v);
 /* dfd/name, or dfd itself when name is NULL or "". */
 int mirror_get_base(int dfd, const char *name, struct mirror_base *b);
 int mirror_get_lid(int dfd, const char *name, uint64_t *lid);
-/* Copies @size bytes of @from to @to, both from offset 0 (in the kernel where it can). */
-int mirror_copy_content(int from, int to, off_t size);
+/* dfd/name's base set (replacing a log id), or removed. */
+int mirror_set_base(int dfd, const char *name, const struct mirror_base *b);
+int mirror_clear_base(int dfd, const char *name);
+/* dfd/name becomes the mirror of the server object @b describes (no longer a new one). */
+int mirror_take_identity(int dfd, const char *name, const struct mirror_base *b);
 int mirror_set_lid(int dfd, const char *name, uint64_t lid);
 bool mirror_xattr_hidden(const char *name);
-/* rm -rf of dfd/name (not following symlinks): 0, or the last step's -errno. */
-int view_remove_tree(int dfd, const char *name);
+/* Offline: is every entry of mirror directory dfd there (a name it lacks does not exist)? */
+bool offline_dir_complete(int dfd);
 /* Is @name a copy's temporary in a mirror directory (never an object)? */
 bool mirror_is_tmp(const char *name);
 /* A temporary of the mirror's whose process is gone (a worker killed while
@@ -515,10 +522,19 @@ bool mirror_tmp_orphaned(const char *name);
  * the mirror keeps as one object: regular and special files (FIFOs, devices,
  * sockets), not directories or symlinks. */
 bool mirror_linkable(mode_t mode);
+/* A new temporary's name for a mirror directory. */
+void mirror_tmp_name(char *buf, size_t len);
+/* Is @name a temporary of this process's (its walks may still move it in)? */
+bool mirror_tmp_own(const char *name);
+
+/* view-mirror.c: the local mirror of the pinned subtrees (see there). */
+int mirror_open(struct view *v);
+/* Copies @size bytes of @from to @to, both from offset 0 (in the kernel where it can). */
+int mirror_copy_content(int from, int to, off_t size);
+/* rm -rf of dfd/name (not following symlinks): 0, or the last step's -errno. */
+int view_remove_tree(int dfd, const char *name);
 /* Is one link of a mirror object (stat st, server inode sino) the index's? */
 bool mirror_links_counted(struct view *v, const struct stat *st, uint64_t sino);
-/* dfd/name becomes the mirror of the server object @b describes (no longer a new one). */
-int mirror_take_identity(int dfd, const char *name, const struct mirror_base *b);
 /* Mirrors volume path rel (and its subtree when recursive) from the backing;
  * -EHOSTDOWN while offline. */
 int mirror_sync_path(struct view *v, const char *rel, bool recursive);
@@ -722,6 +738,8 @@ int backing_fstatat_in(struct view *v, bool offline, int dirfd, const char *name
 int backing_openat(struct view *v, int dirfd, const char *name, int flags);
 int backing_openat_in(struct view *v, bool offline, int dirfd, const char *name, int flags);
 /* Reopens pathfd as the caller @id (NULL: as root). */
+/* O_PATH descriptor pathfd's file opened with @flags (through /proc), unbounded. */
+int backing_reopen(int pathfd, int flags);
 int backing_reopen_bounded(struct view *v, int pathfd, int flags, const struct caller_id *id);
 int backing_reopen_in(struct view *v, bool offline, int pathfd, int flags,
                       const struct caller_id *id);
@@ -906,24 +924,5 @@ void passthrough_restore(struct view *v, uint64_t id, uint32_t mode);
 void passthrough_count_read(void);
 uint64_t passthrough_read_requests(void);
 
-/* helpers shared by the ops and the control socket */
-uint64_t now_ns(void);
-/* A timestamp in nanoseconds, as the store and the mirror's base keep them. */
-static inline int64_t timespec_ns(const struct timespec *t)
-{
-        return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
-}
-/* The reverse (a time before 1970 too: tv_nsec is never negative). */
-static inline struct timespec ns_timespec(int64_t ns)
-{
-        struct timespec t = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
-
-        if (t.tv_nsec < 0) {
-                t.tv_sec--;
-                t.tv_nsec += 1000000000;
-        }
-        return t;
-}
 /* FUSE_FLUSH requests served (close(2)s that waited for the view), for query state. */
 uint64_t view_flush_requests(void);
-int backing_reopen(int pathfd, int flags);
