@@ -116,33 +116,6 @@ static int job_cancel(uint64_t id, GString *err)
         return 0;
 }
 
-void out_kv(struct ctl_out *o, const char *fmt, ...)
-{
-        va_list ap;
-        char *text, *eq;
-
-        va_start(ap, fmt);
-        text = g_strdup_vprintf(fmt, ap);
-        va_end(ap);
-        eq = strchr(text, '=');
-        if (eq && eq != text) {
-                *eq = 0;
-                ctlmsg_put_kv(&o->msg, text, eq + 1);
-        }
-        g_free(text);
-}
-
-void out_lines(struct ctl_out *o, const char *text)
-{
-        char **lines = g_strsplit(text, "\n", -1);
-
-        for (char **l = lines; *l; l++)
-                if (**l)
-                        out_kv(o, "%s", *l);
-        g_strfreev(lines);
-}
-
-
 /* Online: whether backing object fd (at @rel) may be stored: neither it
  * nor a directory above it is marked cacheable off. */
 static bool path_cacheable(struct view *v, int fd, const char *rel)

@@ -28,7 +28,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mounts.h"
 #include "view.h"
 
 static void usage(void)
@@ -46,26 +45,6 @@ static volatile sig_atomic_t holder_stop;
 static void holder_signal(int sig)
 {
         holder_stop = sig;
-}
-
-int view_mount_find(const char *path, dev_t *dev)
-{
-        struct fc_mount_table mt;
-        int r = fc_mount_table_read(&mt);
-
-        if (r < 0)
-                return r;
-        r = -ENOENT;
-        /* A later line is a mount on top of an earlier one. */
-        for (size_t i = 0; i < mt.count; i++) {
-                if (strcmp(mt.mounts[i].mount_point, path))
-                        continue;
-                r = strcmp(mt.mounts[i].fs_type, "fuse.fcache") ? -ENOENT : 0;
-                if (r == 0)
-                        *dev = mt.mounts[i].dev;
-        }
-        fc_mount_table_free(&mt);
-        return r;
 }
 
 static bool fcache_mounted(const char *path)
@@ -255,6 +234,13 @@ static int start_on_stand_in(struct view *v, int err)
         return 0;
 }
 
+/* A takeover's nodes and open files go back into their tables. */
+static const struct state_restorer restorer = {
+        .node = vnode_restore,
+        .aliases = vnode_restore_aliases,
+        .file = vfile_restore,
+};
+
 static int worker_setup(struct view *v, struct volume_config *cfg, bool takeover)
 {
         struct backing_root b;
@@ -309,7 +295,7 @@ static int worker_setup(struct view *v, struct volume_config *cfg, bool takeover
         pthread_mutex_init(&v->ftab_lock, NULL);
         v->files = g_hash_table_new(g_int64_hash, g_int64_equal);
         v->next_fh = 1;
-        r = state_open(v, takeover);
+        r = state_open(v, takeover, &restorer);
         if (r >= 0)
                 view_reindex_start(v);
         return r;

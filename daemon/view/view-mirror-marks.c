@@ -4,12 +4,15 @@
  * written in one place: the xattr trusted.fcache.base (the server identity
  * an entry was copied from, struct mirror_base, kept small enough for the
  * inode; or, for an entry made offline, its log id), MIRROR_COMPLETE of a
- * directory, and the names of the mirror's temporaries
+ * directory, the index of hard links (CacheDir/mirror.links), and the
+ * names of the mirror's temporaries
  * (.fcache-mirror.PID.N).  It calls nothing of the view: the mirror
  * (view-mirror.c), the listing, the nodes and the offline log read marks
  * through it.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -175,6 +178,37 @@ bool mirror_xattr_hidden(const char *name)
         return !strncmp(name, "trusted.fcache.", 15);
 }
 
+int mirror_mark_stale(int fd)
+{
+        struct mirror_base b;
+        int r = mirror_get_base(fd, NULL, &b);
+
+        if (r < 0)
+                return r;
+        b.flags |= MIRROR_STALE;
+        return mirror_set_base(fd, NULL, &b);
+}
+
+bool mirror_copy_stale(int fd)
+{
+        struct mirror_base b;
+
+        return mirror_get_base(fd, NULL, &b) == 0 && (b.flags & MIRROR_STALE);
+}
+
+int mirror_mark_changed(int dfd, const char *name)
+{
+        struct mirror_base b;
+        int r = mirror_get_base(dfd, name, &b);
+
+        if (r == -ENODATA)
+                return 0;       /* made offline: its times are all its own */
+        if (r < 0 || (b.flags & MIRROR_CHANGED))
+                return r;
+        b.flags |= MIRROR_CHANGED;
+        return mirror_set_base(dfd, name, &b);
+}
+
 /* Offline: is every entry of mirror directory dfd there (a name it lacks does not exist)? */
 bool offline_dir_complete(int dfd)
 {
@@ -186,12 +220,41 @@ bool offline_dir_complete(int dfd)
         return mirror_get_lid(dfd, NULL, &lid) == 0;    /* made offline: all here */
 }
 
-/* The names of a server file with several links are one mirror object
- * (view-mirror.c, hard links); so are a FIFO's, a device's, a socket's. */
+/*
+ * Hard links: a server file with several names is one mirror object, so that
+ * offline it keeps its nlink and a change through one name shows through the
+ * others.  CacheDir/mirror.links/INO (outside what is served) is one more
+ * link to the mirror object of server inode INO, by which the next name
+ * mirrored finds it; offline stat does not count it.  A FIFO, device or
+ * socket is kept so too: its mode and owner are all it has to share.
+ */
 bool mirror_linkable(mode_t mode)
 {
         return S_ISREG(mode) || S_ISFIFO(mode) || S_ISCHR(mode) || S_ISBLK(mode) ||
                S_ISSOCK(mode);
+}
+
+/* Whether the object stat'ed as st has its names kept as one mirror object. */
+bool mirror_kept_as_links(struct view *v, const struct stat *st)
+{
+        return mirror_linkable(st->st_mode) && st->st_nlink >= 2 && v->mirror_links_fd >= 0;
+}
+
+void mirror_links_key(char *buf, size_t len, uint64_t ino)
+{
+        snprintf(buf, len, "%" PRIu64, ino);
+}
+
+bool mirror_links_counted(struct view *v, const struct stat *st, uint64_t sino)
+{
+        struct stat lst;
+        char key[32];
+
+        if (!mirror_kept_as_links(v, st))
+                return false;
+        mirror_links_key(key, sizeof(key), sino);
+        return fstatat(v->mirror_links_fd, key, &lst, AT_SYMLINK_NOFOLLOW) == 0 &&
+               lst.st_ino == st->st_ino && lst.st_dev == st->st_dev;
 }
 
 void mirror_tmp_name(char *buf, size_t len)

@@ -158,25 +158,7 @@ static void align_owner_mode_times(int mdfd, const char *name, const struct stat
                 set_owner_mode_times(mdfd, name, bst);
 }
 
-/*
- * Hard links: a server file with several names is one mirror object, so that
- * offline it keeps its nlink and a change through one name shows through the
- * others.  CacheDir/mirror.links/INO (outside what is served) is one more
- * link to the mirror object of server inode INO, by which the next name
- * mirrored finds it; offline stat does not count it.  A FIFO, device or
- * socket is kept so too: its mode and owner are all it has to share.
- */
-/* Whether the object stat'ed as st has its names kept as one mirror object. */
-static bool kept_as_links(struct view *v, const struct stat *st)
-{
-        return mirror_linkable(st->st_mode) && st->st_nlink >= 2 && v->mirror_links_fd >= 0;
-}
-
-static void links_key(char *buf, size_t len, uint64_t ino)
-{
-        snprintf(buf, len, "%" PRIu64, ino);
-}
-
+/* Hard links: view-mirror-marks.c (CacheDir/mirror.links). */
 /* mdfd/name becomes a link to the mirror object of server file @bst if there is
  * one of that version: 0 when done, -ENOENT when there is none. */
 static int link_partner(struct view *v, int mdfd, const char *name, const struct stat *bst)
@@ -186,9 +168,9 @@ static int link_partner(struct view *v, int mdfd, const char *name, const struct
         char key[32], tmp[64];
         int r;
 
-        if (!kept_as_links(v, bst))
+        if (!mirror_kept_as_links(v, bst))
                 return -ENOENT;
-        links_key(key, sizeof(key), bst->st_ino);
+        mirror_links_key(key, sizeof(key), bst->st_ino);
         base_from_stat(&want, bst, 0);
         if (fstatat(v->mirror_links_fd, key, &lst, AT_SYMLINK_NOFOLLOW) < 0 ||
             mirror_get_base(v->mirror_links_fd, key, &have) < 0 || !same_content(&have, &want))
@@ -212,24 +194,12 @@ static void index_links(struct view *v, int mdfd, const char *name, const struct
 {
         char key[32];
 
-        if (!kept_as_links(v, bst))
+        if (!mirror_kept_as_links(v, bst))
                 return;
-        links_key(key, sizeof(key), bst->st_ino);
+        mirror_links_key(key, sizeof(key), bst->st_ino);
         unlinkat(v->mirror_links_fd, key, 0);
         if (linkat(mdfd, name, v->mirror_links_fd, key, 0) < 0)
                 log_warn("Failed to index the links of '%s' in the mirror: %m", name);
-}
-
-bool mirror_links_counted(struct view *v, const struct stat *st, uint64_t sino)
-{
-        struct stat lst;
-        char key[32];
-
-        if (!kept_as_links(v, st))
-                return false;
-        links_key(key, sizeof(key), sino);
-        return fstatat(v->mirror_links_fd, key, &lst, AT_SYMLINK_NOFOLLOW) == 0 &&
-               lst.st_ino == st->st_ino && lst.st_dev == st->st_dev;
 }
 
 /* Index entries whose object no name in the mirror holds any more. */
@@ -529,53 +499,6 @@ static bool batch_pending(const struct batch *b)
 static bool batch_full(const struct batch *b)
 {
         return b->items->len >= BATCH_MAX || b->fds >= BATCH_FDS;
-}
-
-struct pool_job {
-        void (*fn)(void *ctx, guint i);
-        void *ctx;
-        guint n;
-        guint next;
-};
-
-static void *pool_worker(void *arg)
-{
-        struct pool_job *job = arg;
-        guint i;
-
-        while ((i = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED)) < job->n)
-                job->fn(job->ctx, i);
-        return NULL;
-}
-
-/* Requests in flight to a server hide its round trips (over a slow link 16
- * pin small files faster than 8, and 32 no faster still: view.md); a local
- * backing keeps the 8 its benchmarks were measured with. */
-unsigned view_fetch_threads(const struct view *v)
-{
-        if (v->cfg->fetch_threads)
-                return v->cfg->fetch_threads;
-        return v->backing_local ? 8 : 16;
-}
-
-void fetch_pool_run(struct view *v, guint n, void (*fn)(void *ctx, guint i), void *ctx)
-{
-        struct pool_job job = { .fn = fn, .ctx = ctx, .n = n };
-        unsigned threads = view_fetch_threads(v), started = 0;
-        pthread_t *tids;
-
-        if (threads > n)
-                threads = n;
-        if (threads < 1)
-                return;
-        tids = g_new(pthread_t, threads);
-        for (unsigned i = 1; i < threads; i++)
-                if (pthread_create(&tids[started], NULL, pool_worker, &job) == 0)
-                        started++;
-        pool_worker(&job);
-        for (unsigned i = 0; i < started; i++)
-                pthread_join(tids[i], NULL);
-        g_free(tids);
 }
 
 static void fetch_item(void *ctx, guint i)
@@ -1633,28 +1556,6 @@ int mirror_open(struct view *v)
         return 0;
 }
 
-char *view_rel_path(int root_fd, int dfd, const char *name)
-{
-        char p[64], root[PATH_MAX], buf[PATH_MAX];
-        ssize_t n, rl;
-
-        snprintf(p, sizeof(p), "/proc/self/fd/%d", root_fd);
-        rl = readlink(p, root, sizeof(root) - 1);
-        snprintf(p, sizeof(p), "/proc/self/fd/%d", dfd);
-        n = readlink(p, buf, sizeof(buf) - 1);
-        if (rl < 0 || n < 0)
-                return NULL;
-        root[rl] = 0;
-        buf[n] = 0;
-        if (rl == 1)
-                rl = 0; /* the root is "/" */
-        if (strncmp(buf, root, (size_t)rl) || (buf[rl] && buf[rl] != '/'))
-                return NULL;
-        if (name && *name)
-                return g_build_filename(buf[rl] ? buf + rl + 1 : ".", name, NULL);
-        return g_strdup(buf[rl] ? buf + rl + 1 : ".");
-}
-
 static uint64_t dirs_gen = 1;
 
 uint64_t mirror_dirs_gen(void)
@@ -1742,37 +1643,6 @@ int mirror_open_copy(struct view *v, int dfd, const char *name, uint64_t ino)
         g_free(dir);
         g_free(rel);
         return fd;
-}
-
-int mirror_mark_stale(int fd)
-{
-        struct mirror_base b;
-        int r = mirror_get_base(fd, NULL, &b);
-
-        if (r < 0)
-                return r;
-        b.flags |= MIRROR_STALE;
-        return mirror_set_base(fd, NULL, &b);
-}
-
-bool mirror_copy_stale(int fd)
-{
-        struct mirror_base b;
-
-        return mirror_get_base(fd, NULL, &b) == 0 && (b.flags & MIRROR_STALE);
-}
-
-int mirror_mark_changed(int dfd, const char *name)
-{
-        struct mirror_base b;
-        int r = mirror_get_base(dfd, name, &b);
-
-        if (r == -ENODATA)
-                return 0;       /* made offline: its times are all its own */
-        if (r < 0 || (b.flags & MIRROR_CHANGED))
-                return r;
-        b.flags |= MIRROR_CHANGED;
-        return mirror_set_base(dfd, name, &b);
 }
 
 /*
@@ -2511,6 +2381,18 @@ int mirror_fetch_name(struct view *v, int mdfd, const char *name,
                       bool (*removed)(struct view *v, int mdfd, const char *name), int *why)
 {
         return fetch_name(v, mdfd, name, removed, NULL, false, why);
+}
+
+int writeback_fetch_name(struct view *v, int mdfd, const char *name)
+{
+        if (__atomic_load_n(&v->state, __ATOMIC_ACQUIRE) != VIEW_WRITEBACK)
+                return -EHOSTDOWN;
+        if (writeback_name_logged(v, mdfd, name)) {
+                log_debug("Write-back: '%s' is named by a change not shipped yet (removed or"
+                          " moved here): ENOENT, not fetched", name);
+                return -ENOENT;
+        }
+        return mirror_fetch_name(v, mdfd, name, writeback_name_logged, NULL);
 }
 
 int mirror_fetch_pinned_name(struct view *v, int mdfd, const char *name,

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "view.h"
 
@@ -65,6 +66,14 @@ void view_change_end(struct view *v)
 bool view_calls_offline(struct view *v)
 {
         return change_depth ? change_offline : view_offline(v);
+}
+
+/* After a timeout: the switch is in the background. */
+bool view_wait_offline(struct view *v)
+{
+        for (int i = 0; i < 300 && !view_offline(v); i++)
+                usleep(10000);
+        return view_offline(v);
 }
 
 bool view_server_gone(int r)

@@ -224,7 +224,7 @@ static int read_all(const char *path, char **buf, size_t *len)
 
 /* Replays the old log into the node and file tables (which log into the new
  * file as they restore). */
-static void replay(struct view *v, const char *buf, size_t len)
+static void replay(struct view *v, const char *buf, size_t len, const struct state_restorer *to)
 {
         GHashTable *nodes = g_hash_table_new(g_int64_hash, g_int64_equal);
         GHashTable *files = g_hash_table_new(g_int64_hash, g_int64_equal);
@@ -280,7 +280,7 @@ static void replay(struct view *v, const char *buf, size_t len)
                 const char *p = (const char *)(r + 1);
                 char *name = g_strndup(p + r->hlen, r->namelen);
 
-                if (vnode_restore(v, r->id, r->ino, r->mode, r->parent, name,
+                if (to->node(v, r->id, r->ino, r->mode, r->parent, name,
                                   r->hlen ? p : NULL, r->hlen, r->htype) == 0)
                         restored_nodes++;
                 g_free(name);
@@ -289,13 +289,13 @@ static void replay(struct view *v, const char *buf, size_t len)
         while (g_hash_table_iter_next(&it, &key, &val)) {
                 const struct rec_aliases *r = val;
 
-                vnode_restore_aliases(v, r->id, r + 1, r->size, r->count);
+                to->aliases(v, r->id, r + 1, r->size, r->count);
         }
         g_hash_table_iter_init(&it, files);
         while (g_hash_table_iter_next(&it, &key, &val)) {
                 const struct rec_open *r = val;
 
-                if (vfile_restore(v, r->fh, r->id, r->flags, r->pad) == 0)
+                if (to->file(v, r->fh, r->id, r->flags, r->pad) == 0)
                         restored_files++;
         }
         log_info("Took over %u nodes and %u open files from the previous worker",
@@ -305,7 +305,7 @@ static void replay(struct view *v, const char *buf, size_t len)
         g_hash_table_destroy(aliases);
 }
 
-int state_open(struct view *v, bool takeover)
+int state_open(struct view *v, bool takeover, const struct state_restorer *to)
 {
         char *tmp = NULL, *old = NULL;
         size_t len = 0;
@@ -333,7 +333,7 @@ int state_open(struct view *v, bool takeover)
         }
         map_window(v, 0);
         if (old)
-                replay(v, old, len);
+                replay(v, old, len, to);
         g_free(old);
         if (rename(tmp, v->state_path) < 0) {
                 r = -errno;

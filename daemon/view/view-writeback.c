@@ -218,104 +218,6 @@ void view_writeback_start(struct view *v)
 }
 
 /*
- * Names not in the mirror, looked up in writeback: fetched one by one
- * (Coda's fetch of a miss while weakly connected), never a walk of the
- * directory, which may hold changes not shipped yet.  The log guards it: a
- * name a pending record created, removed or moved in that directory (an
- * unlink, an rmdir, a rename's source) is the application's doing, not a
- * miss.  While the LOOKUP of a name it has no dentry for is in flight the
- * kernel holds the directory's lock, so no entry of it is made, removed or
- * moved through the view meanwhile (a revalidation of a dentry it has is
- * not under that lock); the check is made again as the fetched object goes
- * in place, with changes excluded.
- */
-struct name_ref {
-        uint64_t parent;
-        const char *name;
-        bool named;
-};
-
-static int names_it(void *ud, const struct oplog_record *rec)
-{
-        struct name_ref *n = ud;
-        bool at = rec->parent == n->parent && rec->name && !strcmp(rec->name, n->name);
-        bool to = rec->parent2 == n->parent && rec->name2 && !strcmp(rec->name2, n->name);
-
-        if (rec->state == OPLOG_APPLIED)
-                return 0;
-        switch (rec->kind) {
-        case OPLOG_CREATE: case OPLOG_MKDIR: case OPLOG_SYMLINK: case OPLOG_MKNOD:
-        case OPLOG_UNLINK: case OPLOG_RMDIR:
-                n->named = n->named || at;
-                break;
-        case OPLOG_RENAME:
-                n->named = n->named || at || to;
-                break;
-        case OPLOG_LINK:
-                n->named = n->named || to;
-                break;
-        default:
-                break;
-        }
-        return n->named ? -1 : 0;
-}
-
-static bool entry_lid(struct view *v, int dfd, const char *name, uint64_t *lid);
-
-/* Whether a record not yet on the server names @name in directory @mdfd. */
-bool writeback_name_logged(struct view *v, int mdfd, const char *name)
-{
-        struct name_ref n = { .name = name };
-
-        pthread_mutex_lock(&v->offline_lock);
-        if (entry_lid(v, mdfd, NULL, &n.parent))
-                oplog_foreach(v->oplog, false, names_it, &n);
-        pthread_mutex_unlock(&v->offline_lock);
-        return n.named;
-}
-
-struct lid_ref {
-        uint64_t lid;
-        bool named;
-};
-
-static int touches_it(void *ud, const struct oplog_record *rec)
-{
-        struct lid_ref *l = ud;
-
-        if (rec->state == OPLOG_APPLIED)
-                return 0;
-        l->named = rec->lid == l->lid || rec->other == l->lid || rec->parent == l->lid ||
-                   rec->parent2 == l->lid;
-        return l->named ? -1 : 0;
-}
-
-bool writeback_object_logged(struct view *v, int mdfd, const char *name)
-{
-        struct lid_ref l = { 0 };
-        bool known;
-
-        pthread_mutex_lock(&v->offline_lock);
-        known = entry_lid(v, mdfd, name, &l.lid);
-        if (known)
-                oplog_foreach(v->oplog, false, touches_it, &l);
-        pthread_mutex_unlock(&v->offline_lock);
-        return l.named;
-}
-
-int writeback_fetch_name(struct view *v, int mdfd, const char *name)
-{
-        if (__atomic_load_n(&v->state, __ATOMIC_ACQUIRE) != VIEW_WRITEBACK)
-                return -EHOSTDOWN;
-        if (writeback_name_logged(v, mdfd, name)) {
-                log_debug("Write-back: '%s' is named by a change not shipped yet (removed or"
-                          " moved here): ENOENT, not fetched", name);
-                return -ENOENT;
-        }
-        return mirror_fetch_name(v, mdfd, name, writeback_name_logged, NULL);
-}
-
-/*
  * What a sync waits for: the sequences of the records pending when it was
  * asked (all of them, or those of a path's objects and what they need).
  */
@@ -350,23 +252,6 @@ static uint64_t pending_of(struct view *v, GHashTable *seqs)
         return c.n;
 }
 
-/* offline_lock held: the log's id of mirror entry dfd/name (dfd itself when
- * name is NULL); false when the log does not know it (no record names it). */
-static bool entry_lid(struct view *v, int dfd, const char *name, uint64_t *lid)
-{
-        struct mirror_base b;
-        struct stat st, root;
-
-        if (!name && fstat(dfd, &st) == 0 && fstat(v->mirror_fd, &root) == 0 &&
-            st.st_ino == root.st_ino && st.st_dev == root.st_dev) {
-                *lid = OPLOG_ROOT;
-                return true;
-        }
-        if (mirror_get_base(dfd, name, &b) == 0)
-                return oplog_find_cached_ino(v->oplog, b.ver.ino, lid) == 0;
-        return mirror_get_lid(dfd, name, lid) == 0;
-}
-
 /* The log ids of the objects of the mirror's subtree at dfd (a directory). */
 static void subtree_lids(struct view *v, int dfd, GHashTable *lids, int depth)
 {
@@ -387,7 +272,7 @@ static void subtree_lids(struct view *v, int dfd, GHashTable *lids, int depth)
                     mirror_is_tmp(de->d_name))
                         continue;
                 pthread_mutex_lock(&v->offline_lock);
-                known = entry_lid(v, dirfd(d), de->d_name, &lid);
+                known = offline_entry_lid(v, dirfd(d), de->d_name, &lid);
                 pthread_mutex_unlock(&v->offline_lock);
                 if (known)
                         g_hash_table_add(lids, g_memdup2(&lid, sizeof(lid)));
@@ -459,7 +344,7 @@ static void path_records(struct view *v, int fd, GHashTable *seqs)
         int dfd;
 
         pthread_mutex_lock(&v->offline_lock);
-        if (entry_lid(v, fd, NULL, &lid))
+        if (offline_entry_lid(v, fd, NULL, &lid))
                 g_hash_table_add(lids, g_memdup2(&lid, sizeof(lid)));
         oplog_foreach(v->oplog, true, copy_ref, recs);
         pthread_mutex_unlock(&v->offline_lock);

@@ -3,21 +3,32 @@
  * view.h: the data plane of one fcache volume (fcache-view): the shared
  * context and the interfaces between its files.
  *
- *   view-main.c     command line, the holder (supervisor) that keeps /dev/fuse
- *   view-log.c      log lines (view-log.h); view-time.h: time in nanoseconds
- *   view-mode.c     which tree is served (online or offline), asked in one place
- *   view-mirror-marks.c  what the mirror's entries carry (base, log id, temporaries)
- *   view-session.c  the worker: FUSE session, thread pool, INIT replay on takeover
- *   view-readers.c  which FUSE thread reads /dev/fuse
- *   view-ops.c      the FUSE low-level operations
+ * Its files by layer, bottom first (a file calls only its own layer and
+ * those below; tests/unit/layers.py checks it; view.md, Files, has them all):
+ *
+ *   view-log.c, view-time.h, view-creds.c, view-readers.c, view-mode.c,
+ *   view-mirror-marks.c, view-command.c, view-ctl-out.c, view-path.c
+ *                   log lines, time, the caller's credentials, who reads
+ *                   /dev/fuse, which tree is served, the mirror's marks, the
+ *                   command grammar, control replies, paths
+ *   store*.c        the persistent store and its index (a library)
+ *   view-deadline.c backing calls bounded by BackingTimeout
+ *   view-identity.c, view-link-rtt.c, view-passthrough.c, view-listing.c,
+ *   view-delete-bound.c, view-fetch-pool.c
+ *                   what builds on bounded calls alone
+ *   view-state.c, view-offline-log.c
+ *                   the takeover log; what offline changes leave in the log
  *   view-inode.c    node table, bounded descriptor cache, re-resolution
- *   view-state.c    the takeover log (nodes and open files) and the saved INIT
- *   view-creds.c    per-thread caller credentials
- *   view-control.c  the control socket (query/flush/pin/set)
- *   view-passthrough.c  FUSE passthrough of open files to local files
- *   view-revalidate.c   store copies checked against the backing in the background
- *   view-command.c  the command grammar subset the control socket speaks
- *   store*.c        the persistent store
+ *   view-mirror.c, view-revalidate.c, view-reindex.c
+ *                   the mirror; the store's copies kept current
+ *   view-ops.c      the FUSE operations and the open files
+ *   view-offline.c, view-replay.c, view-writeback.c, view-dry-run.c,
+ *   view-conflicts.c
+ *                   disconnected operation
+ *   view-pin.c, view-pin-writeback.c, view-metered.c
+ *                   pins, prefetch, hoarding
+ *   view-control.c, view-session.c, view-main.c
+ *                   the control socket, the worker, the command line
  *
  * Lock order: vfile.lock -> store object lock -> store lock -> itab lock ->
  * state_lock (a leaf).
@@ -267,7 +278,18 @@ enum state_rec {
         STATE_PAD = 5,          /* the unused end of a window of the log */
         STATE_ALIASES = 6,      /* nodeid, its other names (parent, name) */
 };
-int state_open(struct view *v, bool takeover);
+/* Where a takeover's records go: the node table and the open files, which
+ * log into the new file as they restore (view-main.c passes view-inode.c's
+ * and view-ops.c's restores: the log is below both). */
+struct state_restorer {
+        int (*node)(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint64_t parent,
+                    const char *name, const void *handle, unsigned hlen, int htype);
+        void (*aliases)(struct view *v, uint64_t id, const void *list, uint32_t size,
+                        uint32_t count);
+        int (*file)(struct view *v, uint64_t fh, uint64_t id, int flags, uint32_t pt_mode);
+};
+/* A new takeover log; with @takeover, the previous worker's replayed through @to. */
+int state_open(struct view *v, bool takeover, const struct state_restorer *to);
 void state_log_node(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint64_t parent,
                     const char *name, const void *handle, unsigned hlen, int htype);
 void state_log_drop(struct view *v, uint64_t id);
@@ -363,6 +385,11 @@ int pin_walk_all(struct view *v);
 /* Opens path (relative to the volume root, or absolute under the mountpoint). */
 int view_open_path(struct view *v, const char *path, int flags);
 
+/* view-path.c */
+/* The path of object dfd[/name] relative to directory root_fd ("." for the
+ * root itself), found through /proc/self/fd; NULL if it is not under it. */
+char *view_rel_path(int root_fd, int dfd, const char *name);
+
 /* view-mode.c: which tree the volume serves, asked in one place (see there). */
 const char *view_state_name(struct view *v);     /* "online", "offline"... */
 const char *view_state_text(int state);         /* the same, of enum view_state @state */
@@ -376,6 +403,8 @@ bool view_calls_offline(struct view *v);
 /* A backing call exceeded BackingTimeout: go offline (at once, in the background),
  * and come back when the backing answers again. */
 void view_backing_timed_out(struct view *v);
+/* After a timeout: waits (briefly) until the volume serves offline; true if it does. */
+bool view_wait_offline(struct view *v);
 /* A backing call failed with @r, an error of a server gone (backing_error_gone()),
  * and the backing's probe says so too: the same, the reason saying which. */
 void view_backing_gone(struct view *v, int r);
@@ -446,8 +475,6 @@ void view_start_offline(struct view *v, const char *why);
 void view_server_gone_hook(struct view *v, const char *why);
 /* A worker that starts offline by itself (not by hand) probes for the backing's return. */
 void view_probe_resume(struct view *v);
-/* After a timeout: waits (briefly) until the volume serves offline; true if it does. */
-bool view_wait_offline(struct view *v);
 /* @force: even when more pinned objects would go than ReconnectDeleteLimit.
  * From offline or writeback; it ends in writeback when view_writeback_wanted(). */
 int view_reconnect(struct view *v, bool force, GString *out, GString *err);
@@ -483,7 +510,18 @@ void view_dry_run_sweep(struct view *v);
 void view_state_out(struct view *v, GString *out);
 /* Recounts the conflicts (after a reconnect or a resolve). */
 void view_conflicts_recount(struct view *v);
-/* Online: -FCACHE_ECONFLICT when server inode ino is held by a structural conflict. */
+/* view-offline-log.c, with offline_lock held: the log's id of mirror entry
+ * dfd/name (dfd itself when name is NULL); false when no record names it. */
+bool offline_entry_lid(struct view *v, int dfd, const char *name, uint64_t *lid);
+/* view-offline-log.c, the log's guard of write-back's fetches: */
+/* Whether a record not yet on the server creates, removes or moves @name in
+ * mirror directory @mdfd (the application's doing: never fetched over). */
+bool writeback_name_logged(struct view *v, int mdfd, const char *name);
+/* Whether a record not yet on the server changes mirror entry mdfd/name's
+ * object (its content, attributes, names, or, a directory, its entries). */
+bool writeback_object_logged(struct view *v, int mdfd, const char *name);
+/* Online: -FCACHE_ECONFLICT when server inode ino is held by a structural
+ * conflict (view-offline-log.c). */
 int view_conflict_errno(struct view *v, uint64_t ino);
 
 /* Directory levels a walk of a tree (pins, mirror, census) follows: ELOOP beyond. */
@@ -522,6 +560,21 @@ bool mirror_tmp_orphaned(const char *name);
  * the mirror keeps as one object: regular and special files (FIFOs, devices,
  * sockets), not directories or symlinks. */
 bool mirror_linkable(mode_t mode);
+/* Is one link of a mirror object (stat st, server inode sino) the index's? */
+bool mirror_links_counted(struct view *v, const struct stat *st, uint64_t sino);
+/* Whether the object stat'ed as st has its names kept as one mirror object. */
+bool mirror_kept_as_links(struct view *v, const struct stat *st);
+/* The name of server inode @ino's entry in CacheDir/mirror.links. */
+void mirror_links_key(char *buf, size_t len, uint64_t ino);
+/* Marks the mirror's copy fd as one that may hold what the server lacks
+ * (MIRROR_STALE): 0 or -errno. */
+int mirror_mark_stale(int fd);
+/* Whether mirror object fd is so marked. */
+bool mirror_copy_stale(int fd);
+/* Offline, before a change to mirror object dfd/name (dfd itself when name
+ * is NULL): marks its base MIRROR_CHANGED, once.  0 (also for an object
+ * with no base: made offline) or -errno. */
+int mirror_mark_changed(int dfd, const char *name);
 /* A new temporary's name for a mirror directory. */
 void mirror_tmp_name(char *buf, size_t len);
 /* Is @name a temporary of this process's (its walks may still move it in)? */
@@ -533,8 +586,6 @@ int mirror_open(struct view *v);
 int mirror_copy_content(int from, int to, off_t size);
 /* rm -rf of dfd/name (not following symlinks): 0, or the last step's -errno. */
 int view_remove_tree(int dfd, const char *name);
-/* Is one link of a mirror object (stat st, server inode sino) the index's? */
-bool mirror_links_counted(struct view *v, const struct stat *st, uint64_t sino);
 /* Mirrors volume path rel (and its subtree when recursive) from the backing;
  * -EHOSTDOWN while offline. */
 int mirror_sync_path(struct view *v, const char *rel, bool recursive);
@@ -571,7 +622,7 @@ int mirror_unpin_path(struct view *v, const char *rel);
  * -EAGAIN when it no longer qualifies, -EHOSTDOWN offline. */
 int mirror_cache_file(struct view *v, int bdfd, const char *name);
 /*
- * The fetch pool: fn(ctx, i) for every i below n, on up to FetchThreads
+ * view-fetch-pool.c, the fetch pool: fn(ctx, i) for every i below n, on up to FetchThreads
  * threads (the caller's one of them), each taking the next index.  What
  * waits on the backing's round trips (copies, the resync's look-ups, a
  * switch's look-ups of the nodes' names) goes through it.
@@ -621,9 +672,6 @@ void view_reindex_start(struct view *v);
 void view_reindex_state(GString *out);
 /* After a reconnect: the unpinned containers whose server file changed go. */
 void mirror_check_cached(struct view *v);
-/* The path of object dfd[/name] relative to directory root_fd ("." for the
- * root itself), found through /proc/self/fd; NULL if it is not under it. */
-char *view_rel_path(int root_fd, int dfd, const char *name);
 /* After a change online (mode_lock held shared) to backing object dfd/name,
  * or dfd itself: keeps the mirror current. */
 void mirror_note_change(struct view *v, int pfd, const char *name);
@@ -631,15 +679,6 @@ void mirror_note_change(struct view *v, int pfd, const char *name);
  * for a writer's bytes to go there too: O_WRONLY, or -errno (-ENOENT when
  * its directory is not complete there, or the copy is another object). */
 int mirror_open_copy(struct view *v, int dfd, const char *name, uint64_t ino);
-/* Marks the mirror's copy fd as one that may hold what the server lacks
- * (MIRROR_STALE): 0 or -errno. */
-int mirror_mark_stale(int fd);
-/* Whether mirror object fd is so marked. */
-bool mirror_copy_stale(int fd);
-/* Offline, before a change to mirror object dfd/name (dfd itself when name
- * is NULL): marks its base MIRROR_CHANGED, once.  0 (also for an object
- * with no base: made offline) or -errno. */
-int mirror_mark_changed(int dfd, const char *name);
 /* Whether a change to an entry of directory dfd must reach the mirror at
  * close (the directory is complete there); *absent: the mirror has no such
  * directory at all, so no entry under it either. */
@@ -690,16 +729,10 @@ void view_writeback_kick(struct view *v);
  * path @rel: "." is every path) says what to wait for. */
 bool writeback_execute(struct view *v, const char *cmdline, int fd, const char *rel,
                        struct ctl_out *out, GString *err, int *status);
-/* A lookup of @name that mirror directory @mdfd (not complete) lacks: in
- * writeback fetched from the server (mirror_fetch_name()) unless a pending
- * record removed it (-ENOENT); -EHOSTDOWN in any other state. */
+/* view-mirror.c: a lookup of @name that mirror directory @mdfd (not complete)
+ * lacks: in writeback fetched from the server (mirror_fetch_name()) unless a
+ * pending record removed it (-ENOENT); -EHOSTDOWN in any other state. */
 int writeback_fetch_name(struct view *v, int mdfd, const char *name);
-/* Whether a record not yet on the server creates, removes or moves @name in
- * mirror directory @mdfd (the application's doing: never fetched over). */
-bool writeback_name_logged(struct view *v, int mdfd, const char *name);
-/* Whether a record not yet on the server changes mirror entry mdfd/name's
- * object (its content, attributes, names, or, a directory, its entries). */
-bool writeback_object_logged(struct view *v, int mdfd, const char *name);
 /*
  * view-pin-writeback.c: pin, prefetch and unpin in writeback, on the
  * mirror's object @fd (volume path @rel): the server's subtree is listed
@@ -877,7 +910,7 @@ int backing_stand_in(struct view *v, int err);
  * is another mount; the caller holds mode_lock exclusively. */
 int backing_reopen_root(struct view *v, GString *why);
 
-/* view-main.c: the device of the fcache view mounted topmost on @path; -ENOENT if none. */
+/* view-path.c: the device of the fcache view mounted topmost on @path; -ENOENT if none. */
 int view_mount_find(const char *path, dev_t *dev);
 
 /* view-session.c */
