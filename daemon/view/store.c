@@ -1475,13 +1475,16 @@ int store_drop_ino(struct store *s, uint64_t ino, bool even_pinned)
         return drop_ino(s, ino, even_pinned, false);
 }
 
-static GArray *select_inos(struct store *s, const char *sql)
+/* The inodes @sql selects; its one parameter, if it has one, is @param. */
+static GArray *select_inos_with(struct store *s, const char *sql, int64_t param)
 {
         GArray *a = g_array_new(FALSE, FALSE, sizeof(gint64));
         sqlite3_stmt *st;
 
         pthread_mutex_lock(&s->lock);
         st = stmt_of(s, sql);
+        if (st && sqlite3_bind_parameter_count(st) == 1)
+                sqlite3_bind_int64(st, 1, param);
         if (st) {
                 while (sqlite3_step(st) == SQLITE_ROW) {
                         gint64 ino = sqlite3_column_int64(st, 0);
@@ -1492,6 +1495,11 @@ static GArray *select_inos(struct store *s, const char *sql)
         }
         pthread_mutex_unlock(&s->lock);
         return a;
+}
+
+static GArray *select_inos(struct store *s, const char *sql)
+{
+        return select_inos_with(s, sql, 0);
 }
 
 int store_drop_all(struct store *s, bool even_pinned)
@@ -1507,40 +1515,48 @@ int store_drop_all(struct store *s, bool even_pinned)
         return n;
 }
 
+/*
+ * Least recently used first, 32 candidates at a time.  An object in use
+ * (its lock held: being filled or read) is passed over, not waited for, and
+ * the next candidates are taken after it: the store still comes back under
+ * its thresholds when the oldest objects are all busy.
+ */
 void store_cull(struct store *s)
 {
         struct store_stats st;
-        bool progress = true;
+        int64_t passed = 0;     /* candidates left in place, ahead of the next batch */
 
-        while (progress) {
+        for (;;) {
                 GArray *a;
+                guint len;
 
                 pthread_mutex_lock(&s->lock);
                 thresholds(s, &st);
                 pthread_mutex_unlock(&s->lock);
                 if (!below_cull(&st, 0, false))
                         return;
-                a = select_inos(s, "SELECT o.ino FROM objects o WHERE o.pin<0 AND"
-                                " ((o.container IS NOT NULL AND o.own=1) OR EXISTS"
-                                " (SELECT 1 FROM blocks b WHERE b.ino=o.ino))"
-                                " ORDER BY o.atime LIMIT 32");
-                progress = false;
+                a = select_inos_with(s, "SELECT o.ino FROM objects o WHERE o.pin<0 AND"
+                                     " ((o.container IS NOT NULL AND o.own=1) OR EXISTS"
+                                     " (SELECT 1 FROM blocks b WHERE b.ino=o.ino))"
+                                     " ORDER BY o.atime LIMIT 32 OFFSET ?", passed);
+                len = a->len;
                 for (guint i = 0; i < a->len; i++) {
                         uint64_t ino = (uint64_t)g_array_index(a, gint64, i);
 
-                        if (drop_ino(s, ino, false, true) > 0) {
-                                progress = true;
-                                pthread_mutex_lock(&s->lock);
-                                s->culled++;
-                                thresholds(s, &st);
-                                pthread_mutex_unlock(&s->lock);
-                                log_debug("Culled inode %" PRIu64 " from the store", ino);
-                                if (above_run(&st))
-                                        break;
+                        if (drop_ino(s, ino, false, true) <= 0) {
+                                passed++;
+                                continue;
                         }
+                        pthread_mutex_lock(&s->lock);
+                        s->culled++;
+                        thresholds(s, &st);
+                        pthread_mutex_unlock(&s->lock);
+                        log_debug("Culled inode %" PRIu64 " from the store", ino);
+                        if (above_run(&st))
+                                break;
                 }
                 g_array_free(a, TRUE);
-                if (above_run(&st))
+                if (len == 0 || above_run(&st))
                         return;
         }
 }
