@@ -425,6 +425,8 @@ bool backing_error_gone(int r);
 struct mirror_base;
 /* @record_root: the backing is the volume's; its root becomes the log's root base. */
 int view_oplog_open(struct view *v, bool record_root);
+/* view-offline-log.c, from here to offline_note_xattr(): what offline
+ * changes leave in the log, and who a mirror object is. */
 /* The st_ino and st_dev an application sees of mirror object fd:
  * OFFLINE_SHOWN_BY_LID when st_ino is the log id's (an object made offline:
  * it depends on nothing else), else 0. */
