@@ -282,7 +282,6 @@ struct fetches {
         GPtrArray *items;       /* struct sentry *, borrowed */
         const struct stat *was; /* refreshes: the mirror file each replaces; NULL: fetches */
         int *result;
-        guint next;
 };
 
 /*
@@ -307,60 +306,43 @@ static bool may_replace(struct view *v, int mdfd, const char *name, void *ud)
         return !id || !vfile_node_writable(v, id);
 }
 
-static void *fetch_worker(void *arg)
+/* Entry i of f's names (fetch_pool_run()). */
+static void fetch_one(void *ctx, guint i)
 {
-        struct fetches *f = arg;
-        guint i;
+        struct fetches *f = ctx;
+        struct sentry *e = f->items->pdata[i];
+        int why = 0, r;
 
-        while ((i = __atomic_fetch_add(&f->next, 1, __ATOMIC_RELAXED)) < f->items->len) {
-                struct sentry *e = f->items->pdata[i];
-                int why = 0, r;
-
-                if (wb_stopped(f->w)) {
-                        f->result[i] = -ECANCELED;
-                        continue;
-                }
-                if (f->was) {
-                        struct mirror_refresh re = { may_replace, (void *)&f->was[i] };
-
-                        r = mirror_refresh_name(f->w->v, f->mdfd, e->name, writeback_name_logged,
-                                                &re, &why);
-                } else if (f->w->what == WB_PIN) {
-                        r = mirror_fetch_pinned_name(f->w->v, f->mdfd, e->name,
-                                                     writeback_name_logged, &why);
-                } else {
-                        r = mirror_fetch_name(f->w->v, f->mdfd, e->name, writeback_name_logged,
-                                              &why);
-                }
-                if (r == -EHOSTDOWN && (why == -ETIMEDOUT || view_server_gone(why)))
-                        __atomic_store_n(&f->w->gone, why, __ATOMIC_RELEASE);
-                if (r == 0 && S_ISREG(e->st.st_mode))
-                        __atomic_add_fetch(&f->w->res->fetched, (uint64_t)e->st.st_size,
-                                           __ATOMIC_RELAXED);
-                f->result[i] = r;
+        if (wb_stopped(f->w)) {
+                f->result[i] = -ECANCELED;
+                return;
         }
-        return NULL;
+        if (f->was) {
+                struct mirror_refresh re = { may_replace, (void *)&f->was[i] };
+
+                r = mirror_refresh_name(f->w->v, f->mdfd, e->name, writeback_name_logged,
+                                        &re, &why);
+        } else if (f->w->what == WB_PIN) {
+                r = mirror_fetch_pinned_name(f->w->v, f->mdfd, e->name,
+                                             writeback_name_logged, &why);
+        } else {
+                r = mirror_fetch_name(f->w->v, f->mdfd, e->name, writeback_name_logged,
+                                      &why);
+        }
+        if (r == -EHOSTDOWN && (why == -ETIMEDOUT || view_server_gone(why)))
+                __atomic_store_n(&f->w->gone, why, __ATOMIC_RELEASE);
+        if (r == 0 && S_ISREG(e->st.st_mode))
+                __atomic_add_fetch(&f->w->res->fetched, (uint64_t)e->st.st_size,
+                                   __ATOMIC_RELAXED);
+        f->result[i] = r;
 }
 
 static void fetch_all(struct wb_walk *w, int mdfd, GPtrArray *items, const struct stat *was,
                       int *result)
 {
-        struct fetches f = { w, mdfd, items, was, result, 0 };
-        unsigned n = view_fetch_threads(w->v), started = 0;
-        pthread_t *tids;
+        struct fetches f = { w, mdfd, items, was, result };
 
-        if (!items->len)
-                return;
-        if (n > items->len)
-                n = items->len;
-        tids = g_new(pthread_t, n);
-        for (unsigned i = 1; i < n; i++)
-                if (pthread_create(&tids[started], NULL, fetch_worker, &f) == 0)
-                        started++;
-        fetch_worker(&f);
-        for (unsigned i = 0; i < started; i++)
-                pthread_join(tids[i], NULL);
-        g_free(tids);
+        fetch_pool_run(w->v, items->len, fetch_one, &f);
 }
 
 /* Directory mdfd: every name of the server's is there or decided by the log. */
