@@ -519,7 +519,6 @@ int view_conflict_errno(struct view *v, uint64_t ino)
  * name is NULL); false when the log does not know it (no record names it). */
 bool offline_entry_lid(struct view *v, int dfd, const char *name, uint64_t *lid)
 {
-        struct mirror_base b;
         struct stat st, root;
 
         if (!name && fstat(dfd, &st) == 0 && fstat(v->mirror_fd, &root) == 0 &&
@@ -527,9 +526,7 @@ bool offline_entry_lid(struct view *v, int dfd, const char *name, uint64_t *lid)
                 *lid = OPLOG_ROOT;
                 return true;
         }
-        if (mirror_get_base(dfd, name, &b) == 0)
-                return oplog_find_cached_ino(v->oplog, b.ver.ino, lid) == 0;
-        return mirror_get_lid(dfd, name, lid) == 0;
+        return known_lid(v, dfd, name, lid) == 0;
 }
 
 /*
