@@ -59,4 +59,3 @@ void view_log(int level, const char *fmt, ...)
                 buf);
         errno = saved;
 }
-

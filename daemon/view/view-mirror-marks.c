@@ -295,4 +295,3 @@ bool mirror_tmp_orphaned(const char *name)
         /* A live process of that id may be a worker still moving it in. */
         return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
 }
-

@@ -455,8 +455,6 @@ static bool reconnecting(struct view *v)
         return true;
 }
 
-
-
 /*
  * mode_lock held exclusively: the replay stopped (@r), the volume serves as
  * offline again.  Stopped by a server that went away, it probes for its

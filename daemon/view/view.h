@@ -53,7 +53,6 @@
 #include "view-time.h"
 #include "volume-config.h"
 
-
 struct vnode;
 
 struct view {
