@@ -14,11 +14,11 @@
  *   reint-after-write      reintegration changed the server, the record is
  *                          not yet marked applied
  *   reint-merge-output     a clean three-way merge is written to a temporary
- *                          on the server, not yet renamed into place
+ *                          on the server, not yet copied into the file
  *   reint-conflict-record  a conflict's remote version is saved in the base
  *                          store, the conflict row is not yet committed
- *   reint-linked-write     the content of a file with several links is being
- *                          rewritten in place: truncated, not yet written
+ *   reint-in-place-write   a file's content is being rewritten in place from
+ *                          its temporary: truncated, not yet written
  *   reint-linked-unlink    one name of a file with several links was
  *                          removed on the server, the record not yet marked
  *   view-switch-online     a reconnect replayed the log and is about to
@@ -43,7 +43,7 @@
 #define FAULT_REINT_AFTER_WRITE "reint-after-write"
 #define FAULT_REINT_MERGE_OUTPUT "reint-merge-output"
 #define FAULT_REINT_CONFLICT_RECORD "reint-conflict-record"
-#define FAULT_REINT_LINKED_WRITE "reint-linked-write"
+#define FAULT_REINT_IN_PLACE_WRITE "reint-in-place-write"
 #define FAULT_REINT_LINKED_UNLINK "reint-linked-unlink"
 #define FAULT_VIEW_SWITCH_ONLINE "view-switch-online"
 #define FAULT_VIEW_CACHE_FILE "view-cache-file"

@@ -530,9 +530,9 @@ static void node_set(fcache_merge_node *n, uint32_t mode, uint32_t uid, uint32_t
  * After a crash of the process alone the page cache holds both, and every
  * mark counts.  A server's files are fsynced one by one as before (a
  * syncfs of a share that stopped answering would hold the lock; FUSE does
- * not pass it on).  A replace through a temporary (rename_over()) is
- * fsynced before its rename on any backing: without that a power loss can
- * leave the name with neither the old bytes nor the new.
+ * not pass it on).  The temporary of an in-place write (put_content()) is
+ * fsynced before the file is truncated on any backing: without that a
+ * power loss can leave the name with neither the old bytes nor the new.
  *
  * Entry: u32 magic, u32 body length, u64 FNV-1a of the body, then the body:
  *   u8 'M', u64 seq, u8 state, u16 len, outcome, u16 n, n x object, or
@@ -1154,26 +1154,6 @@ static void tmp_name(struct ctx *c, const struct rec *r, char buf[64])
 }
 
 /*
- * Copies the extended attributes of pfd/name to @to (best effort: the backing
- * may lack them), listing them through /proc so that the common case, a
- * file without any, costs one call.
- */
-static void copy_xattrs(int pfd, const char *name, int to)
-{
-        char path[64 + NAME_MAX], names[4096], value[4096];
-        ssize_t len;
-
-        snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", pfd, name);
-        len = llistxattr(path, names, sizeof(names));
-        for (ssize_t i = 0; len > 0 && i < len; i += (ssize_t)strlen(names + i) + 1) {
-                ssize_t n = lgetxattr(path, names + i, value, sizeof(value));
-
-                if (n >= 0)
-                        (void)fsetxattr(to, names + i, value, (size_t)n, 0);
-        }
-}
-
-/*
  * Gives the new object @fd (or pfd/name when @fd is -1) owner @uid:@gid and
  * @mode, calling the backing only for what its fresh stat (served from the
  * attributes its create answered with) does not show already.  A refused
@@ -1230,9 +1210,8 @@ static int write_tmp(int pfd, const char *tmp, mode_t mode, int src_fd, const ch
 
 /*
  * Copies the temporary @tmp over the content of pfd/name in place, then
- * removes it.  Used for a file with several links, whose content cannot be
- * replaced by a rename; the journalled intent (the file's inode) tells a
- * resumed run that a half-written file is ours, to be finished from @tmp.
+ * removes it.  The journalled intent (the file's inode) tells a resumed run
+ * that a half-written file is ours, to be finished from @tmp.
  */
 static int finish_in_place(int pfd, const char *name, const char *tmp, int tmp_fd)
 {
@@ -1241,7 +1220,7 @@ static int finish_in_place(int pfd, const char *name, const char *tmp, int tmp_f
         fd = regular_open_at(pfd, name, O_WRONLY | O_TRUNC, NULL);
         if (fd < 0)
                 return fd;
-        fault_point(FAULT_REINT_LINKED_WRITE);
+        fault_point(FAULT_REINT_IN_PLACE_WRITE);
         e = oplog_copy_fd(fd, tmp_fd);
         if (e >= 0 && fsync(fd) < 0)
                 e = -errno;
@@ -1249,31 +1228,6 @@ static int finish_in_place(int pfd, const char *name, const char *tmp, int tmp_f
                 e = -errno;
         if (e >= 0 && unlinkat(pfd, tmp, 0) < 0)
                 e = -errno;
-        return e;
-}
-
-/*
- * Renames the temporary @tmp (open as @fd, closed here) over pfd/name (now
- * @old), with @old's owner, mode and extended attributes, durable first.
- */
-static int rename_over(int pfd, const char *name, const char *tmp, int fd,
-                       const struct stat *old, bool merged)
-{
-        int e = own(pfd, tmp, fd, old->st_uid, old->st_gid, old->st_mode, false);
-
-        if (e >= 0) {
-                copy_xattrs(pfd, name, fd);
-                if (fsync(fd) < 0)
-                        e = -errno;
-        }
-        if (close(fd) < 0 && e >= 0)
-                e = -errno;
-        if (e >= 0 && merged)
-                fault_point(FAULT_REINT_MERGE_OUTPUT);
-        if (e >= 0 && renameat(pfd, tmp, pfd, name) < 0)
-                e = -errno;
-        if (e < 0)
-                (void)unlinkat(pfd, tmp, 0);
         return e;
 }
 
@@ -1286,8 +1240,11 @@ static int drop_tmp(int pfd, const char *tmp, int fd)
 
 /*
  * Replaces the content of regular file pfd/name (now @old) with @src_fd's or
- * @buf's: through a temporary in the same directory renamed over it, or in
- * place when the file has other links (a rename would split them).
+ * @buf's, in place: the server's object stays the same inode, as the
+ * application's write left the local one (its other links, another
+ * client's open file and the view's inode number go on naming it).  The
+ * bytes go first into a temporary made durable, so a crash in the middle
+ * of the write is finished from there (resume_in_place()).
  */
 static int put_content(struct ctx *c, const struct rec *r, int pfd, const char *name,
                        const struct stat *old, int src_fd, const char *buf, size_t size,
@@ -1301,30 +1258,31 @@ static int put_content(struct ctx *c, const struct rec *r, int pfd, const char *
         e = journal_intent(c, r, TMP_MAY_EXIST);
         if (e < 0)
                 return e;
-        e = BACKING(c, write_tmp(pfd, tmp, old->st_nlink > 1 ? 0600 : old->st_mode & 07777,
-                                 src_fd, buf, size, &fd));
+        e = BACKING(c, write_tmp(pfd, tmp, 0600, src_fd, buf, size, &fd));
         if (e < 0)
                 return e;
-        if (old->st_nlink > 1) {
-                if (BACKING(c, fsync(fd)) < 0)
-                        e = -errno;
-                if (e >= 0)
-                        e = journal_intent(c, r, old->st_ino);
-                /* Durable before the file is truncated, as the temporary is. */
-                if (e >= 0 && !oplog_no_fsync(c->log) && fdatasync(c->jfd) < 0)
-                        e = -errno;
-                if (e >= 0 && merged)
-                        fault_point(FAULT_REINT_MERGE_OUTPUT);
-                if (e < 0) {
-                        BACKING(c, drop_tmp(pfd, tmp, fd));
-                        return e;
-                }
-                /* From here a failure keeps the temporary: the next run finishes from it. */
-                e = BACKING(c, finish_in_place(pfd, name, tmp, fd));
-                BACKING(c, close(fd));
+        if (BACKING(c, fsync(fd)) < 0)
+                e = -errno;
+        if (e >= 0)
+                e = journal_intent(c, r, old->st_ino);
+        /* Durable before the file is truncated, as the temporary is. */
+        if (e >= 0 && !oplog_no_fsync(c->log) && fdatasync(c->jfd) < 0)
+                e = -errno;
+        if (e >= 0 && merged)
+                fault_point(FAULT_REINT_MERGE_OUTPUT);
+        if (e < 0) {
+                BACKING(c, drop_tmp(pfd, tmp, fd));
                 return e;
         }
-        return BACKING(c, rename_over(pfd, name, tmp, fd, old, merged));
+        /* From here a failure keeps the temporary: the next run finishes from it. */
+        e = BACKING(c, finish_in_place(pfd, name, tmp, fd));
+        BACKING(c, close(fd));
+        /* A writer without CAP_FSETID on the server loses the set-id bits
+         * the file keeps (the local write that made this content was not
+         * one that clears them, or a record of its own clears them). */
+        if (e >= 0 && (old->st_mode & (S_ISUID | S_ISGID)))
+                e = BACKING(c, own(pfd, name, -1, old->st_uid, old->st_gid, old->st_mode, false));
+        return e;
 }
 
 /*
@@ -1502,11 +1460,13 @@ static int finish_from_tmp(int pfd, const char *name, const char *tmp, uint64_t 
 
 /*
  * An in-place write of @r (put_content) interrupted after its intent: the
- * file @st is ours, half written; finish it from the temporary.  Returns
+ * file @st is ours, half written; finish it from the temporary, which holds
+ * the local content (@lcid) or a merge of it with the server's.  Returns
  * the outcome, or 0 if there is nothing to finish.
  */
 static int resume_in_place(struct ctx *c, const struct rec *r, struct oplog_object *o, int pfd,
-                           const struct stat *st, const struct timespec *mtime)
+                           const struct stat *st, const struct timespec *mtime,
+                           const char *lcid)
 {
         uint64_t *v = g_hash_table_lookup(c->intent_of, &r->r.seq);
         char tmp[64], id[FCACHE_MERGE_ID_SIZE];
@@ -1522,8 +1482,17 @@ static int resume_in_place(struct ctx *c, const struct rec *r, struct oplog_obje
                 return e;
         set_base(o, &nst, id);
         dirty(c, o);
-        e = mark(c, r, OPLOG_APPLIED, "applied");
-        return e < 0 ? e : REINTEGRATE_APPLIED;
+        if (strcmp(id, lcid) == 0) {
+                e = mark(c, r, OPLOG_APPLIED, "applied");
+                return e < 0 ? e : REINTEGRATE_APPLIED;
+        }
+        /* A merge: the local copy takes it too, as after a merge not cut. */
+        e = mark(c, r, OPLOG_APPLIED, "merged");
+        if (e < 0)
+                return e;
+        if (c->o->refresh)
+                c->o->refresh(c->o->userdata, o->lid);
+        return REINTEGRATE_MERGED;
 }
 
 /*
@@ -1591,8 +1560,20 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
                                           "the server removed the file");
         if (e < 0)
                 return e;
+        if (c->o->written_through && S_ISREG(st.st_mode) &&
+            c->o->written_through(c->o->userdata, o->lid)) {
+                if (c->dry)
+                        return REINTEGRATE_ALREADY;
+                e = BACKING(c, remote_id(pfd, o->srv_name, &st, rid));
+                if (e < 0)
+                        return e;
+                set_base(o, &st, rid);
+                dirty(c, o);
+                e = mark(c, r, OPLOG_APPLIED, "already");
+                return e < 0 ? e : REINTEGRATE_ALREADY;
+        }
         if (!c->dry) {
-                e = resume_in_place(c, r, o, pfd, &st, &mtime);
+                e = resume_in_place(c, r, o, pfd, &st, &mtime, lcid);
                 if (e != 0)
                         return e;
         }

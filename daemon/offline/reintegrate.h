@@ -7,8 +7,8 @@
  * Records replay in log order, independent ones at the same time
  * (reintegrate-pool.h).  For each, the server's state of the objects
  * it touches is compared with the base version the log recorded for them:
- *   - unchanged: the change is applied (content through a temporary in the
- *     same directory renamed into place; regular files created O_EXCL at
+ *   - unchanged: the change is applied (content in place, from a durable
+ *     temporary in the same directory; regular files created O_EXCL at
  *     their name, with the bytes of their first content record; other
  *     creates through a temporary renamed with RENAME_NOREPLACE);
  *   - the server already shows the record's result (a replay interrupted
@@ -37,9 +37,10 @@
  * coalesces with one up to K (oplog_set_replaying()): it is replayed by the
  * next run, after what it follows.
  *
- * Known limits: a server file with several hard links gets new content in
- * place (a rename would split its links), so a crash in the middle of that
- * write leaves the record to be settled as a conflict; a run cut
+ * Known limits: content is written in place (the server's object keeps its
+ * inode, links and other clients' open files), so until the run is
+ * finished after a crash in the middle of that write, another client can
+ * read the file half written; a run cut
  * between a regular file's create intent and its mark (killed, or the link
  * reset) takes a regular file at that name holding nothing or exactly the
  * bytes the create carries as its own (one the server made there alike is
@@ -134,6 +135,13 @@ struct reintegrate_options {
          * @before, which is @after now: the same bytes (what wrote() said
          * of @before holds for @after).  Called under the lock. */
         void (*restamped)(void *userdata, const struct stat *before, const struct stat *after);
+        /* True while a writer of @lid's server file writes it directly (the
+         * kernel passes it through to that file, opened before the volume
+         * went offline): the server holds each of its writes as it is made,
+         * so a content record of the object is the server's already.  It is
+         * marked so, the server's version the new base, and never written
+         * over what the writer goes on writing.  May be NULL. */
+        bool (*written_through)(void *userdata, uint64_t lid);
         /* The backing is a local filesystem: the new files of a batch of
          * records are made durable by one syncfs() before their marks are,
          * not by an fsync each (see reintegrate.c, "Marking records"). */

@@ -312,6 +312,35 @@ static bool stranded_shipped(struct vfile *f)
         return fstat(f->stranded_fd, &st) == 0 && mark_holds(&f->stranded_shipped, &st);
 }
 
+/*
+ * A change the view makes for node @id (a truncate, a fallocate) while a
+ * writer of it passes through to the other tree's file (@f's or another
+ * open file's stranded file) is made there too: the kernel's next reads
+ * come from that file, and the writer's next shipping would copy its old
+ * bytes back over the change.  A writable descriptor of it, or -1.
+ */
+static int stranded_file_of(struct view *v, struct vfile *f, uint64_t id)
+{
+        GHashTableIter it;
+        gpointer key, val;
+        int fd = -1;
+
+        pthread_mutex_lock(&v->ftab_lock);
+        if (f && f->stranded_fd >= 0) {
+                fd = backing_reopen(f->stranded_fd, O_WRONLY);
+        } else {
+                g_hash_table_iter_init(&it, v->files);
+                while (fd < 0 && g_hash_table_iter_next(&it, &key, &val)) {
+                        struct vfile *o = val;
+
+                        if (o->id == id && !o->dir && o->stranded_fd >= 0)
+                                fd = backing_reopen(o->stranded_fd, O_WRONLY);
+                }
+        }
+        pthread_mutex_unlock(&v->ftab_lock);
+        return fd < 0 ? -1 : fd;
+}
+
 /* An open file's descriptor in the tree switched to, opened by the pool. */
 struct file_reopen {
         struct vfile *f;
@@ -478,6 +507,26 @@ bool vfile_node_writable(struct view *v, uint64_t id)
                 struct vfile *f = val;
 
                 found = f->id == id && (f->flags & O_ACCMODE) != O_RDONLY;
+        }
+        pthread_mutex_unlock(&v->ftab_lock);
+        return found;
+}
+
+bool vfile_writes_server(struct view *v, uint64_t lid)
+{
+        GHashTableIter it;
+        gpointer key, val;
+        bool found = false;
+
+        if (!lid || !view_offline(v))
+                return false;
+        pthread_mutex_lock(&v->ftab_lock);
+        g_hash_table_iter_init(&it, v->files);
+        while (!found && g_hash_table_iter_next(&it, &key, &val)) {
+                struct vfile *f = val;
+
+                /* Offline, a stranded file is the one opened online. */
+                found = !f->dir && f->lid == lid && f->stranded_fd >= 0;
         }
         pthread_mutex_unlock(&v->ftab_lock);
         return found;
@@ -1612,9 +1661,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
         uint64_t lid;
         int r, err, ffd;
         mode_t mode_before;
-        bool log, redo = false;
+        bool log, redo = false, stranded;
 
 again:
+        stranded = false;
         lid = 0;
         r = 0;
         ffd = -1;
@@ -1683,6 +1733,17 @@ again:
                 r = backing_change(v, &ch, &id);
                 if (r < 0)
                         goto out;
+                int sfd = S_ISREG(vnode_type(n)) ?
+                          stranded_file_of(v, f && !f->dir ? f : NULL, ino) : -1;
+
+                if (sfd >= 0) {
+                        stranded = true;
+                        if (ftruncate(sfd, attr->st_size) < 0)
+                                r = -errno;
+                        close(sfd);
+                        if (r < 0)
+                                goto out;
+                }
                 if (!offline && backing_bounded(v) && S_ISREG(vnode_type(n)))
                         mirror_through(v, f && !f->dir ? f : NULL, ino, vnode_ino(n),
                                        &(struct mirror_change){ .kind = MC_TRUNCATE,
@@ -1713,7 +1774,8 @@ again:
 out:
         if (r >= 0 && log)
                 r = log_setattr(v, lid, fd, ffd, attr, valid, mode_before);
-        if (r >= 0 && log && redo)
+        /* Offline, a stranded file is the server's: it holds the change too. */
+        if (r >= 0 && log && (redo || stranded))
                 r = offline_note_in_doubt(v, lid);
         if (r >= 0)
                 r = vnode_fill_stat_of(v, n, fd, &st);
@@ -3416,6 +3478,15 @@ again:
                                       .fd = f->fd, .fd2 = -1, .flags = mode, .off = offset,
                                       .len = length }, before ? caller_of(req, &id) : NULL);
         leave_writer(before);
+        int sfd = !err ? stranded_file_of(v, f, f->id) : -1;
+
+        if (sfd >= 0) {
+                if (fallocate(sfd, mode, offset, length) < 0)
+                        err = errno;
+                close(sfd);
+                /* Offline, the stranded file is the server's (ship_stranded()). */
+                f->doubt = f->doubt || offline;
+        }
         /* Its new attributes (bounded, as after a write); no answer is the
          * change's own timeout. */
         sr = !err ? backing_fstatat(v, f->fd, NULL, &st) : -EIO;

@@ -81,6 +81,13 @@ static void replay_restamped(void *ud, const struct stat *before, const struct s
         mirror_note_restamped(rp->v, before, after);
 }
 
+static bool replay_written_through(void *ud, uint64_t lid)
+{
+        struct replay *rp = ud;
+
+        return vfile_writes_server(rp->v, lid);
+}
+
 /* Given up on (the volume went back offline): no new record starts. */
 static bool replay_cancel(void *ud)
 {
@@ -104,6 +111,7 @@ static int replay_work(void *arg, struct backing_progress *p)
         opts.cancel = replay_cancel;
         opts.wrote = replay_wrote;
         opts.restamped = replay_restamped;
+        opts.written_through = replay_written_through;
         opts.userdata = rp;
         /* Records in flight on the backing, as many as fetches. */
         opts.threads = view_fetch_threads(v);

@@ -313,6 +313,10 @@ void vfile_switch_all(struct view *v, bool *unanswered);
 void vfile_flush_dirty(struct view *v);
 /* Whether an open file of node @id may write to it. */
 bool vfile_node_writable(struct view *v, uint64_t id);
+/* Offline: whether a writer of the object with log id @lid writes its
+ * server file directly (the kernel passes it through to the file it was
+ * opened on online): the server has its writes as they are made. */
+bool vfile_writes_server(struct view *v, uint64_t lid);
 
 /* view-listing.c: a directory handle's listing, offsets its own (see there). */
 struct dirlist;

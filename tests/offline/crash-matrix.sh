@@ -24,7 +24,7 @@ ok() { n=$((n + 1)); echo "ok $n - $*"; }
 not_ok() { n=$((n + 1)); fail=1; echo "not ok $n - $*"; }
 
 RECORD_POINTS="oplog-before-data oplog-before-commit"
-REINT_POINTS="reint-after-write reint-merge-output reint-conflict-record reint-linked-write
+REINT_POINTS="reint-after-write reint-merge-output reint-conflict-record reint-in-place-write
               reint-linked-unlink"
 
 # run_faulted SPEC CMD...: runs CMD with the fault armed; prints "killed" or "completed".

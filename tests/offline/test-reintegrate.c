@@ -453,6 +453,74 @@ static void test_content_with_server_chmod(struct server_fixture *f, gconstpoint
         g_free(text);
 }
 
+/* Content goes into the server's file in place: its inode, its other
+ * links and its set-id bits stay, a plain edit and a merge alike. */
+static void test_content_in_place(struct server_fixture *f, gconstpointer data)
+{
+        struct reintegrate_stats st;
+        struct stat a0, b0, a1, b1;
+        uint64_t a, b;
+        char *text;
+
+        tree_put(f->srv, "a", "base\n");
+        tree_put(f->srv, "b", "1\n2\n3\n4\n5\n6\n7\n");
+        g_assert_cmpint(linkat(f->srv, "a", f->srv, "a2", 0), ==, 0);
+        g_assert_cmpint(fchmodat(f->srv, "b", 04755, 0), ==, 0);
+        g_assert_cmpint(fstatat(f->srv, "a", &a0, 0), ==, 0);
+        g_assert_cmpint(fstatat(f->srv, "b", &b0, 0), ==, 0);
+        a = tree_register(f->log, f->srv, "a");
+        b = tree_register(f->log, f->srv, "b");
+        fixture_local(f, a, "local\n");
+        fixture_local(f, b, "one\n2\n3\n4\n5\n6\n7\n");
+        tree_put(f->srv, "b", "1\n2\n3\n4\n5\n6\nseven\n");
+        g_assert_cmpint(fstatat(f->srv, "b", &b0, 0), ==, 0);
+        st = run(f);
+        g_assert_cmpuint(st.applied, ==, 1);
+        g_assert_cmpuint(st.merged, ==, 1);
+        g_assert_cmpint(fstatat(f->srv, "a", &a1, 0), ==, 0);
+        g_assert_cmpint(fstatat(f->srv, "b", &b1, 0), ==, 0);
+        g_assert_cmpuint(a1.st_ino, ==, a0.st_ino);
+        g_assert_cmpuint(a1.st_nlink, ==, 2);
+        g_assert_cmpuint(b1.st_ino, ==, b0.st_ino);
+        g_assert_cmpuint(b1.st_mode & 07777, ==, b0.st_mode & 07777);
+        text = tree_get(f->srv, "a2");
+        g_assert_cmpstr(text, ==, "local\n");
+        g_free(text);
+        text = tree_get(f->srv, "b");
+        g_assert_cmpstr(text, ==, "one\n2\n3\n4\n5\n6\nseven\n");
+        g_free(text);
+        assert_no_pending(f);
+}
+
+static bool always_written_through(void *ud, uint64_t lid)
+{
+        return true;
+}
+
+/* A file whose writer writes the server's file directly: its content
+ * record is the server's, never written over it. */
+static void test_written_through(struct server_fixture *f, gconstpointer data)
+{
+        struct reintegrate_options o = REINTEGRATE_OPTIONS_INIT;
+        struct reintegrate_stats st;
+        uint64_t a;
+        char *text;
+
+        tree_put(f->srv, "a", "base\n");
+        a = tree_register(f->log, f->srv, "a");
+        fixture_local(f, a, "older\n");
+        tree_put(f->srv, "a", "newer, written through\n");
+        o.written_through = always_written_through;
+        o.userdata = f;
+        g_assert_cmpint(reintegrate_run(f->log, f->srv, &o, &st), ==, 0);
+        g_assert_cmpuint(st.already, ==, 1);
+        text = tree_get(f->srv, "a");
+        g_assert_cmpstr(text, ==, "newer, written through\n");
+        g_free(text);
+        assert_no_conflicts(f);
+        assert_no_pending(f);
+}
+
 static void test_children_delete(struct server_fixture *f, gconstpointer data)
 {
         struct reintegrate_stats st;
@@ -689,6 +757,8 @@ int main(int argc, char **argv)
         T("rename-delete", test_rename_delete);
         T("mode", test_mode);
         T("content-with-server-chmod", test_content_with_server_chmod);
+        T("content-in-place", test_content_in_place);
+        T("written-through", test_written_through);
         T("children-delete", test_children_delete);
         T("delete-children", test_delete_children);
         T("dry-run", test_dry_run);
