@@ -2394,6 +2394,18 @@ again:
         if (stranded >= 0) {
                 f->stranded_fd = stranded;
                 f->stranded_shipped.size = -1;
+                /* O_TRUNC emptied the file served: the kernel's file too
+                 * (stranded_file_of()). */
+                int tfd = (fi->flags & O_TRUNC) ? stranded_file_of(v, f, ino) : -1;
+
+                if (tfd >= 0) {
+                        if (ftruncate(tfd, 0) < 0)
+                                log_warn("Failed to truncate the file open file handle %"
+                                         PRIu64 " writes: %m", f->fh);
+                        close(tfd);
+                        /* Offline, that file is the server's (ship_stranded()). */
+                        f->doubt = f->doubt || offline;
+                }
         }
         /* A writer joining passthrough readers writes without us: its
          * writes are taken as done, for the mirror or the log. */

@@ -15,7 +15,8 @@ transaction.  Across switches between online and offline:
   kernel passes to the other tree's file (opened before the switch) is
   made in that file too: every split point of open, write, fsync,
   truncate, fsync, close around a disconnect or a reconnect leaves the
-  view and the server empty;
+  view and the server empty; so is an O_TRUNC open, a truncate(2) of the
+  name and a hole punched by another process beside such a writer;
 - a writer that writes the server's file directly while offline is never
   overwritten by the replay of its own older content: every pread after a
   pwrite and fsync returns that write, through eight reconnects;
@@ -24,6 +25,7 @@ transaction.  Across switches between online and offline:
   reconnects: no error, every committed row in the view and on the
   server, integrity_check ok on both.
 """
+import ctypes
 import os
 import sqlite3
 import sys
@@ -95,6 +97,54 @@ def truncate_splits(vol):
                     wrong.append((name, existed, start, TRUNC_OPS[k], sizes))
     eq(wrong, [], "a truncate through a writer opened before a switch: view and server empty"
        " at every split point")
+
+
+def punch_hole(fd, off, length):
+    libc = ctypes.CDLL(None, use_errno=True)
+    # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+    if libc.fallocate(fd, 0x02 | 0x01, ctypes.c_long(off), ctypes.c_long(length)) != 0:
+        raise OSError(ctypes.get_errno(), "fallocate")
+
+
+def changes_beside_a_stranded_writer(vol):
+    """A writer opened before a switch (the kernel writes the other tree's
+    file) and, after it, another process's O_TRUNC open, truncate(2) of the
+    name or hole punched: the writer's descriptor, the view and the server
+    all see the change."""
+    wrong = []
+    for first in ("online", "offline"):
+        for how in ("O_TRUNC", "truncate", "punch"):
+            name = f"s-{first}-{how}"
+            path = vol.v("p", name)
+            if first == "offline":
+                switch(vol, "offline")
+            a = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            os.pwrite(a, b"A" * 1000, 0)
+            os.fsync(a)
+            switch(vol, "online" if first == "offline" else "offline")
+            if how == "O_TRUNC":
+                with open(path, "wb") as f:
+                    f.write(b"x\n")
+                want = b"x\n"
+            elif how == "truncate":
+                os.truncate(path, 10)
+                want = b"A" * 10
+            else:
+                b = os.open(path, os.O_RDWR)
+                punch_hole(b, 0, 500)
+                os.close(b)
+                want = b"\0" * 500 + b"A" * 500
+            through_a = os.pread(a, 2000, 0)
+            os.fsync(a)
+            os.close(a)
+            if first == "offline":
+                switch(vol, "offline")
+            switch(vol, "online")
+            got = (through_a, read_file(path), read_file(vol.b("p", name)))
+            if got != (want, want, want):
+                wrong.append((name, [g[:12] for g in got]))
+    eq(wrong, [], "a change beside a writer opened before a switch: its descriptor, the view"
+       " and the server see it")
 
 
 def writer_through_reconnects(vol):
@@ -211,6 +261,7 @@ def main():
         vol.ctl("pin recursive", "p")
         inode_numbers(vol)
         truncate_splits(vol)
+        changes_beside_a_stranded_writer(vol)
         writer_through_reconnects(vol)
         for mode in ("delete", "truncate", "wal"):
             sqlite_through_switches(vol, mode)
