@@ -312,35 +312,6 @@ static bool stranded_shipped(struct vfile *f)
         return fstat(f->stranded_fd, &st) == 0 && mark_holds(&f->stranded_shipped, &st);
 }
 
-/*
- * A change the view makes for node @id (a truncate, a fallocate) while a
- * writer of it passes through to the other tree's file (@f's or another
- * open file's stranded file) is made there too: the kernel's next reads
- * come from that file, and the writer's next shipping would copy its old
- * bytes back over the change.  A writable descriptor of it, or -1.
- */
-static int stranded_file_of(struct view *v, struct vfile *f, uint64_t id)
-{
-        GHashTableIter it;
-        gpointer key, val;
-        int fd = -1;
-
-        pthread_mutex_lock(&v->ftab_lock);
-        if (f && f->stranded_fd >= 0) {
-                fd = backing_reopen(f->stranded_fd, O_WRONLY);
-        } else {
-                g_hash_table_iter_init(&it, v->files);
-                while (fd < 0 && g_hash_table_iter_next(&it, &key, &val)) {
-                        struct vfile *o = val;
-
-                        if (o->id == id && !o->dir && o->stranded_fd >= 0)
-                                fd = backing_reopen(o->stranded_fd, O_WRONLY);
-                }
-        }
-        pthread_mutex_unlock(&v->ftab_lock);
-        return fd < 0 ? -1 : fd;
-}
-
 /* An open file's descriptor in the tree switched to, opened by the pool. */
 struct file_reopen {
         struct vfile *f;
@@ -1733,8 +1704,7 @@ again:
                 r = backing_change(v, &ch, &id);
                 if (r < 0)
                         goto out;
-                int sfd = S_ISREG(vnode_type(n)) ?
-                          stranded_file_of(v, f && !f->dir ? f : NULL, ino) : -1;
+                int sfd = S_ISREG(vnode_type(n)) ? passthrough_other_tree_file(ino, offline) : -1;
 
                 if (sfd >= 0) {
                         stranded = true;
@@ -2394,9 +2364,8 @@ again:
         if (stranded >= 0) {
                 f->stranded_fd = stranded;
                 f->stranded_shipped.size = -1;
-                /* O_TRUNC emptied the file served: the kernel's file too
-                 * (stranded_file_of()). */
-                int tfd = (fi->flags & O_TRUNC) ? stranded_file_of(v, f, ino) : -1;
+                /* O_TRUNC emptied the file served: the kernel's file too. */
+                int tfd = (fi->flags & O_TRUNC) ? passthrough_other_tree_file(ino, offline) : -1;
 
                 if (tfd >= 0) {
                         if (ftruncate(tfd, 0) < 0)
@@ -3490,7 +3459,7 @@ again:
                                       .fd = f->fd, .fd2 = -1, .flags = mode, .off = offset,
                                       .len = length }, before ? caller_of(req, &id) : NULL);
         leave_writer(before);
-        int sfd = !err ? stranded_file_of(v, f, f->id) : -1;
+        int sfd = !err ? passthrough_other_tree_file(f->id, offline) : -1;
 
         if (sfd >= 0) {
                 if (fallocate(sfd, mode, offset, length) < 0)

@@ -318,6 +318,19 @@ int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regula
         return r;
 }
 
+int passthrough_other_tree_file(uint64_t id, bool offline)
+{
+        struct pt_node *n;
+        int fd = -1;
+
+        pthread_mutex_lock(&pt.lock);
+        n = pt.nodes ? g_hash_table_lookup(pt.nodes, &id) : NULL;
+        if (n && n->backing_id > 0 && n->fd >= 0 && n->offline != offline)
+                fd = backing_reopen(n->fd, O_WRONLY);
+        pthread_mutex_unlock(&pt.lock);
+        return fd < 0 ? -1 : fd;
+}
+
 void passthrough_release(uint64_t id)
 {
         struct pt_node *n;

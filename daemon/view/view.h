@@ -954,6 +954,14 @@ void passthrough_reply_end(void);
 int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regular,
                      bool local_copy, bool created, int *stranded);
 void passthrough_release(uint64_t id);
+/*
+ * The file the kernel reads and writes for node @id when it passes the
+ * node through to the other tree's file than @offline's (opened before a
+ * switch), reopened for writing; else -1.  A change the view makes for the
+ * node (a truncate, a fallocate) is made there too: the kernel's readers
+ * read it, and a writer's shipping copies it over the file served.
+ */
+int passthrough_other_tree_file(uint64_t id, bool offline);
 /* The word the takeover log keeps for an open passed through: its backing id. */
 #define PT_MODE_COUNTED (1u << 31)
 /* A successor counts an open file its predecessor had counted (and keeps

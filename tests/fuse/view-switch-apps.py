@@ -16,7 +16,9 @@ transaction.  Across switches between online and offline:
   made in that file too: every split point of open, write, fsync,
   truncate, fsync, close around a disconnect or a reconnect leaves the
   view and the server empty; so is an O_TRUNC open, a truncate(2) of the
-  name and a hole punched by another process beside such a writer;
+  name and a hole punched by another process beside such a writer, and a
+  truncate(2) beside a reader passed through so, which a writer then
+  joins;
 - a writer that writes the server's file directly while offline is never
   overwritten by the replay of its own older content: every pread after a
   pwrite and fsync returns that write, through eight reconnects;
@@ -147,6 +149,43 @@ def changes_beside_a_stranded_writer(vol):
        " and the server see it")
 
 
+def truncate_beside_a_stranded_reader(vol):
+    """A reader of a file large enough to pass through, opened before a
+    switch (the kernel reads the other tree's file), then truncate(2) of
+    the name and a writer opened after it: the truncate holds for the
+    reader, the view and the server (the writer joins the reader's file)."""
+    size = 256 * 1024
+    wrong = []
+    for first in ("online", "offline"):
+        name = f"r-{first}"
+        path = vol.v("p", name)
+        with open(path, "wb") as f:
+            f.write(b"A" * size)
+        if first == "offline":
+            switch(vol, "offline")
+        with open(path, "rb") as f:
+            f.read()                # complete in the store: reads pass through
+        r = os.open(path, os.O_RDONLY)
+        os.pread(r, 4096, 0)
+        switch(vol, "online" if first == "offline" else "offline")
+        os.truncate(path, 10)
+        w = os.open(path, os.O_WRONLY)
+        os.pwrite(w, b"Z", 0)
+        os.fsync(w)
+        os.close(w)
+        through_r = os.pread(r, size, 0)
+        os.close(r)
+        if first == "offline":
+            switch(vol, "offline")
+        switch(vol, "online")
+        want = b"Z" + b"A" * 9
+        got = (through_r, read_file(path), read_file(vol.b("p", name)))
+        if got != (want, want, want):
+            wrong.append((name, [(len(g), g[:3]) for g in got]))
+    eq(wrong, [], "a truncate beside a reader opened before a switch, then a writer: the reader,"
+       " the view and the server see it")
+
+
 def writer_through_reconnects(vol):
     # Created through the view online: the kernel writes the server's file
     # directly, offline too.
@@ -262,6 +301,7 @@ def main():
         inode_numbers(vol)
         truncate_splits(vol)
         changes_beside_a_stranded_writer(vol)
+        truncate_beside_a_stranded_reader(vol)
         writer_through_reconnects(vol)
         for mode in ("delete", "truncate", "wal"):
             sqlite_through_switches(vol, mode)
