@@ -296,6 +296,8 @@ static int worker_setup(struct view *v, struct volume_config *cfg, bool takeover
         v->files = g_hash_table_new(g_int64_hash, g_int64_equal);
         v->next_fh = 1;
         r = state_open(v, takeover, &restorer);
+        if (r >= 0 && takeover)
+                vfile_restore_stranded(v);
         if (r >= 0)
                 view_reindex_start(v);
         return r;

@@ -249,7 +249,7 @@ int vfile_restore(struct view *v, uint64_t fh, uint64_t id, int flags, uint32_t 
         if (flags >= 0) {
                 passthrough_restore(v, id, pt_mode | PT_MODE_COUNTED);
                 f->pt_counted = true;
-                f->passthrough = (pt_mode & ~PT_MODE_COUNTED) != 0;
+                f->passthrough = PT_MODE_BACKING_ID(pt_mode) != 0;
                 if (f->passthrough)
                         state_log_open_mode(v, f->fh, id, f->flags, pt_mode);
         }
@@ -260,7 +260,8 @@ int vfile_restore(struct view *v, uint64_t fh, uint64_t id, int flags, uint32_t 
 static void vfile_log_mode(struct view *v, struct vfile *f, int bid)
 {
         if (bid > 0)
-                state_log_open_mode(v, f->fh, f->id, f->flags, PT_MODE_COUNTED | (uint32_t)bid);
+                state_log_open_mode(v, f->fh, f->id, f->flags,
+                                    PT_MODE_COUNTED | passthrough_tree_mode(f->id) | (uint32_t)bid);
 }
 
 void vfile_set_fh_floor(struct view *v, uint64_t fh)
@@ -283,6 +284,80 @@ static bool same_file(int a, int b)
 
 static int lid_before_change(struct view *v, fuse_ino_t id, int fd, uint64_t *lid);
 static int file_lid(struct view *v, struct vfile *f);
+
+/*
+ * The file of node @id in the other tree than the one served, for writing,
+ * if it is the same object: the mirror's file names the server file's
+ * inode in its base.  Found by the node's path, local in either tree (a
+ * server's file passes through only on a local backing).
+ */
+static int other_tree_file(struct view *v, uint64_t id, bool offline)
+{
+        struct mirror_base b;
+        struct vnode *n;
+        struct stat st;
+        char *rel;
+        int pfd, kfd;
+
+        pfd = vnode_get(v, id, &n);
+        if (pfd < 0)
+                return pfd;
+        rel = view_rel_path(view_served_root(v), pfd, NULL);
+        kfd = rel ? openat(offline ? v->root_fd : v->mirror_fd, rel,
+                           O_RDWR | O_NOFOLLOW | O_CLOEXEC) : -1;
+        if (!rel)
+                errno = ENOENT;
+        g_free(rel);
+        if (kfd >= 0 && (mirror_get_base(offline ? pfd : kfd, NULL, &b) < 0 ||
+                         fstat(offline ? kfd : pfd, &st) < 0 || st.st_ino != b.ver.ino)) {
+                close(kfd);
+                kfd = -1;
+                errno = ESTALE;
+        }
+        vnode_put(v, n);
+        return kfd < 0 ? -errno : kfd;
+}
+
+void vfile_restore_stranded(struct view *v)
+{
+        bool offline = view_offline(v);
+        GPtrArray *writers = g_ptr_array_new();
+        GHashTableIter it;
+        gpointer key, val;
+
+        pthread_mutex_lock(&v->ftab_lock);
+        g_hash_table_iter_init(&it, v->files);
+        while (g_hash_table_iter_next(&it, &key, &val)) {
+                struct vfile *f = val;
+                int kfd;
+
+                if (f->dir || !f->passthrough || f->stranded_fd >= 0 ||
+                    (f->flags & O_ACCMODE) == O_RDONLY || !passthrough_in_other_tree(f->id, offline))
+                        continue;
+                kfd = other_tree_file(v, f->id, offline);
+                if (kfd < 0) {
+                        log_warn("Open file handle %" PRIu64 " writes a file of the %s tree that"
+                                 " was not found again: %s; its writes reach that file only",
+                                 f->fh, offline ? "server" : "offline", strerror(-kfd));
+                        continue;
+                }
+                passthrough_adopt_file(f->id, kfd);
+                /* As at the switch that stranded it (vfile_switch_all()). */
+                f->stranded_fd = kfd;
+                f->stranded_shipped.size = -1;
+                f->dirty = offline;
+                f->pt_logged.size = -1;
+                g_ptr_array_add(writers, f);
+        }
+        pthread_mutex_unlock(&v->ftab_lock);
+        for (guint i = 0; offline && i < writers->len; i++) {
+                struct vfile *f = g_ptr_array_index(writers, i);
+
+                if (file_lid(v, f) < 0)
+                        f->lid = 0;
+        }
+        g_ptr_array_free(writers, TRUE);
+}
 
 /* Copies file @from over file @to (over the old bytes, then cut to size: a
  * reader never sees it empty), durably. */

@@ -153,12 +153,50 @@ void passthrough_restore(struct view *v, uint64_t id, uint32_t mode)
 
                 *key = id;
                 n = g_new0(struct pt_node, 1);
-                n->backing_id = (int)(mode & ~PT_MODE_COUNTED);
-                /* Which tree it was opened in is not logged: the one served now. */
-                n->offline = view_offline(v);
+                n->backing_id = (int)PT_MODE_BACKING_ID(mode);
+                n->fd = -1;
+                /* An older worker's log does not say: the tree served now. */
+                n->offline = (mode & PT_MODE_TREE) ? (mode & PT_MODE_OFFLINE) != 0 :
+                                                     view_offline(v);
                 g_hash_table_insert(pt.nodes, key, n);
         }
         n->opens++;
+        pthread_mutex_unlock(&pt.lock);
+}
+
+uint32_t passthrough_tree_mode(uint64_t id)
+{
+        struct pt_node *n;
+        uint32_t mode = 0;
+
+        pthread_mutex_lock(&pt.lock);
+        n = pt.nodes ? g_hash_table_lookup(pt.nodes, &id) : NULL;
+        if (n && n->backing_id > 0)
+                mode = PT_MODE_TREE | (n->offline ? PT_MODE_OFFLINE : 0);
+        pthread_mutex_unlock(&pt.lock);
+        return mode;
+}
+
+bool passthrough_in_other_tree(uint64_t id, bool offline)
+{
+        struct pt_node *n;
+        bool other;
+
+        pthread_mutex_lock(&pt.lock);
+        n = pt.nodes ? g_hash_table_lookup(pt.nodes, &id) : NULL;
+        other = n && n->backing_id > 0 && n->offline != offline;
+        pthread_mutex_unlock(&pt.lock);
+        return other;
+}
+
+void passthrough_adopt_file(uint64_t id, int fd)
+{
+        struct pt_node *n;
+
+        pthread_mutex_lock(&pt.lock);
+        n = pt.nodes ? g_hash_table_lookup(pt.nodes, &id) : NULL;
+        if (n && n->fd < 0)
+                n->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
         pthread_mutex_unlock(&pt.lock);
 }
 

@@ -317,6 +317,9 @@ bool vfile_node_writable(struct view *v, uint64_t id);
  * server file directly (the kernel passes it through to the file it was
  * opened on online): the server has its writes as they are made. */
 bool vfile_writes_server(struct view *v, uint64_t lid);
+/* After a takeover: writers passed through to the other tree's file than
+ * the one served get it back as their stranded file (view-ops.c). */
+void vfile_restore_stranded(struct view *v);
 
 /* view-listing.c: a directory handle's listing, offsets its own (see there). */
 struct dirlist;
@@ -962,11 +965,22 @@ void passthrough_release(uint64_t id);
  * read it, and a writer's shipping copies it over the file served.
  */
 int passthrough_other_tree_file(uint64_t id, bool offline);
-/* The word the takeover log keeps for an open passed through: its backing id. */
+/* The word the takeover log keeps for an open passed through: its backing
+ * id, and which tree the kernel's file is of (a log of an older worker
+ * does not say: PT_MODE_TREE clear). */
 #define PT_MODE_COUNTED (1u << 31)
+#define PT_MODE_TREE    (1u << 30)
+#define PT_MODE_OFFLINE (1u << 29)      /* with PT_MODE_TREE: the mirror's */
+#define PT_MODE_BACKING_ID(m) ((m) & ~(PT_MODE_COUNTED | PT_MODE_TREE | PT_MODE_OFFLINE))
+/* PT_MODE_TREE and PT_MODE_OFFLINE for node @id passed through, else 0. */
+uint32_t passthrough_tree_mode(uint64_t id);
 /* A successor counts an open file its predecessor had counted (and keeps
  * its backing id, still registered on the connection). */
 void passthrough_restore(struct view *v, uint64_t id, uint32_t mode);
+/* After a takeover: whether node @id passes through to the other tree's
+ * file than @offline's, and that file (@fd, duplicated) once found again. */
+bool passthrough_in_other_tree(uint64_t id, bool offline);
+void passthrough_adopt_file(uint64_t id, int fd);
 void passthrough_count_read(void);
 uint64_t passthrough_read_requests(void);
 

@@ -25,7 +25,10 @@ transaction.  Across switches between online and offline:
 - sqlite in DELETE, TRUNCATE and WAL journal modes (synchronous=FULL),
   one connection committing all the time through eight disconnects and
   reconnects: no error, every committed row in the view and on the
-  server, integrity_check ok on both.
+  server, integrity_check ok on both; again in TRUNCATE and WAL modes
+  with the worker killed (kill -9) while offline at each disconnect: the
+  successor takes the database the kernel writes (the server's file,
+  opened online) back as that writer's file.
 """
 import ctypes
 import os
@@ -226,8 +229,9 @@ def writer_through_reconnects(vol):
        "... and the server holds what the view does")
 
 
-def sqlite_through_switches(vol, mode):
-    path = vol.v("p", f"{mode}.sqlite")
+def sqlite_through_switches(vol, mode, kill=False):
+    tag = f"{mode}{'-kill' if kill else ''}"
+    path = vol.v("p", f"{tag}.sqlite")
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     db.execute(f"PRAGMA journal_mode={mode}")
     db.execute("PRAGMA synchronous=FULL")
@@ -264,11 +268,15 @@ def sqlite_through_switches(vol, mode):
             time.sleep(0.3)
             switch(vol, "offline")
             time.sleep(0.3)
+            if kill:
+                old = vol.kill_worker()
+                vol.wait_new_worker(old)
             switch(vol, "online")
     finally:
         stop.set()
         th.join()
     eq(errors[:3], [], f"sqlite, journal_mode={mode}: no error through eight switches"
+       f"{', the worker killed at each while offline' if kill else ''}"
        f" ({len(committed)} transactions)")
     try:
         ids = [r[0] for r in db.execute("SELECT id FROM t ORDER BY id")]
@@ -280,7 +288,7 @@ def sqlite_through_switches(vol, mode):
     if mode == "wal":
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     db.close()
-    srv = sqlite3.connect(vol.b("p", f"{mode}.sqlite"))
+    srv = sqlite3.connect(vol.b("p", f"{tag}.sqlite"))
     try:
         ids = [r[0] for r in srv.execute("SELECT id FROM t ORDER BY id")]
         ok = srv.execute("PRAGMA integrity_check").fetchone()[0]
@@ -305,6 +313,9 @@ def main():
         writer_through_reconnects(vol)
         for mode in ("delete", "truncate", "wal"):
             sqlite_through_switches(vol, mode)
+        # A successor finds the file the kernel writes (the server's) again.
+        for mode in ("truncate", "wal"):
+            sqlite_through_switches(vol, mode, kill=True)
         st = vol.state()
         eq((st["state"], st.get("conflicts", "0")), ("online", "0"),
            "online at the end, no conflict")
