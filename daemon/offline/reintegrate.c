@@ -1427,6 +1427,18 @@ static int stamp_mtime(int pfd, const char *name, const struct timespec *mtime, 
         return fstatat(pfd, name, st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
 }
 
+/* Marks @r merged: the server holds a merge, which the local copy takes too. */
+static int mark_merged(struct ctx *c, const struct rec *r, struct oplog_object *o)
+{
+        int e = mark(c, r, OPLOG_APPLIED, "merged");
+
+        if (e < 0)
+                return e;
+        if (c->o->refresh)
+                c->o->refresh(c->o->userdata, o->lid);
+        return REINTEGRATE_MERGED;
+}
+
 /*
  * The server's side of resume_in_place(): finishes pfd/name (inode @ino)
  * from the temporary @tmp.  1 when finished (*nst, @id: what it holds now),
@@ -1487,12 +1499,7 @@ static int resume_in_place(struct ctx *c, const struct rec *r, struct oplog_obje
                 return e < 0 ? e : REINTEGRATE_APPLIED;
         }
         /* A merge: the local copy takes it too, as after a merge not cut. */
-        e = mark(c, r, OPLOG_APPLIED, "merged");
-        if (e < 0)
-                return e;
-        if (c->o->refresh)
-                c->o->refresh(c->o->userdata, o->lid);
-        return REINTEGRATE_MERGED;
+        return mark_merged(c, r, o);
 }
 
 /*
@@ -1671,12 +1678,7 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
                         return e;
                 set_base(o, &nst, rid);
                 dirty(c, o);
-                e = mark(c, r, OPLOG_APPLIED, "merged");
-                if (e < 0)
-                        return e;
-                if (c->o->refresh)
-                        c->o->refresh(c->o->userdata, o->lid);
-                return REINTEGRATE_MERGED;
+                return mark_merged(c, r, o);
         }
         /* TAKE_LOCAL, MERGE_METADATA: the local content, the server's metadata. */
         if (c->dry)
