@@ -297,7 +297,7 @@ static int worker_setup(struct view *v, struct volume_config *cfg, bool takeover
         v->next_fh = 1;
         r = state_open(v, takeover, &restorer);
         if (r >= 0 && takeover)
-                vfile_restore_stranded(v);
+                vfile_strand_unopened_writers(v);
         if (r >= 0)
                 view_reindex_start(v);
         return r;

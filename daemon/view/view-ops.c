@@ -318,7 +318,16 @@ static int other_tree_file(struct view *v, uint64_t id, bool offline)
         return kfd < 0 ? -errno : kfd;
 }
 
-void vfile_restore_stranded(struct view *v)
+/*
+ * Writers passed through that have no descriptor of their own (restored by
+ * a takeover and not used since: reopened at first use, so a switch does
+ * not move them) get their stranded file as the switch gives it to the
+ * others: the kernel's file when it is of the other tree than the one
+ * served, found again there; none when it is of the tree served (offline
+ * their content is then logged, in doubt: what the kernel wrote may have
+ * reached the server already).
+ */
+void vfile_strand_unopened_writers(struct view *v)
 {
         bool offline = view_offline(v);
         GPtrArray *writers = g_ptr_array_new();
@@ -329,24 +338,36 @@ void vfile_restore_stranded(struct view *v)
         g_hash_table_iter_init(&it, v->files);
         while (g_hash_table_iter_next(&it, &key, &val)) {
                 struct vfile *f = val;
+                bool other;
                 int kfd;
 
-                if (f->dir || !f->passthrough || f->stranded_fd >= 0 ||
-                    (f->flags & O_ACCMODE) == O_RDONLY || !passthrough_in_other_tree(f->id, offline))
+                if (f->dir || !f->passthrough || f->fd >= 0 ||
+                    (f->flags & O_ACCMODE) == O_RDONLY)
                         continue;
-                kfd = other_tree_file(v, f->id, offline);
-                if (kfd < 0) {
-                        log_warn("Open file handle %" PRIu64 " writes a file of the %s tree that"
-                                 " was not found again: %s; its writes reach that file only",
-                                 f->fh, offline ? "server" : "offline", strerror(-kfd));
+                other = passthrough_in_other_tree(f->id, offline);
+                if (other == (f->stranded_fd >= 0))
                         continue;
+                if (!other) {
+                        close(f->stranded_fd);
+                        f->stranded_fd = -1;
+                        f->doubt = f->doubt || offline;
+                } else {
+                        kfd = other_tree_file(v, f->id, offline);
+                        if (kfd < 0) {
+                                log_warn("Open file handle %" PRIu64 " writes a file of the %s"
+                                         " tree that was not found again: %s; its writes reach"
+                                         " that file only", f->fh,
+                                         offline ? "server" : "offline", strerror(-kfd));
+                                continue;
+                        }
+                        passthrough_adopt_file(f->id, kfd);
+                        f->stranded_fd = kfd;
+                        f->stranded_shipped.size = -1;
                 }
-                passthrough_adopt_file(f->id, kfd);
-                /* As at the switch that stranded it (vfile_switch_all()). */
-                f->stranded_fd = kfd;
-                f->stranded_shipped.size = -1;
+                /* As vfile_switch_all() does for the others. */
                 f->dirty = offline;
                 f->pt_logged.size = -1;
+                f->written = !offline;
                 g_ptr_array_add(writers, f);
         }
         pthread_mutex_unlock(&v->ftab_lock);
@@ -358,6 +379,7 @@ void vfile_restore_stranded(struct view *v)
         }
         g_ptr_array_free(writers, TRUE);
 }
+
 
 /* Copies file @from over file @to (over the old bytes, then cut to size: a
  * reader never sees it empty), durably. */
@@ -539,6 +561,7 @@ void vfile_switch_all(struct view *v, bool *unanswered)
                         f->lid = 0;
         }
         g_ptr_array_free(writers, TRUE);
+        vfile_strand_unopened_writers(v);
 }
 
 bool vfile_node_writable(struct view *v, uint64_t id)

@@ -317,9 +317,10 @@ bool vfile_node_writable(struct view *v, uint64_t id);
  * server file directly (the kernel passes it through to the file it was
  * opened on online): the server has its writes as they are made. */
 bool vfile_writes_server(struct view *v, uint64_t lid);
-/* After a takeover: writers passed through to the other tree's file than
- * the one served get it back as their stranded file (view-ops.c). */
-void vfile_restore_stranded(struct view *v);
+/* After a takeover, and at each switch: writers passed through without a
+ * descriptor of their own get the kernel's file as their stranded file
+ * when it is of the other tree than the one served, and lose it when not. */
+void vfile_strand_unopened_writers(struct view *v);
 
 /* view-listing.c: a directory handle's listing, offsets its own (see there). */
 struct dirlist;
