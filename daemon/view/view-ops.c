@@ -319,6 +319,22 @@ static int other_tree_file(struct view *v, uint64_t id, bool offline)
 }
 
 /*
+ * Offline, the kernel's writes to come are changes against what each of
+ * @writers' files holds now: its base is registered before any (mode_lock
+ * is held exclusively: no writer is released meanwhile).  Frees @writers.
+ */
+static void writers_take_bases(struct view *v, GPtrArray *writers)
+{
+        for (guint i = 0; view_offline(v) && i < writers->len; i++) {
+                struct vfile *f = g_ptr_array_index(writers, i);
+
+                if (file_lid(v, f) < 0)
+                        f->lid = 0;
+        }
+        g_ptr_array_free(writers, TRUE);
+}
+
+/*
  * Writers passed through that have no descriptor of their own (restored by
  * a takeover and not used since: reopened at first use, so a switch does
  * not move them) get their stranded file as the switch gives it to the
@@ -371,15 +387,8 @@ void vfile_strand_unopened_writers(struct view *v)
                 g_ptr_array_add(writers, f);
         }
         pthread_mutex_unlock(&v->ftab_lock);
-        for (guint i = 0; offline && i < writers->len; i++) {
-                struct vfile *f = g_ptr_array_index(writers, i);
-
-                if (file_lid(v, f) < 0)
-                        f->lid = 0;
-        }
-        g_ptr_array_free(writers, TRUE);
+        writers_take_bases(v, writers);
 }
-
 
 /* Copies file @from over file @to (over the old bytes, then cut to size: a
  * reader never sees it empty), durably. */
@@ -551,16 +560,7 @@ void vfile_switch_all(struct view *v, bool *unanswered)
         }
         pthread_mutex_unlock(&v->ftab_lock);
         g_array_free(reopened, TRUE);
-        /* Offline, the kernel's writes to come are changes against what the
-         * file holds now: its base is registered before any (mode_lock is
-         * held exclusively: no writer is released meanwhile). */
-        for (guint i = 0; view_offline(v) && i < writers->len; i++) {
-                struct vfile *f = g_ptr_array_index(writers, i);
-
-                if (file_lid(v, f) < 0)
-                        f->lid = 0;
-        }
-        g_ptr_array_free(writers, TRUE);
+        writers_take_bases(v, writers);
         vfile_strand_unopened_writers(v);
 }
 
