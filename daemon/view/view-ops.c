@@ -305,17 +305,16 @@ static int other_tree_file(struct view *v, uint64_t id, bool offline)
         rel = view_rel_path(view_served_root(v), pfd, NULL);
         kfd = rel ? openat(offline ? v->root_fd : v->mirror_fd, rel,
                            O_RDWR | O_NOFOLLOW | O_CLOEXEC) : -1;
-        if (!rel)
-                errno = ENOENT;
+        if (kfd < 0)
+                kfd = rel ? -errno : -ENOENT;
         g_free(rel);
         if (kfd >= 0 && (mirror_get_base(offline ? pfd : kfd, NULL, &b) < 0 ||
                          fstat(offline ? kfd : pfd, &st) < 0 || st.st_ino != b.ver.ino)) {
                 close(kfd);
-                kfd = -1;
-                errno = ESTALE;
+                kfd = -ESTALE;
         }
         vnode_put(v, n);
-        return kfd < 0 ? -errno : kfd;
+        return kfd;
 }
 
 /*
@@ -1719,6 +1718,23 @@ static int log_setattr(struct view *v, uint64_t lid, int fd, int ffd, const stru
         return r;
 }
 
+/*
+ * A truncate of node @ino made in the tree @offline's is made in the file
+ * the kernel passes the node through to as well, when that is the other
+ * tree's (passthrough_other_tree_file()).  1 when it was, 0 when there is
+ * none, or -errno.
+ */
+static int truncate_kernel_file(fuse_ino_t ino, bool offline, off_t size)
+{
+        int fd = passthrough_other_tree_file(ino, offline), r;
+
+        if (fd < 0)
+                return 0;
+        r = ftruncate(fd, size) < 0 ? -errno : 1;
+        close(fd);
+        return r;
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
                        struct fuse_file_info *fi)
 {
@@ -1802,15 +1818,14 @@ again:
                 r = backing_change(v, &ch, &id);
                 if (r < 0)
                         goto out;
-                int sfd = S_ISREG(vnode_type(n)) ? passthrough_other_tree_file(ino, offline) : -1;
+                if (S_ISREG(vnode_type(n))) {
+                        int tr = truncate_kernel_file(ino, offline, attr->st_size);
 
-                if (sfd >= 0) {
-                        stranded = true;
-                        if (ftruncate(sfd, attr->st_size) < 0)
-                                r = -errno;
-                        close(sfd);
-                        if (r < 0)
+                        stranded = tr != 0;
+                        if (tr < 0) {
+                                r = tr;
                                 goto out;
+                        }
                 }
                 if (!offline && backing_bounded(v) && S_ISREG(vnode_type(n)))
                         mirror_through(v, f && !f->dir ? f : NULL, ino, vnode_ino(n),
@@ -2463,16 +2478,14 @@ again:
                 f->stranded_fd = stranded;
                 f->stranded_shipped.size = -1;
                 /* O_TRUNC emptied the file served: the kernel's file too. */
-                int tfd = (fi->flags & O_TRUNC) ? passthrough_other_tree_file(ino, offline) : -1;
+                int tr = (fi->flags & O_TRUNC) ? truncate_kernel_file(ino, offline, 0) : 0;
 
-                if (tfd >= 0) {
-                        if (ftruncate(tfd, 0) < 0)
-                                log_warn("Failed to truncate the file open file handle %"
-                                         PRIu64 " writes: %m", f->fh);
-                        close(tfd);
-                        /* Offline, that file is the server's (ship_stranded()). */
+                if (tr < 0)
+                        log_warn("Failed to truncate the file open file handle %" PRIu64
+                                 " writes: %s", f->fh, strerror(-tr));
+                /* Offline, that file is the server's (ship_stranded()). */
+                if (tr != 0)
                         f->doubt = f->doubt || offline;
-                }
         }
         /* A writer joining passthrough readers writes without us: its
          * writes are taken as done, for the mirror or the log. */
