@@ -600,6 +600,41 @@ bool vfile_writes_server(struct view *v, uint64_t lid)
         return found;
 }
 
+/*
+ * A writer the kernel passes through to the other tree's file (stranded)
+ * has its bytes there, not in the file served, until its next flush, fsync
+ * or release copies them over: the node's size and times are that file's
+ * (the later times), else an attribute reply would cut the kernel's size
+ * back under the writer.
+ */
+static void show_stranded_writes(struct view *v, uint64_t id, struct stat *st)
+{
+        GHashTableIter it;
+        gpointer key, val;
+        struct stat kst;
+        bool found = false;
+
+        if (!S_ISREG(st->st_mode) || !passthrough_in_other_tree(id, view_offline(v)))
+                return;
+        pthread_mutex_lock(&v->ftab_lock);
+        g_hash_table_iter_init(&it, v->files);
+        while (!found && g_hash_table_iter_next(&it, &key, &val)) {
+                struct vfile *f = val;
+
+                found = !f->dir && f->id == id && f->stranded_fd >= 0 &&
+                        fstat(f->stranded_fd, &kst) == 0;
+        }
+        pthread_mutex_unlock(&v->ftab_lock);
+        if (!found)
+                return;
+        st->st_size = kst.st_size;
+        st->st_blocks = kst.st_blocks;
+        if (timespec_ns(&kst.st_mtim) > timespec_ns(&st->st_mtim))
+                st->st_mtim = kst.st_mtim;
+        if (timespec_ns(&kst.st_ctim) > timespec_ns(&st->st_ctim))
+                st->st_ctim = kst.st_ctim;
+}
+
 void vfile_flush_dirty(struct view *v)
 {
         GHashTableIter it;
@@ -870,8 +905,10 @@ static void reply_entry_or_err(fuse_req_t req, int r, struct fuse_entry_param *e
                 fuse_reply_err(req, -r);
                 return;
         }
-        if (e->ino)
+        if (e->ino) {
                 vnode_show_kept_ino(V(req), e->ino, &e->attr);
+                show_stranded_writes(V(req), e->ino, &e->attr);
+        }
         fuse_reply_entry(req, e);
 }
 
@@ -880,6 +917,7 @@ static void reply_attr(fuse_req_t req, fuse_ino_t id, struct stat *st)
         struct view *v = V(req);
 
         vnode_show_kept_ino(v, id, st);
+        show_stranded_writes(v, id, st);
         fuse_reply_attr(req, st, v->lease_s);
 }
 

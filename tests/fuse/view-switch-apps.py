@@ -19,6 +19,10 @@ transaction.  Across switches between online and offline:
   name and a hole punched by another process beside such a writer, and a
   truncate(2) beside a reader passed through so, which a writer then
   joins;
+- the size of a file whose writer writes the other tree's file (opened
+  before a switch) is what that writer wrote, before its next flush too:
+  a stat the kernel must ask the view for, and a chmod's reply, after an
+  extending pwrite;
 - a writer that writes the server's file directly while offline is never
   overwritten by the replay of its own older content: every pread after a
   pwrite and fsync returns that write, through eight reconnects;
@@ -150,6 +154,51 @@ def changes_beside_a_stranded_writer(vol):
                 wrong.append((name, [g[:12] for g in got]))
     eq(wrong, [], "a change beside a writer opened before a switch: its descriptor, the view"
        " and the server see it")
+
+
+AT_EMPTY_PATH = 0x1000
+AT_STATX_FORCE_SYNC = 0x2000
+
+
+def size_asked(fd):
+    """st_size of fd from the view itself (statx AT_STATX_FORCE_SYNC: the
+    kernel's cached attributes are not used)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(256)
+    if libc.statx(fd, b"", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, 0x200, buf) != 0:
+        raise OSError(ctypes.get_errno(), "statx")
+    return int.from_bytes(buf.raw[40:48], sys.byteorder)
+
+
+def stranded_writer_size(vol):
+    """An extending write through a writer opened before a switch (the
+    kernel writes the other tree's file), not flushed yet: the view's
+    attributes show its size."""
+    wrong = []
+    for first in ("online", "offline"):
+        name = f"size-{first}"
+        path = vol.v("p", name)
+        if first == "offline":
+            switch(vol, "offline")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        os.pwrite(fd, b"a" * 4096, 0)
+        os.fsync(fd)
+        switch(vol, "online" if first == "offline" else "offline")
+        os.pwrite(fd, b"b" * 4096, 4096)
+        asked = size_asked(fd)
+        os.fchmod(fd, 0o640)
+        after_chmod = os.fstat(fd).st_size
+        named = os.stat(path).st_size
+        os.close(fd)
+        if (asked, after_chmod, named) != (8192, 8192, 8192):
+            wrong.append((name, asked, after_chmod, named))
+        if first == "offline":
+            switch(vol, "offline")
+        switch(vol, "online")
+        if os.path.getsize(vol.b("p", name)) != 8192:
+            wrong.append((name, "server", os.path.getsize(vol.b("p", name))))
+    eq(wrong, [], "a writer's extending write to the other tree's file shows in the size"
+       " (stat asked of the view, a chmod's reply, the name's stat, the server after)")
 
 
 def truncate_beside_a_stranded_reader(vol):
@@ -310,6 +359,7 @@ def main():
         truncate_splits(vol)
         changes_beside_a_stranded_writer(vol)
         truncate_beside_a_stranded_reader(vol)
+        stranded_writer_size(vol)
         writer_through_reconnects(vol)
         for mode in ("delete", "truncate", "wal"):
             sqlite_through_switches(vol, mode)
