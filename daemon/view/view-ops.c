@@ -409,12 +409,39 @@ static int copy_over(int from, int to)
         return r;
 }
 
+/*
+ * Whether the kernel wrote a stranded file since mark m: its size and mtime
+ * (a write moves the mtime; setattrs go to the file served).  Not its ctime,
+ * which moves when the mirror replaces or marks its own file.
+ */
+static bool stranded_unwritten(const struct file_mark *m, const struct stat *st)
+{
+        return st->st_size == m->size && same_time(&st->st_mtim, &m->mtime);
+}
+
+/*
+ * A writer stranded by a switch online, whose file (the mirror's) was
+ * logged offline: the server has what the log had of it (the replay's last
+ * round), and may have others' changes since, which copying an unwritten
+ * file over would undo.  Offline, or not logged: copied over at its next
+ * flush.
+ */
+static void stranded_online_mark(struct view *v, struct vfile *f)
+{
+        struct stat st;
+
+        f->stranded_shipped.size = -1;
+        if (!view_offline(v) && fstat(f->stranded_fd, &st) == 0 &&
+            stranded_unwritten(&f->pt_logged, &st))
+                mark_take(&f->stranded_shipped, &st);
+}
+
 /* Has what the kernel wrote to f's stranded file been copied over since? */
 static bool stranded_shipped(struct vfile *f)
 {
         struct stat st;
 
-        return fstat(f->stranded_fd, &st) == 0 && mark_holds(&f->stranded_shipped, &st);
+        return fstat(f->stranded_fd, &st) == 0 && stranded_unwritten(&f->stranded_shipped, &st);
 }
 
 /* An open file's descriptor in the tree switched to, opened by the pool. */
@@ -518,7 +545,7 @@ void vfile_switch_all(struct view *v, bool *unanswered)
                          * and release, until a switch serves that file again. */
                         if (f->stranded_fd < 0) {
                                 f->stranded_fd = old;
-                                f->stranded_shipped.size = -1;
+                                stranded_online_mark(v, f);
                                 old = -1;
                         }
                         if (same_file(f->stranded_fd, nfd)) {
@@ -2513,8 +2540,9 @@ again:
         /* The kernel writes the file of the tree served before a switch
          * (another open of the node still passes through it). */
         if (stranded >= 0) {
+                struct stat kst;
+
                 f->stranded_fd = stranded;
-                f->stranded_shipped.size = -1;
                 /* O_TRUNC emptied the file served: the kernel's file too. */
                 int tr = (fi->flags & O_TRUNC) ? truncate_kernel_file(ino, offline, 0) : 0;
 
@@ -2524,6 +2552,12 @@ again:
                 /* Offline, that file is the server's (ship_stranded()). */
                 if (tr != 0)
                         f->doubt = f->doubt || offline;
+                /* What this writer writes there from now on is shipped, not
+                 * what the file held before (its other writers ship theirs). */
+                if (tr >= 0 && fstat(stranded, &kst) == 0)
+                        mark_take(&f->stranded_shipped, &kst);
+                else
+                        f->stranded_shipped.size = -1;
         }
         /* A writer joining passthrough readers writes without us: its
          * writes are taken as done, for the mirror or the log. */

@@ -23,6 +23,9 @@ transaction.  Across switches between online and offline:
   before a switch) is what that writer wrote, before its next flush too:
   a stat the kernel must ask the view for, and a chmod's reply, after an
   extending pwrite;
+- a writer opened offline and closed after the reconnect without writing
+  since does not copy its file over the server's: another client's change
+  made on the server after the reconnect stays;
 - a writer that writes the server's file directly while offline is never
   overwritten by the replay of its own older content: every pread after a
   pwrite and fsync returns that write, through eight reconnects;
@@ -201,6 +204,52 @@ def stranded_writer_size(vol):
        " (stat asked of the view, a chmod's reply, the name's stat, the server after)")
 
 
+def offline_writer_closed_online(vol):
+    """A writer opened offline (the kernel writes the mirror's file), written
+    offline or not, held across the reconnect and closed after another
+    client changed the server's file: the change stays."""
+    wrong = []
+    for written in (False, True):
+        name = f"held-{int(written)}"
+        with open(vol.b("p", name), "wb") as f:
+            f.write(b"x" * 3000)
+        read_file(vol.v("p", name))
+        switch(vol, "offline")
+        fd = os.open(vol.v("p", name), os.O_RDWR)
+        want = b"x" * 3000
+        if written:
+            os.pwrite(fd, b"w" * 10, 1000)
+            want = want[:1000] + b"w" * 10 + want[1010:]
+        switch(vol, "online")
+        with open(vol.b("p", name), "r+b") as f:
+            f.write(b"ZZ")
+        want = b"ZZ" + want[2:]
+        os.close(fd)
+        got = (read_file(vol.b("p", name)), read_file(vol.v("p", name)))
+        if got != (want, want):
+            wrong.append((name, [g[:4] for g in got]))
+    # A reader passed through offline, and a writer that joins its file online.
+    size = 256 * 1024
+    with open(vol.b("p", "held-r"), "wb") as f:
+        f.write(b"x" * size)
+    read_file(vol.v("p", "held-r"))
+    switch(vol, "offline")
+    r = os.open(vol.v("p", "held-r"), os.O_RDONLY)
+    os.pread(r, 10, 0)
+    switch(vol, "online")
+    with open(vol.b("p", "held-r"), "r+b") as f:
+        f.write(b"ZZ")
+    w = os.open(vol.v("p", "held-r"), os.O_RDWR)
+    os.close(w)
+    os.close(r)
+    want = b"ZZ" + b"x" * (size - 2)
+    got = (read_file(vol.b("p", "held-r")), read_file(vol.v("p", "held-r")))
+    if got != (want, want):
+        wrong.append(("held-r", [g[:4] for g in got]))
+    eq(wrong, [], "a writer opened offline, or joining a reader's file online, closed online"
+       " unwritten since: the server keeps another client's change")
+
+
 def truncate_beside_a_stranded_reader(vol):
     """A reader of a file large enough to pass through, opened before a
     switch (the kernel reads the other tree's file), then truncate(2) of
@@ -360,6 +409,7 @@ def main():
         changes_beside_a_stranded_writer(vol)
         truncate_beside_a_stranded_reader(vol)
         stranded_writer_size(vol)
+        offline_writer_closed_online(vol)
         writer_through_reconnects(vol)
         for mode in ("delete", "truncate", "wal"):
             sqlite_through_switches(vol, mode)
