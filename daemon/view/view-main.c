@@ -296,8 +296,10 @@ static int worker_setup(struct view *v, struct volume_config *cfg, bool takeover
         v->files = g_hash_table_new(g_int64_hash, g_int64_equal);
         v->next_fh = 1;
         r = state_open(v, takeover, &restorer);
-        if (r >= 0 && takeover)
+        if (r >= 0 && takeover) {
+                vfile_adopt_restored(v);
                 vfile_strand_unopened_writers(v);
+        }
         if (r >= 0)
                 view_reindex_start(v);
         return r;

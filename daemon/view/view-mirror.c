@@ -259,6 +259,16 @@ static int prepare(int mdfd, const char *tmp, const struct stat *bst, uint32_t f
         return mirror_set_base(mdfd, tmp, &b);
 }
 
+/* Whether the kernel passes an open file of the view through mdfd/name. */
+static bool held_by_kernel(int mdfd, const char *name)
+{
+        struct stat st;
+
+        return passthrough_holds_mirror_files() &&
+               fstatat(mdfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+               passthrough_holds_mirror_file(st.st_ino);
+}
+
 /* Puts temporary tmp in place of mdfd/name; @prepared: prepare() was done. */
 static int install(struct view *v, int mdfd, const char *tmp, const char *name,
                    const struct stat *bst, uint32_t flags, bool prepared)
@@ -267,6 +277,14 @@ static int install(struct view *v, int mdfd, const char *tmp, const char *name,
 
         if (note_given_up(mdfd, tmp))
                 return -ECANCELED;
+
+        /* A file the kernel passes an open file through keeps its inode and
+         * bytes: a writer's there are not on the server yet, and a successor
+         * finds the file by its name.  Its base stays: a later walk takes it. */
+        if (S_ISREG(bst->st_mode) && held_by_kernel(mdfd, name)) {
+                unlinkat(mdfd, tmp, 0);
+                return 0;
+        }
 
         /* Another name of this file was mirrored meanwhile (same batch). */
         if (link_partner(v, mdfd, name, bst) == 0) {
@@ -1590,20 +1608,30 @@ bool mirror_keeps_current(struct view *v, int dfd, bool *absent)
         return r < 0 || (b.flags & MIRROR_COMPLETE);
 }
 
+/* Whether the directory mirror entry @rel would be in is complete. */
+static bool mirror_dir_complete(struct view *v, const char *rel)
+{
+        char *dir = g_path_get_dirname(rel);
+        struct mirror_base d;
+        bool complete;
+
+        complete = mirror_get_base(v->mirror_fd, strcmp(dir, ".") ? dir : NULL, &d) == 0 &&
+                   (d.flags & MIRROR_COMPLETE);
+        g_free(dir);
+        return complete;
+}
+
 void mirror_note_change(struct view *v, int dfd, const char *name)
 {
-        struct mirror_base b;
-        char *rel = view_rel_path(v->root_fd, dfd, name), *dir;
+        char *rel = view_rel_path(v->root_fd, dfd, name);
         int r;
 
         if (!rel || !strcmp(rel, ".")) {
                 g_free(rel);
                 return;
         }
-        dir = g_path_get_dirname(rel);
         /* Only what lies in a complete (pinned) directory is kept current. */
-        r = mirror_get_base(v->mirror_fd, strcmp(dir, ".") ? dir : NULL, &b);
-        if (r == 0 && (b.flags & MIRROR_COMPLETE)) {
+        if (mirror_dir_complete(v, rel)) {
                 /* A file created and still being written through every
                  * copy at a switch offline has no mirror object until a
                  * copy completes (copy_to_tmp()). */
@@ -1614,8 +1642,102 @@ void mirror_note_change(struct view *v, int dfd, const char *name)
         } else {
                 drop_moved_cached(v, dfd, name, rel);
         }
-        g_free(dir);
         g_free(rel);
+}
+
+/* Whether mirror entry @rel is a copy of server object @st (its base names
+ * the object's inode) in a complete directory. */
+static bool mirror_copy_of(struct view *v, const char *rel, const struct stat *st)
+{
+        struct mirror_base b;
+
+        return mirror_get_base(v->mirror_fd, rel, &b) == 0 && b.ver.ino == st->st_ino &&
+               mirror_dir_complete(v, rel);
+}
+
+/*
+ * The copies at and under mirror entry @rel (dfd/name) moved there: the
+ * store serves each regular file's from there, as the version its base
+ * names (a rename moved the server's ctime: the next validation asks).
+ */
+static void containers_moved(struct view *v, int dfd, const char *name, const char *rel)
+{
+        struct mirror_base b;
+        struct dirent *de;
+        struct stat st;
+        int fd;
+        DIR *d;
+
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return;
+        if (S_ISREG(st.st_mode)) {
+                if (mirror_get_base(dfd, name, &b) < 0)
+                        return;
+                st.st_ino = b.ver.ino;
+                st.st_size = (off_t)b.ver.size;
+                st.st_mtim = ns_timespec(b.ver.mtime_ns);
+                st.st_ctim = ns_timespec(b.ver.ctime_ns);
+                if (store_set_container(v->store, &st, rel) < 0)
+                        log_warn("Failed to record the mirror's copy of '%s' in the store", rel);
+                return;
+        }
+        if (!S_ISDIR(st.st_mode))
+                return;
+        fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        d = fd >= 0 ? fdopendir(fd) : NULL;
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return;
+        }
+        while ((de = readdir(d))) {
+                char *sub;
+
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+                    mirror_is_tmp(de->d_name))
+                        continue;
+                sub = g_build_filename(rel, de->d_name, NULL);
+                containers_moved(v, dirfd(d), de->d_name, sub);
+                g_free(sub);
+        }
+        closedir(d);
+}
+
+/*
+ * An object renamed online keeps its inode on the server: its copy in the
+ * mirror is moved too (exchanged, for RENAME_EXCHANGE) rather than copied
+ * again at the new name and removed at the old; a directory's with all it
+ * holds.  An open file the kernel passes through a copy keeps it under its
+ * name, and no bytes are copied twice.  Only copies of the server's
+ * objects, between complete directories; what a rename replaced at the new
+ * name goes, as on the server.  The notes that follow find the copies in
+ * place.
+ */
+void mirror_note_rename(struct view *v, int pfd, const char *name, int npfd,
+                        const char *newname)
+{
+        char *from = view_rel_path(v->root_fd, pfd, name);
+        char *to = view_rel_path(v->root_fd, npfd, newname);
+        struct stat moved, back;
+        bool exchanged;
+
+        if (!from || !to || !strcmp(from, ".") || !strcmp(to, ".") ||
+            fstatat(npfd, newname, &moved, AT_SYMLINK_NOFOLLOW) < 0)
+                goto out;
+        exchanged = fstatat(pfd, name, &back, AT_SYMLINK_NOFOLLOW) == 0;
+        if (!exchanged && errno != ENOENT)
+                goto out;
+        if (!mirror_copy_of(v, from, &moved) || !mirror_dir_complete(v, to) ||
+            (exchanged && !mirror_copy_of(v, to, &back)))
+                goto out;
+        if (renameat2(v->mirror_fd, from, v->mirror_fd, to, exchanged ? RENAME_EXCHANGE : 0) < 0)
+                goto out;
+        containers_moved(v, v->mirror_fd, to, to);
+        if (exchanged)
+                containers_moved(v, v->mirror_fd, from, from);
+out:
+        g_free(to);
+        g_free(from);
 }
 
 int mirror_open_copy(struct view *v, int dfd, const char *name, uint64_t ino)

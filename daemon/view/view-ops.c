@@ -333,6 +333,58 @@ static void writers_take_bases(struct view *v, GPtrArray *writers)
         g_ptr_array_free(writers, TRUE);
 }
 
+/* The file of node @id in the tree @offline says, for writing (the other
+ * tree's only if it is the same object: other_tree_file()). */
+static int tree_file(struct view *v, uint64_t id, bool offline)
+{
+        struct vnode *n;
+        int pfd, fd;
+
+        if (offline != view_offline(v))
+                return other_tree_file(v, id, view_offline(v));
+        pfd = vnode_get(v, id, &n);
+        if (pfd < 0)
+                return pfd;
+        fd = backing_reopen(pfd, O_RDWR);
+        vnode_put(v, n);
+        return fd;
+}
+
+void vfile_adopt_restored(struct view *v)
+{
+        GArray *ids = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+        GHashTableIter it;
+        gpointer key, val;
+        bool offline;
+
+        pthread_mutex_lock(&v->ftab_lock);
+        g_hash_table_iter_init(&it, v->files);
+        while (g_hash_table_iter_next(&it, &key, &val)) {
+                struct vfile *f = val;
+
+                if (!f->dir && f->passthrough && f->fd < 0)
+                        g_array_append_val(ids, f->id);
+        }
+        pthread_mutex_unlock(&v->ftab_lock);
+        for (guint i = 0; i < ids->len; i++) {
+                uint64_t id = g_array_index(ids, uint64_t, i);
+                int fd;
+
+                if (!passthrough_file_unknown(id, &offline))
+                        continue;
+                fd = tree_file(v, id, offline);
+                if (fd < 0) {
+                        log_warn("The %s file node %" PRIu64 " passes through was not found"
+                                 " again: %s", offline ? "mirror's" : "server's", id,
+                                 strerror(-fd));
+                        continue;
+                }
+                passthrough_adopt_file(id, fd);
+                close(fd);
+        }
+        g_array_free(ids, TRUE);
+}
+
 /*
  * Writers passed through that have no descriptor of their own (restored by
  * a takeover and not used since: reopened at first use, so a switch does
@@ -367,7 +419,10 @@ void vfile_strand_unopened_writers(struct view *v)
                         f->stranded_fd = -1;
                         f->doubt = f->doubt || offline;
                 } else {
-                        kfd = other_tree_file(v, f->id, offline);
+                        /* The file found again at the takeover, else by its name. */
+                        kfd = passthrough_other_tree_file(f->id, offline);
+                        if (kfd < 0)
+                                kfd = other_tree_file(v, f->id, offline);
                         if (kfd < 0) {
                                 log_warn("Open file handle %" PRIu64 " writes a file of the %s"
                                          " tree that was not found again: %s; its writes reach"
@@ -400,7 +455,10 @@ static int copy_over(int from, int to)
         r = in < 0 ? in : fstat(in, &st) < 0 ? -errno : 0;
         out = r < 0 ? r : backing_reopen(to, O_WRONLY);
         r = out < 0 ? out : mirror_copy_content(in, out, st.st_size);
-        if (r == 0 && (ftruncate(out, st.st_size) < 0 || fdatasync(out) < 0))
+        /* The times the kernel's writes (or a utimens) gave it, not the copy's. */
+        if (r == 0 && (ftruncate(out, st.st_size) < 0 ||
+                       futimens(out, (struct timespec[2]){ st.st_atim, st.st_mtim }) < 0 ||
+                       fdatasync(out) < 0))
                 r = -errno;
         if (out >= 0)
                 close(out);
@@ -630,9 +688,9 @@ bool vfile_writes_server(struct view *v, uint64_t lid)
 /*
  * A writer the kernel passes through to the other tree's file (stranded)
  * has its bytes there, not in the file served, until its next flush, fsync
- * or release copies them over: the node's size and times are that file's
- * (the later times), else an attribute reply would cut the kernel's size
- * back under the writer.
+ * or release copies them over: the node's size and mtime are that file's
+ * (its ctime the later), else an attribute reply would cut the kernel's
+ * size back under the writer.
  */
 static void show_stranded_writes(struct view *v, uint64_t id, struct stat *st)
 {
@@ -656,8 +714,7 @@ static void show_stranded_writes(struct view *v, uint64_t id, struct stat *st)
                 return;
         st->st_size = kst.st_size;
         st->st_blocks = kst.st_blocks;
-        if (timespec_ns(&kst.st_mtim) > timespec_ns(&st->st_mtim))
-                st->st_mtim = kst.st_mtim;
+        st->st_mtim = kst.st_mtim;
         if (timespec_ns(&kst.st_ctim) > timespec_ns(&st->st_ctim))
                 st->st_ctim = kst.st_ctim;
 }
@@ -1081,22 +1138,21 @@ static int node_name(struct view *v, fuse_ino_t id, int fd, uint64_t *parent, ch
 }
 
 /*
- * An object made offline whose last name went (held open): its create was
- * cancelled and its log id may be another object's now, and nothing of it
- * is for the server, so its changes are not logged.
+ * An object whose last name went offline (held open): nothing of it is for
+ * the server, so its changes are not logged.  Made offline, its create was
+ * cancelled and its log id may be another object's now; of the server, the
+ * replay removes it there (an edit logged would be a conflict with its own
+ * removal).
  */
-static bool made_offline_gone(int fd)
+static bool gone_offline(int fd)
 {
-        struct mirror_base b;
         struct stat st;
-        uint64_t lid;
 
         return fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 &&
-               st.st_nlink == 0 && mirror_get_base(fd, NULL, &b) < 0 &&
-               mirror_get_lid(fd, NULL, &lid) == 0;
+               st.st_nlink == 0;
 }
 
-/* lid_before_change(): nothing to log (made_offline_gone()). */
+/* lid_before_change(): nothing to log (gone_offline()). */
 #define LID_GONE 1
 
 /*
@@ -1112,10 +1168,10 @@ static int lid_before_change(struct view *v, fuse_ino_t id, int fd, uint64_t *li
         char *name;
         int pfd, r = -ENOENT;
 
+        if (gone_offline(fd))
+                return LID_GONE;
         if (vnode_known_lid(v, id, lid) == 0)
                 return 0;
-        if (made_offline_gone(fd))
-                return LID_GONE;
         pfd = node_name(v, id, fd, &parent, &name);
         if (pfd >= 0) {
                 r = offline_lid(v, pfd, name, lid);
@@ -1181,6 +1237,8 @@ struct note {
         fuse_ino_t id;          /* note_node_change() of it, or 0: mirror_note_change() */
         int fd;                 /* a dup() */
         char *name;
+        int from_fd;            /* a rename's source (a dup()), or -1 */
+        char *from_name;
 };
 
 static void note_free(void *arg)
@@ -1188,7 +1246,10 @@ static void note_free(void *arg)
         struct note *n = arg;
 
         backing_close_later(n->fd);
+        if (n->from_fd >= 0)
+                backing_close_later(n->from_fd);
         free(n->name);
+        free(n->from_name);
         free(n);
 }
 
@@ -1196,42 +1257,55 @@ static int note_run(void *arg)
 {
         struct note *n = arg;
 
-        if (n->id)
+        if (n->id) {
                 note_node_change(n->v, n->id, n->fd);
-        else
-                mirror_note_change(n->v, n->fd, n->name);
+                return 0;
+        }
+        /* The new name first: a note given up on then leaves the old
+         * name's copy, which the change made again offline moves. */
+        if (n->from_name)
+                mirror_note_rename(n->v, n->from_fd, n->from_name, n->fd, n->name);
+        mirror_note_change(n->v, n->fd, n->name);
+        if (n->from_name)
+                mirror_note_change(n->v, n->from_fd, n->from_name);
         return 0;
 }
 
 /*
  * Online, after a change: keeps the mirror current (node id, descriptor
- * fd; or id 0 and fd/name), bounded, since that reads the server: -ETIMEDOUT
- * when it stopped answering meanwhile (the volume goes offline; the note
- * given up on puts nothing in place, view-mirror.c), else 0.
+ * fd; or id 0 and fd/name; and a rename's source from_fd/from_name),
+ * bounded, since that reads the server: -ETIMEDOUT when it stopped
+ * answering meanwhile (the volume goes offline; the note given up on puts
+ * nothing in place, view-mirror.c), else 0.
  */
-static int note_change_bounded(struct view *v, fuse_ino_t id, int fd, const char *name)
+static int note_bounded(struct view *v, fuse_ino_t id, int fd, const char *name,
+                        int from_fd, const char *from_name)
 {
         struct note *n;
         int r;
 
-        if (!backing_bounded(v)) {
-                if (id)
-                        note_node_change(v, id, fd);
-                else
-                        mirror_note_change(v, fd, name);
-                return 0;
-        }
+        if (!backing_bounded(v))
+                return note_run(&(struct note){ .v = v, .id = id, .fd = fd, .name = (char *)name,
+                                                .from_fd = from_fd,
+                                                .from_name = (char *)from_name });
         n = calloc(1, sizeof(*n));
         if (!n)
                 return -ENOMEM;
-        n->v = v;
-        n->id = id;
+        *n = (struct note){ .v = v, .id = id, .from_fd = -1 };
         n->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
         n->name = name ? strdup(name) : NULL;
-        if (n->fd < 0 || (name && !n->name)) {
+        if (from_name) {
+                n->from_fd = fcntl(from_fd, F_DUPFD_CLOEXEC, 0);
+                n->from_name = strdup(from_name);
+        }
+        if (n->fd < 0 || (name && !n->name) ||
+            (from_name && (n->from_fd < 0 || !n->from_name))) {
                 if (n->fd >= 0)
                         close(n->fd);
+                if (n->from_fd >= 0)
+                        close(n->from_fd);
                 free(n->name);
+                free(n->from_name);
                 free(n);
                 return -ENOMEM;
         }
@@ -1239,6 +1313,11 @@ static int note_change_bounded(struct view *v, fuse_ino_t id, int fd, const char
         if (r != -ETIMEDOUT)
                 note_free(n);
         return r;
+}
+
+static int note_change_bounded(struct view *v, fuse_ino_t id, int fd, const char *name)
+{
+        return note_bounded(v, id, fd, name, -1, NULL);
 }
 
 /* Offline: logs the content of an open file written since it was last logged.
@@ -1784,18 +1863,21 @@ static int log_setattr(struct view *v, uint64_t lid, int fd, int ffd, const stru
 }
 
 /*
- * A truncate of node @ino made in the tree @offline's is made in the file
- * the kernel passes the node through to as well, when that is the other
- * tree's (passthrough_other_tree_file()).  1 when it was, 0 when there is
- * none, or -errno.
+ * A truncate to @size (@times NULL), or a change of times, of node @ino
+ * made in the tree @offline's is made in the file the kernel passes the
+ * node through to as well, when that is the other tree's
+ * (passthrough_other_tree_file()): its size and times are what the node
+ * shows, and what a writer's shipping copies.  1 when it was, 0 when there
+ * is none, or -errno.
  */
-static int truncate_kernel_file(fuse_ino_t ino, bool offline, off_t size)
+static int change_kernel_file(fuse_ino_t ino, bool offline, off_t size,
+                              const struct timespec *times)
 {
         int fd = passthrough_other_tree_file(ino, offline), r;
 
         if (fd < 0)
                 return 0;
-        r = ftruncate(fd, size) < 0 ? -errno : 1;
+        r = (times ? futimens(fd, times) : ftruncate(fd, size)) < 0 ? -errno : 1;
         close(fd);
         return r;
 }
@@ -1884,7 +1966,7 @@ again:
                 if (r < 0)
                         goto out;
                 if (S_ISREG(vnode_type(n))) {
-                        int tr = truncate_kernel_file(ino, offline, attr->st_size);
+                        int tr = change_kernel_file(ino, offline, attr->st_size, NULL);
 
                         stranded = tr != 0;
                         if (tr < 0) {
@@ -1918,6 +2000,15 @@ again:
                 r = backing_change(v, &ch, &id);
                 if (r < 0)
                         goto out;
+                if (S_ISREG(vnode_type(n))) {
+                        int tr = change_kernel_file(ino, offline, 0, tv);
+
+                        stranded = stranded || tr != 0;
+                        if (tr < 0) {
+                                r = tr;
+                                goto out;
+                        }
+                }
         }
 out:
         if (r >= 0 && log)
@@ -2265,13 +2356,8 @@ again:
                 r = offline_note_atomic_save(v, plid, name, lid, other, npfd, newname, &dest_base);
         else if (r >= 0 && offline)
                 r = offline_note_rename(v, plid, name, lid, nplid, newname, other, flags);
-        else if (r >= 0) {
-                /* The new name first: a note given up on then leaves the old
-                 * name's copy, which the change made again offline moves. */
-                r = note_change_bounded(v, 0, npfd, newname);
-                if (r >= 0)
-                        r = note_change_bounded(v, 0, pfd, name);
-        }
+        else if (r >= 0)
+                r = note_bounded(v, 0, npfd, newname, pfd, name);
         if (r >= 0 && offline && redo && !save)
                 r = offline_note_in_doubt(v, lid);
         if (r == -ETIMEDOUT && !offline) {
@@ -2544,7 +2630,7 @@ again:
 
                 f->stranded_fd = stranded;
                 /* O_TRUNC emptied the file served: the kernel's file too. */
-                int tr = (fi->flags & O_TRUNC) ? truncate_kernel_file(ino, offline, 0) : 0;
+                int tr = (fi->flags & O_TRUNC) ? change_kernel_file(ino, offline, 0, NULL) : 0;
 
                 if (tr < 0)
                         log_warn("Failed to truncate the file open file handle %" PRIu64

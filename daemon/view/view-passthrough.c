@@ -88,26 +88,79 @@ struct pt_node {
         int backing_id;         /* > 0: they pass through this backing */
         int fd;                 /* the file registered as that backing, or -1 */
         bool offline;           /* the backing is the mirror's file */
+        uint64_t mirror_ino;    /* offline, with fd: that file's inode number, else 0 */
 };
-
-static void pt_node_free(gpointer p)
-{
-        struct pt_node *n = p;
-
-        if (n->fd >= 0)
-                close(n->fd);
-        g_free(n);
-}
 
 static struct {
         pthread_mutex_t lock;
         GHashTable *nodes;      /* protected by lock: nodeid -> struct pt_node */
+        GHashTable *mirror_files; /* protected by lock: the mirror's files the
+                                   * kernel holds, inode number -> nodes */
+        unsigned mirror_count;  /* atomic: their number */
         bool wanted;            /* not turned off; the kernel decides */
         bool on;                /* negotiated in INIT (atomic) */
         int fuse_fd;
         struct view *v;
         uint64_t read_requests; /* atomic */
 } pt = { .lock = PTHREAD_MUTEX_INITIALIZER, .fuse_fd = -1 };
+
+/* pt.lock held: node n's file is fd (duplicated). */
+static void node_take_file(struct pt_node *n, int fd)
+{
+        struct stat st;
+        guint nodes;
+
+        n->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        if (n->fd < 0 || !n->offline || fstat(n->fd, &st) < 0)
+                return;
+        n->mirror_ino = st.st_ino;
+        if (!pt.mirror_files)
+                pt.mirror_files = g_hash_table_new_full(g_int64_hash, g_int64_equal,
+                                                        g_free, NULL);
+        nodes = GPOINTER_TO_UINT(g_hash_table_lookup(pt.mirror_files, &n->mirror_ino));
+        g_hash_table_insert(pt.mirror_files, g_memdup2(&n->mirror_ino, sizeof(uint64_t)),
+                            GUINT_TO_POINTER(nodes + 1));
+        __atomic_add_fetch(&pt.mirror_count, 1, __ATOMIC_RELEASE);
+}
+
+/* pt.lock held. */
+static void pt_node_free(gpointer p)
+{
+        struct pt_node *n = p;
+
+        if (n->mirror_ino) {
+                guint nodes = GPOINTER_TO_UINT(g_hash_table_lookup(pt.mirror_files,
+                                                                   &n->mirror_ino));
+
+                if (nodes > 1)
+                        g_hash_table_insert(pt.mirror_files,
+                                            g_memdup2(&n->mirror_ino, sizeof(uint64_t)),
+                                            GUINT_TO_POINTER(nodes - 1));
+                else
+                        g_hash_table_remove(pt.mirror_files, &n->mirror_ino);
+                __atomic_sub_fetch(&pt.mirror_count, 1, __ATOMIC_RELEASE);
+        }
+        if (n->fd >= 0)
+                close(n->fd);
+        g_free(n);
+}
+
+bool passthrough_holds_mirror_files(void)
+{
+        return __atomic_load_n(&pt.mirror_count, __ATOMIC_ACQUIRE) != 0;
+}
+
+bool passthrough_holds_mirror_file(uint64_t ino)
+{
+        bool held;
+
+        if (!passthrough_holds_mirror_files())
+                return false;
+        pthread_mutex_lock(&pt.lock);
+        held = pt.mirror_files && g_hash_table_contains(pt.mirror_files, &ino);
+        pthread_mutex_unlock(&pt.lock);
+        return held;
+}
 
 /* The open reply this thread is about to send, and its backing id. */
 static __thread int reply_backing_id;
@@ -189,6 +242,20 @@ bool passthrough_in_other_tree(uint64_t id, bool offline)
         return other;
 }
 
+bool passthrough_file_unknown(uint64_t id, bool *offline)
+{
+        struct pt_node *n;
+        bool unknown;
+
+        pthread_mutex_lock(&pt.lock);
+        n = pt.nodes ? g_hash_table_lookup(pt.nodes, &id) : NULL;
+        unknown = n && n->backing_id > 0 && n->fd < 0;
+        if (unknown)
+                *offline = n->offline;
+        pthread_mutex_unlock(&pt.lock);
+        return unknown;
+}
+
 void passthrough_adopt_file(uint64_t id, int fd)
 {
         struct pt_node *n;
@@ -196,7 +263,7 @@ void passthrough_adopt_file(uint64_t id, int fd)
         pthread_mutex_lock(&pt.lock);
         n = pt.nodes ? g_hash_table_lookup(pt.nodes, &id) : NULL;
         if (n && n->fd < 0)
-                n->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+                node_take_file(n, fd);
         pthread_mutex_unlock(&pt.lock);
 }
 
@@ -345,7 +412,7 @@ int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regula
                 r = ioctl(pt.fuse_fd, VIEW_DEV_IOC_BACKING_OPEN, &map);
                 if (r > 0) {
                         n->backing_id = r;
-                        n->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+                        node_take_file(n, fd);
                 }
                 else
                         log_debug("FUSE_DEV_IOC_BACKING_OPEN failed: %m, serving reads");

@@ -321,6 +321,10 @@ bool vfile_writes_server(struct view *v, uint64_t lid);
  * descriptor of their own get the kernel's file as their stranded file
  * when it is of the other tree than the one served, and lose it when not. */
 void vfile_strand_unopened_writers(struct view *v);
+/* After a takeover: the files the kernel passes restored open files through
+ * are found again by their node's name, in the tree each is of, before
+ * anything (the mirror's resync) may replace them. */
+void vfile_adopt_restored(struct view *v);
 
 /* view-listing.c: a directory handle's listing, offsets its own (see there). */
 struct dirlist;
@@ -684,6 +688,10 @@ void mirror_check_cached(struct view *v);
 /* After a change online (mode_lock held shared) to backing object dfd/name,
  * or dfd itself: keeps the mirror current. */
 void mirror_note_change(struct view *v, int pfd, const char *name);
+/* Before the notes of a rename of backing file pfd/name to npfd/newname
+ * online: the mirror's copy, if it is that object's, moves with it. */
+void mirror_note_rename(struct view *v, int pfd, const char *name, int npfd,
+                        const char *newname);
 /* Online, the mirror's copy of backing file dfd/name (server inode @ino),
  * for a writer's bytes to go there too: O_WRONLY, or -errno (-ENOENT when
  * its directory is not complete there, or the copy is another object). */
@@ -982,6 +990,15 @@ void passthrough_restore(struct view *v, uint64_t id, uint32_t mode);
  * file than @offline's, and that file (@fd, duplicated) once found again. */
 bool passthrough_in_other_tree(uint64_t id, bool offline);
 void passthrough_adopt_file(uint64_t id, int fd);
+/* After a takeover: whether node @id passes through a file not found again
+ * yet, and of which tree (*offline: the mirror's). */
+bool passthrough_file_unknown(uint64_t id, bool *offline);
+/* Whether the kernel passes some node through the mirror's file of inode
+ * number @ino: the mirror updates such a file in place, never replaces it
+ * (the kernel's readers and writers go on with it, a successor finds it by
+ * its name). */
+bool passthrough_holds_mirror_file(uint64_t ino);
+bool passthrough_holds_mirror_files(void);      /* any */
 void passthrough_count_read(void);
 uint64_t passthrough_read_requests(void);
 

@@ -22,10 +22,18 @@ transaction.  Across switches between online and offline:
 - the size of a file whose writer writes the other tree's file (opened
   before a switch) is what that writer wrote, before its next flush too:
   a stat the kernel must ask the view for, and a chmod's reply, after an
-  extending pwrite;
+  extending pwrite; a utime of its name then holds, in the view and on the
+  server after the writer's close;
 - a writer opened offline and closed after the reconnect without writing
   since does not copy its file over the server's: another client's change
   made on the server after the reconnect stays;
+- a successor (the worker killed offline) finds again the file the kernel
+  passes an open file through, before the reconnect's resync could replace
+  it, and the resync then updates that file in place: a truncate and a
+  write through a writer opened offline and held through a reconnect, a
+  disconnect, the kill and a reconnect reach its descriptor, the view and
+  the server; a writer opening a file that a reader opened offline passes
+  through (not ETXTBSY), and its write reaches the server;
 - a writer that writes the server's file directly while offline is never
   overwritten by the replay of its own older content: every pread after a
   pwrite and fsync returns that write, through eight reconnects;
@@ -46,6 +54,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from viewlib import Volume, check, eq, finish, read_file, require_root_fuse  # noqa: E402
+
+
+LEASE_S = 2
 
 
 def switch(vol, to):
@@ -173,6 +184,9 @@ def size_asked(fd):
     return int.from_bytes(buf.raw[40:48], sys.byteorder)
 
 
+T_SET = 1287863627      # a time set with utime(2), in the past
+
+
 def stranded_writer_size(vol):
     """An extending write through a writer opened before a switch (the
     kernel writes the other tree's file), not flushed yet: the view's
@@ -192,23 +206,27 @@ def stranded_writer_size(vol):
         os.fchmod(fd, 0o640)
         after_chmod = os.fstat(fd).st_size
         named = os.stat(path).st_size
+        os.utime(path, (T_SET, T_SET))
+        times = (int(os.stat(path).st_mtime), int(os.fstat(fd).st_mtime))
         os.close(fd)
-        if (asked, after_chmod, named) != (8192, 8192, 8192):
-            wrong.append((name, asked, after_chmod, named))
+        if (asked, after_chmod, named, times) != (8192, 8192, 8192, (T_SET, T_SET)):
+            wrong.append((name, asked, after_chmod, named, times))
         if first == "offline":
             switch(vol, "offline")
         switch(vol, "online")
-        if os.path.getsize(vol.b("p", name)) != 8192:
-            wrong.append((name, "server", os.path.getsize(vol.b("p", name))))
+        server = os.stat(vol.b("p", name))
+        if (server.st_size, int(server.st_mtime)) != (8192, T_SET):
+            wrong.append((name, "server", server.st_size, int(server.st_mtime)))
     eq(wrong, [], "a writer's extending write to the other tree's file shows in the size"
-       " (stat asked of the view, a chmod's reply, the name's stat, the server after)")
+       " (stat asked of the view, a chmod's reply, the name's stat, the server after),"
+       " and a utime of the name after it in the mtime (the view's, the server's after)")
 
 
 def offline_writer_closed_online(vol):
     """A writer opened offline (the kernel writes the mirror's file), written
     offline or not, held across the reconnect and closed after another
     client changed the server's file: the change stays."""
-    wrong = []
+    wrong, wants = [], []
     for written in (False, True):
         name = f"held-{int(written)}"
         with open(vol.b("p", name), "wb") as f:
@@ -225,9 +243,7 @@ def offline_writer_closed_online(vol):
             f.write(b"ZZ")
         want = b"ZZ" + want[2:]
         os.close(fd)
-        got = (read_file(vol.b("p", name)), read_file(vol.v("p", name)))
-        if got != (want, want):
-            wrong.append((name, [g[:4] for g in got]))
+        wants.append((name, want))
     # A reader passed through offline, and a writer that joins its file online.
     size = 256 * 1024
     with open(vol.b("p", "held-r"), "wb") as f:
@@ -242,12 +258,56 @@ def offline_writer_closed_online(vol):
     w = os.open(vol.v("p", "held-r"), os.O_RDWR)
     os.close(w)
     os.close(r)
-    want = b"ZZ" + b"x" * (size - 2)
-    got = (read_file(vol.b("p", "held-r")), read_file(vol.v("p", "held-r")))
-    if got != (want, want):
-        wrong.append(("held-r", [g[:4] for g in got]))
+    wants.append(("held-r", b"ZZ" + b"x" * (size - 2)))
+    # The view shows another client's change once the attribute lease ran out.
+    time.sleep(LEASE_S + 0.5)
+    for name, want in wants:
+        got = (read_file(vol.b("p", name)), read_file(vol.v("p", name)))
+        if got != (want, want):
+            wrong.append((name, [g[:4] for g in got]))
     eq(wrong, [], "a writer opened offline, or joining a reader's file online, closed online"
        " unwritten since: the server keeps another client's change")
+
+
+def kept_by_a_successor(vol):
+    """Open files the kernel passes through the mirror's files, across a
+    reconnect, a disconnect, kill -9 of the worker offline and a reconnect."""
+    switch(vol, "offline")
+    with open(vol.v("p", "kept-w"), "wb") as f:
+        f.write(b"x" * 3000)
+    w = os.open(vol.v("p", "kept-w"), os.O_RDWR)
+    size = 256 * 1024
+    with open(vol.v("p", "kept-r"), "wb") as f:
+        f.write(b"r" * size)
+    switch(vol, "online")
+    switch(vol, "offline")
+    r = os.open(vol.v("p", "kept-r"), os.O_RDONLY)
+    os.pread(r, 10, 0)
+    old = vol.kill_worker()
+    vol.wait_new_worker(old)
+    switch(vol, "online")
+    os.ftruncate(w, 1000)
+    os.pwrite(w, b"y" * 10, 2000)
+    want_w = b"x" * 1000 + b"\0" * 1000 + b"y" * 10
+    through_w = os.pread(w, 5000, 0)
+    os.fsync(w)
+    try:
+        w2 = os.open(vol.v("p", "kept-r"), os.O_RDWR)
+        os.pwrite(w2, b"ZZ", 0)
+        os.close(w2)
+        opened = "opened"
+    except OSError as e:
+        opened = e.strerror
+    os.close(r)
+    os.close(w)
+    want_r = b"ZZ" + b"r" * (size - 2)
+    eq((through_w == want_w, read_file(vol.v("p", "kept-w")) == want_w,
+        read_file(vol.b("p", "kept-w")) == want_w),
+       (True, True, True), "a writer held through a reconnect, a kill offline and a reconnect:"
+       " its truncate and write reach its descriptor, the view and the server")
+    eq((opened, read_file(vol.v("p", "kept-r")) == want_r, read_file(vol.b("p", "kept-r")) == want_r),
+       ("opened", True, True), "a writer opening a file a reader passed through offline before"
+       " the kill: opened, its write in the view and on the server")
 
 
 def truncate_beside_a_stranded_reader(vol):
@@ -399,7 +459,7 @@ def sqlite_through_switches(vol, mode, kill=False):
 
 def main():
     require_root_fuse()
-    vol = Volume("switch-apps")
+    vol = Volume("switch-apps", lease=f"{LEASE_S}s")
     os.makedirs(vol.b("p"))
     vol.start()
     try:
@@ -410,6 +470,7 @@ def main():
         truncate_beside_a_stranded_reader(vol)
         stranded_writer_size(vol)
         offline_writer_closed_online(vol)
+        kept_by_a_successor(vol)
         writer_through_reconnects(vol)
         for mode in ("delete", "truncate", "wal"):
             sqlite_through_switches(vol, mode)
