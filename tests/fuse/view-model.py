@@ -125,6 +125,15 @@ def main():
         elif rel in model.links:
             eq(os.readlink(v(rel)), model.links[rel], f"{what}: symlink {rel}")
 
+    def model_write(o, off, data):
+        buf = o.data.ljust(off, b"\0")
+        o.data = buf[:off] + data + buf[off + len(data):]
+        o.mtime = None
+
+    def model_truncate(o, size):
+        o.data = o.data[:size].ljust(size, b"\0")
+        o.mtime = None
+
     def op_create():
         rel = fresh(any_dir())
         data = rnd.randbytes(rnd.randrange(0, 40000))
@@ -148,9 +157,7 @@ def main():
         if rnd.random() < 0.3:
             os.fsync(fd)
         os.close(fd)
-        buf = o.data.ljust(off, b"\0")
-        o.data = buf[:off] + data + buf[off + len(data):]
-        o.mtime = None
+        model_write(o, off, data)
         return rel
 
     def op_truncate():
@@ -160,8 +167,7 @@ def main():
         o = model.files[rel]
         size = rnd.randrange(0, len(o.data) + 1000)
         os.truncate(v(rel), size)
-        o.data = o.data[:size].ljust(size, b"\0")
-        o.mtime = None
+        model_truncate(o, size)
         return rel
 
     def op_rename():
@@ -260,9 +266,7 @@ def main():
         os.pwrite(h[0], data, off)
         if rnd.random() < 0.3:
             os.fsync(h[0])
-        buf = o.data.ljust(off, b"\0")
-        o.data = buf[:off] + data + buf[off + len(data):]
-        o.mtime = None
+        model_write(o, off, data)
         return held_name(o)
 
     def op_held_truncate():
@@ -272,8 +276,7 @@ def main():
         o = h[1]
         size = rnd.randrange(0, len(o.data) + 1000)
         os.ftruncate(h[0], size)
-        o.data = o.data[:size].ljust(size, b"\0")
-        o.mtime = None
+        model_truncate(o, size)
         return held_name(o)
 
     def op_held_read():

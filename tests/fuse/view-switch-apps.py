@@ -122,6 +122,20 @@ def truncate_splits(vol):
        " at every split point")
 
 
+def stranded_writer(vol, path, first, data):
+    """A descriptor of new file path opened in the tree @first ("online"
+    or "offline"), data written and fsynced there, and the volume then
+    switched to the other tree: the kernel writes the file it was opened
+    on, not the one served."""
+    if first == "offline":
+        switch(vol, "offline")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    os.pwrite(fd, data, 0)
+    os.fsync(fd)
+    switch(vol, "online" if first == "offline" else "offline")
+    return fd
+
+
 def punch_hole(fd, off, length):
     libc = ctypes.CDLL(None, use_errno=True)
     # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
@@ -139,12 +153,7 @@ def changes_beside_a_stranded_writer(vol):
         for how in ("O_TRUNC", "truncate", "punch"):
             name = f"s-{first}-{how}"
             path = vol.v("p", name)
-            if first == "offline":
-                switch(vol, "offline")
-            a = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-            os.pwrite(a, b"A" * 1000, 0)
-            os.fsync(a)
-            switch(vol, "online" if first == "offline" else "offline")
+            a = stranded_writer(vol, path, first, b"A" * 1000)
             if how == "O_TRUNC":
                 with open(path, "wb") as f:
                     f.write(b"x\n")
@@ -195,12 +204,7 @@ def stranded_writer_size(vol):
     for first in ("online", "offline"):
         name = f"size-{first}"
         path = vol.v("p", name)
-        if first == "offline":
-            switch(vol, "offline")
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        os.pwrite(fd, b"a" * 4096, 0)
-        os.fsync(fd)
-        switch(vol, "online" if first == "offline" else "offline")
+        fd = stranded_writer(vol, path, first, b"a" * 4096)
         os.pwrite(fd, b"b" * 4096, 4096)
         asked = size_asked(fd)
         os.fchmod(fd, 0o640)
