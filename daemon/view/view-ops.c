@@ -98,6 +98,8 @@ struct vfile {
         bool passthrough;       /* immutable: the kernel reads and writes it without us */
         bool local;             /* opened from the store alone within the lease: fd
                                  * stays -1 until something needs the backing */
+        bool lost;              /* atomic: its object has no counterpart in the tree
+                                 * served, and still has names in the other: ESTALE */
         int stranded_fd;        /* under mode_lock: the file a writer passed through
                                  * goes on writing when a switch serves another one
                                  * (never the one f->fd is), or -1 */
@@ -551,11 +553,19 @@ static GArray *reopen_files(struct view *v, bool *unanswered)
                         continue;       /* reopened where it is served at first use */
                 r.pfd = vnode_get(v, r.f->id, &r.n);
                 if (r.pfd < 0) {
+                        struct stat st;
+                        /* Unlinked, it is the descriptor's alone: kept.  Else
+                         * its reads and writes would not be the object's. */
+                        bool keep = r.f->dir || (fstat(r.f->fd, &st) == 0 && st.st_nlink == 0);
+
                         log_warn("Open file handle %" PRIu64 " has no counterpart in the %s"
-                                 " tree: %s; it keeps its old object", r.f->fh,
-                                 rs.offline ? "offline" : "server", strerror(-r.pfd));
+                                 " tree: %s; %s", r.f->fh, rs.offline ? "offline" : "server",
+                                 strerror(-r.pfd), keep ? "it keeps its old object" :
+                                 "it answers ESTALE");
+                        __atomic_store_n(&r.f->lost, !keep, __ATOMIC_RELEASE);
                         continue;
                 }
+                __atomic_store_n(&r.f->lost, false, __ATOMIC_RELEASE);
                 g_array_append_val(rs.a, r);
         }
         /* A local tree's opens take no round trip: no threads for them. */
@@ -931,6 +941,10 @@ static struct vfile *vfile_of(struct view *v, struct fuse_file_info *fi, int *er
         int fd, pfd;
         bool keep;
 
+        if (f && __atomic_load_n(&f->lost, __ATOMIC_ACQUIRE)) {
+                *err = ESTALE;
+                return NULL;
+        }
         if (!f || __atomic_load_n(&f->fd, __ATOMIC_ACQUIRE) >= 0)
                 return f;
         pthread_mutex_lock(&f->lock);
