@@ -932,9 +932,11 @@ static int counterpart(struct view *v, struct vnode *n, int pfd, uint64_t sino, 
                         goto no;
         } else if (sino ? (uint64_t)st->st_ino != sino &&
                           !offline_became(v, sino, (uint64_t)st->st_ino)
-                        : lid && !offline_object_is(v, lid, (uint64_t)st->st_ino)) {
+                        : !lid || !offline_object_is(v, lid, (uint64_t)st->st_ino)) {
                 /* Another object, unless the replay has just renamed the
-                 * node's new content over the server's, or made it there. */
+                 * node's new content over the server's, or made it there;
+                 * a node that knows neither (it lost its object at an
+                 * earlier switch) takes none by its name. */
                 goto no;
         }
         return fd;

@@ -431,7 +431,10 @@ def main():
             break
     print(f"# {switches} switches, {kills[0]} workers killed", flush=True)
     for h in held:
-        os.close(h[0])
+        try:
+            os.close(h[0])
+        except OSError as e:
+            check(False, f"close of a descriptor held open: {e}")
     if offline:
         q = vol.ctl("reconnect")
         eq(q.get("conflicts"), "0", "final reconnect without conflicts")
