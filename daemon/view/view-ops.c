@@ -554,9 +554,11 @@ static GArray *reopen_files(struct view *v, bool *unanswered)
                 r.pfd = vnode_get(v, r.f->id, &r.n);
                 if (r.pfd < 0) {
                         struct stat st;
-                        /* Unlinked, it is the descriptor's alone: kept.  Else
-                         * its reads and writes would not be the object's. */
-                        bool keep = r.f->dir || (fstat(r.f->fd, &st) == 0 && st.st_nlink == 0);
+                        /* Online, its reads and writes would be the mirror's
+                         * file's, not the server's object's.  Offline, or
+                         * unlinked (the descriptor's alone), it is kept. */
+                        bool keep = r.f->dir || rs.offline ||
+                                    (fstat(r.f->fd, &st) == 0 && st.st_nlink == 0);
 
                         log_warn("Open file handle %" PRIu64 " has no counterpart in the %s"
                                  " tree: %s; %s", r.f->fh, rs.offline ? "offline" : "server",
