@@ -158,14 +158,39 @@ static void align_owner_mode_times(int mdfd, const char *name, const struct stat
                 set_owner_mode_times(mdfd, name, bst);
 }
 
+/*
+ * A mirror file the kernel passes an open file through keeps its inode,
+ * bytes, times and base: a writer's bytes there are not on the server yet,
+ * its mtime tells whether it wrote since its last copy, and a successor
+ * finds the file by its name.  A later walk takes it once it is closed.
+ */
+static bool held_inode(const struct stat *st)
+{
+        return S_ISREG(st->st_mode) && passthrough_holds_mirror_file(st->st_ino);
+}
+
+static bool held_by_kernel(int mdfd, const char *name)
+{
+        struct stat st;
+
+        return passthrough_holds_mirror_files() &&
+               fstatat(mdfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && held_inode(&st);
+}
+
 /* Hard links: view-mirror-marks.c (CacheDir/mirror.links). */
-/* mdfd/name becomes a link to the mirror object of server file @bst if there is
- * one of that version: 0 when done, -ENOENT when there is none. */
+/*
+ * mdfd/name becomes a link to the mirror object of server file @bst if there
+ * is one of that version: 0 when done, -ENOENT when there is none.  Or one
+ * the kernel holds (held_inode()), whatever version its base says: the
+ * server's file is open then, so its inode number is not another file's;
+ * it is left as it is, and taken once the kernel lets it go: 1.
+ */
 static int link_partner(struct view *v, int mdfd, const char *name, const struct stat *bst)
 {
         struct mirror_base have, want;
         struct stat lst, mst;
         char key[32], tmp[64];
+        bool held;
         int r;
 
         if (!mirror_kept_as_links(v, bst))
@@ -173,17 +198,22 @@ static int link_partner(struct view *v, int mdfd, const char *name, const struct
         mirror_links_key(key, sizeof(key), bst->st_ino);
         base_from_stat(&want, bst, 0);
         if (fstatat(v->mirror_links_fd, key, &lst, AT_SYMLINK_NOFOLLOW) < 0 ||
-            mirror_get_base(v->mirror_links_fd, key, &have) < 0 || !same_content(&have, &want))
+            mirror_get_base(v->mirror_links_fd, key, &have) < 0)
+                return -ENOENT;
+        held = held_inode(&lst);
+        if (!held && !same_content(&have, &want))
                 return -ENOENT;
         /* A chmod or chown (through any name) changes no content: the shared
          * object takes it. */
-        align_owner_mode_times(v->mirror_links_fd, key, bst, &lst);
+        if (!held)
+                align_owner_mode_times(v->mirror_links_fd, key, bst, &lst);
         if (fstatat(mdfd, name, &mst, AT_SYMLINK_NOFOLLOW) == 0 && mst.st_ino == lst.st_ino)
-                return mirror_set_base(mdfd, name, &want);     /* already that object */
+                return held ? 1 : mirror_set_base(mdfd, name, &want); /* already that object */
         mirror_tmp_name(tmp, sizeof(tmp));
         if (linkat(v->mirror_links_fd, key, mdfd, tmp, 0) < 0)
                 return -errno;
-        r = renameat(mdfd, tmp, mdfd, name) < 0 ? -errno : mirror_set_base(mdfd, name, &want);
+        r = renameat(mdfd, tmp, mdfd, name) < 0 ? -errno :
+            held ? 1 : mirror_set_base(mdfd, name, &want);
         if (r < 0)
                 unlinkat(mdfd, tmp, 0);
         return r;
@@ -259,16 +289,6 @@ static int prepare(int mdfd, const char *tmp, const struct stat *bst, uint32_t f
         return mirror_set_base(mdfd, tmp, &b);
 }
 
-/* Whether the kernel passes an open file of the view through mdfd/name. */
-static bool held_by_kernel(int mdfd, const char *name)
-{
-        struct stat st;
-
-        return passthrough_holds_mirror_files() &&
-               fstatat(mdfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-               passthrough_holds_mirror_file(st.st_ino);
-}
-
 /* Puts temporary tmp in place of mdfd/name; @prepared: prepare() was done. */
 static int install(struct view *v, int mdfd, const char *tmp, const char *name,
                    const struct stat *bst, uint32_t flags, bool prepared)
@@ -278,18 +298,17 @@ static int install(struct view *v, int mdfd, const char *tmp, const char *name,
         if (note_given_up(mdfd, tmp))
                 return -ECANCELED;
 
-        /* A file the kernel passes an open file through keeps its inode and
-         * bytes: a writer's there are not on the server yet, and a successor
-         * finds the file by its name.  Its base stays: a later walk takes it. */
         if (S_ISREG(bst->st_mode) && held_by_kernel(mdfd, name)) {
                 unlinkat(mdfd, tmp, 0);
                 return 0;
         }
 
         /* Another name of this file was mirrored meanwhile (same batch). */
-        if (link_partner(v, mdfd, name, bst) == 0) {
+        r = link_partner(v, mdfd, name, bst);
+        if (r >= 0) {
                 unlinkat(mdfd, tmp, 0);
-                note_container(v, mdfd, name, bst);
+                if (r == 0)
+                        note_container(v, mdfd, name, bst);
                 return 0;
         }
         r = prepared ? 0 : prepare(mdfd, tmp, bst, flags);
@@ -896,48 +915,75 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
         return sync_other(v, bdfd, mdfd, name, &bst, exists ? &mst : NULL, based, &have);
 }
 
-/* A regular file: 1 when queued in @batch. */
-static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
-                     const struct stat *bst, const struct stat *mst_now, bool based,
-                     const struct mirror_base *have, struct batch *batch, struct dirref **dir,
-                     const struct entry_look *look, uint64_t *copied)
+/*
+ * What the mirror's base (@have, when @based) tells of regular file
+ * mdfd/name against server file @bst (@want): the name linked to its
+ * object, or its object brought to @bst's owner, mode, times and nlink, or
+ * rewritten in place when it has several names; -ENOENT when it tells
+ * nothing (the file is adopted or copied).
+ */
+static int sync_by_base(struct view *v, int bdfd, int mdfd, const char *name,
+                        const struct stat *bst, const struct stat *mst_now, bool based,
+                        const struct mirror_base *have, const struct mirror_base *want,
+                        uint64_t *copied)
 {
-        struct mirror_base want;
-        struct stat mst;
-        int r, known;
+        int r;
 
-        base_from_stat(&want, bst, 0);
         r = link_partner(v, mdfd, name, bst);
         if (r == 0)
                 note_container(v, mdfd, name, bst);
         if (r != -ENOENT)
-                return r;
+                return r < 0 ? r : 0;
+        if (!based)
+                return -ENOENT;
         /* A link added or removed elsewhere changed only its count (and ctime):
          * the same object keeps its content, and is indexed for the new name. */
-        if (based && have->ver.nlink != want.ver.nlink && same_content(have, &want)) {
+        if (have->ver.nlink != want->ver.nlink && same_content(have, want)) {
                 set_owner_mode_times(mdfd, name, bst);
-                r = mirror_set_base(mdfd, name, &want);
+                r = mirror_set_base(mdfd, name, want);
                 if (r == 0) {
                         index_links(v, mdfd, name, bst);
                         note_container(v, mdfd, name, bst);
                 }
                 return r;
         }
-        if (based && same_identity(have, &want)) {
+        if (same_identity(have, want)) {
                 r = 0;
                 /* MIRROR_CHANGED too: the server has what changed offline now. */
-                if (have->ver.uid != want.ver.uid || have->ver.gid != want.ver.gid ||
+                if (have->ver.uid != want->ver.uid || have->ver.gid != want->ver.gid ||
                     (have->flags & MIRROR_CHANGED)) {
                         set_owner_mode_times(mdfd, name, bst);
-                        r = mirror_set_base(mdfd, name, &want);
+                        r = mirror_set_base(mdfd, name, want);
                 }
                 /* Also a mirror made before containers, or a store that lost it. */
                 note_container(v, mdfd, name, bst);
                 return r;
         }
-        if (mst_now && bst->st_nlink > 1 && based && mst_now->st_nlink > 1 &&
-            have->ver.ino == want.ver.ino)
+        if (mst_now && bst->st_nlink > 1 && mst_now->st_nlink > 1 &&
+            have->ver.ino == want->ver.ino)
                 return rewrite_shared(v, bdfd, mdfd, name, bst, copied);
+        return -ENOENT;
+}
+
+/* A regular file: 1 when queued in @batch. */
+static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
+                     const struct stat *bst, const struct stat *mst_now, bool based,
+                     const struct mirror_base *have, struct batch *batch, struct dirref **dir,
+                     const struct entry_look *look, uint64_t *copied)
+{
+        /* A file the kernel holds (held_inode()) may have been written since
+         * its base: it takes the server's identity only when it holds the
+         * server's bytes (a file made offline, now replayed). */
+        bool held = mst_now && held_inode(mst_now);
+        struct mirror_base want;
+        struct stat mst;
+        int r, known;
+
+        base_from_stat(&want, bst, 0);
+        r = held ? -ENOENT : sync_by_base(v, bdfd, mdfd, name, bst, mst_now, based, have,
+                                          &want, copied);
+        if (r != -ENOENT)
+                return r;
         /* The mirror's entry as sync_entry() just found it (nothing here changed it). */
         if (mst_now) {
                 mst = *mst_now;
@@ -952,7 +998,7 @@ static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
                 note_container(v, mdfd, name, bst);
                 return 0;
         }
-        return copy_file(v, bdfd, mdfd, name, bst, batch, dir, copied);
+        return held ? 0 : copy_file(v, bdfd, mdfd, name, bst, batch, dir, copied);
 }
 
 /* Symlinks and special files; @mst: the mirror's entry, NULL when none. */
@@ -2357,7 +2403,7 @@ static int fetch_place(struct view *v, struct name_fetch *f,
                 r = -EAGAIN;
         /* Another name of it was mirrored: this one becomes a link of that object
          * (under the lock, so two names fetched at once do not make two). */
-        else if (linked && link_partner(v, f->mdfd, f->name, &f->bst) == 0)
+        else if (linked && link_partner(v, f->mdfd, f->name, &f->bst) >= 0)
                 r = 0;
         else if (re ? renameat(f->mdfd, f->tmp, f->mdfd, f->name) < 0
                     : renameat2(f->mdfd, f->tmp, f->mdfd, f->name, RENAME_NOREPLACE) < 0)

@@ -804,14 +804,18 @@ static void recent_keep(struct view *v, struct sobj *o)
         store_obj_put(v->store, old);
 }
 
-static void vfile_remove(struct view *v, struct vfile *f)
+/* Removes open file f: true when the kernel let go of a mirror file with it
+ * (passthrough_release()). */
+static bool vfile_remove(struct view *v, struct vfile *f)
 {
+        bool mirror_file = false;
+
         pthread_mutex_lock(&v->ftab_lock);
         g_hash_table_remove(v->files, &f->fh);
         pthread_mutex_unlock(&v->ftab_lock);
         state_log_close(v, f->fh);
         if (f->pt_counted)
-                passthrough_release(f->id);
+                mirror_file = passthrough_release(f->id);
         if (f->fd >= 0)
                 backing_close(v, f->fd);
         for (guint i = 0; f->retired && i < f->retired->len; i++)
@@ -833,6 +837,7 @@ static void vfile_remove(struct view *v, struct vfile *f)
                 store_obj_put(v->store, f->obj);
         pthread_mutex_destroy(&f->lock);
         free(f);
+        return mirror_file;
 }
 
 struct refill {
@@ -3325,6 +3330,21 @@ again:
         fuse_reply_err(req, err);
 }
 
+static void renote_node(struct view *v, fuse_ino_t id)
+{
+        struct vnode *n;
+        bool offline;
+        int fd;
+
+        view_change_begin(v);
+        fd = vnode_get_served(v, id, &n, &offline, NULL);
+        if (fd >= 0 && !offline)
+                note_change_bounded(v, id, fd, NULL);
+        if (fd >= 0)
+                vnode_put(v, n);
+        view_change_end(v);
+}
+
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
         struct view *v = V(req);
@@ -3348,8 +3368,11 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
                         ship_stranded(v, f);
                 view_change_end(v);
         }
-        if (f)
-                vfile_remove(v, f);
+        /* Online, the kernel letting go of a mirror file (opened offline):
+         * the mirror left it alone while it was held (view-mirror.c), and
+         * takes the node's object now. */
+        if (f && vfile_remove(v, f))
+                renote_node(v, ino);
         fuse_reply_err(req, 0);
 }
 

@@ -436,14 +436,17 @@ int passthrough_other_tree_file(uint64_t id, bool offline)
         return fd < 0 ? -1 : fd;
 }
 
-void passthrough_release(uint64_t id)
+bool passthrough_release(uint64_t id)
 {
         struct pt_node *n;
+        bool mirror_file = false;
 
         pthread_mutex_lock(&pt.lock);
         n = pt.nodes ? g_hash_table_lookup(pt.nodes, &id) : NULL;
         if (n && --n->opens == 0) {
                 uint32_t bid = (uint32_t)n->backing_id;
+
+                mirror_file = n->offline;
 
                 /* The kernel holds the backing for the inode's open files
                  * still closing; the id only names it for new opens. */
@@ -452,4 +455,5 @@ void passthrough_release(uint64_t id)
                 g_hash_table_remove(pt.nodes, &id);
         }
         pthread_mutex_unlock(&pt.lock);
+        return mirror_file;
 }

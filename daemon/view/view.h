@@ -965,7 +965,9 @@ void passthrough_reply_end(void);
  * through a file of the tree not served, a descriptor of that file (else -1). */
 int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regular,
                      bool local_copy, bool created, int *stranded);
-void passthrough_release(uint64_t id);
+/* true when that was the node's last open and the kernel's file was the
+ * mirror's. */
+bool passthrough_release(uint64_t id);
 /*
  * The file the kernel reads and writes for node @id when it passes the
  * node through to the other tree's file than @offline's (opened before a

@@ -34,6 +34,11 @@ transaction.  Across switches between online and offline:
   disconnect, the kill and a reconnect reach its descriptor, the view and
   the server; a writer opening a file that a reader opened offline passes
   through (not ETXTBSY), and its write reaches the server;
+- a writer opened offline on a file with several names, written online
+  and the file linked to a new name before its close: the close puts its
+  writes on the server, and offline the names are still one object (the
+  mirror leaves the file the kernel writes as it is, and takes it at the
+  close);
 - a writer that writes the server's file directly while offline is never
   overwritten by the replay of its own older content: every pread after a
   pwrite and fsync returns that write, through eight reconnects;
@@ -314,6 +319,61 @@ def kept_by_a_successor(vol):
        " the kill: opened, its write in the view and on the server")
 
 
+def linked_beside_a_stranded_writer(vol):
+    """A file with three names (two directories), a writer opened offline
+    through one, a write through another name offline, the reconnect; then
+    online a write and an fsync, a write, a link made to the file and the
+    writer closed, or a writer by another name opened before that close:
+    the server holds every write, and offline the four names are one
+    object with every write."""
+    wrong = []
+    for joined in (False, True):
+        d = f"lk{int(joined)}"
+        os.makedirs(vol.b("p", d, "sub"))
+        data = bytearray(os.urandom(6201))
+        with open(vol.b("p", d, "a"), "wb") as f:
+            f.write(data)
+        os.link(vol.b("p", d, "a"), vol.b("p", d, "b"))
+        os.link(vol.b("p", d, "a"), vol.b("p", d, "sub", "c"))
+        vol.ctl("pin recursive", f"p/{d}")
+        switch(vol, "offline")
+        fd = os.open(vol.v("p", d, "a"), os.O_RDWR)
+
+        def write(through, off, n):
+            chunk = os.urandom(n)
+            os.pwrite(through, chunk, off)
+            data[off:off + n] = chunk
+        by_name = os.open(vol.v("p", d, "b"), os.O_RDWR)
+        write(by_name, 2070, 4131)
+        os.close(by_name)
+        switch(vol, "online")
+        write(fd, 4903, 243)
+        os.fsync(fd)
+        write(fd, 4958, 378)
+        os.link(vol.v("p", d, "a"), vol.v("p", d, "sub", "e"))
+        if joined:
+            second = os.open(vol.v("p", d, "b"), os.O_RDWR)
+        os.close(fd)
+        if joined:
+            write(second, 100, 1516)
+            os.close(second)
+        got = read_file(vol.b("p", d, "b"))
+        if got != data:
+            wrong.append((d, "server", len(got)))
+        switch(vol, "offline")
+        names = ("a", "b", "sub/c", "sub/e")
+        for name in names:
+            st = os.stat(vol.v("p", d, name))
+            if (st.st_nlink, read_file(vol.v("p", d, name)) == data) != (4, True):
+                wrong.append((d, name, st.st_nlink))
+        inos = {os.stat(os.path.join(vol.cache, "mirror", "p", d, n)).st_ino for n in names}
+        if len(inos) != 1:
+            wrong.append((d, "mirror objects", len(inos)))
+        switch(vol, "online")
+    eq(wrong, [], "a stranded writer of a file with several names, a link made online:"
+       " every write on the server, and offline one object with four names")
+
+
 def truncate_beside_a_stranded_reader(vol):
     """A reader of a file large enough to pass through, opened before a
     switch (the kernel reads the other tree's file), then truncate(2) of
@@ -475,6 +535,7 @@ def main():
         stranded_writer_size(vol)
         offline_writer_closed_online(vol)
         kept_by_a_successor(vol)
+        linked_beside_a_stranded_writer(vol)
         writer_through_reconnects(vol)
         for mode in ("delete", "truncate", "wal"):
             sqlite_through_switches(vol, mode)
