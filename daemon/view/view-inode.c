@@ -62,6 +62,7 @@ struct vnode {
         struct file_handle *fh; /* in the tree served; NULL when it has none */
         struct file_handle *sfh; /* offline: the server's, to find its object
                                   * again should its name go to another */
+        struct file_handle *mfh; /* online: the mirror's when last offline, as sfh */
         uint64_t sino;          /* the server's inode number, 0 for an object made
                                  * offline and not yet replayed */
         bool detached;          /* its object was unlinked: fd keeps it for good */
@@ -298,6 +299,7 @@ static void node_free(struct vnode *n)
         free(n->name);
         free(n->fh);
         free(n->sfh);
+        free(n->mfh);
         free(n);
 }
 
@@ -396,7 +398,7 @@ int vnode_table_init(struct view *v)
 static int handle_mount_fd_in(struct view *v, bool offline)
 {
         if (offline)
-                return v->mirror_fd;
+                return v->mirror_mount_fd;
         return v->handles ? v->mount_fd : -1;
 }
 
@@ -837,7 +839,7 @@ static uint64_t server_identity(struct view *v, struct vnode *n, bool offline, b
         if (offline)            /* the server's object: its own inode number */
                 return n->sino = n->ino;
         if (fd < 0 && n->fh)
-                fd = open_by_handle_at(v->mirror_fd, n->fh, O_PATH | O_CLOEXEC);
+                fd = open_by_handle_at(v->mirror_mount_fd, n->fh, O_PATH | O_CLOEXEC);
         if (fd < 0)
                 return n->sino;
         if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == n->ino &&
@@ -969,6 +971,31 @@ static int counterpart_by_handle(struct view *v, struct vnode *n, uint64_t sino,
 }
 
 /*
+ * itab_lock held, going offline: n's mirror object found by the handle it
+ * had there when last offline (its name no longer leads to it: the kernel
+ * forgot its parent, or the name went to another object), when that is
+ * still linked and the mirror of server object sino.  An O_PATH
+ * descriptor, or -1.
+ */
+static int counterpart_by_mirror_handle(struct view *v, struct vnode *n, uint64_t sino,
+                                        GHashTable *bound, struct stat *st, bool *unanswered)
+{
+        struct mirror_base b;
+        int fd;
+
+        if (!n->mfh || !sino)
+                return -1;
+        fd = open_handle_in(v, true, n->mfh);
+        if (candidate(n, fd < 0 ? fd : real_stat_in(v, true, fd, st), st, bound, unanswered) &&
+            st->st_nlink > 0 && mirror_get_base(fd, NULL, &b) == 0 &&
+            (b.ver.ino == sino || offline_became(v, b.ver.ino, sino)))
+                return fd;
+        if (fd >= 0)
+                close(fd);
+        return -1;
+}
+
+/*
  * Going online, the names of one depth's nodes are looked up on the server
  * FetchThreads at a time: each is a round trip over a network backing, and
  * changes wait for the switch (the kernel may know thousands of nodes after
@@ -1090,6 +1117,8 @@ GArray *vnode_switch_all(struct view *v, bool *unanswered)
                                  unanswered);
                 if (fd < 0 && !offline)
                         fd = counterpart_by_handle(v, n, sino, bound, &st, unanswered);
+                if (fd < 0 && offline)
+                        fd = counterpart_by_mirror_handle(v, n, sino, bound, &st, unanswered);
                 /* The descriptor of the tree served before goes, at the last
                  * put when users hold it: a request that gets the node from
                  * now on is given the new tree's, never the old one, whose
@@ -1107,8 +1136,14 @@ GArray *vnode_switch_all(struct view *v, bool *unanswered)
                 }
                 free(n->sfh);
                 n->sfh = offline ? n->fh : NULL;
-                if (!offline)
-                        free(n->fh);
+                if (!offline && n->fh) {
+                        /* To find its mirror object by, should its name go. */
+                        free(n->mfh);
+                        n->mfh = n->fh;
+                } else if (offline && fd >= 0) {
+                        free(n->mfh);
+                        n->mfh = NULL;
+                }
                 n->fh = NULL;
                 if (fd < 0) {
                         n->ino = 0;     /* ESTALE until the next switch finds it again */

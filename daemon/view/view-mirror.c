@@ -1605,8 +1605,9 @@ int mirror_open(struct view *v)
                 return e;
         }
         v->mirror_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        v->mirror_mount_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         g_free(dir);
-        if (v->mirror_fd < 0 || fstat(v->mirror_fd, &st) < 0)
+        if (v->mirror_fd < 0 || v->mirror_mount_fd < 0 || fstat(v->mirror_fd, &st) < 0)
                 return -errno;
         v->mirror_dev = st.st_dev;
         dir = g_build_filename(v->cfg->cache_dir, "mirror.links", NULL);

@@ -100,6 +100,7 @@ int view_oplog_open(struct view *v, bool record_root)
         pthread_rwlock_init(&v->served_lock, NULL);
         v->state = VIEW_ONLINE;
         v->mirror_fd = -1;
+        v->mirror_mount_fd = -1;
         v->mirror_links_fd = -1;
         /* Reserve is the room kept for offline edits: the log may use it all. */
         opts.max_bytes = v->cfg->reserve;

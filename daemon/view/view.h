@@ -109,6 +109,8 @@ struct view {
         struct oplog *oplog;    /* protected by offline_lock: CacheDir/offline */
         int state;              /* enum view_state (atomic) */
         int mirror_fd;          /* O_PATH|O_DIRECTORY on CacheDir/mirror */
+        int mirror_mount_fd;    /* O_RDONLY on it, for open_by_handle_at (which
+                                 * takes no O_PATH descriptor) */
         unsigned conflicts;     /* records kept as conflicts (atomic; 0: no lookup asks) */
         bool timeout_thread;    /* atomic: a backing timeout is being handled */
         uint64_t changes;       /* atomic: changes begun through the view (view_change_begin) */
