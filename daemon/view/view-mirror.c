@@ -131,6 +131,8 @@ int view_remove_tree(int dfd, const char *name)
         return remove_tree(dfd, name, 0);
 }
 
+static bool held_by_kernel(int mdfd, const char *name);
+
 static void set_owner_mode_times(int mdfd, const char *name, const struct stat *bst)
 {
         struct timespec tv[2] = { bst->st_atim, bst->st_mtim };
@@ -140,7 +142,9 @@ static void set_owner_mode_times(int mdfd, const char *name, const struct stat *
                 log_warn("Failed to set the owner of mirrored '%s': %m, ignoring", name);
         if (!S_ISLNK(bst->st_mode) && fchmodat(mdfd, name, bst->st_mode & 07777, 0) < 0)
                 log_warn("Failed to set the mode of mirrored '%s': %m, ignoring", name);
-        utimensat(mdfd, name, tv, AT_SYMLINK_NOFOLLOW);
+        /* The times of a file the kernel writes are the writer's. */
+        if (!S_ISREG(bst->st_mode) || !held_by_kernel(mdfd, name))
+                utimensat(mdfd, name, tv, AT_SYMLINK_NOFOLLOW);
 }
 
 /*
@@ -160,9 +164,10 @@ static void align_owner_mode_times(int mdfd, const char *name, const struct stat
 
 /*
  * A mirror file the kernel passes an open file through keeps its inode,
- * bytes, times and base: a writer's bytes there are not on the server yet,
- * its mtime tells whether it wrote since its last copy, and a successor
- * finds the file by its name.  A later walk takes it once it is closed.
+ * bytes and times: a writer's bytes there are not on the server yet, its
+ * mtime tells whether it wrote since its last copy, and a successor finds
+ * the file by its name.  Its base, owner and mode follow the server's; its
+ * content is taken once it is closed (op_release()).
  */
 static bool held_inode(const struct stat *st)
 {
@@ -190,7 +195,7 @@ static int link_partner(struct view *v, int mdfd, const char *name, const struct
         struct mirror_base have, want;
         struct stat lst, mst;
         char key[32], tmp[64];
-        bool held;
+        bool same, already;
         int r;
 
         if (!mirror_kept_as_links(v, bst))
@@ -200,20 +205,21 @@ static int link_partner(struct view *v, int mdfd, const char *name, const struct
         if (fstatat(v->mirror_links_fd, key, &lst, AT_SYMLINK_NOFOLLOW) < 0 ||
             mirror_get_base(v->mirror_links_fd, key, &have) < 0)
                 return -ENOENT;
-        held = held_inode(&lst);
-        if (!held && !same_content(&have, &want))
+        same = same_content(&have, &want);
+        already = fstatat(mdfd, name, &mst, AT_SYMLINK_NOFOLLOW) == 0 && mst.st_ino == lst.st_ino;
+        if (!same && (already || !held_inode(&lst)))
                 return -ENOENT;
         /* A chmod or chown (through any name) changes no content: the shared
          * object takes it. */
-        if (!held)
+        if (same)
                 align_owner_mode_times(v->mirror_links_fd, key, bst, &lst);
-        if (fstatat(mdfd, name, &mst, AT_SYMLINK_NOFOLLOW) == 0 && mst.st_ino == lst.st_ino)
-                return held ? 1 : mirror_set_base(mdfd, name, &want); /* already that object */
+        if (already)
+                return mirror_set_base(mdfd, name, &want);
         mirror_tmp_name(tmp, sizeof(tmp));
         if (linkat(v->mirror_links_fd, key, mdfd, tmp, 0) < 0)
                 return -errno;
         r = renameat(mdfd, tmp, mdfd, name) < 0 ? -errno :
-            held ? 1 : mirror_set_base(mdfd, name, &want);
+            same ? mirror_set_base(mdfd, name, &want) : 1;
         if (r < 0)
                 unlinkat(mdfd, tmp, 0);
         return r;
@@ -916,6 +922,26 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
 }
 
 /*
+ * A shared object the kernel holds, whose base is older than server file
+ * @bst: it takes @bst's identity if it holds its bytes (a replay put them
+ * there), else it is left as it is for its release (op_release()).
+ */
+static int held_takes_identity(struct view *v, int bdfd, int mdfd, const char *name,
+                               const struct stat *bst, const struct mirror_base *want)
+{
+        int r;
+
+        if (!holds_same_bytes(bdfd, mdfd, name))
+                return 0;
+        r = mirror_set_base(mdfd, name, want);
+        if (r == 0) {
+                index_links(v, mdfd, name, bst);
+                note_container(v, mdfd, name, bst);
+        }
+        return r;
+}
+
+/*
  * What the mirror's base (@have, when @based) tells of regular file
  * mdfd/name against server file @bst (@want): the name linked to its
  * object, or its object brought to @bst's owner, mode, times and nlink, or
@@ -961,7 +987,8 @@ static int sync_by_base(struct view *v, int bdfd, int mdfd, const char *name,
         }
         if (mst_now && bst->st_nlink > 1 && mst_now->st_nlink > 1 &&
             have->ver.ino == want->ver.ino)
-                return rewrite_shared(v, bdfd, mdfd, name, bst, copied);
+                return held_inode(mst_now) ? held_takes_identity(v, bdfd, mdfd, name, bst, want)
+                                           : rewrite_shared(v, bdfd, mdfd, name, bst, copied);
         return -ENOENT;
 }
 
@@ -971,17 +998,12 @@ static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
                      const struct mirror_base *have, struct batch *batch, struct dirref **dir,
                      const struct entry_look *look, uint64_t *copied)
 {
-        /* A file the kernel holds (held_inode()) may have been written since
-         * its base: it takes the server's identity only when it holds the
-         * server's bytes (a file made offline, now replayed). */
-        bool held = mst_now && held_inode(mst_now);
         struct mirror_base want;
         struct stat mst;
         int r, known;
 
         base_from_stat(&want, bst, 0);
-        r = held ? -ENOENT : sync_by_base(v, bdfd, mdfd, name, bst, mst_now, based, have,
-                                          &want, copied);
+        r = sync_by_base(v, bdfd, mdfd, name, bst, mst_now, based, have, &want, copied);
         if (r != -ENOENT)
                 return r;
         /* The mirror's entry as sync_entry() just found it (nothing here changed it). */
@@ -998,7 +1020,7 @@ static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
                 note_container(v, mdfd, name, bst);
                 return 0;
         }
-        return held ? 0 : copy_file(v, bdfd, mdfd, name, bst, batch, dir, copied);
+        return copy_file(v, bdfd, mdfd, name, bst, batch, dir, copied);
 }
 
 /* Symlinks and special files; @mst: the mirror's entry, NULL when none. */
