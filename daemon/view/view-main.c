@@ -87,10 +87,11 @@ static int do_mount(const struct volume_config *cfg, int fd)
         return 0;
 }
 
-static pid_t start_worker(char **argv, int argc, int fd, int ready_fd, bool takeover)
+static pid_t start_worker(char **argv, int argc, int fd, int ready_fd, int store_fd,
+                          bool takeover)
 {
-        char fdarg[32], readyarg[32];
-        char **args = calloc((size_t)argc + 5, sizeof(*args));
+        char fdarg[32], readyarg[32], storearg[32];
+        char **args = calloc((size_t)argc + 6, sizeof(*args));
         pid_t pid;
         int n = 0;
 
@@ -103,6 +104,10 @@ static pid_t start_worker(char **argv, int argc, int fd, int ready_fd, bool take
         args[n++] = fdarg;
         snprintf(readyarg, sizeof(readyarg), "--ready-fd=%d", ready_fd);
         args[n++] = readyarg;
+        if (store_fd >= 0) {
+                snprintf(storearg, sizeof(storearg), "--fdstore-fd=%d", store_fd);
+                args[n++] = storearg;
+        }
         if (takeover)
                 args[n++] = (char *)"--takeover";
         args[n] = NULL;
@@ -123,7 +128,7 @@ static int holder_run(struct volume_config *cfg, int argc, char **argv)
         unsigned early_deaths = 0, crashes = 0;
         time_t first_crash = 0;
         bool takeover = false;
-        int fd, status, r, ready[2];
+        int fd, status, r, ready[2], store_fd = -1;
         pid_t pid;
         char c;
 
@@ -137,6 +142,13 @@ static int holder_run(struct volume_config *cfg, int argc, char **argv)
         if (pipe2(ready, O_NONBLOCK) < 0)
                 return log_error("Failed to create a pipe: %m"), 1;
         fcntl(ready[0], F_SETFD, FD_CLOEXEC);
+        /* Without it a successor cannot reach an open file without a name. */
+        r = fdstore_holder_start(&store_fd);
+        if (r < 0)
+                log_warn("Failed to start keeping descriptors for the workers: %s",
+                         strerror(-r));
+        else
+                fcntl(store_fd, F_SETFD, 0);    /* inherited by every worker */
         log_info("Mounted %s on %s", cfg->backing, cfg->mountpoint);
         {
                 /* No SA_RESTART: the signal must interrupt waitpid(). */
@@ -148,7 +160,7 @@ static int holder_run(struct volume_config *cfg, int argc, char **argv)
         }
         signal(SIGPIPE, SIG_IGN);
         for (;;) {
-                pid = start_worker(argv, argc, fd, ready[1], takeover);
+                pid = start_worker(argv, argc, fd, ready[1], store_fd, takeover);
                 if (pid < 0) {
                         log_error("Failed to start a worker: %m");
                         break;
@@ -297,6 +309,7 @@ static int worker_setup(struct view *v, struct volume_config *cfg, bool takeover
         v->next_fh = 1;
         r = state_open(v, takeover, &restorer);
         if (r >= 0 && takeover) {
+                vfile_take_kept(v);
                 vfile_adopt_restored(v);
                 vfile_strand_unopened_writers(v);
         }
@@ -319,6 +332,7 @@ int main(int argc, char **argv)
                 { "worker-fd", required_argument, NULL, 'W' },
                 { "takeover", no_argument, NULL, 'T' },
                 { "ready-fd", required_argument, NULL, 'R' },
+                { "fdstore-fd", required_argument, NULL, 'F' },
                 { "help", no_argument, NULL, 'h' },
                 {}
         };
@@ -372,6 +386,10 @@ int main(int argc, char **argv)
                 case 'W': worker_fd = atoi(optarg); break;
                 case 'T': takeover = true; break;
                 case 'R': v.ready_fd = atoi(optarg); break;
+                case 'F':
+                        fcntl(atoi(optarg), F_SETFD, FD_CLOEXEC);
+                        fdstore_attach(atoi(optarg));
+                        break;
                 case 'h': usage(); return 0;
                 default:
                         usage();

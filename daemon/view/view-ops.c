@@ -100,6 +100,8 @@ struct vfile {
                                  * stays -1 until something needs the backing */
         bool lost;              /* atomic: its object has no counterpart in the tree
                                  * served, and still has names in the other: ESTALE */
+        bool kept;              /* under ftab_lock: its descriptor is kept by the holder
+                                 * too (its object has no name: view-fdstore.c) */
         int stranded_fd;        /* under mode_lock: the file a writer passed through
                                  * goes on writing when a switch serves another one
                                  * (never the one f->fd is), or -1 */
@@ -256,6 +258,62 @@ int vfile_restore(struct view *v, uint64_t fh, uint64_t id, int flags, uint32_t 
                         state_log_open_mode(v, f->fh, id, f->flags, pt_mode);
         }
         return 0;
+}
+
+/*
+ * After a name of object @ino (of the tree served) went: its open files
+ * whose object has no name left give their descriptor to the holder, so
+ * that a successor can reach it (no name leads there, and an unlinked
+ * inode's handle is refused).
+ */
+static void vfile_keep_nameless(struct view *v, uint64_t ino)
+{
+        fuse_ino_t id = vnode_id_of_ino(v, ino);
+        GHashTableIter it;
+        gpointer key, val;
+        struct stat st;
+
+        if (!id)
+                return;
+        pthread_mutex_lock(&v->ftab_lock);
+        g_hash_table_iter_init(&it, v->files);
+        while (g_hash_table_iter_next(&it, &key, &val)) {
+                struct vfile *f = val;
+
+                if (f->id == id && !f->dir && !f->kept && f->fd >= 0 &&
+                    fstat(f->fd, &st) == 0 && st.st_nlink == 0)
+                        f->kept = fdstore_keep(f->fh, f->fd) == 0;
+        }
+        pthread_mutex_unlock(&v->ftab_lock);
+}
+
+static void take_kept(void *ud, uint64_t key, int fd)
+{
+        struct view *v = ud;
+        struct vfile *f;
+
+        pthread_mutex_lock(&v->ftab_lock);
+        f = g_hash_table_lookup(v->files, &key);
+        if (f && f->fd < 0 && !f->dir) {
+                __atomic_store_n(&f->fd, fd, __ATOMIC_RELEASE);
+                f->kept = true;
+                fd = -1;
+        }
+        pthread_mutex_unlock(&v->ftab_lock);
+        if (fd >= 0) {
+                close(fd);
+                fdstore_drop(key);      /* released meanwhile */
+        }
+}
+
+void vfile_take_kept(struct view *v)
+{
+        int n = fdstore_take_all(take_kept, v);
+
+        if (n > 0)
+                log_info("Took back %d descriptors of open files without a name from the holder", n);
+        else if (n < 0)
+                log_warn("Failed to take back descriptors kept by the holder: %s", strerror(-n));
 }
 
 /* Logs an open file passed through with its backing id, for a successor. */
@@ -814,6 +872,8 @@ static bool vfile_remove(struct view *v, struct vfile *f)
         g_hash_table_remove(v->files, &f->fh);
         pthread_mutex_unlock(&v->ftab_lock);
         state_log_close(v, f->fh);
+        if (f->kept)
+                fdstore_drop(f->fh);
         if (f->pt_counted)
                 mirror_file = passthrough_release(f->id);
         if (f->fd >= 0)
@@ -2276,8 +2336,10 @@ again:
                 r = backing_change(v, &(struct backing_change){ .kind = BC_UNLINK, .fd = pfd,
                                    .name = name, .fd2 = -1, .flags = flags },
                                    caller_of(req, &id));
-        if (r >= 0 && had)
+        if (r >= 0 && had) {
                 vnode_name_gone(v, st.st_ino, parent, name);
+                vfile_keep_nameless(v, st.st_ino);
+        }
         if (r >= 0 && offline) {
                 r = offline_note_unlink(v, plid, name, lid, flags & AT_REMOVEDIR);
                 vnode_ids_forget(v);    /* a create cancelled; inode numbers free */
@@ -2399,8 +2461,10 @@ again:
                 mirror_dirs_changed();
                 if (had && !offline)
                         drop_if_last(v, &victim);
-                if (had)
+                if (had) {
                         vnode_name_gone(v, victim.st_ino, newparent, newname);
+                        vfile_keep_nameless(v, victim.st_ino);
+                }
                 vnode_moved(v, newparent, npfd, newname);
                 if (!(flags & RENAME_EXCHANGE) && backing_fstatat(v, npfd, newname, &moved) == 0)
                         vnode_name_gone(v, moved.st_ino, parent, name);

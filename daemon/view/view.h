@@ -306,6 +306,9 @@ int state_load_init(struct view *v, void **buf, size_t *len);
 /* view-ops.c */
 extern const struct fuse_lowlevel_ops view_ops;
 int vfile_restore(struct view *v, uint64_t fh, uint64_t id, int flags, uint32_t pt_mode);
+/* At a takeover: the descriptors the holder kept for open files
+ * (view-fdstore.c) go back to them. */
+void vfile_take_kept(struct view *v);
 void vfile_set_fh_floor(struct view *v, uint64_t fh);
 /* Before a switch offline: the mirror takes the files written online and open. */
 void vfile_note_writers(struct view *v);
@@ -1002,6 +1005,14 @@ bool passthrough_file_unknown(uint64_t id, bool *offline);
  * (the kernel's readers and writers go on with it, a successor finds it by
  * its name). */
 bool passthrough_holds_mirror_file(uint64_t ino);
+
+/* view-fdstore.c: descriptors the holder keeps across a takeover. */
+int fdstore_holder_start(int *worker_end);      /* the holder: 0 or -errno */
+void fdstore_attach(int sock);                  /* a worker: its end */
+int fdstore_keep(uint64_t key, int fd);         /* a duplicate goes to the holder */
+void fdstore_drop(uint64_t key);
+/* Each descriptor kept, once, to @take (which owns it): how many, or -errno. */
+int fdstore_take_all(void (*take)(void *ud, uint64_t key, int fd), void *ud);
 bool passthrough_holds_mirror_files(void);      /* any */
 void passthrough_count_read(void);
 uint64_t passthrough_read_requests(void);

@@ -129,6 +129,58 @@ def workload(d, seed, out, seconds):
                    "stats": stats}, fh)
 
 
+def holder_fds(vol):
+    return len(os.listdir(f"/proc/{vol.proc.pid}/fd"))
+
+
+def nameless_across_kills(vol):
+    """Open files whose object lost its last name (unlinked, renamed over):
+    no name leads a successor to them, so the holder keeps their descriptors;
+    through two kills every call on them works, and once they are closed the
+    holder lets the descriptors go."""
+    before = holder_fds(vol)
+    fds, want = [], []
+    for i, how in enumerate(("unlink", "rename over")):
+        write_file(vol.v(f"nameless{i}"), b"x" * 3000)
+        fd = os.open(vol.v(f"nameless{i}"), os.O_RDWR)
+        os.pread(fd, 10, 0)
+        if how == "unlink":
+            os.unlink(vol.v(f"nameless{i}"))
+        else:
+            write_file(vol.v(f"other{i}"), b"other")
+            os.rename(vol.v(f"other{i}"), vol.v(f"nameless{i}"))
+        fds.append(fd)
+        want.append(bytearray(b"x" * 3000))
+    for kill in range(2):
+        old = vol.kill_worker(signal.SIGKILL)
+        vol.wait_new_worker(old)
+        for fd, w in zip(fds, want):
+            off = 100 + 500 * kill
+            try:
+                os.pwrite(fd, b"y" * 10, off)
+                w[off:off + 10] = b"y" * 10
+                got = (os.pread(fd, 5000, 0) == w, os.fstat(fd).st_size)
+            except OSError as e:
+                got = e.strerror
+            eq(got, (True, len(w)), f"a file without a name after kill {kill + 1}: write, read, fstat")
+    try:
+        for fd, w in zip(fds, want):
+            os.ftruncate(fd, 1000)
+            del w[1000:]
+            os.fsync(fd)
+            eq((os.pread(fd, 5000, 0) == w, os.fstat(fd).st_size), (True, 1000),
+               "a file without a name: ftruncate and fsync")
+            os.close(fd)
+        closed = "closed"
+    except OSError as e:
+        closed = e.strerror
+    eq(closed, "closed", "files without a name: ftruncate, fsync and close after two kills")
+    eq(read_file(vol.v("nameless1")), b"other", "the name renamed over holds the other file")
+    old = vol.kill_worker(signal.SIGKILL)
+    vol.wait_new_worker(old)
+    eq(holder_fds(vol), before, "the holder let the descriptors of closed files go")
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--workload":
         workload(sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]))
@@ -207,6 +259,7 @@ def main():
     os.close(rfd)
     os.close(wfd)
     eq(read_file(vol.b("held")), b"held after!\n", "their write reached the backing")
+    nameless_across_kills(vol)
     # a restart of the whole volume (holder too) starts from the store
     vol.stop()
     vol.start()
