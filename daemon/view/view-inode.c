@@ -823,7 +823,8 @@ static gint by_depth(gconstpointer a, gconstpointer b, gpointer data)
  * mirror object says now (an atomic save gave it the replaced file's), 0
  * for one made offline, whose log id is then *lid (0 if none).  Sets *gone
  * when the mirror object was unlinked: n keeps it (local, so it never waits
- * for a server).
+ * for a server); going offline, when the server object n holds on a local
+ * backing was (asked only there: a network server may be gone by now).
  */
 static uint64_t server_identity(struct view *v, struct vnode *n, bool offline, bool *gone,
                                 uint64_t *lid)
@@ -836,8 +837,17 @@ static uint64_t server_identity(struct view *v, struct vnode *n, bool offline, b
         *lid = 0;
         if (!n->ino)
                 return n->sino;         /* had no counterpart: what it was last */
-        if (offline)            /* the server's object: its own inode number */
+        if (offline) {
+                /* The server's object: its own inode number; none when the
+                 * view saw its last name go (a rename over it online). */
+                if (fd >= 0 && v->backing_local &&
+                    fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 &&
+                    st.st_ino == n->ino && st.st_nlink == 0 && !S_ISDIR(st.st_mode)) {
+                        *gone = true;
+                        return 0;
+                }
                 return n->sino = n->ino;
+        }
         if (fd < 0 && n->fh)
                 fd = open_by_handle_at(v->mirror_mount_fd, n->fh, O_PATH | O_CLOEXEC);
         if (fd < 0)
@@ -1105,10 +1115,13 @@ GArray *vnode_switch_all(struct view *v, bool *unanswered)
                 }
                 sino = server_identity(v, n, offline, &gone, &lid);
                 if (gone) {
-                        /* Unlinked while open or known: it stays that object. */
+                        /* Unlinked while open or known: it stays that object.
+                         * A server object may have been unlinked by another
+                         * client: the kernel's name for it is looked up again. */
                         lru_del(v, n);
                         n->detached = true;
                         n->ino = 0;
+                        e.inval_name = offline;
                         g_array_append_val(ids, e);
                         continue;
                 }

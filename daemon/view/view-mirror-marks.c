@@ -250,7 +250,8 @@ bool mirror_links_counted(struct view *v, const struct stat *st, uint64_t sino)
         struct stat lst;
         char key[32];
 
-        if (!mirror_kept_as_links(v, st))
+        /* Also its last link: the names it had are all gone. */
+        if (!mirror_linkable(st->st_mode) || st->st_nlink < 1 || v->mirror_links_fd < 0)
                 return false;
         mirror_links_key(key, sizeof(key), sino);
         return fstatat(v->mirror_links_fd, key, &lst, AT_SYMLINK_NOFOLLOW) == 0 &&

@@ -260,6 +260,9 @@ int vfile_restore(struct view *v, uint64_t fh, uint64_t id, int flags, uint32_t 
         return 0;
 }
 
+/* The holder's key of an open file's stranded file: its handle's, with this. */
+#define KEPT_STRANDED (UINT64_C(1) << 63)
+
 /*
  * After a name of object @ino (of the tree served) went: its open files
  * whose object has no name left give their descriptor to the holder, so
@@ -280,9 +283,13 @@ static void vfile_keep_nameless(struct view *v, uint64_t ino)
         while (g_hash_table_iter_next(&it, &key, &val)) {
                 struct vfile *f = val;
 
-                if (f->id == id && !f->dir && !f->kept && f->fd >= 0 &&
-                    fstat(f->fd, &st) == 0 && st.st_nlink == 0)
-                        f->kept = fdstore_keep(f->fh, f->fd) == 0;
+                if (f->id != id || f->dir || f->kept || f->fd < 0 ||
+                    fstat(f->fd, &st) < 0 || st.st_nlink > 0)
+                        continue;
+                f->kept = fdstore_keep(f->fh, f->fd) == 0;
+                /* The file the kernel writes, when another. */
+                if (f->kept && f->stranded_fd >= 0)
+                        fdstore_keep(f->fh | KEPT_STRANDED, f->stranded_fd);
         }
         pthread_mutex_unlock(&v->ftab_lock);
 }
@@ -290,11 +297,18 @@ static void vfile_keep_nameless(struct view *v, uint64_t ino)
 static void take_kept(void *ud, uint64_t key, int fd)
 {
         struct view *v = ud;
+        uint64_t fh = key & ~KEPT_STRANDED;
         struct vfile *f;
 
         pthread_mutex_lock(&v->ftab_lock);
-        f = g_hash_table_lookup(v->files, &key);
-        if (f && f->fd < 0 && !f->dir) {
+        f = g_hash_table_lookup(v->files, &fh);
+        if (f && f->dir)
+                f = NULL;
+        if (f && key != fh && f->stranded_fd < 0) {
+                f->stranded_fd = fd;
+                f->stranded_shipped.size = -1;  /* copied over at its next flush */
+                fd = -1;
+        } else if (f && key == fh && f->fd < 0) {
                 __atomic_store_n(&f->fd, fd, __ATOMIC_RELEASE);
                 f->kept = true;
                 fd = -1;
@@ -306,9 +320,30 @@ static void take_kept(void *ud, uint64_t key, int fd)
         }
 }
 
+/* A kept file the kernel passes through is found by no name either. */
+static void adopt_kept(struct view *v)
+{
+        GHashTableIter it;
+        gpointer key, val;
+        bool offline;
+
+        pthread_mutex_lock(&v->ftab_lock);
+        g_hash_table_iter_init(&it, v->files);
+        while (g_hash_table_iter_next(&it, &key, &val)) {
+                struct vfile *f = val;
+
+                if (f->kept && passthrough_file_unknown(f->id, &offline))
+                        passthrough_adopt_file(f->id, f->stranded_fd >= 0 ? f->stranded_fd
+                                                                          : f->fd);
+        }
+        pthread_mutex_unlock(&v->ftab_lock);
+}
+
 void vfile_take_kept(struct view *v)
 {
         int n = fdstore_take_all(take_kept, v);
+
+        adopt_kept(v);
 
         if (n > 0)
                 log_info("Took back %d descriptors of open files without a name from the holder", n);
@@ -872,8 +907,10 @@ static bool vfile_remove(struct view *v, struct vfile *f)
         g_hash_table_remove(v->files, &f->fh);
         pthread_mutex_unlock(&v->ftab_lock);
         state_log_close(v, f->fh);
-        if (f->kept)
+        if (f->kept) {
                 fdstore_drop(f->fh);
+                fdstore_drop(f->fh | KEPT_STRANDED);
+        }
         if (f->pt_counted)
                 mirror_file = passthrough_release(f->id);
         if (f->fd >= 0)
@@ -1225,12 +1262,17 @@ static int node_name(struct view *v, fuse_ino_t id, int fd, uint64_t *parent, ch
  * replay removes it there (an edit logged would be a conflict with its own
  * removal).
  */
-static bool gone_offline(int fd)
+static bool gone_offline(struct view *v, int fd)
 {
+        struct mirror_base b;
         struct stat st;
 
-        return fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 &&
-               st.st_nlink == 0;
+        if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+                return false;
+        /* Its only link left may be the links index's (several names once). */
+        return st.st_nlink == 0 ||
+               (st.st_nlink == 1 && mirror_linkable(st.st_mode) &&
+                mirror_get_base(fd, NULL, &b) == 0 && mirror_links_counted(v, &st, b.ver.ino));
 }
 
 /* lid_before_change(): nothing to log (gone_offline()). */
@@ -1249,7 +1291,7 @@ static int lid_before_change(struct view *v, fuse_ino_t id, int fd, uint64_t *li
         char *name;
         int pfd, r = -ENOENT;
 
-        if (gone_offline(fd))
+        if (gone_offline(v, fd))
                 return LID_GONE;
         if (vnode_known_lid(v, id, lid) == 0)
                 return 0;
@@ -1670,6 +1712,33 @@ static int getattr_once(struct view *v, fuse_ino_t ino, struct stat *st, bool *o
         return r;
 }
 
+/*
+ * The attributes of node id from one of its open files: a node that found
+ * no counterpart in the tree served (its object lost its last name) is
+ * still what its open files have (fstat(2) asks by node, without the
+ * file): the file the kernel passes them through, or else one's own.
+ * -ESTALE when none is open.
+ */
+static int open_file_attr(struct view *v, fuse_ino_t id, struct stat *st)
+{
+        GHashTableIter it;
+        gpointer key, val;
+        int r = -ESTALE;
+
+        if (passthrough_file_stat(id, st) == 0)
+                return 0;
+        pthread_mutex_lock(&v->ftab_lock);
+        g_hash_table_iter_init(&it, v->files);
+        while (r < 0 && g_hash_table_iter_next(&it, &key, &val)) {
+                struct vfile *f = val;
+
+                if (f->id == id && !f->dir && f->fd >= 0 && fstat(f->fd, st) == 0)
+                        r = 0;
+        }
+        pthread_mutex_unlock(&v->ftab_lock);
+        return r;
+}
+
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
         struct view *v = V(req);
@@ -1680,6 +1749,8 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
         if (r == -ETIMEDOUT && view_wait_offline(v))
                 r = getattr_once(v, ino, &st, &offline);
+        if (r == -ESTALE && (r = open_file_attr(v, ino, &st)) == 0)
+                offline = true;         /* no store object to revalidate by it */
         /* The kernel drops its pages when these attributes show a change; an
          * open file's store copy must not then serve the old bytes again. */
         if (r == 0 && S_ISREG(st.st_mode) && !offline &&
@@ -1963,6 +2034,50 @@ static int change_kernel_file(fuse_ino_t ino, bool offline, off_t size,
         return r;
 }
 
+/*
+ * A setattr through an open file of a node that found no counterpart in
+ * the tree served (its object lost its last name: no name leads there, and
+ * nothing is logged): made in the open file's file, and in the file the
+ * kernel passes it through when that is another; *st its attributes.
+ */
+static int setattr_open_file(struct view *v, fuse_ino_t ino, const struct stat *attr, int valid,
+                             struct fuse_file_info *fi, struct stat *st)
+{
+        struct timespec tv[2] = { { 0, UTIME_OMIT }, { 0, UTIME_OMIT } };
+        struct vfile *f = vfile_of(v, fi, &(int){ 0 });
+        int r = 0;
+
+        if (!f || f->dir)
+                return -ESTALE;
+        if ((valid & FUSE_SET_ATTR_MODE) && fchmod(f->fd, attr->st_mode & 07777) < 0)
+                r = -errno;
+        if (r == 0 && (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) &&
+            fchown(f->fd, valid & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1,
+                   valid & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1) < 0)
+                r = -errno;
+        if (r == 0 && (valid & FUSE_SET_ATTR_SIZE)) {
+                r = ftruncate(f->fd, attr->st_size) < 0 ? -errno : 0;
+                if (r == 0 && f->stranded_fd >= 0)
+                        r = ftruncate(f->stranded_fd, attr->st_size) < 0 ? -errno : 0;
+                else if (r == 0)
+                        r = change_kernel_file(ino, view_offline(v), attr->st_size, NULL);
+        }
+        if (r >= 0 && (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
+                if (valid & FUSE_SET_ATTR_ATIME)
+                        tv[0] = valid & FUSE_SET_ATTR_ATIME_NOW ?
+                                (struct timespec){ 0, UTIME_NOW } : attr->st_atim;
+                if (valid & FUSE_SET_ATTR_MTIME)
+                        tv[1] = valid & FUSE_SET_ATTR_MTIME_NOW ?
+                                (struct timespec){ 0, UTIME_NOW } : attr->st_mtim;
+                r = futimens(f->fd, tv) < 0 ? -errno : 0;
+                if (r == 0 && f->stranded_fd >= 0)
+                        r = futimens(f->stranded_fd, tv) < 0 ? -errno : 0;
+                else if (r == 0)
+                        r = change_kernel_file(ino, view_offline(v), 0, tv);
+        }
+        return r < 0 ? r : open_file_attr(v, ino, st);
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
                        struct fuse_file_info *fi)
 {
@@ -1982,7 +2097,21 @@ again:
         r = 0;
         ffd = -1;
         mode_before = 0;
-        WITH_NODE_CHANGING(v, ino, n, fd, req, offline);
+        view_change_begin(v);
+        bool offline;
+        struct vnode *n;
+        int fd = vnode_get_served(v, ino, &n, &offline, NULL);
+
+        if (fd < 0) {
+                if (fd == -ESTALE && fi)
+                        fd = setattr_open_file(v, ino, attr, valid, fi, &st);
+                view_change_end(v);
+                if (fd < 0)
+                        fuse_reply_err(req, -fd);
+                else
+                        reply_attr(req, ino, &st);
+                return;
+        }
         log = offline;
         if (offline && (r = lid_before_change(v, ino, fd, &lid)) < 0)
                 goto out;

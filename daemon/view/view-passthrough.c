@@ -423,6 +423,19 @@ int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regula
         return r;
 }
 
+int passthrough_file_stat(uint64_t id, struct stat *st)
+{
+        struct pt_node *n;
+        int r = -ENOENT;
+
+        pthread_mutex_lock(&pt.lock);
+        n = pt.nodes ? g_hash_table_lookup(pt.nodes, &id) : NULL;
+        if (n && n->backing_id > 0 && n->fd >= 0)
+                r = fstat(n->fd, st) < 0 ? -errno : 0;
+        pthread_mutex_unlock(&pt.lock);
+        return r;
+}
+
 int passthrough_other_tree_file(uint64_t id, bool offline)
 {
         struct pt_node *n;

@@ -981,6 +981,9 @@ bool passthrough_release(uint64_t id);
  * read it, and a writer's shipping copies it over the file served.
  */
 int passthrough_other_tree_file(uint64_t id, bool offline);
+/* fstat(2) of the file the kernel passes node @id's open files through:
+ * 0, or -ENOENT when it passes none (or one it has not found again). */
+int passthrough_file_stat(uint64_t id, struct stat *st);
 /* The word the takeover log keeps for an open passed through: its backing
  * id, and which tree the kernel's file is of (a log of an older worker
  * does not say: PT_MODE_TREE clear). */

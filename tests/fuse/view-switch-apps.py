@@ -34,6 +34,9 @@ transaction.  Across switches between online and offline:
   disconnect, the kill and a reconnect reach its descriptor, the view and
   the server; a writer opening a file that a reader opened offline passes
   through (not ETXTBSY), and its write reaches the server;
+- a file open for writing whose name another file was renamed over online
+  (its object has no name left) goes on working through its descriptor
+  across three switches (fstat, ftruncate, pwrite, pread);
 - a writer opened offline on a file with several names, written online
   and the file linked to a new name before its close: the close puts its
   writes on the server, and offline the names are still one object (the
@@ -374,6 +377,37 @@ def linked_beside_a_stranded_writer(vol):
        " every write on the server, and offline one object with four names")
 
 
+def renamed_over_while_open(vol):
+    """A file open for writing (large enough to pass through) renamed over
+    online, so that its object has no name left, then the volume switched
+    offline, online and offline: through the descriptor fstat, ftruncate,
+    pwrite and pread go on working on the file it opened (its node finds
+    no counterpart in either tree), and the name holds the other file."""
+    data = bytearray(os.urandom(300000))
+    with open(vol.v("p", "over-x"), "wb") as f:
+        f.write(data)
+    with open(vol.v("p", "over-o"), "wb") as f:
+        f.write(b"other")
+    fd = os.open(vol.v("p", "over-x"), os.O_RDWR)
+    os.rename(vol.v("p", "over-o"), vol.v("p", "over-x"))
+    got = []
+    for i, to in enumerate(("offline", "online", "offline")):
+        switch(vol, to)
+        try:
+            os.pwrite(fd, b"w" * 100, 50 * i)
+            data[50 * i:50 * i + 100] = b"w" * 100
+            os.ftruncate(fd, 200000 - 1000 * i)
+            del data[200000 - 1000 * i:]
+            got.append((to, os.fstat(fd).st_size == len(data), os.pread(fd, 300000, 0) == data))
+        except OSError as e:
+            got.append((to, e.strerror))
+    os.close(fd)
+    switch(vol, "online")
+    eq(got, [(to, True, True) for to in ("offline", "online", "offline")],
+       "a file renamed over while open, through three switches: fstat, ftruncate, pwrite, pread")
+    eq(read_file(vol.v("p", "over-x")), b"other", "the name holds the file renamed over it")
+
+
 def truncate_beside_a_stranded_reader(vol):
     """A reader of a file large enough to pass through, opened before a
     switch (the kernel reads the other tree's file), then truncate(2) of
@@ -536,6 +570,7 @@ def main():
         offline_writer_closed_online(vol)
         kept_by_a_successor(vol)
         linked_beside_a_stranded_writer(vol)
+        renamed_over_while_open(vol)
         writer_through_reconnects(vol)
         for mode in ("delete", "truncate", "wal"):
             sqlite_through_switches(vol, mode)
