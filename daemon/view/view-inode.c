@@ -886,6 +886,7 @@ static bool candidate(struct vnode *n, int r, const struct stat *st, GHashTable 
  * -errno) and its stat's result. */
 struct name_look {
         struct vnode *n;
+        const char *name;       /* one of n's other names, or NULL: n->name */
         int pfd;
         int fd;
         int r;
@@ -896,7 +897,8 @@ struct name_look {
 /* Of the tree the volume switches to: the mirror (@offline) or the server. */
 static void look_name(struct view *v, bool offline, struct name_look *l)
 {
-        l->fd = backing_openat_in(v, offline, l->pfd, l->n->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        l->fd = backing_openat_in(v, offline, l->pfd, l->name ? l->name : l->n->name,
+                                  O_PATH | O_NOFOLLOW | O_CLOEXEC);
         l->r = l->fd < 0 ? l->fd : real_stat_in(v, offline, l->fd, &l->st);
 }
 
@@ -908,11 +910,23 @@ static void look_name(struct view *v, bool offline, struct name_look *l)
  * same object is n's.  @pre: that name looked up already (its descriptor
  * is taken from it), or NULL.
  */
+static int counterpart_at(struct view *v, struct vnode *n, int pfd, const char *name,
+                          uint64_t sino, uint64_t lid, struct name_look *pre,
+                          GHashTable *bound, struct stat *st, bool *unanswered);
+
 static int counterpart(struct view *v, struct vnode *n, int pfd, uint64_t sino, uint64_t lid,
                        struct name_look *pre, GHashTable *bound, struct stat *st,
                        bool *unanswered)
 {
-        struct name_look l = { .n = n, .pfd = pfd };
+        return counterpart_at(v, n, pfd, NULL, sino, lid, pre, bound, st, unanswered);
+}
+
+/* counterpart() by another name of n's (@name, NULL for n->name), in pfd. */
+static int counterpart_at(struct view *v, struct vnode *n, int pfd, const char *name,
+                          uint64_t sino, uint64_t lid, struct name_look *pre,
+                          GHashTable *bound, struct stat *st, bool *unanswered)
+{
+        struct name_look l = { .n = n, .name = name, .pfd = pfd };
         struct mirror_base b;
         int fd, r;
 
@@ -1002,6 +1016,38 @@ static int counterpart_by_mirror_handle(struct view *v, struct vnode *n, uint64_
                 return fd;
         if (fd >= 0)
                 close(fd);
+        return -1;
+}
+
+/*
+ * itab_lock held: n's counterpart by one of its other names (a file of
+ * several whose name the node knows went to another object meanwhile),
+ * whose directory is bound already; that name becomes n's.  An O_PATH
+ * descriptor, or -1.
+ */
+static int counterpart_by_alias(struct view *v, struct vnode *n, GHashTable *dirs,
+                                uint64_t sino, uint64_t lid, GHashTable *bound,
+                                struct stat *st, bool *unanswered)
+{
+        for (guint i = 0; n->aliases && i < n->aliases->len && !*unanswered; i++) {
+                struct alias *a = &g_array_index(n->aliases, struct alias, i);
+                int pfd = GPOINTER_TO_INT(g_hash_table_lookup(dirs, &a->parent)) - 1;
+                int fd = pfd < 0 ? -1 : counterpart_at(v, n, pfd, a->name, sino, lid, NULL,
+                                                       bound, st, unanswered);
+                uint64_t parent = a->parent;
+                char *name;
+
+                if (fd < 0)
+                        continue;
+                /* The names swap: the one it was known by is another now. */
+                name = a->name;
+                a->name = n->name;
+                a->parent = n->parent;
+                n->name = name;
+                n->parent = parent;
+                log_aliases(v, n);
+                return fd;
+        }
         return -1;
 }
 
@@ -1132,6 +1178,10 @@ GArray *vnode_switch_all(struct view *v, bool *unanswered)
                         fd = counterpart_by_handle(v, n, sino, bound, &st, unanswered);
                 if (fd < 0 && offline)
                         fd = counterpart_by_mirror_handle(v, n, sino, bound, &st, unanswered);
+                /* The name the kernel knows it by leads elsewhere now. */
+                if (fd < 0 && (fd = counterpart_by_alias(v, n, dirs, sino, lid, bound, &st,
+                                                         unanswered)) >= 0)
+                        e.inval_name = true;
                 /* The descriptor of the tree served before goes, at the last
                  * put when users hold it: a request that gets the node from
                  * now on is given the new tree's, never the old one, whose

@@ -210,9 +210,8 @@ static int link_partner(struct view *v, int mdfd, const char *name, const struct
         if (!same && (already || !held_inode(&lst)))
                 return -ENOENT;
         /* A chmod or chown (through any name) changes no content: the shared
-         * object takes it. */
-        if (same)
-                align_owner_mode_times(v->mirror_links_fd, key, bst, &lst);
+         * object takes it (a held one keeps its times: set_owner_mode_times()). */
+        align_owner_mode_times(v->mirror_links_fd, key, bst, &lst);
         if (already)
                 return mirror_set_base(mdfd, name, &want);
         mirror_tmp_name(tmp, sizeof(tmp));
@@ -306,6 +305,7 @@ static int install(struct view *v, int mdfd, const char *tmp, const char *name,
 
         if (S_ISREG(bst->st_mode) && held_by_kernel(mdfd, name)) {
                 unlinkat(mdfd, tmp, 0);
+                set_owner_mode_times(mdfd, name, bst);  /* not its times */
                 return 0;
         }
 
