@@ -11,9 +11,10 @@ each name holds: every read is checked (O_DIRECT, so what the view serves,
 not the kernel's pages), and after the last reconnect every change is on
 the backing, hard links (of files and of FIFOs) as one inode.
 
-FCACHE_MODEL_HELD=1 adds descriptors held open, of files that may have
-several names and across kills of the worker; a held file keeps a name.
-FCACHE_MODEL_HELD=all lifts that limit too (view.md, Not done yet).
+FCACHE_MODEL_HELD=1 adds descriptors held open: a held file keeps a name
+and has only one, and no worker is killed while one is held;
+FCACHE_MODEL_HELD=links lifts the last two limits, FCACHE_MODEL_HELD=all
+all three (view.md, Not done yet).
 FCACHE_MODEL_STACKED=1 (the view-model-stacked test) makes the backing
 another fcache-view, a network filesystem to the volume (its calls bounded
 by BackingTimeout, acknowledged writes mirrored through).
@@ -227,6 +228,7 @@ def main():
     held = []               # [fd, Obj]: descriptors kept open across operations
     held_mode = os.environ.get("FCACHE_MODEL_HELD", "")
     held_keep_name = held_mode != "all"
+    held_limited = held_mode not in ("links", "all")
 
     def names_of(o):
         return sum(1 for x in model.files.values() if x is o)
@@ -240,7 +242,7 @@ def main():
 
     def op_hold():
         rel = pick("file")
-        if not rel or len(held) >= 4:
+        if not rel or len(held) >= 4 or (held_limited and names_of(model.files[rel]) > 1):
             return None
         held.append([os.open(v(rel), os.O_RDWR), model.files[rel]])
         trace(f"hold fd {held[-1][0]} on {rel}")
@@ -308,6 +310,8 @@ def main():
 
     def op_kill():
         """kill -9 of the worker: a successor takes the connection over."""
+        if held and held_limited:
+            return None
         old = vol.kill_worker()
         vol.wait_new_worker(old, timeout=120)
         kills[0] += 1
@@ -315,7 +319,7 @@ def main():
 
     def op_link():
         rel = pick("node")
-        if not rel:
+        if not rel or (held_limited and held_obj(model.files[rel])):
             return None
         dst = fresh(any_dir())
         if os.environ.get("FCACHE_MODEL_TRACE"):
