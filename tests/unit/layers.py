@@ -22,9 +22,9 @@ import sys
 LAYERS = [
     # log lines, time, the caller's credentials, who reads /dev/fuse, which
     # tree is served, the mirror's on-disk marks, the command grammar, the
-    # control replies' pairs, paths
+    # control replies' pairs, paths, the descriptors the holder keeps
     ["view-log", "store-crc", "view-creds", "view-readers", "view-mode",
-     "view-mirror-marks", "view-command", "view-ctl-out", "view-path"],
+     "view-mirror-marks", "view-command", "view-ctl-out", "view-path", "view-fdstore"],
     # the store and its index
     ["store-pins", "store"],
     # backing calls bounded by BackingTimeout
