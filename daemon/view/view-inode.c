@@ -398,7 +398,7 @@ int vnode_table_init(struct view *v)
 static int handle_mount_fd_in(struct view *v, bool offline)
 {
         if (offline)
-                return v->mirror_mount_fd;
+                return v->mirror_fd;
         return v->handles ? v->mount_fd : -1;
 }
 
@@ -849,7 +849,7 @@ static uint64_t server_identity(struct view *v, struct vnode *n, bool offline, b
                 return n->sino = n->ino;
         }
         if (fd < 0 && n->fh)
-                fd = open_by_handle_at(v->mirror_mount_fd, n->fh, O_PATH | O_CLOEXEC);
+                fd = open_by_handle_at(v->mirror_fd, n->fh, O_PATH | O_CLOEXEC);
         if (fd < 0)
                 return n->sino;
         if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == n->ino &&
@@ -1009,7 +1009,9 @@ static int counterpart_by_mirror_handle(struct view *v, struct vnode *n, uint64_
 
         if (!n->mfh || !sino)
                 return -1;
-        fd = open_handle_in(v, true, n->mfh);
+        fd = open_by_handle_at(v->mirror_mount_fd, n->mfh, O_PATH | O_CLOEXEC);
+        if (fd < 0)
+                fd = -errno;
         if (candidate(n, fd < 0 ? fd : real_stat_in(v, true, fd, st), st, bound, unanswered) &&
             st->st_nlink > 0 && mirror_get_base(fd, NULL, &b) == 0 &&
             (b.ver.ino == sino || offline_became(v, b.ver.ino, sino)))
