@@ -2034,6 +2034,20 @@ static int change_kernel_file(fuse_ino_t ino, bool offline, off_t size,
         return r;
 }
 
+/* The utimensat(2) times a setattr asks for (UTIME_OMIT for the others). */
+static void setattr_times(const struct stat *attr, int valid, struct timespec tv[2])
+{
+        tv[0] = tv[1] = (struct timespec){ 0, UTIME_OMIT };
+        if (valid & FUSE_SET_ATTR_ATIME_NOW)
+                tv[0].tv_nsec = UTIME_NOW;
+        else if (valid & FUSE_SET_ATTR_ATIME)
+                tv[0] = attr->st_atim;
+        if (valid & FUSE_SET_ATTR_MTIME_NOW)
+                tv[1].tv_nsec = UTIME_NOW;
+        else if (valid & FUSE_SET_ATTR_MTIME)
+                tv[1] = attr->st_mtim;
+}
+
 /*
  * A setattr through an open file of a node that found no counterpart in
  * the tree served (its object lost its last name: no name leads there, and
@@ -2043,7 +2057,7 @@ static int change_kernel_file(fuse_ino_t ino, bool offline, off_t size,
 static int setattr_open_file(struct view *v, fuse_ino_t ino, const struct stat *attr, int valid,
                              struct fuse_file_info *fi, struct stat *st)
 {
-        struct timespec tv[2] = { { 0, UTIME_OMIT }, { 0, UTIME_OMIT } };
+        struct timespec tv[2];
         struct vfile *f = vfile_of(v, fi, &(int){ 0 });
         int r = 0;
 
@@ -2063,12 +2077,7 @@ static int setattr_open_file(struct view *v, fuse_ino_t ino, const struct stat *
                         r = change_kernel_file(ino, view_offline(v), attr->st_size, NULL);
         }
         if (r >= 0 && (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
-                if (valid & FUSE_SET_ATTR_ATIME)
-                        tv[0] = valid & FUSE_SET_ATTR_ATIME_NOW ?
-                                (struct timespec){ 0, UTIME_NOW } : attr->st_atim;
-                if (valid & FUSE_SET_ATTR_MTIME)
-                        tv[1] = valid & FUSE_SET_ATTR_MTIME_NOW ?
-                                (struct timespec){ 0, UTIME_NOW } : attr->st_mtim;
+                setattr_times(attr, valid, tv);
                 r = futimens(f->fd, tv) < 0 ? -errno : 0;
                 if (r == 0 && f->stranded_fd >= 0)
                         r = futimens(f->stranded_fd, tv) < 0 ? -errno : 0;
@@ -2192,18 +2201,7 @@ again:
         if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
                 struct timespec *tv = ch.times;
 
-                tv[0].tv_sec = 0;
-                tv[1].tv_sec = 0;
-                tv[0].tv_nsec = UTIME_OMIT;
-                tv[1].tv_nsec = UTIME_OMIT;
-                if (valid & FUSE_SET_ATTR_ATIME_NOW)
-                        tv[0].tv_nsec = UTIME_NOW;
-                else if (valid & FUSE_SET_ATTR_ATIME)
-                        tv[0] = attr->st_atim;
-                if (valid & FUSE_SET_ATTR_MTIME_NOW)
-                        tv[1].tv_nsec = UTIME_NOW;
-                else if (valid & FUSE_SET_ATTR_MTIME)
-                        tv[1] = attr->st_mtim;
+                setattr_times(attr, valid, tv);
                 ch.kind = BC_UTIMENS;
                 /* The link itself (a NULL path would need a non-O_PATH fd). */
                 ch.flags = ffd < 0 && S_ISLNK(vnode_type(n)) ? AT_EMPTY_PATH : 0;
