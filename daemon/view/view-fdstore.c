@@ -8,7 +8,10 @@
  * no name, and a filesystem refuses the handle of an unlinked inode.  The
  * worker gives such descriptors to the holder (the process that keeps
  * /dev/fuse), keyed by their open file's handle, and takes them back at
- * its release.  A successor asks for all of them at its start.
+ * its release.  So it does with the file of each passthrough backing, from
+ * its registration to its close: the kernel's own file, which names and
+ * handles may no longer lead to.  A successor asks for all of them at its
+ * start.
  *
  * One SOCK_SEQPACKET pair for the holder's life: the holder's thread reads
  * one end, every worker inherits the other, so what a worker sent before

@@ -260,9 +260,6 @@ int vfile_restore(struct view *v, uint64_t fh, uint64_t id, int flags, uint32_t 
         return 0;
 }
 
-/* The holder's key of an open file's stranded file: its handle's, with this. */
-#define KEPT_STRANDED (UINT64_C(1) << 63)
-
 /*
  * After a name of object @ino (of the tree served) went: its open files
  * whose object has no name left give their descriptor to the holder, so
@@ -289,7 +286,7 @@ static void vfile_keep_nameless(struct view *v, uint64_t ino)
                 f->kept = fdstore_keep(f->fh, f->fd) == 0;
                 /* The file the kernel writes, when another. */
                 if (f->kept && f->stranded_fd >= 0)
-                        fdstore_keep(f->fh | KEPT_STRANDED, f->stranded_fd);
+                        fdstore_keep(f->fh | FDSTORE_STRANDED, f->stranded_fd);
         }
         pthread_mutex_unlock(&v->ftab_lock);
 }
@@ -297,8 +294,13 @@ static void vfile_keep_nameless(struct view *v, uint64_t ino)
 static void take_kept(void *ud, uint64_t key, int fd)
 {
         struct view *v = ud;
-        uint64_t fh = key & ~KEPT_STRANDED;
+        uint64_t fh = key & ~FDSTORE_STRANDED;
         struct vfile *f;
+
+        if (key & FDSTORE_BACKING) {
+                passthrough_take_backing((uint32_t)(key & ~FDSTORE_BACKING), fd);
+                return;
+        }
 
         pthread_mutex_lock(&v->ftab_lock);
         f = g_hash_table_lookup(v->files, &fh);
@@ -320,33 +322,13 @@ static void take_kept(void *ud, uint64_t key, int fd)
         }
 }
 
-/* A kept file the kernel passes through is found by no name either. */
-static void adopt_kept(struct view *v)
-{
-        GHashTableIter it;
-        gpointer key, val;
-        bool offline;
-
-        pthread_mutex_lock(&v->ftab_lock);
-        g_hash_table_iter_init(&it, v->files);
-        while (g_hash_table_iter_next(&it, &key, &val)) {
-                struct vfile *f = val;
-
-                if (f->kept && passthrough_file_unknown(f->id, &offline))
-                        passthrough_adopt_file(f->id, f->stranded_fd >= 0 ? f->stranded_fd
-                                                                          : f->fd);
-        }
-        pthread_mutex_unlock(&v->ftab_lock);
-}
-
 void vfile_take_kept(struct view *v)
 {
         int n = fdstore_take_all(take_kept, v);
 
-        adopt_kept(v);
-
         if (n > 0)
-                log_info("Took back %d descriptors of open files without a name from the holder", n);
+                log_info("Took back %d descriptors the holder kept (open files without a name,"
+                         " passthrough backings)", n);
         else if (n < 0)
                 log_warn("Failed to take back descriptors kept by the holder: %s", strerror(-n));
 }
@@ -909,7 +891,7 @@ static bool vfile_remove(struct view *v, struct vfile *f)
         state_log_close(v, f->fh);
         if (f->kept) {
                 fdstore_drop(f->fh);
-                fdstore_drop(f->fh | KEPT_STRANDED);
+                fdstore_drop(f->fh | FDSTORE_STRANDED);
         }
         if (f->pt_counted)
                 mirror_file = passthrough_release(f->id);
@@ -1055,6 +1037,10 @@ static struct vfile *vfile_of(struct view *v, struct fuse_file_info *fi, int *er
         if (f->fd < 0) {
 again:
                 pfd = vnode_get(v, f->id, &n);
+                /* No name leads to an object that lost its last one: the
+                 * file the kernel passes it through is that object. */
+                if (pfd < 0 && (fd = passthrough_nameless_file(f->id, f->flags & ~O_TRUNC)) >= 0)
+                        goto reopened;
                 if (pfd < 0) {
                         pthread_mutex_unlock(&f->lock);
                         *err = -pfd;
@@ -1072,6 +1058,7 @@ again:
                         *err = -fd;
                         return NULL;
                 }
+reopened:
                 __atomic_store_n(&f->fd, fd, __ATOMIC_RELEASE);
                 /* A local open keeps its copy: reads revalidate it past the lease. */
                 if (f->local)
@@ -2016,20 +2003,23 @@ static int log_setattr(struct view *v, uint64_t lid, int fd, int ffd, const stru
 
 /*
  * A truncate to @size (@times NULL), or a change of times, of node @ino
- * made in the tree @offline's is made in the file the kernel passes the
- * node through to as well, when that is the other tree's
- * (passthrough_other_tree_file()): its size and times are what the node
- * shows, and what a writer's shipping copies.  1 when it was, 0 when there
- * is none, or -errno.
+ * made in file @changed is made in the file the kernel passes the node
+ * through as well, when that is another file (the other tree's, or one
+ * that lost its last name): its size and times are what the node shows,
+ * and what a writer's shipping copies.  1 when it was, 0 when there is
+ * none, or -errno.
  */
-static int change_kernel_file(fuse_ino_t ino, bool offline, off_t size,
+static int change_kernel_file(fuse_ino_t ino, int changed, off_t size,
                               const struct timespec *times)
 {
-        int fd = passthrough_other_tree_file(ino, offline), r;
+        int fd = passthrough_kernel_file(ino), r;
 
         if (fd < 0)
                 return 0;
-        r = (times ? futimens(fd, times) : ftruncate(fd, size)) < 0 ? -errno : 1;
+        if (same_file(fd, changed))
+                r = 0;
+        else
+                r = (times ? futimens(fd, times) : ftruncate(fd, size)) < 0 ? -errno : 1;
         close(fd);
         return r;
 }
@@ -2071,18 +2061,14 @@ static int setattr_open_file(struct view *v, fuse_ino_t ino, const struct stat *
                 r = -errno;
         if (r == 0 && (valid & FUSE_SET_ATTR_SIZE)) {
                 r = ftruncate(f->fd, attr->st_size) < 0 ? -errno : 0;
-                if (r == 0 && f->stranded_fd >= 0)
-                        r = ftruncate(f->stranded_fd, attr->st_size) < 0 ? -errno : 0;
-                else if (r == 0)
-                        r = change_kernel_file(ino, view_offline(v), attr->st_size, NULL);
+                if (r == 0)
+                        r = change_kernel_file(ino, f->fd, attr->st_size, NULL);
         }
         if (r >= 0 && (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
                 setattr_times(attr, valid, tv);
                 r = futimens(f->fd, tv) < 0 ? -errno : 0;
-                if (r == 0 && f->stranded_fd >= 0)
-                        r = futimens(f->stranded_fd, tv) < 0 ? -errno : 0;
-                else if (r == 0)
-                        r = change_kernel_file(ino, view_offline(v), 0, tv);
+                if (r == 0)
+                        r = change_kernel_file(ino, f->fd, 0, tv);
         }
         return r < 0 ? r : open_file_attr(v, ino, st);
 }
@@ -2185,7 +2171,7 @@ again:
                 if (r < 0)
                         goto out;
                 if (S_ISREG(vnode_type(n))) {
-                        int tr = change_kernel_file(ino, offline, attr->st_size, NULL);
+                        int tr = change_kernel_file(ino, ch.fd, attr->st_size, NULL);
 
                         stranded = tr != 0;
                         if (tr < 0) {
@@ -2209,7 +2195,7 @@ again:
                 if (r < 0)
                         goto out;
                 if (S_ISREG(vnode_type(n))) {
-                        int tr = change_kernel_file(ino, offline, 0, tv);
+                        int tr = change_kernel_file(ino, ch.fd, 0, tv);
 
                         stranded = stranded || tr != 0;
                         if (tr < 0) {
@@ -2842,7 +2828,7 @@ again:
 
                 f->stranded_fd = stranded;
                 /* O_TRUNC emptied the file served: the kernel's file too. */
-                int tr = (fi->flags & O_TRUNC) ? change_kernel_file(ino, offline, 0, NULL) : 0;
+                int tr = (fi->flags & O_TRUNC) ? change_kernel_file(ino, bfd, 0, NULL) : 0;
 
                 if (tr < 0)
                         log_warn("Failed to truncate the file open file handle %" PRIu64

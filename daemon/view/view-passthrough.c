@@ -267,6 +267,29 @@ void passthrough_adopt_file(uint64_t id, int fd)
         pthread_mutex_unlock(&pt.lock);
 }
 
+void passthrough_take_backing(uint32_t bid, int fd)
+{
+        GHashTableIter it;
+        gpointer key, val;
+        bool taken = false;
+
+        pthread_mutex_lock(&pt.lock);
+        if (pt.nodes) {
+                g_hash_table_iter_init(&it, pt.nodes);
+                while (!taken && g_hash_table_iter_next(&it, &key, &val)) {
+                        struct pt_node *n = val;
+
+                        taken = n->backing_id == (int)bid;
+                        if (taken && n->fd < 0)
+                                node_take_file(n, fd);
+                }
+        }
+        pthread_mutex_unlock(&pt.lock);
+        close(fd);
+        if (!taken)
+                fdstore_drop(FDSTORE_BACKING | bid);    /* released meanwhile */
+}
+
 void passthrough_setup(struct view *v, int fuse_fd)
 {
         const char *e = getenv("FCACHE_VIEW_PASSTHROUGH");
@@ -413,6 +436,8 @@ int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regula
                 if (r > 0) {
                         n->backing_id = r;
                         node_take_file(n, fd);
+                        /* A successor finds the kernel's file by no name. */
+                        fdstore_keep(FDSTORE_BACKING | (uint32_t)r, fd);
                 }
                 else
                         log_debug("FUSE_DEV_IOC_BACKING_OPEN failed: %m, serving reads");
@@ -449,6 +474,33 @@ int passthrough_other_tree_file(uint64_t id, bool offline)
         return fd < 0 ? -1 : fd;
 }
 
+int passthrough_kernel_file(uint64_t id)
+{
+        struct pt_node *n;
+        int fd = -1;
+
+        pthread_mutex_lock(&pt.lock);
+        n = pt.nodes ? g_hash_table_lookup(pt.nodes, &id) : NULL;
+        if (n && n->backing_id > 0 && n->fd >= 0)
+                fd = backing_reopen(n->fd, O_WRONLY);
+        pthread_mutex_unlock(&pt.lock);
+        return fd < 0 ? -1 : fd;
+}
+
+int passthrough_nameless_file(uint64_t id, int flags)
+{
+        struct pt_node *n;
+        struct stat st;
+        int fd = -ENOENT;
+
+        pthread_mutex_lock(&pt.lock);
+        n = pt.nodes ? g_hash_table_lookup(pt.nodes, &id) : NULL;
+        if (n && n->backing_id > 0 && n->fd >= 0 && fstat(n->fd, &st) == 0 && st.st_nlink == 0)
+                fd = backing_reopen(n->fd, flags);
+        pthread_mutex_unlock(&pt.lock);
+        return fd;
+}
+
 bool passthrough_release(uint64_t id)
 {
         struct pt_node *n;
@@ -465,6 +517,8 @@ bool passthrough_release(uint64_t id)
                  * still closing; the id only names it for new opens. */
                 if (bid && ioctl(pt.fuse_fd, VIEW_DEV_IOC_BACKING_CLOSE, &bid) < 0)
                         log_debug("FUSE_DEV_IOC_BACKING_CLOSE %u failed: %m, ignoring", bid);
+                if (bid)
+                        fdstore_drop(FDSTORE_BACKING | bid);
                 g_hash_table_remove(pt.nodes, &id);
         }
         pthread_mutex_unlock(&pt.lock);

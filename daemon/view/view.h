@@ -984,6 +984,11 @@ int passthrough_other_tree_file(uint64_t id, bool offline);
 /* fstat(2) of the file the kernel passes node @id's open files through:
  * 0, or -ENOENT when it passes none (or one it has not found again). */
 int passthrough_file_stat(uint64_t id, struct stat *st);
+/* The file the kernel passes node @id through, opened for writing, or -1. */
+int passthrough_kernel_file(uint64_t id);
+/* Node @id's file the kernel passes it through, opened with @flags, when
+ * that file has no name left (no look-up reaches it); else -errno. */
+int passthrough_nameless_file(uint64_t id, int flags);
 /* The word the takeover log keeps for an open passed through: its backing
  * id, and which tree the kernel's file is of (a log of an older worker
  * does not say: PT_MODE_TREE clear). */
@@ -1000,6 +1005,9 @@ void passthrough_restore(struct view *v, uint64_t id, uint32_t mode);
  * file than @offline's, and that file (@fd, duplicated) once found again. */
 bool passthrough_in_other_tree(uint64_t id, bool offline);
 void passthrough_adopt_file(uint64_t id, int fd);
+/* At a takeover: the file of backing @bid the holder kept (FDSTORE_BACKING),
+ * the very file the kernel holds; taken by the node restored with it. */
+void passthrough_take_backing(uint32_t bid, int fd);
 /* After a takeover: whether node @id passes through a file not found again
  * yet, and of which tree (*offline: the mirror's). */
 bool passthrough_file_unknown(uint64_t id, bool *offline);
@@ -1009,7 +1017,12 @@ bool passthrough_file_unknown(uint64_t id, bool *offline);
  * its name). */
 bool passthrough_holds_mirror_file(uint64_t ino);
 
-/* view-fdstore.c: descriptors the holder keeps across a takeover. */
+/* view-fdstore.c: descriptors the holder keeps across a takeover.  Keys:
+ * an open file's handle (its own descriptor), that with FDSTORE_STRANDED
+ * (the file the kernel writes for it), FDSTORE_BACKING | a backing id (the
+ * file the kernel passes that backing's opens through). */
+#define FDSTORE_STRANDED (UINT64_C(1) << 63)
+#define FDSTORE_BACKING (UINT64_C(1) << 62)
 int fdstore_holder_start(int *worker_end);      /* the holder: 0 or -errno */
 void fdstore_attach(int sock);                  /* a worker: its end */
 int fdstore_keep(uint64_t key, int fd);         /* a duplicate goes to the holder */

@@ -42,6 +42,17 @@ transaction.  Across switches between online and offline:
   writes on the server, and offline the names are still one object (the
   mirror leaves the file the kernel writes as it is, and takes it at the
   close);
+- the file the kernel passes an open file through is the one a successor
+  takes, whatever became of its names (the holder keeps each such file):
+  a file made offline with two names, a writer opened offline by one, the
+  reconnect and a kill, then a pwrite and a truncate(2) of its name: the
+  writer reads both, and so do its other name and the server; a writer
+  opened offline on a file with two names, the worker killed, the names
+  removed and renamed over, the worker killed again: through three
+  switches its pwrite, ftruncate, fstat and pread hold and its close
+  succeeds; a writer opened offline, the reconnect, its name renamed over
+  online, offline again: its ftruncate holds for its reads (the file the
+  kernel writes is truncated, not only the open file's own);
 - a writer that writes the server's file directly while offline is never
   overwritten by the replay of its own older content: every pread after a
   pwrite and fsync returns that write, through eight reconnects;
@@ -295,8 +306,7 @@ def kept_by_a_successor(vol):
     switch(vol, "offline")
     r = os.open(vol.v("p", "kept-r"), os.O_RDONLY)
     os.pread(r, 10, 0)
-    old = vol.kill_worker()
-    vol.wait_new_worker(old)
+    kill(vol)
     switch(vol, "online")
     os.ftruncate(w, 1000)
     os.pwrite(w, b"y" * 10, 2000)
@@ -390,22 +400,110 @@ def renamed_over_while_open(vol):
         f.write(b"other")
     fd = os.open(vol.v("p", "over-x"), os.O_RDWR)
     os.rename(vol.v("p", "over-o"), vol.v("p", "over-x"))
-    got = []
-    for i, to in enumerate(("offline", "online", "offline")):
-        switch(vol, to)
-        try:
-            os.pwrite(fd, b"w" * 100, 50 * i)
-            data[50 * i:50 * i + 100] = b"w" * 100
-            os.ftruncate(fd, 200000 - 1000 * i)
-            del data[200000 - 1000 * i:]
-            got.append((to, os.fstat(fd).st_size == len(data), os.pread(fd, 300000, 0) == data))
-        except OSError as e:
-            got.append((to, e.strerror))
-    os.close(fd)
+    steps = ("offline", "online", "offline")
+    got = held_through(vol, fd, data, steps, 0, 200000)
     switch(vol, "online")
-    eq(got, [(to, True, True) for to in ("offline", "online", "offline")],
+    eq(got, [(to, True, True) for to in steps] + ["closed"],
        "a file renamed over while open, through three switches: fstat, ftruncate, pwrite, pread")
     eq(read_file(vol.v("p", "over-x")), b"other", "the name holds the file renamed over it")
+
+
+def kill(vol):
+    old = vol.kill_worker()
+    vol.wait_new_worker(old)
+
+
+def two_names_after_a_kill(vol):
+    """A file made offline with two names, a writer opened offline by one
+    (the kernel writes the mirror's file), the reconnect, the worker
+    killed online; a pwrite through the writer, then a truncate(2) of its
+    name: the writer, the other name and the server see both."""
+    switch(vol, "offline")
+    data = bytearray(os.urandom(29249))
+    with open(vol.v("p", "tn-a"), "wb") as f:
+        f.write(data)
+    os.link(vol.v("p", "tn-a"), vol.v("p", "tn-b"))
+    fd = os.open(vol.v("p", "tn-a"), os.O_RDWR)
+    switch(vol, "online")
+    kill(vol)
+    chunk = os.urandom(1407)
+    os.pwrite(fd, chunk, 23399)
+    data[23399:23399 + 1407] = chunk
+    os.truncate(vol.v("p", "tn-a"), 27962)
+    del data[27962:]
+    through = os.pread(fd, 40000, 0)
+    os.close(fd)
+    eq((len(through), through == data, read_file(vol.v("p", "tn-b")) == data,
+        read_file(vol.b("p", "tn-b")) == data), (len(data), True, True, True),
+       "two names, a writer held through a reconnect and a kill, a pwrite and a truncate:"
+       " the writer, the other name and the server see both")
+
+
+def held_through(vol, fd, data, steps, at, size):
+    """pwrite, ftruncate, fstat and pread through fd after each switch."""
+    got = []
+    for i, to in enumerate(steps):
+        switch(vol, to)
+        try:
+            os.pwrite(fd, b"w" * 100, at + 50 * i)
+            data[at + 50 * i:at + 50 * i + 100] = b"w" * 100
+            os.ftruncate(fd, size - 100 * i)
+            del data[size - 100 * i:]
+            got.append((to, os.fstat(fd).st_size == len(data), os.pread(fd, len(data) + 1000, 0) == data))
+        except OSError as e:
+            got.append((to, e.strerror))
+    try:
+        os.close(fd)
+        got.append("closed")
+    except OSError as e:
+        got.append(("close", e.strerror))
+    return got
+
+
+def nameless_after_kills(vol):
+    """A writer opened offline on a file with two names, the worker
+    killed (the open file is restored without a descriptor of its own),
+    one name removed and another file renamed over the other, the worker
+    killed again: through three switches the writer works on its file,
+    and its close succeeds."""
+    data = bytearray(os.urandom(13000))
+    with open(vol.v("p", "nk-x"), "wb") as f:
+        f.write(data)
+    os.link(vol.v("p", "nk-x"), vol.v("p", "nk-y"))
+    switch(vol, "offline")
+    fd = os.open(vol.v("p", "nk-x"), os.O_RDWR)
+    kill(vol)
+    os.unlink(vol.v("p", "nk-y"))
+    with open(vol.v("p", "nk-o"), "wb") as f:
+        f.write(b"other")
+    os.rename(vol.v("p", "nk-o"), vol.v("p", "nk-x"))
+    kill(vol)
+    steps = ("online", "offline", "online")
+    eq(held_through(vol, fd, data, steps, 0, 12000), [(to, True, True) for to in steps] + ["closed"],
+       "a writer whose file lost its names between two kills, through three switches:"
+       " pwrite, ftruncate, fstat, pread, close")
+    eq(read_file(vol.v("p", "nk-x")), b"other", "the name holds the file renamed over it")
+
+
+def stranded_then_nameless(vol):
+    """A writer opened offline, the reconnect (the kernel writes the
+    mirror's file), another file renamed over its name online, then
+    offline, online, offline: each pwrite and ftruncate through it holds
+    for its reads."""
+    data = bytearray(os.urandom(8000))
+    with open(vol.v("p", "sn-x"), "wb") as f:
+        f.write(data)
+    switch(vol, "offline")
+    fd = os.open(vol.v("p", "sn-x"), os.O_RDWR)
+    switch(vol, "online")
+    with open(vol.v("p", "sn-o"), "wb") as f:
+        f.write(b"other")
+    os.rename(vol.v("p", "sn-o"), vol.v("p", "sn-x"))
+    steps = ("offline", "online", "offline")
+    eq(held_through(vol, fd, data, steps, 7000, 4000), [(to, True, True) for to in steps] + ["closed"],
+       "a stranded writer renamed over online, through three switches:"
+       " pwrite, ftruncate, fstat, pread, close")
+    switch(vol, "online")
 
 
 def truncate_beside_a_stranded_reader(vol):
@@ -571,6 +669,9 @@ def main():
         kept_by_a_successor(vol)
         linked_beside_a_stranded_writer(vol)
         renamed_over_while_open(vol)
+        two_names_after_a_kill(vol)
+        nameless_after_kills(vol)
+        stranded_then_nameless(vol)
         writer_through_reconnects(vol)
         for mode in ("delete", "truncate", "wal"):
             sqlite_through_switches(vol, mode)
