@@ -443,11 +443,8 @@ static void log_aliases(struct view *v, const struct vnode *n)
 
         for (guint i = 0; n->aliases && i < n->aliases->len; i++) {
                 const struct alias *a = &g_array_index(n->aliases, struct alias, i);
-                uint32_t len = (uint32_t)strlen(a->name);
 
-                g_byte_array_append(b, (const guint8 *)&a->parent, sizeof(a->parent));
-                g_byte_array_append(b, (const guint8 *)&len, sizeof(len));
-                g_byte_array_append(b, (const guint8 *)a->name, len);
+                state_alias_put(b, a->parent, a->name);
                 count++;
         }
         state_log_aliases(v, n->id, b->data, b->len, count);
@@ -1716,18 +1713,10 @@ void vnode_restore_aliases(struct view *v, uint64_t id, const void *list, uint32
         n = g_hash_table_lookup(v->nodes, &id);
         for (uint32_t i = 0; n && n->id != FUSE_ROOT_ID && i < count; i++) {
                 uint64_t parent;
-                uint32_t len;
-                char *name;
+                char *name = state_alias_next(&p, end, &parent);
 
-                if ((size_t)(end - p) < sizeof(parent) + sizeof(len))
+                if (!name)
                         break;
-                memcpy(&parent, p, sizeof(parent));
-                memcpy(&len, p + sizeof(parent), sizeof(len));
-                p += sizeof(parent) + sizeof(len);
-                if (len == 0 || len > NAME_MAX || (size_t)(end - p) < len)
-                        break;
-                name = g_strndup(p, len);
-                p += len;
                 alias_add(n, parent, name);
                 g_free(name);
         }

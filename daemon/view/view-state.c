@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,9 +223,39 @@ static int read_all(const char *path, char **buf, size_t *len)
         return 0;
 }
 
-/* Replays the old log into the node and file tables (which log into the new
- * file as they restore). */
-static void replay(struct view *v, const char *buf, size_t len, const struct state_restorer *to)
+/* A name a record may carry: one path component (a corrupt log must not
+ * make a look-up leave its directory). */
+static bool name_ok(const char *p, size_t len)
+{
+        return len > 0 && len <= NAME_MAX && !memchr(p, '/', len) && !memchr(p, '\0', len) &&
+               !(len == 1 && p[0] == '.') && !(len == 2 && p[0] == '.' && p[1] == '.');
+}
+
+void state_alias_put(GByteArray *list, uint64_t parent, const char *name)
+{
+        uint32_t len = (uint32_t)strlen(name);
+
+        g_byte_array_append(list, (const guint8 *)&parent, sizeof(parent));
+        g_byte_array_append(list, (const guint8 *)&len, sizeof(len));
+        g_byte_array_append(list, (const guint8 *)name, len);
+}
+
+char *state_alias_next(const char **p, const char *end, uint64_t *parent)
+{
+        uint32_t len;
+
+        if ((size_t)(end - *p) < sizeof(*parent) + sizeof(len))
+                return NULL;
+        memcpy(parent, *p, sizeof(*parent));
+        memcpy(&len, *p + sizeof(*parent), sizeof(len));
+        if ((size_t)(end - *p) - sizeof(*parent) - sizeof(len) < len ||
+            !name_ok(*p + sizeof(*parent) + sizeof(len), len))
+                return NULL;
+        *p += sizeof(*parent) + sizeof(len) + len;
+        return g_strndup(*p - len, len);
+}
+
+void state_replay(struct view *v, const char *buf, size_t len, const struct state_restorer *to)
 {
         GHashTable *nodes = g_hash_table_new(g_int64_hash, g_int64_equal);
         GHashTable *files = g_hash_table_new(g_int64_hash, g_int64_equal);
@@ -244,7 +275,11 @@ static void replay(struct view *v, const char *buf, size_t len, const struct sta
                         if (h->len >= sizeof(struct rec_node)) {
                                 const struct rec_node *r = (const void *)h;
 
-                                if (sizeof(*r) + r->hlen + r->namelen <= h->len)
+                                /* The root has no name. */
+                                if (sizeof(*r) + (size_t)r->hlen + r->namelen <= h->len &&
+                                    r->hlen <= MAX_HANDLE_SZ &&
+                                    (r->namelen == 0 ||
+                                     name_ok((const char *)(r + 1) + r->hlen, r->namelen)))
                                         g_hash_table_insert(nodes, (gpointer)&r->id, (gpointer)r);
                         }
                         break;
@@ -333,7 +368,7 @@ int state_open(struct view *v, bool takeover, const struct state_restorer *to)
         }
         map_window(v, 0);
         if (old)
-                replay(v, old, len, to);
+                state_replay(v, old, len, to);
         g_free(old);
         if (rename(tmp, v->state_path) < 0) {
                 r = -errno;

@@ -289,6 +289,14 @@ struct state_restorer {
                         uint32_t count);
         int (*file)(struct view *v, uint64_t fh, uint64_t id, int flags, uint32_t pt_mode);
 };
+/* The records of a takeover log's image @buf, in order, through @to: a
+ * record cut short ends it, one malformed is skipped. */
+void state_replay(struct view *v, const char *buf, size_t len, const struct state_restorer *to);
+/* A node's other names, as an ALIASES record lists them: one appended to
+ * @list; the next at *p (before @end) read and *p moved past it, its name
+ * (g_free) returned, or NULL at the end or at a malformed entry. */
+void state_alias_put(GByteArray *list, uint64_t parent, const char *name);
+char *state_alias_next(const char **p, const char *end, uint64_t *parent);
 /* A new takeover log; with @takeover, the previous worker's replayed through @to. */
 int state_open(struct view *v, bool takeover, const struct state_restorer *to);
 void state_log_node(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint64_t parent,
