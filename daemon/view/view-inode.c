@@ -845,8 +845,12 @@ static uint64_t server_identity(struct view *v, struct vnode *n, bool offline, b
                 }
                 return n->sino = n->ino;
         }
+        /* By the mount's O_RDONLY descriptor: open_by_handle_at() refuses an
+         * O_PATH one.  A handle of the server's (restored from a log written
+         * online) may decode into the server's file when both trees share a
+         * filesystem: only the mirror's marks are read from it. */
         if (fd < 0 && n->fh)
-                fd = open_by_handle_at(v->mirror_fd, n->fh, O_PATH | O_CLOEXEC);
+                fd = open_by_handle_at(v->mirror_mount_fd, n->fh, O_PATH | O_CLOEXEC);
         if (fd < 0)
                 return n->sino;
         if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == n->ino &&

@@ -53,6 +53,10 @@ transaction.  Across switches between online and offline:
   succeeds; a writer opened offline, the reconnect, its name renamed over
   online, offline again: its ftruncate holds for its reads (the file the
   kernel writes is truncated, not only the open file's own);
+- a directory made offline and held open (as a shell's current
+  directory is) across a kill offline and the reconnect: fstat, openat
+  and a listing through it work (the successor's node, with no
+  descriptor yet, finds its mirror object by handle);
 - a writer that writes the server's file directly while offline is never
   overwritten by the replay of its own older content: every pread after a
   pwrite and fsync returns that write, through eight reconnects;
@@ -67,6 +71,7 @@ transaction.  Across switches between online and offline:
 import ctypes
 import os
 import sqlite3
+import stat
 import sys
 import threading
 import time
@@ -506,6 +511,35 @@ def stranded_then_nameless(vol):
     switch(vol, "online")
 
 
+def dir_made_offline_across_a_kill(vol):
+    """A directory made offline, held open across a kill of the worker
+    offline and the reconnect: fstat, openat and a listing through it."""
+    switch(vol, "offline")
+    os.mkdir(vol.v("p", "dk"))
+    with open(vol.v("p", "dk", "x"), "wb") as f:
+        f.write(b"made offline")
+    d = os.open(vol.v("p", "dk"), os.O_RDONLY | os.O_DIRECTORY)
+    kill(vol)
+    switch(vol, "online")
+    got = []
+
+    def read_x():
+        fd = os.open("x", os.O_RDONLY, dir_fd=d)
+        try:
+            return os.read(fd, 100)
+        finally:
+            os.close(fd)
+    for what, fn in (("fstat", lambda: stat.S_ISDIR(os.fstat(d).st_mode)),
+                     ("openat", read_x), ("listdir", lambda: sorted(os.listdir(d)))):
+        try:
+            got.append((what, fn()))
+        except OSError as e:
+            got.append((what, e.strerror))
+    os.close(d)
+    eq(got, [("fstat", True), ("openat", b"made offline"), ("listdir", ["x"])],
+       "a directory made offline, held open across a kill and the reconnect")
+
+
 def truncate_beside_a_stranded_reader(vol):
     """A reader of a file large enough to pass through, opened before a
     switch (the kernel reads the other tree's file), then truncate(2) of
@@ -672,6 +706,7 @@ def main():
         two_names_after_a_kill(vol)
         nameless_after_kills(vol)
         stranded_then_nameless(vol)
+        dir_made_offline_across_a_kill(vol)
         writer_through_reconnects(vol)
         for mode in ("delete", "truncate", "wal"):
             sqlite_through_switches(vol, mode)
