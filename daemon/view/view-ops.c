@@ -773,8 +773,9 @@ bool vfile_writes_server(struct view *v, uint64_t lid)
 }
 
 /*
- * A writer the kernel passes through to the other tree's file (stranded)
- * has its bytes there, not in the file served, until its next flush, fsync
+ * A writer the kernel passes through to another file than the one served
+ * (stranded: the other tree's, or, for an object with no name left, the
+ * copy the kernel writes) has its bytes there until its next flush, fsync
  * or release copies them over: the node's size and mtime are that file's
  * (its ctime the later), else an attribute reply would cut the kernel's
  * size back under the writer.
@@ -786,7 +787,7 @@ static void show_stranded_writes(struct view *v, uint64_t id, struct stat *st)
         struct stat kst;
         bool found = false;
 
-        if (!S_ISREG(st->st_mode) || !passthrough_in_other_tree(id, view_offline(v)))
+        if (!S_ISREG(st->st_mode) || !passthrough_tree_mode(id))
                 return;
         pthread_mutex_lock(&v->ftab_lock);
         g_hash_table_iter_init(&it, v->files);

@@ -52,7 +52,9 @@ transaction.  Across switches between online and offline:
   switches its pwrite, ftruncate, fstat and pread hold and its close
   succeeds; a writer opened offline, the reconnect, its name renamed over
   online, offline again: its ftruncate holds for its reads (the file the
-  kernel writes is truncated, not only the open file's own);
+  kernel writes is truncated, not only the open file's own), and fstat
+  shows an appending pwrite's size at once (the node shows the size of
+  the file the kernel writes whenever that is not the file served);
 - a directory made offline and held open (as a shell's current
   directory is) across a kill offline and the reconnect: fstat, openat
   and a listing through it work (the successor's node, with no
@@ -445,13 +447,20 @@ def two_names_after_a_kill(vol):
 
 
 def held_through(vol, fd, data, steps, at, size):
-    """pwrite, ftruncate, fstat and pread through fd after each switch."""
+    """After each switch through fd: a pwrite, an appending pwrite (its
+    size checked by fstat at once), an ftruncate, then fstat and pread."""
     got = []
     for i, to in enumerate(steps):
         switch(vol, to)
         try:
-            os.pwrite(fd, b"w" * 100, at + 50 * i)
-            data[at + 50 * i:at + 50 * i + 100] = b"w" * 100
+            off = at + 50 * i
+            os.pwrite(fd, b"w" * 100, off)
+            data.extend(bytes(max(0, off - len(data))))     # a hole up to it
+            data[off:off + 100] = b"w" * 100
+            os.pwrite(fd, b"a" * 64, len(data))
+            data += b"a" * 64
+            if os.fstat(fd).st_size != len(data):
+                got.append((to, "size after an appending write", os.fstat(fd).st_size, len(data)))
             os.ftruncate(fd, size - 100 * i)
             del data[size - 100 * i:]
             got.append((to, os.fstat(fd).st_size == len(data), os.pread(fd, len(data) + 1000, 0) == data))
