@@ -21,11 +21,13 @@
  * them are told apart and dropped.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -160,14 +162,95 @@ int fdstore_holder_start(int *worker_end)
 
 /* ---- the worker's side ---- */
 
+/* How long a descriptor given with fdstore_keep_soon() may wait: most are
+ * dropped sooner (a file created, written and closed), and cost nothing. */
+#define KEEP_SOON_MS 50
+
 static struct {
         pthread_mutex_t lock;
+        pthread_cond_t wake;    /* a descriptor is pending, the keeper idle */
         int sock;               /* -1: no holder (--no-holder) */
-} store = { PTHREAD_MUTEX_INITIALIZER, -1 };
+        GHashTable *pending;    /* under lock: key -> duplicate + 1, not sent yet */
+        bool keeper_idle;       /* under lock: waiting for one (not timing one) */
+} store = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, -1, NULL, false };
+
+/* store.lock held: every pending descriptor goes to the holder. */
+static void send_pending(void)
+{
+        GHashTableIter it;
+        gpointer key, val;
+
+        g_hash_table_iter_init(&it, store.pending);
+        while (g_hash_table_iter_next(&it, &key, &val)) {
+                int fd = GPOINTER_TO_INT(val) - 1;
+
+                send_msg(store.sock, &(struct fdstore_msg){ FDSTORE_KEEP, 0, *(uint64_t *)key },
+                         fd);
+                close(fd);
+                g_hash_table_iter_remove(&it);
+        }
+}
+
+static void *keeper_thread(void *arg)
+{
+        (void)arg;
+        pthread_mutex_lock(&store.lock);
+        for (;;) {
+                struct timespec until;
+
+                store.keeper_idle = true;
+                while (!g_hash_table_size(store.pending))
+                        pthread_cond_wait(&store.wake, &store.lock);
+                store.keeper_idle = false;
+                clock_gettime(CLOCK_REALTIME, &until);
+                until.tv_nsec += KEEP_SOON_MS * 1000000L;
+                if (until.tv_nsec >= 1000000000L) {
+                        until.tv_sec++;
+                        until.tv_nsec -= 1000000000L;
+                }
+                while (pthread_cond_timedwait(&store.wake, &store.lock, &until) == 0)
+                        ;       /* the window is timed, not signalled */
+                send_pending();
+        }
+        return NULL;
+}
 
 void fdstore_attach(int sock)
 {
+        pthread_t t;
+
         store.sock = sock;
+        store.pending = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+        if (pthread_create(&t, NULL, keeper_thread, NULL) == 0)
+                pthread_detach(t);
+        else
+                store.pending = NULL;   /* every keep is sent at once */
+}
+
+void fdstore_keep_soon(uint64_t key, int fd)
+{
+        int dup;
+
+        if (store.sock < 0)
+                return;
+        if (!store.pending || (dup = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+                fdstore_keep(key, fd);
+                return;
+        }
+        pthread_mutex_lock(&store.lock);
+        g_hash_table_insert(store.pending, g_memdup2(&key, sizeof(key)), GINT_TO_POINTER(dup + 1));
+        if (store.keeper_idle)
+                pthread_cond_signal(&store.wake);
+        pthread_mutex_unlock(&store.lock);
+}
+
+void fdstore_flush(void)
+{
+        if (store.sock < 0 || !store.pending)
+                return;
+        pthread_mutex_lock(&store.lock);
+        send_pending();
+        pthread_mutex_unlock(&store.lock);
 }
 
 int fdstore_keep(uint64_t key, int fd)
@@ -184,10 +267,18 @@ int fdstore_keep(uint64_t key, int fd)
 
 void fdstore_drop(uint64_t key)
 {
+        gpointer val;
+
         if (store.sock < 0)
                 return;
         pthread_mutex_lock(&store.lock);
-        send_msg(store.sock, &(struct fdstore_msg){ FDSTORE_DROP, 0, key }, -1);
+        /* Never sent: nothing to tell the holder. */
+        if (store.pending && (val = g_hash_table_lookup(store.pending, &key))) {
+                close(GPOINTER_TO_INT(val) - 1);
+                g_hash_table_remove(store.pending, &key);
+        } else {
+                send_msg(store.sock, &(struct fdstore_msg){ FDSTORE_DROP, 0, key }, -1);
+        }
         pthread_mutex_unlock(&store.lock);
 }
 

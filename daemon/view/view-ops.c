@@ -664,6 +664,8 @@ void vfile_switch_all(struct view *v, bool *unanswered)
         GPtrArray *writers = g_ptr_array_new();
         GArray *reopened;
 
+        fdstore_flush();        /* a successor finds no kernel's file by name after */
+
         pthread_mutex_lock(&v->ftab_lock);
         reopened = reopen_files(v, unanswered);
         for (guint i = 0; i < reopened->len; i++) {
@@ -2388,6 +2390,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
         bool offline;
         int r, npfd, fd;
 
+        fdstore_flush();        /* names move: the holder has the kernel's files */
 again:
         view_change_begin(v);
         r = vnode_get_pair_served(v, ino, &n, &fd, newparent, &np, &npfd, &offline);
@@ -2438,6 +2441,7 @@ static void op_unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name
         bool had;
         int r;
 
+        fdstore_flush();        /* names move: the holder has the kernel's files */
 again:
         WITH_NODE_CHANGING(v, parent, p, pfd, req, offline);
         r = backing_fstatat(v, pfd, name, &st);
@@ -2515,6 +2519,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
         bool had, offline, save, redo = false;
         int r, npfd, pfd;
 
+        fdstore_flush();        /* names move: the holder has the kernel's files */
 again:
         view_change_begin(v);
         r = vnode_get_pair_served(v, parent, &p, &pfd, newparent, &np, &npfd, &offline);

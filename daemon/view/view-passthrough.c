@@ -262,8 +262,13 @@ void passthrough_adopt_file(uint64_t id, int fd)
 
         pthread_mutex_lock(&pt.lock);
         n = pt.nodes ? g_hash_table_lookup(pt.nodes, &id) : NULL;
-        if (n && n->fd < 0)
+        if (n && n->fd < 0) {
                 node_take_file(n, fd);
+                /* Found by name (an older worker's, or a kill before it
+                 * went to the holder): the holder keeps it from now on. */
+                if (n->fd >= 0 && n->backing_id > 0)
+                        fdstore_keep_soon(FDSTORE_BACKING | (uint32_t)n->backing_id, n->fd);
+        }
         pthread_mutex_unlock(&pt.lock);
 }
 
@@ -436,8 +441,11 @@ int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regula
                 if (r > 0) {
                         n->backing_id = r;
                         node_take_file(n, fd);
-                        /* A successor finds the kernel's file by no name. */
-                        fdstore_keep(FDSTORE_BACKING | (uint32_t)r, fd);
+                        /* For a successor: names may not lead there then.
+                         * Soon, not now: most are closed at once (a file
+                         * created, written and closed), and a name moved
+                         * meanwhile sends it first (fdstore_flush()). */
+                        fdstore_keep_soon(FDSTORE_BACKING | (uint32_t)r, fd);
                 }
                 else
                         log_debug("FUSE_DEV_IOC_BACKING_OPEN failed: %m, serving reads");

@@ -1034,6 +1034,10 @@ bool passthrough_holds_mirror_file(uint64_t ino);
 int fdstore_holder_start(int *worker_end);      /* the holder: 0 or -errno */
 void fdstore_attach(int sock);                  /* a worker: its end */
 int fdstore_keep(uint64_t key, int fd);         /* a duplicate goes to the holder */
+/* A duplicate goes to the holder within 50 ms, or at the next
+ * fdstore_flush(); a drop before that sends nothing. */
+void fdstore_keep_soon(uint64_t key, int fd);
+void fdstore_flush(void);
 void fdstore_drop(uint64_t key);
 /* Each descriptor kept, once, to @take (which owns it): how many, or -errno. */
 int fdstore_take_all(void (*take)(void *ud, uint64_t key, int fd), void *ud);
