@@ -322,10 +322,34 @@ static void take_kept(void *ud, uint64_t key, int fd)
         }
 }
 
+/*
+ * A kept file the kernel passes through whose backing the holder lacks (a
+ * predecessor killed before it went there) is found by no name either: its
+ * own descriptor is the kernel's file.
+ */
+static void adopt_kept(struct view *v)
+{
+        GHashTableIter it;
+        gpointer key, val;
+        bool offline;
+
+        pthread_mutex_lock(&v->ftab_lock);
+        g_hash_table_iter_init(&it, v->files);
+        while (g_hash_table_iter_next(&it, &key, &val)) {
+                struct vfile *f = val;
+
+                if (f->kept && passthrough_file_unknown(f->id, &offline))
+                        passthrough_adopt_file(f->id, f->stranded_fd >= 0 ? f->stranded_fd
+                                                                          : f->fd);
+        }
+        pthread_mutex_unlock(&v->ftab_lock);
+}
+
 void vfile_take_kept(struct view *v)
 {
         int n = fdstore_take_all(take_kept, v);
 
+        adopt_kept(v);
         if (n > 0)
                 log_info("Took back %d descriptors the holder kept (open files without a name,"
                          " passthrough backings)", n);
@@ -2041,6 +2065,12 @@ static void setattr_times(const struct stat *attr, int valid, struct timespec tv
                 tv[1] = attr->st_mtim;
 }
 
+/* The file open file f's writes reach: its stranded file, else its own. */
+static int kernel_file_of(const struct vfile *f)
+{
+        return f->stranded_fd >= 0 ? f->stranded_fd : f->fd;
+}
+
 /*
  * A setattr through an open file of a node that found no counterpart in
  * the tree served (its object lost its last name: no name leads there, and
@@ -2064,14 +2094,18 @@ static int setattr_open_file(struct view *v, fuse_ino_t ino, const struct stat *
                 r = -errno;
         if (r == 0 && (valid & FUSE_SET_ATTR_SIZE)) {
                 r = ftruncate(f->fd, attr->st_size) < 0 ? -errno : 0;
+                if (r == 0 && f->stranded_fd >= 0)
+                        r = ftruncate(f->stranded_fd, attr->st_size) < 0 ? -errno : 0;
                 if (r == 0)
-                        r = change_kernel_file(ino, f->fd, attr->st_size, NULL);
+                        r = change_kernel_file(ino, kernel_file_of(f), attr->st_size, NULL);
         }
         if (r >= 0 && (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
                 setattr_times(attr, valid, tv);
                 r = futimens(f->fd, tv) < 0 ? -errno : 0;
+                if (r == 0 && f->stranded_fd >= 0)
+                        r = futimens(f->stranded_fd, tv) < 0 ? -errno : 0;
                 if (r == 0)
-                        r = change_kernel_file(ino, f->fd, 0, tv);
+                        r = change_kernel_file(ino, kernel_file_of(f), 0, tv);
         }
         return r < 0 ? r : open_file_attr(v, ino, st);
 }
