@@ -302,17 +302,6 @@ static void enqueue(struct job *j)
         pthread_cond_signal(&queued);
 }
 
-void deadline_from_now(struct timespec *until, clockid_t clock, uint64_t ms)
-{
-        clock_gettime(clock, until);
-        until->tv_sec += (time_t)(ms / 1000);
-        until->tv_nsec += (long)(ms % 1000) * 1000000;
-        if (until->tv_nsec >= 1000000000) {
-                until->tv_sec++;
-                until->tv_nsec -= 1000000000;
-        }
-}
-
 /*
  * A call failed with @err, an error a server gone also gives (a dead FUSE
  * mount's ENOTCONN, EIO): whether the backing's probe fails too (then the

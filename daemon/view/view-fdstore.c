@@ -27,7 +27,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -202,12 +201,7 @@ static void *keeper_thread(void *arg)
                 while (!g_hash_table_size(store.pending))
                         pthread_cond_wait(&store.wake, &store.lock);
                 store.keeper_idle = false;
-                clock_gettime(CLOCK_REALTIME, &until);
-                until.tv_nsec += KEEP_SOON_MS * 1000000L;
-                if (until.tv_nsec >= 1000000000L) {
-                        until.tv_sec++;
-                        until.tv_nsec -= 1000000000L;
-                }
+                deadline_from_now(&until, CLOCK_REALTIME, KEEP_SOON_MS);
                 while (pthread_cond_timedwait(&store.wake, &store.lock, &until) == 0)
                         ;       /* the window is timed, not signalled */
                 send_pending();

@@ -456,14 +456,22 @@ int passthrough_open(struct view *v, uint64_t id, int fd, int flags, bool regula
         return r;
 }
 
+/* pt.lock held: node @id's entry when it passes through a file known here. */
+static struct pt_node *file_node(uint64_t id)
+{
+        struct pt_node *n = pt.nodes ? g_hash_table_lookup(pt.nodes, &id) : NULL;
+
+        return n && n->backing_id > 0 && n->fd >= 0 ? n : NULL;
+}
+
 int passthrough_file_stat(uint64_t id, struct stat *st)
 {
         struct pt_node *n;
         int r = -ENOENT;
 
         pthread_mutex_lock(&pt.lock);
-        n = pt.nodes ? g_hash_table_lookup(pt.nodes, &id) : NULL;
-        if (n && n->backing_id > 0 && n->fd >= 0)
+        n = file_node(id);
+        if (n)
                 r = fstat(n->fd, st) < 0 ? -errno : 0;
         pthread_mutex_unlock(&pt.lock);
         return r;
@@ -475,8 +483,8 @@ int passthrough_other_tree_file(uint64_t id, bool offline)
         int fd = -1;
 
         pthread_mutex_lock(&pt.lock);
-        n = pt.nodes ? g_hash_table_lookup(pt.nodes, &id) : NULL;
-        if (n && n->backing_id > 0 && n->fd >= 0 && n->offline != offline)
+        n = file_node(id);
+        if (n && n->offline != offline)
                 fd = backing_reopen(n->fd, O_WRONLY);
         pthread_mutex_unlock(&pt.lock);
         return fd < 0 ? -1 : fd;
@@ -488,8 +496,8 @@ int passthrough_kernel_file(uint64_t id)
         int fd = -1;
 
         pthread_mutex_lock(&pt.lock);
-        n = pt.nodes ? g_hash_table_lookup(pt.nodes, &id) : NULL;
-        if (n && n->backing_id > 0 && n->fd >= 0)
+        n = file_node(id);
+        if (n)
                 fd = backing_reopen(n->fd, O_WRONLY);
         pthread_mutex_unlock(&pt.lock);
         return fd < 0 ? -1 : fd;
@@ -502,8 +510,8 @@ int passthrough_nameless_file(uint64_t id, int flags)
         int fd = -ENOENT;
 
         pthread_mutex_lock(&pt.lock);
-        n = pt.nodes ? g_hash_table_lookup(pt.nodes, &id) : NULL;
-        if (n && n->backing_id > 0 && n->fd >= 0 && fstat(n->fd, &st) == 0 && st.st_nlink == 0)
+        n = file_node(id);
+        if (n && fstat(n->fd, &st) == 0 && st.st_nlink == 0)
                 fd = backing_reopen(n->fd, flags);
         pthread_mutex_unlock(&pt.lock);
         return fd;

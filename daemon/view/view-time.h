@@ -33,3 +33,15 @@ static inline struct timespec ns_timespec(int64_t ns)
         }
         return t;
 }
+
+/* @ms from now on @clock, for a timed wait (pthread_*_timedwait). */
+static inline void deadline_from_now(struct timespec *until, clockid_t clock, uint64_t ms)
+{
+        clock_gettime(clock, until);
+        until->tv_sec += (time_t)(ms / 1000);
+        until->tv_nsec += (long)(ms % 1000) * 1000000;
+        if (until->tv_nsec >= 1000000000) {
+                until->tv_sec++;
+                until->tv_nsec -= 1000000000;
+        }
+}

@@ -513,8 +513,6 @@ int view_writeback_enter(struct view *v);
 /* In writeback, the trickle's replay failed with @r, an error of a server
  * gone: the volume goes offline and probes for the backing's return. */
 void view_writeback_lost(struct view *v, int r);
-/* @ms from now on @clock, for a timed wait (pthread_*_timedwait). */
-void deadline_from_now(struct timespec *until, clockid_t clock, uint64_t ms);
 /*
  * view-replay.c: replays the offline log as it stands (records up to K)
  * while the volume goes on serving as offline, its changes logged after K;

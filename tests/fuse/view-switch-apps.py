@@ -313,7 +313,7 @@ def kept_by_a_successor(vol):
     switch(vol, "offline")
     r = os.open(vol.v("p", "kept-r"), os.O_RDONLY)
     os.pread(r, 10, 0)
-    kill(vol)
+    kill_and_wait(vol)
     switch(vol, "online")
     os.ftruncate(w, 1000)
     os.pwrite(w, b"y" * 10, 2000)
@@ -415,7 +415,7 @@ def renamed_over_while_open(vol):
     eq(read_file(vol.v("p", "over-x")), b"other", "the name holds the file renamed over it")
 
 
-def kill(vol):
+def kill_and_wait(vol):
     old = vol.kill_worker()
     vol.wait_new_worker(old)
 
@@ -432,7 +432,7 @@ def two_names_after_a_kill(vol):
     os.link(vol.v("p", "tn-a"), vol.v("p", "tn-b"))
     fd = os.open(vol.v("p", "tn-a"), os.O_RDWR)
     switch(vol, "online")
-    kill(vol)
+    kill_and_wait(vol)
     chunk = os.urandom(1407)
     os.pwrite(fd, chunk, 23399)
     data[23399:23399 + 1407] = chunk
@@ -486,12 +486,12 @@ def nameless_after_kills(vol):
     os.link(vol.v("p", "nk-x"), vol.v("p", "nk-y"))
     switch(vol, "offline")
     fd = os.open(vol.v("p", "nk-x"), os.O_RDWR)
-    kill(vol)
+    kill_and_wait(vol)
     os.unlink(vol.v("p", "nk-y"))
     with open(vol.v("p", "nk-o"), "wb") as f:
         f.write(b"other")
     os.rename(vol.v("p", "nk-o"), vol.v("p", "nk-x"))
-    kill(vol)
+    kill_and_wait(vol)
     steps = ("online", "offline", "online")
     eq(held_through(vol, fd, data, steps, 0, 12000), [(to, True, True) for to in steps] + ["closed"],
        "a writer whose file lost its names between two kills, through three switches:"
@@ -528,7 +528,7 @@ def dir_made_offline_across_a_kill(vol):
     with open(vol.v("p", "dk", "x"), "wb") as f:
         f.write(b"made offline")
     d = os.open(vol.v("p", "dk"), os.O_RDONLY | os.O_DIRECTORY)
-    kill(vol)
+    kill_and_wait(vol)
     switch(vol, "online")
     got = []
 
@@ -666,8 +666,7 @@ def sqlite_through_switches(vol, mode, kill=False):
             switch(vol, "offline")
             time.sleep(0.3)
             if kill:
-                old = vol.kill_worker()
-                vol.wait_new_worker(old)
+                kill_and_wait(vol)
             switch(vol, "online")
     finally:
         stop.set()
