@@ -1316,20 +1316,108 @@ static int rename_noreplace(struct ctx *c, int ofd, const char *oname, int nfd, 
 /* The records                                                              */
 /* ------------------------------------------------------------------------ */
 
-/* Locates @o on the server: its parent's fd and name, and a fresh stat (-ENOENT: absent). */
+struct name_of {
+        uint64_t parent;
+        char *name;
+};
+
+static int collect_name(void *ud, uint64_t parent, const char *name)
+{
+        struct name_of n = { parent, g_strdup(name) };
+
+        g_array_append_val((GArray *)ud, n);
+        return 0;
+}
+
+/* Whether the server has inode @ino at parent/name (*st: its stat). */
+static bool still_at(struct ctx *c, uint64_t parent, const char *name, uint64_t ino,
+                     struct stat *st)
+{
+        int fd = dir_fd(c, parent, 0);
+
+        return fd >= 0 && BACKING(c, fstatat(fd, name, st, AT_SYMLINK_NOFOLLOW)) == 0 &&
+               st->st_ino == ino;
+}
+
+/*
+ * Follows @o by another name the log saw it under than parent/name (a
+ * file with several links): the first one the server still has as inode
+ * @ino becomes where replay finds it.  1 if one did, 0 if none, -errno.
+ */
+static int follow_other_name(struct ctx *c, struct oplog_object *o, uint64_t parent,
+                             const char *name, uint64_t ino)
+{
+        GArray *names = g_array_new(FALSE, FALSE, sizeof(struct name_of));
+        struct stat st;
+        int e, found = 0;
+
+        e = oplog_names_of(c->log, o->lid, collect_name, names);
+        for (guint i = 0; e >= 0 && !found && i < names->len; i++) {
+                struct name_of *n = &g_array_index(names, struct name_of, i);
+
+                if (name && n->parent == parent && !strcmp(n->name, name))
+                        continue;
+                if (still_at(c, n->parent, n->name, ino, &st)) {
+                        set_srv(o, n->parent, n->name);
+                        set_base(o, &st, o->base.content);
+                        found = 1;
+                }
+        }
+        for (guint i = 0; i < names->len; i++)
+                g_free(g_array_index(names, struct name_of, i).name);
+        g_array_free(names, TRUE);
+        return e < 0 ? e : found;
+}
+
+/*
+ * Locates @o on the server: its parent's fd and name, and a fresh stat
+ * (-ENOENT: absent).  Where the name replay follows it by is gone or holds
+ * another inode, a file with several links is followed by another name the
+ * log saw it under (a name it lost when another file was renamed over it
+ * in an earlier round, before the log knew its other names); else that
+ * name's stat is returned for the caller to judge.
+ */
 static int locate(struct ctx *c, struct oplog_object *o, int *pfd, struct stat *st)
 {
-        int fd;
+        int fd = -ENOENT, e = -ENOENT, f;
 
-        if (!o->srv_parent || !o->srv_name)
-                return -ENOENT;
-        fd = dir_fd(c, o->srv_parent, 0);
-        if (fd < 0)
-                return fd;
-        *pfd = fd;
-        if (BACKING(c, fstatat(fd, o->srv_name, st, AT_SYMLINK_NOFOLLOW)) < 0)
-                return -errno;
-        return 0;
+        if (o->srv_parent && o->srv_name) {
+                fd = dir_fd(c, o->srv_parent, 0);
+                if (fd < 0 && fd != -ENOENT)
+                        return fd;
+                if (fd >= 0)
+                        e = BACKING(c, fstatat(fd, o->srv_name, st, AT_SYMLINK_NOFOLLOW)) < 0 ?
+                            -errno : 0;
+                if (e < 0 && e != -ENOENT)
+                        return e;
+                if (e == 0 && st->st_ino == o->base.ino) {
+                        *pfd = fd;
+                        return 0;
+                }
+        }
+        if (o->base.ino && !S_ISDIR(o->type)) {
+                struct stat other;
+                uint64_t parent = o->srv_parent;
+                char *name = g_strdup(o->srv_name);
+
+                f = follow_other_name(c, o, parent, name, o->base.ino);
+                g_free(name);
+                if (f < 0)
+                        return f;
+                if (f > 0)
+                        dirty(c, o);
+                if (f > 0 && (fd = dir_fd(c, o->srv_parent, 0)) >= 0 &&
+                    BACKING(c, fstatat(fd, o->srv_name, &other, AT_SYMLINK_NOFOLLOW)) == 0) {
+                        *pfd = fd;
+                        *st = other;
+                        return 0;
+                }
+                if (f > 0)
+                        return fd < 0 ? fd : -errno;
+        }
+        if (e == 0)
+                *pfd = fd;
+        return e;
 }
 
 /* The local content open as @fd is still the version @before (its bytes unchanged since). */
@@ -2244,29 +2332,6 @@ static int unchanged(struct oplog_object *o, int pfd, const char *name, const st
                st->st_uid == o->base.uid && st->st_gid == o->base.gid;
 }
 
-struct name_of {
-        uint64_t parent;
-        char *name;
-};
-
-static int collect_name(void *ud, uint64_t parent, const char *name)
-{
-        struct name_of n = { parent, g_strdup(name) };
-
-        g_array_append_val((GArray *)ud, n);
-        return 0;
-}
-
-/* Whether the server has inode @ino at parent/name (*st: its stat). */
-static bool still_at(struct ctx *c, uint64_t parent, const char *name, uint64_t ino,
-                     struct stat *st)
-{
-        int fd = dir_fd(c, parent, 0);
-
-        return fd >= 0 && BACKING(c, fstatat(fd, name, st, AT_SYMLINK_NOFOLLOW)) == 0 &&
-               st->st_ino == ino;
-}
-
 /*
  * @o lost the name parent/name on the server (an unlink, or a rename over
  * it); @nlink is what its link count was before.  Replay keeps following it
@@ -2276,7 +2341,6 @@ static bool still_at(struct ctx *c, uint64_t parent, const char *name, uint64_t 
 static int lost_name(struct ctx *c, struct oplog_object *o, uint64_t parent, const char *name,
                      nlink_t nlink, uint64_t ino)
 {
-        GArray *names;
         struct stat st;
         int e;
 
@@ -2292,26 +2356,11 @@ static int lost_name(struct ctx *c, struct oplog_object *o, uint64_t parent, con
                 set_srv(o, 0, NULL);
                 return 0;
         }
-        names = g_array_new(FALSE, FALSE, sizeof(struct name_of));
-        e = oplog_names_of(c->log, o->lid, collect_name, names);
-        for (guint i = 0; e >= 0 && i < names->len; i++) {
-                struct name_of *n = &g_array_index(names, struct name_of, i);
-
-                if (n->parent == parent && !strcmp(n->name, name))
-                        continue;
-                if (still_at(c, n->parent, n->name, ino, &st)) {
-                        set_srv(o, n->parent, n->name);
-                        set_base(o, &st, o->base.content);
-                        break;
-                }
-        }
+        e = follow_other_name(c, o, parent, name, ino);
         /* Not found by another name: no longer followed. */
-        if (e >= 0 && o->srv_parent == parent && o->srv_name && !strcmp(o->srv_name, name))
+        if (e == 0)
                 set_srv(o, 0, NULL);
-        for (guint i = 0; i < names->len; i++)
-                g_free(g_array_index(names, struct name_of, i).name);
-        g_array_free(names, TRUE);
-        return e;
+        return e < 0 ? e : 0;
 }
 
 static int do_remove(struct ctx *c, const struct rec *r, struct oplog_object *o)

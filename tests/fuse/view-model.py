@@ -18,6 +18,12 @@ all three (view.md, Not done yet).
 FCACHE_MODEL_STACKED=1 (the view-model-stacked test) makes the backing
 another fcache-view, a network filesystem to the volume (its calls bounded
 by BackingTimeout, acknowledged writes mirrored through).
+FCACHE_MODEL_WRITEBACK=1 (the view-model-writeback test) runs the volume with
+WriteBack=yes: changes are acknowledged locally and shipped by the trickle
+while the operations go on; a random `sync` (of everything or of one name)
+is followed by a check that the backing holds what the model says (every
+name after a full sync; that name after `sync PATH`), files held open for
+writing left out until their close.
 FCACHE_MODEL_SEED=N reruns a seed; FCACHE_MODEL_OPS=N changes the length;
 FCACHE_MODEL_TRACE=1 prints each operation, FCACHE_MODEL_SWEEP=1 reads every
 file after each.
@@ -62,6 +68,8 @@ def main():
     nops = int(os.environ.get("FCACHE_MODEL_OPS", "500"))
     print(f"# seed {seed} (FCACHE_MODEL_SEED={seed} to rerun), {nops} operations", flush=True)
     rnd = random.Random(seed)
+    writeback = bool(os.environ.get("FCACHE_MODEL_WRITEBACK"))
+    connected = "writeback" if writeback else "online"
     inner = None
     if os.environ.get("FCACHE_MODEL_STACKED"):
         # The server a network filesystem: another fcache-view (not local to
@@ -70,6 +78,8 @@ def main():
         inner.start()
         vol = Volume("model", backing=inner.mnt, lease="1s",
                      extra=["--set", "BackingTimeout=30s"])
+    elif writeback:
+        vol = Volume("model", lease="1s", extra=["--set", "WriteBack=yes"])
     else:
         vol = Volume("model", lease="1s")
     os.makedirs(vol.b("m"))
@@ -391,11 +401,58 @@ def main():
         os.close(fd)
         return rel
 
+    b = lambda rel: vol.b("m", rel) if rel else vol.b("m")  # noqa: E731
+
+    def check_backing(what, only=None):
+        """The backing holds every change the model has (only: that name),
+        but for objects held open for writing (their writes are shipped at
+        their close)."""
+        busy = [h[1] for h in held]
+        if only is None:
+            seen = set()
+            for dirpath, dirnames, filenames in os.walk(b("")):
+                for name in dirnames + filenames:
+                    seen.add(os.path.relpath(os.path.join(dirpath, name), b("")))
+            eq(sorted(seen), sorted(model.names() - {""}), f"{what}: the backing has the names the model has")
+        inode_of = {}
+        for n, o in sorted(model.files.items()):
+            if (only is not None and n != only) or not os.path.lexists(b(n)):
+                continue
+            st = os.lstat(b(n))
+            if o.data is None:
+                check(stat.S_ISFIFO(st.st_mode), f"{what}: backing: {n} is a FIFO")
+            elif not any(x is o for x in busy):
+                eq(read_file(b(n)), o.data, f"{what}: backing: {n} content")
+            eq(stat.S_IMODE(st.st_mode), o.mode, f"{what}: backing: {n} mode")
+            if o.mtime is not None and not any(x is o for x in busy):
+                eq(int(st.st_mtime), o.mtime, f"{what}: backing: {n} mtime")
+            prev = inode_of.setdefault(id(o), st.st_ino)
+            eq(prev, st.st_ino, f"{what}: backing: {n} is the same inode as its other links")
+        for n, t in sorted(model.links.items()):
+            if only is None or n == only:
+                eq(os.readlink(b(n)) if os.path.islink(b(n)) else None, t, f"{what}: backing: symlink {n}")
+        for n in sorted(model.dirs):
+            if only is None or n == only:
+                check(os.path.isdir(b(n)), f"{what}: backing: directory {n or '.'}")
+
+    def op_sync():
+        """Write-back: `sync` (or `sync PATH` of one name) ships what was
+        acknowledged; the backing then holds it."""
+        if offline:
+            return None
+        names = sorted(model.names() - {""})
+        rel = rnd.choice(names) if names and rnd.random() < 0.5 else None
+        trace(f"sync {rel or 'everything'}")
+        q = vol.ctl("sync", f"m/{rel}" if rel else None, ok=False)
+        eq(q["_rc"], 0, f"sync {rel or ''} succeeds ({q['_err']})")
+        check_backing(f"after sync {rel or ''}", only=rel)
+        return None
+
     ops = [(op_create, 10), (op_write, 12), (op_truncate, 4), (op_rename, 10), (op_link, 4),
            (op_unlink, 5), (op_mkdir, 4), (op_rmdir, 2), (op_symlink, 3), (op_chmod, 4),
            (op_utimens, 3), (op_fsync, 3), (op_exchange, 2), (op_mkfifo, 2), (op_kill, 1),
            (op_hold, 3), (op_held_write, 6), (op_held_truncate, 2), (op_held_read, 3),
-           (op_held_close, 2)]
+           (op_held_close, 2), (op_sync, 3 if writeback else 0)]
     if not held_mode:
         ops = [(f, w) for f, w in ops if f.__name__[3:7] != "hold" and
                not f.__name__.startswith("op_held")]
@@ -407,18 +464,16 @@ def main():
                 q = vol.ctl("reconnect")
                 eq(q.get("conflicts"), "0", f"op {i}: reconnect without conflicts")
                 if q.get("conflicts") != "0":
-                    print(f"# {vol.ctl('query conflicts')['_lines']}", flush=True)
-                if q.get("conflicts") != "0":
                     for line in vol.ctl("query conflicts")["_lines"]:
                         print(f"# {line}")
             else:
                 vol.ctl("disconnect")
             offline = not offline
             switches += 1
-            eq(vol.state()["state"], "offline" if offline else "online",
+            eq(vol.state()["state"], "offline" if offline else connected,
                f"op {i}: state after the switch")
         fn = rnd.choice(fns)
-        what = f"op {i} {fn.__name__[3:]} ({'offline' if offline else 'online'})"
+        what = f"op {i} {fn.__name__[3:]} ({'offline' if offline else connected})"
         try:
             rel = fn()
         except OSError as e:
@@ -439,37 +494,17 @@ def main():
             os.close(h[0])
         except OSError as e:
             check(False, f"close of a descriptor held open: {e}")
+    held.clear()
     if offline:
         q = vol.ctl("reconnect")
         eq(q.get("conflicts"), "0", "final reconnect without conflicts")
     for n in sorted(model.files):
         verify(n, "after the last reconnect")
+    if writeback:
+        q = vol.ctl("sync", ok=False)
+        eq(q["_rc"], 0, f"the last sync succeeds ({q['_err']})")
 
-    # The backing holds every change.
-    b = lambda rel: vol.b("m", rel) if rel else vol.b("m")  # noqa: E731
-    seen = set()
-    for dirpath, dirnames, filenames in os.walk(b("")):
-        for name in dirnames + filenames:
-            seen.add(os.path.relpath(os.path.join(dirpath, name), b("")))
-    eq(sorted(seen), sorted(model.names() - {""}), "backing: the names the model has")
-    inode_of = {}
-    for n, o in sorted(model.files.items()):
-        if not os.path.lexists(b(n)):
-            continue
-        st = os.lstat(b(n))
-        if o.data is None:
-            check(stat.S_ISFIFO(st.st_mode), f"backing: {n} is a FIFO")
-        else:
-            eq(read_file(b(n)), o.data, f"backing: {n} content")
-        eq(stat.S_IMODE(st.st_mode), o.mode, f"backing: {n} mode")
-        if o.mtime is not None:
-            eq(int(st.st_mtime), o.mtime, f"backing: {n} mtime")
-        prev = inode_of.setdefault(id(o), st.st_ino)
-        eq(prev, st.st_ino, f"backing: {n} is the same inode as its other links")
-    for n, t in sorted(model.links.items()):
-        eq(os.readlink(b(n)) if os.path.islink(b(n)) else None, t, f"backing: symlink {n}")
-    for n in sorted(model.dirs):
-        check(os.path.isdir(b(n)), f"backing: directory {n or '.'}")
+    check_backing("after the last reconnect")
     if failures_at:
         print(f"# first wrong read at {failures_at[0]}; seed {seed}")
     finish()

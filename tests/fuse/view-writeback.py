@@ -104,9 +104,10 @@ def same_tree(got, want, what):
         f"{p} (got {str(got.get(p))[:40]}, want {str(want.get(p))[:40]})" for p in diff[:8]))
 
 
-def pinned_volume(name, mode, seed_files, over_link=False, extra=()):
+def pinned_volume(name, mode, seed_files, over_link=False, extra=(), links=()):
     """A volume whose proj/ is pinned online, then restarted with WriteBack=mode
-    (and the settings extra)."""
+    (and the settings extra); links: (name, new name) pairs made on the server
+    before the pin."""
     vol = Volume(name, lease="1s")
     vol.link = None
     server = vol.backing
@@ -119,6 +120,8 @@ def pinned_volume(name, mode, seed_files, over_link=False, extra=()):
     for p, d in seed_files.items():
         os.makedirs(os.path.dirname(os.path.join(server, "proj", p)), exist_ok=True)
         write_file(os.path.join(server, "proj", p), d)
+    for a, b in links:
+        os.link(os.path.join(server, "proj", a), os.path.join(server, "proj", b))
     vol.start()
     eq(vol.ctl("pin recursive", "proj").get("mirrored"), "yes", "pin recursive: mirrored")
     vol.stop()
@@ -458,6 +461,28 @@ def repin():
     vol.stop()
 
 
+def link_after_rename_over():
+    """A file with two names on the server: another file renamed over one of
+    them and shipped, then a link made through the other: the replay finds
+    the file by the name it still has (before: "the server removed the file
+    being linked", an edit-delete conflict, and the new name lost)."""
+    vol = pinned_volume("writeback-links", "yes", {"x": b"x" * 100, "d/f": b"", "n": b"new\n"},
+                        links=[("x", "d/k")])
+    v = lambda *p: vol.v("proj", *p)          # noqa: E731
+    os.rename(v("n"), v("x"))
+    sync(vol, "links: the rename over one name")
+    os.link(v("d", "k"), v("b"))
+    sync(vol, "links: the link through the other")
+    if vol.state()["conflicts"] != "0":
+        print("#", vol.ctl("query conflicts")["_lines"])
+    eq(vol.state()["conflicts"], "0", "links: no conflict")
+    st_b, st_k = os.stat(vol.b("proj", "b")), os.stat(vol.b("proj", "d", "k"))
+    eq((st_b.st_ino, st_b.st_nlink), (st_k.st_ino, 2), "links: b and d/k one inode on the server")
+    eq((read_file(vol.b("proj", "x")), read_file(v("b"))), (b"new\n", b"x" * 100),
+       "links: x holds the renamed file, b the linked one")
+    vol.stop()
+
+
 def fetch_misses():
     """In writeback, a name outside the pins is fetched from the server at its
     first lookup (one name, never the directory): files whole, directories
@@ -623,6 +648,7 @@ def main():
     eq(vol.ctl("sync", ok=False)["_rc"], 0, "... sync of the whole volume answers at once")
     vol.stop()
 
+    link_after_rename_over()
     fetch_misses()
     repin()
     refresh()
