@@ -960,6 +960,12 @@ static int sync_by_base(struct view *v, int bdfd, int mdfd, const char *name,
                 note_container(v, mdfd, name, bst);
         if (r != -ENOENT)
                 return r < 0 ? r : 0;
+        /* A file made offline with several names, open in the kernel: no copy
+         * can replace what the kernel writes, so the object itself takes the
+         * server's identity (the log forgets the id it was marked with). */
+        if (!based && mst_now && bst->st_nlink > 1 && mst_now->st_nlink == bst->st_nlink &&
+            held_inode(mst_now))
+                return held_takes_identity(v, bdfd, mdfd, name, bst, want);
         if (!based)
                 return -ENOENT;
         /* A link added or removed elsewhere changed only its count (and ctime):

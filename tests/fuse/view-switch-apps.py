@@ -55,6 +55,10 @@ transaction.  Across switches between online and offline:
   kernel writes is truncated, not only the open file's own), and fstat
   shows an appending pwrite's size at once (the node shows the size of
   the file the kernel writes whenever that is not the file served);
+- a file made offline with two names and held open for writing across
+  the reconnect, offline again: a rename of one name is logged (the
+  object the kernel writes took the server's identity at the resync)
+  and reaches the server;
 - a directory made offline and held open (as a shell's current
   directory is) across a kill offline and the reconnect: fstat, openat
   and a listing through it work (the successor's node, with no
@@ -446,6 +450,33 @@ def two_names_after_a_kill(vol):
        " the writer, the other name and the server see both")
 
 
+def two_names_held_across_a_reconnect(vol):
+    """A file made offline with two names and held open for writing across
+    the reconnect (the mirror keeps the object the kernel writes, which
+    takes the server's identity), offline again: a rename of one name
+    works (before: ENOENT, the log had forgotten the object's offline id)
+    and reaches the server with the writer's bytes, one inode."""
+    switch(vol, "offline")
+    with open(vol.v("p", "hr-a"), "wb") as f:
+        f.write(b"a" * 1000)
+    os.link(vol.v("p", "hr-a"), vol.v("p", "hr-b"))
+    fd = os.open(vol.v("p", "hr-b"), os.O_RDWR)
+    os.pwrite(fd, b"X" * 10, 5)
+    switch(vol, "online")
+    switch(vol, "offline")
+    try:
+        os.rename(vol.v("p", "hr-b"), vol.v("p", "hr-c"))
+        check(True, "two names held across a reconnect: a rename offline")
+    except OSError as e:
+        check(False, f"two names held across a reconnect: a rename offline: {e}")
+    os.close(fd)
+    switch(vol, "online")
+    want = b"aaaaa" + b"X" * 10 + b"a" * 985
+    eq((read_file(vol.b("p", "hr-c")) if os.path.exists(vol.b("p", "hr-c")) else None,
+        os.path.exists(vol.b("p", "hr-b")), os.stat(vol.b("p", "hr-a")).st_nlink),
+       (want, False, 2), "two names held across a reconnect: the server has the rename and the bytes")
+
+
 def held_through(vol, fd, data, steps, at, size):
     """After each switch through fd: a pwrite, an appending pwrite (its
     size checked by fstat at once), an ftruncate, then fstat and pread."""
@@ -712,6 +743,7 @@ def main():
         linked_beside_a_stranded_writer(vol)
         renamed_over_while_open(vol)
         two_names_after_a_kill(vol)
+        two_names_held_across_a_reconnect(vol)
         nameless_after_kills(vol)
         stranded_then_nameless(vol)
         dir_made_offline_across_a_kill(vol)
