@@ -2262,6 +2262,10 @@ int oplog_record_link(struct oplog *log, uint64_t lid, uint64_t newparent, const
                      (int64_t)lid);
         if (e >= 0)
                 e = insert_row(log, &r, NULL);
+        /* A name replay can follow the object by once the record is
+         * compacted away and another of its names goes (a rename over it). */
+        if (e >= 0)
+                e = oplog_object_alias(log, lid, newparent, newname);
         return finish(log, e, &d);
 }
 

@@ -413,7 +413,9 @@ def main():
             for dirpath, dirnames, filenames in os.walk(b("")):
                 for name in dirnames + filenames:
                     seen.add(os.path.relpath(os.path.join(dirpath, name), b("")))
-            eq(sorted(seen), sorted(model.names() - {""}), f"{what}: the backing has the names the model has")
+            want = model.names() - {""}
+            eq((sorted(seen - want), sorted(want - seen)), ([], []),
+               f"{what}: the backing has the names the model has (extra, missing)")
         inode_of = {}
         for n, o in sorted(model.files.items()):
             if (only is not None and n != only) or not os.path.lexists(b(n)):
@@ -445,6 +447,11 @@ def main():
         trace(f"sync {rel or 'everything'}")
         q = vol.ctl("sync", f"m/{rel}" if rel else None, ok=False)
         eq(q["_rc"], 0, f"sync {rel or ''} succeeds ({q['_err']})")
+        conflicts = vol.state().get("conflicts", "0")
+        eq(conflicts, "0", f"sync {rel or ''}: no conflict")
+        if conflicts != "0":
+            for line in vol.ctl("query conflicts")["_lines"]:
+                print(f"# {line}")
         check_backing(f"after sync {rel or ''}", only=rel)
         return None
 

@@ -462,25 +462,32 @@ def repin():
 
 
 def link_after_rename_over():
-    """A file with two names on the server: another file renamed over one of
-    them and shipped, then a link made through the other: the replay finds
-    the file by the name it still has (before: "the server removed the file
-    being linked", an edit-delete conflict, and the new name lost)."""
-    vol = pinned_volume("writeback-links", "yes", {"x": b"x" * 100, "d/f": b"", "n": b"new\n"},
-                        links=[("x", "d/k")])
-    v = lambda *p: vol.v("proj", *p)          # noqa: E731
-    os.rename(v("n"), v("x"))
-    sync(vol, "links: the rename over one name")
-    os.link(v("d", "k"), v("b"))
-    sync(vol, "links: the link through the other")
-    if vol.state()["conflicts"] != "0":
-        print("#", vol.ctl("query conflicts")["_lines"])
-    eq(vol.state()["conflicts"], "0", "links: no conflict")
-    st_b, st_k = os.stat(vol.b("proj", "b")), os.stat(vol.b("proj", "d", "k"))
-    eq((st_b.st_ino, st_b.st_nlink), (st_k.st_ino, 2), "links: b and d/k one inode on the server")
-    eq((read_file(vol.b("proj", "x")), read_file(v("b"))), (b"new\n", b"x" * 100),
-       "links: x holds the renamed file, b the linked one")
-    vol.stop()
+    """A file with two names (made on the server, or linked through the view
+    and shipped): another file renamed over one of them and shipped, then a
+    link made through the other: the replay finds the file by the name it
+    still has (before: "the server removed the file being linked", an
+    edit-delete conflict, and the new name lost)."""
+    for made in ("server", "view"):
+        vol = pinned_volume(f"writeback-links-{made}", "yes",
+                            {"x": b"x" * 100, "d/f": b"", "n": b"new\n"},
+                            links=[("x", "d/k")] if made == "server" else [])
+        v = lambda *p: vol.v("proj", *p)          # noqa: E731
+        if made == "view":
+            os.link(v("x"), v("d", "k"))
+            sync(vol, f"links ({made}): the link")
+        os.rename(v("n"), v("x"))
+        sync(vol, f"links ({made}): the rename over one name")
+        os.link(v("d", "k"), v("b"))
+        sync(vol, f"links ({made}): the link through the other")
+        if vol.state()["conflicts"] != "0":
+            print("#", vol.ctl("query conflicts")["_lines"])
+        eq(vol.state()["conflicts"], "0", f"links ({made}): no conflict")
+        st_b, st_k = os.stat(vol.b("proj", "b")), os.stat(vol.b("proj", "d", "k"))
+        eq((st_b.st_ino, st_b.st_nlink), (st_k.st_ino, 2),
+           f"links ({made}): b and d/k one inode on the server")
+        eq((read_file(vol.b("proj", "x")), read_file(v("b"))), (b"new\n", b"x" * 100),
+           f"links ({made}): x holds the renamed file, b the linked one")
+        vol.stop()
 
 
 def fetch_misses():
