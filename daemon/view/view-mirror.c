@@ -960,6 +960,15 @@ static int sync_by_base(struct view *v, int bdfd, int mdfd, const char *name,
                 note_container(v, mdfd, name, bst);
         if (r != -ENOENT)
                 return r < 0 ? r : 0;
+        /* The kernel's file of a writer (stranded by a switch) whose server
+         * file got another name: the names share that object, whatever
+         * version its base says (a utime may have moved the server's mtime),
+         * as link_partner() takes a held one; it is taken at its release. */
+        if (based && mst_now && have->ver.ino == want->ver.ino && held_inode(mst_now) &&
+            mirror_kept_as_links(v, bst)) {
+                index_links(v, mdfd, name, bst);
+                return 0;
+        }
         /* A file made offline with several names, open in the kernel: no copy
          * can replace what the kernel writes, so the object itself takes the
          * server's identity (the log forgets the id it was marked with). */

@@ -34,6 +34,9 @@ transaction.  Across switches between online and offline:
   disconnect, the kill and a reconnect reach its descriptor, the view and
   the server; a writer opening a file that a reader opened offline passes
   through (not ETXTBSY), and its write reaches the server;
+- a writer opened offline, written offline and online, a utime of its
+  name and a link to a new name online, then its close: the view, the
+  server and offline both names (one object) hold every write;
 - a file open for writing whose name another file was renamed over online
   (its object has no name left) goes on working through its descriptor
   across three switches (fstat, ftruncate, pwrite, pread);
@@ -83,7 +86,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from viewlib import Volume, check, eq, finish, read_file, require_root_fuse  # noqa: E402
+from viewlib import (Volume, check, eq, finish, read_direct, read_file,  # noqa: E402
+                     require_root_fuse)
 
 
 LEASE_S = 2
@@ -396,6 +400,41 @@ def linked_beside_a_stranded_writer(vol):
         switch(vol, "online")
     eq(wrong, [], "a stranded writer of a file with several names, a link made online:"
        " every write on the server, and offline one object with four names")
+
+
+def utime_and_link_beside_a_stranded_writer(vol):
+    """A writer opened offline, a write offline, the reconnect; online a
+    write, a utime of the name (the server's mtime and the kernel's file's
+    move together) and a link to a new name, then the close: the view, the
+    server and, offline, both names (one object) hold every write (before:
+    the new name's copy was made from the server before the close, and with
+    the size and mtime the same afterwards it passed for current: the view
+    served it, without the online write)."""
+    data = bytearray(os.urandom(16683))
+    with open(vol.b("p", "ul-a"), "wb") as f:
+        f.write(data)
+    vol.ctl("pin recursive", "p")
+    switch(vol, "offline")
+    fd = os.open(vol.v("p", "ul-a"), os.O_RDWR)
+
+    def write(off, n):
+        chunk = os.urandom(n)
+        os.pwrite(fd, chunk, off)
+        data[off:off + n] = chunk
+    write(4614, 1635)
+    switch(vol, "online")
+    write(2687, 1852)
+    os.utime(vol.v("p", "ul-a"), (1500000000, 1500000000))
+    os.link(vol.v("p", "ul-a"), vol.v("p", "ul-b"))
+    os.close(fd)
+    eq((read_direct(vol.v("p", "ul-b")) == data, read_file(vol.b("p", "ul-b")) == data),
+       (True, True), "a utime and a link beside a stranded writer: the view and the server"
+       " hold every write")
+    switch(vol, "offline")
+    sa, sb = os.stat(vol.v("p", "ul-a")), os.stat(vol.v("p", "ul-b"))
+    eq((sa.st_ino == sb.st_ino, sa.st_nlink, read_direct(vol.v("p", "ul-b")) == data),
+       (True, 2, True), "... offline: one object with two names and every write")
+    switch(vol, "online")
 
 
 def renamed_over_while_open(vol):
@@ -741,6 +780,7 @@ def main():
         offline_writer_closed_online(vol)
         kept_by_a_successor(vol)
         linked_beside_a_stranded_writer(vol)
+        utime_and_link_beside_a_stranded_writer(vol)
         renamed_over_while_open(vol)
         two_names_after_a_kill(vol)
         two_names_held_across_a_reconnect(vol)
