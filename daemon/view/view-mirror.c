@@ -2072,6 +2072,12 @@ out:
 static GAsyncQueue *cache_queue;
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
 static struct view *cache_view;
+/* How many were queued and how many moved (or given up on), for a switch
+ * into the mirror to wait for: mirror_cache_wait(). */
+static pthread_mutex_t cache_count_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cache_moved = PTHREAD_COND_INITIALIZER;
+static uint64_t cache_queued, cache_done;
+static bool cache_running;
 
 static void cache_by_ino(struct view *v, uint64_t ino)
 {
@@ -2104,6 +2110,10 @@ static void *cache_thread(void *arg)
 
                 cache_by_ino(cache_view, *ino);
                 g_free(ino);
+                pthread_mutex_lock(&cache_count_lock);
+                cache_done++;
+                pthread_cond_broadcast(&cache_moved);
+                pthread_mutex_unlock(&cache_count_lock);
         }
         return NULL;
 }
@@ -2113,9 +2123,10 @@ static void cache_start(void)
         pthread_t t;
 
         cache_queue = g_async_queue_new();
-        if (pthread_create(&t, NULL, cache_thread, NULL) == 0)
+        if (pthread_create(&t, NULL, cache_thread, NULL) == 0) {
                 pthread_detach(t);
-        else
+                cache_running = true;
+        } else
                 log_warn("Failed to start the thread that moves cached files into the mirror");
 }
 
@@ -2123,7 +2134,29 @@ static void cache_complete(void *ud, uint64_t ino)
 {
         cache_view = ud;
         pthread_once(&cache_once, cache_start);
+        pthread_mutex_lock(&cache_count_lock);
+        if (cache_running)
+                cache_queued++;
+        pthread_mutex_unlock(&cache_count_lock);
         g_async_queue_push(cache_queue, g_memdup2(&ino, sizeof(ino)));
+}
+
+bool mirror_cache_wait(uint64_t ms)
+{
+        struct timespec until;
+        uint64_t target;
+        bool done;
+
+        deadline_from_now(&until, CLOCK_REALTIME, ms);
+        pthread_mutex_lock(&cache_count_lock);
+        target = cache_queued;
+        while (cache_done < target &&
+               (ms ? pthread_cond_timedwait(&cache_moved, &cache_count_lock, &until) :
+                     pthread_cond_wait(&cache_moved, &cache_count_lock)) != ETIMEDOUT)
+                ;
+        done = cache_done >= target;
+        pthread_mutex_unlock(&cache_count_lock);
+        return done;
 }
 
 /* Removes empty directories on the way to @rel that only cached files made. */

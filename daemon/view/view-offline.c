@@ -232,11 +232,32 @@ static bool switch_lock(struct view *v, bool forced)
         return pthread_rwlock_timedwrlock(&v->mode_lock, &until) == 0;
 }
 
+/*
+ * Before a switch into the mirror that is not forced, off every lock: a file
+ * read whole online goes into the mirror on the cache thread, queued before
+ * its last read is answered.  mirror_cache_file() asks the server first and
+ * places the file only while online: a switch that came first leaves it out,
+ * and a complete (pinned) directory lacking the name is ENOENT offline.  So
+ * the switch waits for those queued so far, at most BackingTimeout (their
+ * calls to the server are bounded by it).
+ */
+static void cached_files_moved(struct view *v)
+{
+        if (__atomic_load_n(&v->state, __ATOMIC_ACQUIRE) == VIEW_ONLINE &&
+            !mirror_cache_wait(v->cfg->backing_timeout_ms))
+                log_warn("Files read whole just before are not in the mirror yet: the switch"
+                         " goes ahead without them (missing offline until the reconnect)");
+}
+
 static int disconnect(struct view *v, bool forced, GString *err)
 {
         GArray *ids = NULL;
-        bool locked = switch_lock(v, forced), unanswered;
+        bool locked, unanswered;
         int r = 0;
+
+        if (!forced)
+                cached_files_moved(v);
+        locked = switch_lock(v, forced);
 
         /* Not online (a reconnect under way, which this one stops): nothing
          * waits on the server; else not waited for, it is taken for gone. */
@@ -679,6 +700,7 @@ int view_writeback_enter(struct view *v)
         GArray *ids;
         int r;
 
+        cached_files_moved(v);
         /* Not now when a call stuck on the server holds the lock: the
          * next check of the link tries again. */
         if (!switch_lock(v, false)) {

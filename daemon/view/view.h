@@ -645,6 +645,9 @@ int mirror_unpin_path(struct view *v, const char *rel);
  * file linked there, no copy); its directories are mirrored not complete.
  * -EAGAIN when it no longer qualifies, -EHOSTDOWN offline. */
 int mirror_cache_file(struct view *v, int bdfd, const char *name);
+/* Waits (at most @ms, 0: no bound) until the files the store told complete
+ * so far went into the mirror, or were given up on; whether they did. */
+bool mirror_cache_wait(uint64_t ms);
 /*
  * view-fetch-pool.c, the fetch pool: fn(ctx, i) for every i below n, on up to FetchThreads
  * threads (the caller's one of them), each taking the next index.  What
