@@ -224,6 +224,16 @@ static int link_partner(struct view *v, int mdfd, const char *name, const struct
         return r;
 }
 
+/* Whether the index has a mirror object for server inode @ino. */
+static bool mirror_links_indexed(struct view *v, uint64_t ino)
+{
+        struct stat lst;
+        char key[32];
+
+        mirror_links_key(key, sizeof(key), ino);
+        return fstatat(v->mirror_links_fd, key, &lst, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
 /* After server file @bst was mirrored as mdfd/name: the index of its links. */
 static void index_links(struct view *v, int mdfd, const char *name, const struct stat *bst)
 {
@@ -961,11 +971,13 @@ static int sync_by_base(struct view *v, int bdfd, int mdfd, const char *name,
         if (r != -ENOENT)
                 return r < 0 ? r : 0;
         /* The kernel's file of a writer (stranded by a switch) whose server
-         * file got another name: the names share that object, whatever
-         * version its base says (a utime may have moved the server's mtime),
-         * as link_partner() takes a held one; it is taken at its release. */
+         * file got another name, not indexed yet: the names share that
+         * object, whatever version its base says (a utime may have moved the
+         * server's mtime), as link_partner() takes a held one; its owner and
+         * mode follow the server's, its content is taken at its release. */
         if (based && mst_now && have->ver.ino == want->ver.ino && held_inode(mst_now) &&
-            mirror_kept_as_links(v, bst)) {
+            mirror_kept_as_links(v, bst) && !mirror_links_indexed(v, bst->st_ino)) {
+                align_owner_mode_times(mdfd, name, bst, mst_now);
                 index_links(v, mdfd, name, bst);
                 return 0;
         }
