@@ -256,6 +256,13 @@ int vfile_restore(struct view *v, uint64_t fh, uint64_t id, int flags, uint32_t 
                 f->passthrough = PT_MODE_BACKING_ID(pt_mode) != 0;
                 if (f->passthrough)
                         state_log_open_mode(v, f->fh, id, f->flags, pt_mode);
+                /* A writer's writes since its last log are not known (the
+                 * predecessor's, or the kernel's, passed through): taken as
+                 * done, as at an open passed through, for the log. */
+                if ((flags & O_ACCMODE) != O_RDONLY && view_offline(v)) {
+                        f->dirty = true;
+                        f->pt_logged.size = -1;
+                }
         }
         return 0;
 }

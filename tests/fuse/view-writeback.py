@@ -6,6 +6,8 @@ unlinks and mkdirs in the pinned tree are checked against an in-memory model;
 after `sync` every acknowledged change is on the backing, in the model's
 state.  In the middle of rounds: a disconnect and reconnect (back to
 writeback), a kill -9 of the worker (nothing acknowledged lost).  A file
+held open for writing across a kill -9, written before and after it: its
+writes logged at its close (in writeback, or offline) and on the server.  A file
 changed by another client on the server and locally ends as a conflict, as
 offline; one changed there only reaches the view within a few HoardIntervals.
 Names outside the pins are fetched at their first lookup, one by one, never
@@ -490,6 +492,40 @@ def link_after_rename_over():
         vol.stop()
 
 
+def writer_held_across_a_kill():
+    """A file held open for writing across a kill -9 of the worker, written
+    before and after it, closed in writeback (then synced) or offline (then
+    reconnected): its writes are logged at the close and reach the server,
+    and the view reads them after the reconnect (before: the successor took
+    the open file as not written, nothing was logged, the server kept the
+    old bytes and the reconnect's resync put them back in the view)."""
+    for close in ("writeback", "offline"):
+        data = bytes(range(256)) * 16
+        vol = pinned_volume(f"writeback-held-kill-{close}", "yes", {"f": data})
+        v = lambda *p: vol.v("proj", *p)          # noqa: E731
+        fd = os.open(v("f"), os.O_RDWR)
+        os.pwrite(fd, b"before the kill", 100)
+        old = vol.kill_worker()
+        vol.wait_new_worker(old)
+        os.pwrite(fd, b"after the kill", 2000)
+        want = bytearray(data)
+        want[100:115] = b"before the kill"
+        want[2000:2014] = b"after the kill"
+        want = bytes(want)
+        if close == "offline":
+            eq(vol.ctl("disconnect")["state"], "offline", f"held across a kill ({close}): disconnect")
+        os.close(fd)
+        if close == "offline":
+            eq(vol.ctl("reconnect")["state"], "writeback",
+               f"held across a kill ({close}): reconnect ends in writeback")
+        eq(read_file(v("f")), want, f"held across a kill ({close}): the view reads both writes")
+        sync(vol, f"held across a kill ({close})")
+        eq(vol.state()["conflicts"], "0", f"held across a kill ({close}): no conflict")
+        eq(read_file(vol.b("proj", "f")), want,
+           f"held across a kill ({close}): both writes on the server")
+        vol.stop()
+
+
 def fetch_misses():
     """In writeback, a name outside the pins is fetched from the server at its
     first lookup (one name, never the directory): files whole, directories
@@ -656,6 +692,7 @@ def main():
     vol.stop()
 
     link_after_rename_over()
+    writer_held_across_a_kill()
     fetch_misses()
     repin()
     refresh()
