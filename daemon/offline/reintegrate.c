@@ -2506,8 +2506,10 @@ static int do_rename(struct ctx *c, const struct rec *r, struct oplog_object *o)
                 return conflict(c, r, o, FCACHE_CONFLICT_CREATE_CREATE, qfd, r->name2, &sb,
                                 "the server created the target name");
         }
-        if (has_b && other && !exchange) {
-                /* Replacing: the server's copy of what is replaced must be the base one. */
+        /* Replacing: the server's copy of what is replaced must be the base
+         * one, unless it keeps other names (only a link goes: no change of
+         * it is lost; its changes here are records of their own). */
+        if (has_b && other && !exchange && (S_ISDIR(sb.st_mode) || sb.st_nlink <= 1)) {
                 e = BACKING(c, unchanged(other, qfd, r->name2, &sb, rid));
                 if (e < 0)
                         return e;

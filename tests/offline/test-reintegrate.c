@@ -403,6 +403,31 @@ static void test_rename_delete(struct server_fixture *f, gconstpointer data)
         g_free(kinds);
 }
 
+/* A rename over one name of a file with another, that file edited on the
+ * server: only a link goes, the edit stays under the other name. */
+static void test_rename_over_a_link(struct server_fixture *f, gconstpointer data)
+{
+        uint64_t a, b;
+        char *text;
+
+        tree_put(f->srv, "a", "mine\n");
+        tree_put(f->srv, "b", "base\n");
+        g_assert_cmpint(linkat(f->srv, "b", f->srv, "c", 0), ==, 0);
+        a = tree_register(f->log, f->srv, "a");
+        b = tree_register(f->log, f->srv, "b");
+        g_assert_cmpint(oplog_record_rename(f->log, OPLOG_ROOT, "a", a, OPLOG_ROOT, "b", b, 0),
+                        ==, 0);
+        tree_put(f->srv, "c", "edited on the server\n");      /* in place: b too */
+        run(f);
+        assert_no_conflicts(f);
+        text = tree_get(f->srv, "b");
+        g_assert_cmpstr(text, ==, "mine\n");
+        g_free(text);
+        text = tree_get(f->srv, "c");
+        g_assert_cmpstr(text, ==, "edited on the server\n");
+        g_free(text);
+}
+
 static void test_mode(struct server_fixture *f, gconstpointer data)
 {
         struct oplog_setattr sa = { .mask = OPLOG_SET_MODE, .mode = 0600 };
@@ -755,6 +780,7 @@ int main(int argc, char **argv)
         T("delete-edit", test_delete_edit);
         T("create-create", test_create_create);
         T("rename-delete", test_rename_delete);
+        T("rename-over-a-link", test_rename_over_a_link);
         T("mode", test_mode);
         T("content-with-server-chmod", test_content_with_server_chmod);
         T("content-in-place", test_content_in_place);
