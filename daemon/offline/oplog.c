@@ -1294,6 +1294,23 @@ int oplog_object_alias(struct oplog *log, uint64_t lid, uint64_t parent, const c
         return step_done(st);
 }
 
+/* An alias of @lid at parent/name, if the object already has one (a name
+ * given to an object of several, for replay to follow it by). */
+static int alias_if_several(struct oplog *log, uint64_t lid, uint64_t parent, const char *name)
+{
+        sqlite3_stmt *st = NULL;
+        int e;
+
+        e = prep(log, &st, "INSERT OR IGNORE INTO aliases(lid, parent, name) SELECT ?1, ?2, ?3"
+                           " WHERE EXISTS (SELECT 1 FROM aliases WHERE lid=?1)");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)parent);
+        bind_text(st, 3, name);
+        return step_done(st);
+}
+
 int oplog_mark_in_doubt(struct oplog *log, uint64_t lid)
 {
         sqlite3_stmt *st = NULL;
@@ -2416,6 +2433,12 @@ int oplog_record_rename(struct oplog *log, uint64_t parent, const char *name, ui
         }
         if (e >= 0 && !(r.parent == r.parent2 && strcmp(r.name, r.name2) == 0 && !r.other))
                 e = insert_row(log, &r, NULL);
+        /* The new name of a file of several names, for replay to follow it
+         * by once the record is compacted away and its other names go. */
+        if (e >= 0)
+                e = alias_if_several(log, lid, newparent, newname);
+        if (e >= 0 && (flags & RENAME_EXCHANGE))
+                e = alias_if_several(log, other, parent, name);
         e = finish(log, e, &d);
         free(src_name);
         return e;

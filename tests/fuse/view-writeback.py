@@ -492,6 +492,31 @@ def link_after_rename_over():
         vol.stop()
 
 
+def renamed_link_after_rename_over():
+    """A file given a second name, that name renamed (all shipped), then
+    another file renamed over the first name and shipped, then a write
+    through the renamed name: the replay finds the file by it (before:
+    "content: the server removed the file", an edit-delete conflict: the
+    log knew the second name only as it was before the rename)."""
+    vol = pinned_volume("writeback-renamed-link", "yes", {"x": b"x" * 100, "d/f": b"",
+                                                          "n": b"new\n"})
+    v = lambda *p: vol.v("proj", *p)          # noqa: E731
+    os.link(v("x"), v("d", "k"))
+    os.rename(v("d", "k"), v("e"))
+    sync(vol, "renamed link: the link and its rename")
+    os.rename(v("n"), v("x"))
+    sync(vol, "renamed link: the rename over the first name")
+    with open(v("e"), "ab") as f:
+        f.write(b"more\n")
+    sync(vol, "renamed link: the write through the renamed name")
+    if vol.state()["conflicts"] != "0":
+        print("#", vol.ctl("query conflicts")["_lines"])
+    eq(vol.state()["conflicts"], "0", "renamed link: no conflict")
+    eq((read_file(vol.b("proj", "e")), read_file(vol.b("proj", "x"))),
+       (b"x" * 100 + b"more\n", b"new\n"), "renamed link: the server has the write, x the new file")
+    vol.stop()
+
+
 def writer_held_across_a_kill():
     """A file held open for writing across a kill -9 of the worker, written
     before and after it, closed in writeback (then synced) or offline (then
@@ -692,6 +717,7 @@ def main():
     vol.stop()
 
     link_after_rename_over()
+    renamed_link_after_rename_over()
     writer_held_across_a_kill()
     fetch_misses()
     repin()
