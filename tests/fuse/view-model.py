@@ -18,7 +18,8 @@ all three (view.md, Not done yet).
 FCACHE_MODEL_STACKED=1 (the view-model-stacked test) makes the backing
 another fcache-view, a network filesystem to the volume (its calls bounded
 by BackingTimeout, acknowledged writes mirrored through).
-FCACHE_MODEL_WRITEBACK=1 (the view-model-writeback test) runs the volume with
+FCACHE_MODEL_WRITEBACK=1 (the view-model-writeback test, with
+FCACHE_MODEL_HELD=1; also with FCACHE_MODEL_STACKED) runs the volume with
 WriteBack=yes: changes are acknowledged locally and shipped by the trickle
 while the operations go on; a random `sync` (of everything or of one name)
 is followed by a check that the backing holds what the model says (every
@@ -71,17 +72,16 @@ def main():
     writeback = bool(os.environ.get("FCACHE_MODEL_WRITEBACK"))
     connected = "writeback" if writeback else "online"
     inner = None
+    extra = ["--set", "WriteBack=yes"] if writeback else []
     if os.environ.get("FCACHE_MODEL_STACKED"):
         # The server a network filesystem: another fcache-view (not local to
         # the volume: its calls bounded, acknowledged writes mirrored through).
         inner = Volume("model-inner", lease="0s")
         inner.start()
         vol = Volume("model", backing=inner.mnt, lease="1s",
-                     extra=["--set", "BackingTimeout=30s"])
-    elif writeback:
-        vol = Volume("model", lease="1s", extra=["--set", "WriteBack=yes"])
+                     extra=["--set", "BackingTimeout=30s"] + extra)
     else:
-        vol = Volume("model", lease="1s")
+        vol = Volume("model", lease="1s", extra=extra)
     os.makedirs(vol.b("m"))
     model = Model()
     for i in range(4):
