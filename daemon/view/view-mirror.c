@@ -163,6 +163,31 @@ static void align_owner_mode_times(int mdfd, const char *name, const struct stat
 }
 
 /*
+ * A file the kernel holds (held_inode(), below) just given the owner and
+ * mode of server file @bst: its base (of that server file) takes them too,
+ * the rest of it (size, times) staying the version its bytes are of.  The log registers the next change
+ * against the base (child_lid()): before, a chmod shipped and a chmod after
+ * the resync replayed against the owner and mode of the last copy, a mode
+ * conflict with the server's (view-writeback `held_chmod_after_resync`).
+ */
+static void held_base_follows(int mdfd, const char *name, const struct stat *bst)
+{
+        struct mirror_base b;
+        int r;
+
+        if (mirror_get_base(mdfd, name, &b) < 0 || b.ver.ino != (uint64_t)bst->st_ino ||
+            (b.ver.mode == bst->st_mode && b.ver.uid == bst->st_uid && b.ver.gid == bst->st_gid))
+                return;
+        b.ver.mode = bst->st_mode;
+        b.ver.uid = bst->st_uid;
+        b.ver.gid = bst->st_gid;
+        r = mirror_set_base(mdfd, name, &b);
+        if (r < 0)
+                log_warn("Failed to set the base of held mirror file '%s': %s, ignoring", name,
+                         strerror(-r));
+}
+
+/*
  * A mirror file the kernel passes an open file through keeps its inode,
  * bytes and times: a writer's bytes there are not on the server yet, its
  * mtime tells whether it wrote since its last copy, and a successor finds
@@ -212,6 +237,8 @@ static int link_partner(struct view *v, int mdfd, const char *name, const struct
         /* A chmod or chown (through any name) changes no content: the shared
          * object takes it (a held one keeps its times: set_owner_mode_times()). */
         align_owner_mode_times(v->mirror_links_fd, key, bst, &lst);
+        if (!same)
+                held_base_follows(v->mirror_links_fd, key, bst);
         if (already)
                 return mirror_set_base(mdfd, name, &want);
         mirror_tmp_name(tmp, sizeof(tmp));
@@ -316,6 +343,7 @@ static int install(struct view *v, int mdfd, const char *tmp, const char *name,
         if (S_ISREG(bst->st_mode) && held_by_kernel(mdfd, name)) {
                 unlinkat(mdfd, tmp, 0);
                 set_owner_mode_times(mdfd, name, bst);  /* not its times */
+                held_base_follows(mdfd, name, bst);
                 return 0;
         }
 
@@ -978,6 +1006,7 @@ static int sync_by_base(struct view *v, int bdfd, int mdfd, const char *name,
         if (based && mst_now && have->ver.ino == want->ver.ino && held_inode(mst_now) &&
             mirror_kept_as_links(v, bst) && !mirror_links_indexed(v, bst->st_ino)) {
                 align_owner_mode_times(mdfd, name, bst, mst_now);
+                held_base_follows(mdfd, name, bst);
                 index_links(v, mdfd, name, bst);
                 return 0;
         }

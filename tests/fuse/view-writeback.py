@@ -7,7 +7,10 @@ after `sync` every acknowledged change is on the backing, in the model's
 state.  In the middle of rounds: a disconnect and reconnect (back to
 writeback), a kill -9 of the worker (nothing acknowledged lost).  A file
 held open for writing across a kill -9, written before and after it: its
-writes logged at its close (in writeback, or offline) and on the server.  A file
+writes logged at its close (in writeback, or offline) and on the server.  A
+file held open whose other name is unlinked, chmod-ed and shipped, then
+chmod-ed again after a reconnect: no conflict, the last mode on the
+server (the held file's base takes the server's mode at the resync).  A file
 changed by another client on the server and locally ends as a conflict, as
 offline; one changed there only reaches the view within a few HoardIntervals.
 Names outside the pins are fetched at their first lookup, one by one, never
@@ -551,6 +554,33 @@ def writer_held_across_a_kill():
         vol.stop()
 
 
+def held_chmod_after_resync():
+    """A file of two names on the server, held open through one while the
+    other is unlinked and it is chmod-ed 0755 (shipped), then a reconnect
+    (its resync leaves the held mirror file in place: the index's link
+    makes it look linked) and a chmod 0600: no conflict, 0600 on the server
+    (before: the held file's base kept the mode of its last copy, 0644, the
+    chmod registered against it, and its replay was a mode conflict with the
+    server's 0755)."""
+    vol = pinned_volume("writeback-held-chmod", "yes", {"f": b"x" * 1000}, links=[("f", "g")])
+    v = lambda *p: vol.v("proj", *p)          # noqa: E731
+    fd = os.open(v("f"), os.O_RDWR)
+    os.unlink(v("g"))
+    os.chmod(v("f"), 0o755)
+    sync(vol, "held chmod: unlink g, chmod 0755")
+    eq(vol.ctl("disconnect")["state"], "offline", "held chmod: disconnect")
+    eq(vol.ctl("reconnect")["state"], "writeback", "held chmod: reconnect ends in writeback")
+    os.chmod(v("f"), 0o600)
+    sync(vol, "held chmod: chmod 0600")
+    if vol.state()["conflicts"] != "0":
+        print("#", vol.ctl("query conflicts")["_lines"])
+    eq(vol.state()["conflicts"], "0", "held chmod: no conflict")
+    eq((os.stat(vol.b("proj", "f")).st_mode & 0o7777, os.stat(v("f")).st_mode & 0o7777),
+       (0o600, 0o600), "held chmod: 0600 on the server and in the view")
+    os.close(fd)
+    vol.stop()
+
+
 def fetch_misses():
     """In writeback, a name outside the pins is fetched from the server at its
     first lookup (one name, never the directory): files whole, directories
@@ -719,6 +749,7 @@ def main():
     link_after_rename_over()
     renamed_link_after_rename_over()
     writer_held_across_a_kill()
+    held_chmod_after_resync()
     fetch_misses()
     repin()
     refresh()
