@@ -165,10 +165,9 @@ static void align_owner_mode_times(int mdfd, const char *name, const struct stat
 /*
  * A file the kernel holds (held_inode(), below) just given the owner and
  * mode of server file @bst: its base (of that server file) takes them too,
- * the rest of it (size, times) staying the version its bytes are of.  The log registers the next change
- * against the base (child_lid()): before, a chmod shipped and a chmod after
- * the resync replayed against the owner and mode of the last copy, a mode
- * conflict with the server's (view-writeback `held_chmod_after_resync`).
+ * its size and times staying those of the version its bytes are of.  The
+ * log registers the next change against the base (child_lid()): a chmod
+ * must replay against the server's mode, not the last copy's.
  */
 static void held_base_follows(int mdfd, const char *name, const struct stat *bst)
 {
