@@ -540,7 +540,8 @@ static void resync_after_reconnect(struct view *v)
 }
 
 /*
- * From writeback: the trickle's round in flight (view_replay() is one at a
+ * From writeback, or offline just after it (a disconnect does not wait for
+ * the trickle): the trickle's round in flight (view_replay() is one at a
  * time) ends before the reconnect replays; it is bounded by BackingTimeout
  * of no progress, then the reconnect's replay finds it busy (-EBUSY).
  */
@@ -620,7 +621,7 @@ again:
         __atomic_store_n(&v->state, VIEW_REINTEGRATING, __ATOMIC_RELEASE);
         vfile_flush_dirty(v);
         pthread_rwlock_unlock(&v->mode_lock);
-        if (from_writeback)
+        if (from_writeback || __atomic_load_n(&v->trickle_in_round, __ATOMIC_ACQUIRE))
                 trickle_wait(v);
         replay_start = g_get_monotonic_time();
         /* The log as it stands, while changes go on offline (logged after it). */

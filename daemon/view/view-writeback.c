@@ -106,7 +106,9 @@ static int trickle_round(struct view *v)
         __atomic_store_n(&v->reint_done, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&v->reint_total, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&v->reint_bytes, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&v->trickle_in_round, true, __ATOMIC_RELEASE);
         r = view_replay(v, &st);
+        __atomic_store_n(&v->trickle_in_round, false, __ATOMIC_RELEASE);
         if (st.conflicts)
                 view_conflicts_recount(v);
         if (st.total)

@@ -125,6 +125,7 @@ struct view {
         uint64_t reint_total;   /* atomic: and the records it had to replay */
         uint64_t reint_bytes;   /* atomic: and the content bytes it put on the server */
         bool replay_busy;       /* atomic: a replay runs (or, given up on, still waits on the backing) */
+        bool trickle_in_round;  /* atomic: the trickle's replay is under way (not given up on) */
         uint64_t delete_gone;   /* atomic: pinned objects the last reconnect found gone */
         uint64_t delete_pinned; /* atomic: of the pinned objects it counted */
         char *reconnect_refused; /* view-offline.c's reason_lock: why the last reconnect refused, or NULL */
