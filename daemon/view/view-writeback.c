@@ -322,6 +322,35 @@ static void add_needs(GHashTable *needs, const struct rec_ref *r)
                         g_hash_table_add(needs, g_memdup2(&ids[i], sizeof(ids[i])));
 }
 
+/*
+ * The log ids of the mirror's directories on the way to @fd: a record that
+ * makes or moves one of them is needed on the server before the path is
+ * there, though nothing of the path itself may be pending.
+ */
+static void path_dir_lids(struct view *v, int fd, GHashTable *needs)
+{
+        char *rel = view_rel_path(v->mirror_fd, fd, NULL), *slash;
+        uint64_t lid;
+
+        for (slash = rel ? strchr(rel, '/') : NULL; slash; slash = strchr(slash + 1, '/')) {
+                int dfd;
+                bool known;
+
+                *slash = '\0';
+                dfd = openat(v->mirror_fd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                *slash = '/';
+                if (dfd < 0)
+                        break;
+                pthread_mutex_lock(&v->offline_lock);
+                known = offline_entry_lid(v, dfd, NULL, &lid);
+                pthread_mutex_unlock(&v->offline_lock);
+                close(dfd);
+                if (known && lid != OPLOG_ROOT)
+                        g_hash_table_add(needs, g_memdup2(&lid, sizeof(lid)));
+        }
+        g_free(rel);
+}
+
 static bool makes_or_moves(enum oplog_kind k)
 {
         return k == OPLOG_CREATE || k == OPLOG_MKDIR || k == OPLOG_SYMLINK || k == OPLOG_MKNOD ||
@@ -332,8 +361,9 @@ static bool makes_or_moves(enum oplog_kind k)
  * The pending records of the objects at mirror object @fd (its subtree for a
  * directory): each record of one of them or made in one of its directories,
  * then, until nothing is added, the records that make or move what those
- * need on the server (a directory's mkdir, the source and target of a
- * rename), whatever path they are on.
+ * or the path itself need on the server (a directory's mkdir, the source
+ * and target of a rename, the directories on the way to @fd), whatever
+ * path they are on.
  */
 static void path_records(struct view *v, int fd, GHashTable *seqs)
 {
@@ -355,6 +385,7 @@ static void path_records(struct view *v, int fd, GHashTable *seqs)
                 subtree_lids(v, dfd, lids, 0);
                 close(dfd);
         }
+        path_dir_lids(v, fd, needs);
         in = g_new0(bool, recs->len ? recs->len : 1);
         for (guint i = 0; i < recs->len; i++) {
                 struct rec_ref *r = &g_array_index(recs, struct rec_ref, i);

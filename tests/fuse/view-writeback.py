@@ -13,8 +13,9 @@ chmod-ed again after a reconnect: no conflict, the last mode on the
 server (the held file's base takes the server's mode at the resync).  A file
 changed by another client on the server and locally ends as a conflict, as
 offline; one changed there only reaches the view within a few HoardIntervals.
-Names outside the pins are fetched at their first lookup, one by one, never
-one a pending record removed.  WriteBack=auto follows `set metered yes|no`, and over a slow link
+`sync PATH` of a name whose directory was renamed and not shipped yet
+waits for that rename.  Names outside the pins are fetched at their first
+lookup, one by one, never one a pending record removed.  WriteBack=auto follows `set metered yes|no`, and over a slow link
 the measured round trip.  Over sshfs through a
 relay (linklib), the link cut: changes go on, the volume goes offline, and
 once the link is back the probe brings it back to writeback and ships them.
@@ -26,6 +27,7 @@ import random
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -520,6 +522,44 @@ def renamed_link_after_rename_over():
     vol.stop()
 
 
+def sync_path_under_a_renamed_dir():
+    """sync PATH of a name whose directory was renamed and not shipped yet
+    (the name's own records shipped before): it waits for the rename, and
+    the server then has the name at PATH (before: nothing of the path
+    itself was pending, the sync answered at once and the server still had
+    the directory under its old name).  The trickle is held in a round, in
+    the server's write of another file (FCACHE_FAULT_PAUSE=
+    reint-in-place-write, no lock held there), so the rename waits."""
+    gate = os.path.join(tempfile.mkdtemp(prefix="fcache-wb-gate-"), "gate")
+    os.environ["FCACHE_FAULT_PAUSE"] = f"reint-in-place-write:{gate}"
+    try:
+        vol = pinned_volume("writeback-sync-renamed-dir", "yes",
+                            {"d/f": b"file\n", "other": b"other\n"},
+                            extra=["BackingTimeout=30s"])
+    finally:
+        del os.environ["FCACHE_FAULT_PAUSE"]
+    v = lambda *p: vol.v("proj", *p)          # noqa: E731
+    os.symlink("target", v("d", "l"))
+    sync(vol, "sync under a renamed dir: the symlink")
+    write_file(gate, b"")
+    write_file(v("other"), b"other, edited\n")
+    check(wait_for(lambda: os.path.exists(gate + ".reached"), 30),
+          "sync under a renamed dir: the trickle holds in a round")
+    os.rename(v("d"), v("e"))
+    p = subprocess.Popen([CTL, vol.cache, "sync", v("e", "l")], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    time.sleep(1)
+    waited = p.poll() is None
+    os.unlink(gate)
+    out, errs = p.communicate(timeout=60)
+    eq(p.returncode, 0, f"sync under a renamed dir: sync PATH succeeds ({errs.strip()})")
+    check(waited, f"sync under a renamed dir: sync PATH waits for the rename ({out.strip()})")
+    eq(os.readlink(vol.b("proj", "e", "l")) if os.path.islink(vol.b("proj", "e", "l")) else None,
+       "target", "sync under a renamed dir: the server has the symlink at its new path")
+    check(not os.path.exists(vol.b("proj", "d")), "... and not the old directory")
+    vol.stop()
+
+
 def writer_held_across_a_kill():
     """A file held open for writing across a kill -9 of the worker, written
     before and after it, closed in writeback (then synced) or offline (then
@@ -748,6 +788,7 @@ def main():
 
     link_after_rename_over()
     renamed_link_after_rename_over()
+    sync_path_under_a_renamed_dir()
     writer_held_across_a_kill()
     held_chmod_after_resync()
     fetch_misses()
