@@ -1013,9 +1013,13 @@ static int counterpart_by_mirror_handle(struct view *v, struct vnode *n, uint64_
         fd = open_by_handle_at(v->mirror_mount_fd, n->mfh, O_PATH | O_CLOEXEC);
         if (fd < 0)
                 fd = -errno;
+        /* Its only link may be the links index's: no name holds it (a name
+         * of its server file got a copy of its own since), and its bytes
+         * may be old. */
         if (candidate(n, fd < 0 ? fd : real_stat_in(v, true, fd, st), st, bound, unanswered) &&
             st->st_nlink > 0 && mirror_get_base(fd, NULL, &b) == 0 &&
-            (b.ver.ino == sino || offline_became(v, b.ver.ino, sino)))
+            (b.ver.ino == sino || offline_became(v, b.ver.ino, sino)) &&
+            !(st->st_nlink == 1 && mirror_links_counted(v, st, b.ver.ino)))
                 return fd;
         if (fd >= 0)
                 close(fd);

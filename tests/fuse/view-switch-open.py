@@ -8,7 +8,9 @@ switch and used on the other: disconnect with files open online, reconnect
 with files open offline, and both in turn with the same descriptors.  Every
 write acknowledged through such a descriptor ends on the server, in place
 and once; every read returns what the last write put there; the view and
-the server agree at the end.  Seeded random rounds (FCACHE_SWITCH_SEED,
+the server agree at the end.  A file of two names whose other name another
+file was renamed over online, written online, reads that write offline.
+Seeded random rounds (FCACHE_SWITCH_SEED,
 default "1 2 3") interleave opens, writes, appends, reads, closes and
 switches on a handful of files, every read checked against a model.
 """
@@ -17,7 +19,8 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from viewlib import Volume, check, eq, finish, read_file, require_root_fuse, write_file  # noqa: E402
+from viewlib import (RENAME_EXCHANGE, Volume, check, eq, finish, read_direct,  # noqa: E402
+                     read_file, renameat2, require_root_fuse, write_file)
 
 
 def switch(vol, to):
@@ -126,6 +129,40 @@ def fixed_cases(vol):
 
     created_across_switches(vol)
     renamed_over_one_name(vol)
+    written_after_its_other_name_went(vol)
+
+
+def written_after_its_other_name_went(vol):
+    """A file of two names, written offline and given another file's name
+    by an exchange (the node the kernel knows it by takes that name), the
+    reconnect, another file renamed over that name online, then a write
+    online by its first name: after a disconnect it reads that write, with
+    one link (before: the switch found its node's mirror object by the
+    handle it had offline, the old shared object only the links index
+    still held, and served its old bytes with nlink 0)."""
+    data = b"two names, one left " * 300
+    write_file(vol.b("p", "w"), data)
+    os.link(vol.b("p", "w"), vol.b("p", "w.alias"))
+    write_file(vol.b("p", "w.other"), b"other " * 100)
+    write_file(vol.b("p", "w.t"), b"renamed over " * 100)
+    eq(vol.ctl("pin recursive", "p").get("mirrored"), "yes", "pin recursive p again: mirrored")
+    switch(vol, "offline")
+    fd = os.open(vol.v("p", "w"), os.O_WRONLY)
+    os.pwrite(fd, b"OFF", 0)
+    os.close(fd)
+    data = b"OFF" + data[3:]
+    renameat2(vol.v("p", "w.alias"), vol.v("p", "w.other"), RENAME_EXCHANGE)
+    switch(vol, "online")
+    os.rename(vol.v("p", "w.t"), vol.v("p", "w.other"))
+    fd = os.open(vol.v("p", "w"), os.O_WRONLY)
+    os.pwrite(fd, b"NEW", 500)
+    os.close(fd)
+    data = data[:500] + b"NEW" + data[503:]
+    switch(vol, "offline")
+    eq((read_direct(vol.v("p", "w")), os.stat(vol.v("p", "w")).st_nlink), (data, 1),
+       "its other name renamed over online, written online: offline it reads the write, one link")
+    switch(vol, "online")
+    eq(read_file(vol.b("p", "w")), data, "... and the server has it")
 
 
 def renamed_over_one_name(vol):
