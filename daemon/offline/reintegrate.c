@@ -1342,13 +1342,13 @@ static bool still_at(struct ctx *c, uint64_t parent, const char *name, uint64_t 
 /*
  * Follows @o by another name the log saw it under than parent/name (a
  * file with several links): the first one the server still has as inode
- * @ino becomes where replay finds it.  1 if one did, 0 if none, -errno.
+ * @ino becomes where replay finds it (*st: its stat).  1 if one did, 0 if
+ * none, -errno.
  */
 static int follow_other_name(struct ctx *c, struct oplog_object *o, uint64_t parent,
-                             const char *name, uint64_t ino)
+                             const char *name, uint64_t ino, struct stat *st)
 {
         GArray *names = g_array_new(FALSE, FALSE, sizeof(struct name_of));
-        struct stat st;
         int e, found = 0;
 
         e = oplog_names_of(c->log, o->lid, collect_name, names);
@@ -1357,9 +1357,9 @@ static int follow_other_name(struct ctx *c, struct oplog_object *o, uint64_t par
 
                 if (name && n->parent == parent && !strcmp(n->name, name))
                         continue;
-                if (still_at(c, n->parent, n->name, ino, &st)) {
+                if (still_at(c, n->parent, n->name, ino, st)) {
                         set_srv(o, n->parent, n->name);
-                        set_base(o, &st, o->base.content);
+                        set_base(o, st, o->base.content);
                         found = 1;
                 }
         }
@@ -1400,20 +1400,20 @@ static int locate(struct ctx *c, struct oplog_object *o, int *pfd, struct stat *
                 uint64_t parent = o->srv_parent;
                 char *name = g_strdup(o->srv_name);
 
-                f = follow_other_name(c, o, parent, name, o->base.ino);
+                f = follow_other_name(c, o, parent, name, o->base.ino, &other);
                 g_free(name);
                 if (f < 0)
                         return f;
-                if (f > 0)
+                if (f > 0) {
+                        /* Found just now: its directory's descriptor is cached. */
                         dirty(c, o);
-                if (f > 0 && (fd = dir_fd(c, o->srv_parent, 0)) >= 0 &&
-                    BACKING(c, fstatat(fd, o->srv_name, &other, AT_SYMLINK_NOFOLLOW)) == 0) {
+                        fd = dir_fd(c, o->srv_parent, 0);
+                        if (fd < 0)
+                                return fd;
                         *pfd = fd;
                         *st = other;
                         return 0;
                 }
-                if (f > 0)
-                        return fd < 0 ? fd : -errno;
         }
         if (e == 0)
                 *pfd = fd;
@@ -2356,7 +2356,7 @@ static int lost_name(struct ctx *c, struct oplog_object *o, uint64_t parent, con
                 set_srv(o, 0, NULL);
                 return 0;
         }
-        e = follow_other_name(c, o, parent, name, ino);
+        e = follow_other_name(c, o, parent, name, ino, &st);
         /* Not found by another name: no longer followed. */
         if (e == 0)
                 set_srv(o, 0, NULL);
