@@ -154,7 +154,7 @@ enum {
         STMT_BEGIN, STMT_COMMIT, STMT_EXISTS, STMT_INSERT_ROW, STMT_INSERT_OBJECT,
         STMT_SETATTR_PENDING, STMT_SETATTR_UPDATE, STMT_LAST_SEQ, STMT_DELETE_SEQ,
         STMT_CONTENT_LAST, STMT_CONTENT_PENDING, STMT_CONTENT_DELETE, STMT_DEFERRED,
-        STMT_ALIAS_IF_SEVERAL,
+        STMT_ALIAS_IF_SEVERAL, STMT_ALIAS,
         /* settling a deferred create: once per file created offline, at a replay */
         STMT_SETTLE_REMOVED, STMT_SETTLE_PLAIN, STMT_SETTLE_CREATE,
         _STMT_MAX,
@@ -1286,13 +1286,14 @@ int oplog_object_alias(struct oplog *log, uint64_t lid, uint64_t parent, const c
 
         if (!log || !lid || !parent || !valid_name(name))
                 return -EINVAL;
-        e = prep(log, &st, "INSERT OR IGNORE INTO aliases(lid, parent, name) VALUES (?1, ?2, ?3)");
+        e = prep_cached(log, STMT_ALIAS, &st,
+                        "INSERT OR IGNORE INTO aliases(lid, parent, name) VALUES (?1, ?2, ?3)");
         if (e < 0)
                 return e;
         sqlite3_bind_int64(st, 1, (sqlite3_int64)lid);
         sqlite3_bind_int64(st, 2, (sqlite3_int64)parent);
         bind_text(st, 3, name);
-        return step_done(st);
+        return step_done_cached(st);
 }
 
 /* An alias of @lid at parent/name, if the object already has one (a name
