@@ -599,6 +599,22 @@ static void batch_fetch(struct view *v, struct batch *b)
         fetch_pool_run(v, b->items->len, fetch_item, b);
 }
 
+/*
+ * Whether mirror directory @mst, of base @have, already is what finish_dir()
+ * would make it for server directory @bst (@want, @flags): every change
+ * noted below a pinned directory passes the directories on its way, and
+ * most of them did not change.  Its own times may differ (its entries'
+ * copies move them): offline it shows its base's (offline_translate_stat()).
+ */
+static bool dir_in_sync(const struct mirror_base *have, const struct mirror_base *want,
+                        uint32_t flags, const struct stat *mst, const struct stat *bst)
+{
+        return have->flags == flags && same_identity(have, want) &&
+               have->ver.uid == want->ver.uid && have->ver.gid == want->ver.gid &&
+               have->ver.nlink == want->ver.nlink && mst->st_uid == bst->st_uid &&
+               mst->st_gid == bst->st_gid && !((mst->st_mode ^ bst->st_mode) & 07777);
+}
+
 static void finish_dir(int mdfd, const char *name, const struct stat *bst, uint32_t flags)
 {
         struct mirror_base want;
@@ -936,6 +952,8 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
                 }
                 if (fill)
                         fill->res->dirs++;
+                if (!recursive && exists && based && dir_in_sync(&have, &want, flags, &mst, &bst))
+                        return 0;
                 dir_done(batch, mdfd, name, &bst, flags);
                 return 0;
         }
@@ -976,6 +994,23 @@ static int held_takes_identity(struct view *v, int bdfd, int mdfd, const char *n
                 note_container(v, mdfd, name, bst);
         }
         return r;
+}
+
+/*
+ * A chmod or chown, through the view or on the server, moved only the
+ * object's ctime, owner or mode: the mirror's copy @mst, still as its base
+ * @have left it (not written since, not held by a writer), keeps its bytes
+ * and takes them, without reading either file.
+ */
+static bool owner_or_mode_only(const struct mirror_base *have, const struct mirror_base *want,
+                               const struct stat *mst)
+{
+        return mst && !((have->flags | want->flags) & (MIRROR_STALE | MIRROR_CHANGED)) &&
+               have->ver.ino == want->ver.ino && have->ver.size == want->ver.size &&
+               have->ver.mtime_ns == want->ver.mtime_ns && have->ver.nlink == want->ver.nlink &&
+               !((have->ver.mode ^ want->ver.mode) & S_IFMT) &&
+               (uint64_t)mst->st_size == have->ver.size &&
+               timespec_ns(&mst->st_mtim) == have->ver.mtime_ns && !held_inode(mst);
 }
 
 /*
@@ -1038,6 +1073,13 @@ static int sync_by_base(struct view *v, int bdfd, int mdfd, const char *name,
                 }
                 /* Also a mirror made before containers, or a store that lost it. */
                 note_container(v, mdfd, name, bst);
+                return r;
+        }
+        if (owner_or_mode_only(have, want, mst_now)) {
+                align_owner_mode_times(mdfd, name, bst, mst_now);
+                r = mirror_set_base(mdfd, name, want);
+                if (r == 0)
+                        note_container(v, mdfd, name, bst);
                 return r;
         }
         if (mst_now && bst->st_nlink > 1 && mst_now->st_nlink > 1 &&

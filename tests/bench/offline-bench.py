@@ -10,6 +10,9 @@
            tree into a fresh directory beside the backing (both synced
            before); the replay and the resync separately where the view's
            reconnect answers replay_ms and resync_ms
+  online untar  the same `tar xf` into the pinned directory with the volume
+           online (each file written through to the backing, and its copy
+           for offline use made before close(2) returns)
   sqlite   100 transactions (an UPDATE of 200 rows and an INSERT of 1 KiB,
            each committed, rollback journal, synchronous=FULL: each commit
            fsyncs) on a ~6.5 MB database in a pinned directory, offline
@@ -140,6 +143,15 @@ class Side:
         subprocess.run(["sync"])
         return dt, write_bytes(self.pid) - b0, dir_bytes(log) - l0
 
+    def online(self, fn):
+        """fn() timed with the volume online; offline again after it."""
+        viewlib.VIEW, viewlib.CTL = self.view, self.ctl
+        self.vol.ctl("reconnect", timeout=600)
+        try:
+            return fn()
+        finally:
+            self.vol.ctl("disconnect")
+
     def reconnect(self):
         """Seconds until `reconnect` answered (the volume online, its mirror
         resynced), and the view's own replay and resync times (None if it
@@ -225,6 +237,8 @@ def main():
                 res.setdefault(f"{label} sqlite log", []).append(lg / db_size)
                 # the next round's reconnect replays its untar alone
                 s.reconnect()
+                res.setdefault(f"{label} online untar", []).append(
+                    s.online(lambda: untar(tarball, s.vol.v("p", f"o{r}"))))
     finally:
         for s in sides.values():
             s.stop()
@@ -240,6 +254,10 @@ def main():
             print(f"{label} {row}: {spread(res[f'{label} {row}'])} s, {spread(ratios)} x raw;"
                   f" view wrote {spread(res[f'{label} {row} written'])} x the data,"
                   f" log grew {spread(res[f'{label} {row} log'])} x")
+    for label, _, _ in builds:
+        ratios = [v / r for v, r in zip(res[f"{label} online untar"], res["raw untar"])]
+        print(f"{label} online untar: {spread(res[f'{label} online untar'])} s,"
+              f" {spread(ratios)} x raw")
     # each build's reconnect against the cp -a of the same tree timed just before it
     print("cp -a of the untarred tree: " +
           spread([c for label, _, _ in builds for c in res[f"{label} cp -a"]]) + " s")
