@@ -819,15 +819,17 @@ static gint by_depth(gconstpointer a, gconstpointer b, gpointer data)
  * offline, the backing object's own inode number; going online, what its
  * mirror object says now (an atomic save gave it the replaced file's), 0
  * for one made offline, whose log id is then *lid (0 if none).  Sets *gone
- * when the mirror object was unlinked: n keeps it (local, so it never waits
- * for a server); going offline, when the server object n holds on a local
- * backing was (asked only there: a network server may be gone by now).
+ * when no name holds the mirror object (unlinked, or its only link left the
+ * links index's): n keeps it (local, so it never waits for a server); going
+ * offline, when the server object n holds on a local backing was (asked
+ * only there: a network server may be gone by now).
  */
 static uint64_t server_identity(struct view *v, struct vnode *n, bool offline, bool *gone,
                                 uint64_t *lid)
 {
         struct mirror_base b;
         struct stat st;
+        uint64_t sino;
         int fd = n->fd;
 
         *gone = false;
@@ -853,8 +855,13 @@ static uint64_t server_identity(struct view *v, struct vnode *n, bool offline, b
                 fd = open_by_handle_at(v->mirror_mount_fd, n->fh, O_PATH | O_CLOEXEC);
         if (fd < 0)
                 return n->sino;
+        sino = mirror_get_base(fd, NULL, &b) == 0 ? b.ver.ino : 0;
+        /* A file of several names whose names all went offline keeps the
+         * links index's link: the replay removed its server object, so it
+         * has no counterpart there and stays this one, as if unlinked. */
         if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == n->ino &&
-            st.st_nlink == 0) {
+            (st.st_nlink == 0 ||
+             (st.st_nlink == 1 && sino && mirror_links_counted(v, &st, sino)))) {
                 *gone = true;
                 if (fd != n->fd) {
                         n->fd = fd;
@@ -862,7 +869,7 @@ static uint64_t server_identity(struct view *v, struct vnode *n, bool offline, b
                 }
                 return 0;
         }
-        n->sino = mirror_get_base(fd, NULL, &b) == 0 ? b.ver.ino : 0;
+        n->sino = sino;
         if (!n->sino && mirror_get_lid(fd, NULL, lid) < 0)
                 *lid = 0;
         if (fd != n->fd)

@@ -58,6 +58,10 @@ transaction.  Across switches between online and offline:
   kernel writes is truncated, not only the open file's own), and fstat
   shows an appending pwrite's size at once (the node shows the size of
   the file the kernel writes whenever that is not the file served);
+- a file of two names open for writing online, both names removed
+  offline (the mirror's object keeps only its links index's link): through
+  the reconnect and two more switches its descriptor works on that file,
+  never ESTALE, and the server has neither name;
 - a file made offline with two names and held open for writing across
   the reconnect, offline again: a rename of one name is logged (the
   object the kernel writes took the server's identity at the resync)
@@ -569,6 +573,29 @@ def nameless_after_kills(vol):
     eq(read_file(vol.v("p", "nk-x")), b"other", "the name holds the file renamed over it")
 
 
+def names_gone_offline(vol):
+    """A file of two names (one mirror object, also linked in the links
+    index), open for writing online, both names removed offline: through
+    the reconnect and two more switches its pwrite, ftruncate, fstat and
+    pread hold (its node keeps the mirror's object as it does an unlinked
+    one, rather than looking for a server object the replay removed:
+    ESTALE), and the server has neither name."""
+    data = bytearray(os.urandom(9000))
+    with open(vol.v("p", "ng-x"), "wb") as f:
+        f.write(data)
+    os.link(vol.v("p", "ng-x"), vol.v("p", "ng-y"))
+    fd = os.open(vol.v("p", "ng-x"), os.O_RDWR)
+    switch(vol, "offline")
+    os.unlink(vol.v("p", "ng-x"))
+    os.unlink(vol.v("p", "ng-y"))
+    steps = ("online", "offline", "online")
+    eq(held_through(vol, fd, data, steps, 3000, 8000), [(to, True, True) for to in steps] + ["closed"],
+       "a file whose two names went offline, open across the reconnect and two switches:"
+       " pwrite, ftruncate, fstat, pread, close")
+    eq([os.path.lexists(vol.b("p", n)) for n in ("ng-x", "ng-y")], [False, False],
+       "... and the server has neither name")
+
+
 def stranded_then_nameless(vol):
     """A writer opened offline, the reconnect (the kernel writes the
     mirror's file), another file renamed over its name online, then
@@ -786,6 +813,7 @@ def main():
         two_names_held_across_a_reconnect(vol)
         nameless_after_kills(vol)
         stranded_then_nameless(vol)
+        names_gone_offline(vol)
         dir_made_offline_across_a_kill(vol)
         writer_through_reconnects(vol)
         for mode in ("delete", "truncate", "wal"):
