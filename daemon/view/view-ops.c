@@ -267,13 +267,17 @@ int vfile_restore(struct view *v, uint64_t fh, uint64_t id, int flags, uint32_t 
         return 0;
 }
 
+static bool gone_offline(struct view *v, int fd);
+
 /*
- * After a name of object @ino (of the tree served) went: its open files
- * whose object has no name left give their descriptor to the holder, so
- * that a successor can reach it (no name leads there, and an unlinked
- * inode's handle is refused).
+ * After a name of object @ino (of the tree served, @offline) went: its open
+ * files whose object has no name left give their descriptor to the holder,
+ * so that a successor can reach it (no name leads there, and an unlinked
+ * inode's handle is refused).  Offline, a mirror object whose only link
+ * left is the links index's has no name either, and the resync after the
+ * reconnect unlinks that one too.
  */
-static void vfile_keep_nameless(struct view *v, uint64_t ino)
+static void vfile_keep_nameless(struct view *v, uint64_t ino, bool offline)
 {
         fuse_ino_t id = vnode_id_of_ino(v, ino);
         GHashTableIter it;
@@ -288,7 +292,7 @@ static void vfile_keep_nameless(struct view *v, uint64_t ino)
                 struct vfile *f = val;
 
                 if (f->id != id || f->dir || f->kept || f->fd < 0 ||
-                    fstat(f->fd, &st) < 0 || st.st_nlink > 0)
+                    !(offline ? gone_offline(v, f->fd) : fstat(f->fd, &st) == 0 && st.st_nlink == 0))
                         continue;
                 f->kept = fdstore_keep(f->fh, f->fd) == 0;
                 /* The file the kernel writes, when another. */
@@ -2497,7 +2501,7 @@ again:
                                    caller_of(req, &id));
         if (r >= 0 && had) {
                 vnode_name_gone(v, st.st_ino, parent, name);
-                vfile_keep_nameless(v, st.st_ino);
+                vfile_keep_nameless(v, st.st_ino, offline);
         }
         if (r >= 0 && offline) {
                 r = offline_note_unlink(v, plid, name, lid, flags & AT_REMOVEDIR);
@@ -2623,7 +2627,7 @@ again:
                         drop_if_last(v, &victim);
                 if (had) {
                         vnode_name_gone(v, victim.st_ino, newparent, newname);
-                        vfile_keep_nameless(v, victim.st_ino);
+                        vfile_keep_nameless(v, victim.st_ino, offline);
                 }
                 vnode_moved(v, newparent, npfd, newname);
                 if (!(flags & RENAME_EXCHANGE) && backing_fstatat(v, npfd, newname, &moved) == 0)

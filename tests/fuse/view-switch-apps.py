@@ -61,7 +61,9 @@ transaction.  Across switches between online and offline:
 - a file of two names open for writing online, both names removed
   offline (the mirror's object keeps only its links index's link): through
   the reconnect and two more switches its descriptor works on that file,
-  never ESTALE, and the server has neither name;
+  never ESTALE, and the server has neither name; so it does with the
+  worker killed after the reconnect (its resync unlinked the links
+  index's link: the holder keeps the descriptor);
 - a file made offline with two names and held open for writing across
   the reconnect, offline again: a rename of one name is logged (the
   object the kernel writes took the server's identity at the resync)
@@ -573,26 +575,33 @@ def nameless_after_kills(vol):
     eq(read_file(vol.v("p", "nk-x")), b"other", "the name holds the file renamed over it")
 
 
-def names_gone_offline(vol):
+def names_gone_offline(vol, kill=False):
     """A file of two names (one mirror object, also linked in the links
     index), open for writing online, both names removed offline: through
     the reconnect and two more switches its pwrite, ftruncate, fstat and
     pread hold (its node keeps the mirror's object as it does an unlinked
     one, rather than looking for a server object the replay removed:
-    ESTALE), and the server has neither name."""
+    ESTALE), and the server has neither name.  @kill: the worker killed
+    after the reconnect, whose resync unlinked the links index's link (the
+    holder keeps the descriptor from the removal of the last name on)."""
+    x, y = ("ngk-x", "ngk-y") if kill else ("ng-x", "ng-y")
     data = bytearray(os.urandom(9000))
-    with open(vol.v("p", "ng-x"), "wb") as f:
+    with open(vol.v("p", x), "wb") as f:
         f.write(data)
-    os.link(vol.v("p", "ng-x"), vol.v("p", "ng-y"))
-    fd = os.open(vol.v("p", "ng-x"), os.O_RDWR)
+    os.link(vol.v("p", x), vol.v("p", y))
+    fd = os.open(vol.v("p", x), os.O_RDWR)
     switch(vol, "offline")
-    os.unlink(vol.v("p", "ng-x"))
-    os.unlink(vol.v("p", "ng-y"))
+    os.unlink(vol.v("p", x))
+    os.unlink(vol.v("p", y))
     steps = ("online", "offline", "online")
+    if kill:
+        switch(vol, "online")
+        kill_and_wait(vol)
+        steps = ("offline", "online")
     eq(held_through(vol, fd, data, steps, 3000, 8000), [(to, True, True) for to in steps] + ["closed"],
-       "a file whose two names went offline, open across the reconnect and two switches:"
-       " pwrite, ftruncate, fstat, pread, close")
-    eq([os.path.lexists(vol.b("p", n)) for n in ("ng-x", "ng-y")], [False, False],
+       f"a file whose two names went offline, open across the reconnect{', a kill' if kill else ''}"
+       " and two switches: pwrite, ftruncate, fstat, pread, close")
+    eq([os.path.lexists(vol.b("p", n)) for n in (x, y)], [False, False],
        "... and the server has neither name")
 
 
@@ -814,6 +823,7 @@ def main():
         nameless_after_kills(vol)
         stranded_then_nameless(vol)
         names_gone_offline(vol)
+        names_gone_offline(vol, kill=True)
         dir_made_offline_across_a_kill(vol)
         writer_through_reconnects(vol)
         for mode in ("delete", "truncate", "wal"):
