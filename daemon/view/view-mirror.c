@@ -1339,7 +1339,6 @@ static gchar **components(const char *rel)
         return parts;
 }
 
-/* The caller holds mode_lock (shared or exclusive) and the view is online. */
 /* What the walk queued goes in place (or, cancelled, is dropped). */
 static int batch_end(struct view *v, struct batch *b, struct mirror_fill *fill, int r)
 {
@@ -1353,11 +1352,44 @@ static int batch_end(struct view *v, struct batch *b, struct mirror_fill *fill, 
         return r < 0 ? r : e;
 }
 
-static int sync_path(struct view *v, const char *rel, bool recursive, struct mirror_fill *fill)
+static int open_beneath(int dfd, const char *path, int flags);
+
+/*
+ * Opens directory @parts[0..@n) of the backing (*bdfd) and of the mirror
+ * (*mdfd), through no symlink: false when either is not there as such.
+ */
+static bool open_pair_at(struct view *v, gchar **parts, unsigned n, int *bdfd, int *mdfd)
+{
+        char *dir = g_strjoinv("/", parts);
+        char *end = dir;
+
+        for (unsigned i = 0; i < n; i++)
+                end += strlen(parts[i]) + (i ? 1 : 0);
+        *end = '\0';
+        *bdfd = open_beneath(v->root_fd, dir, O_RDONLY | O_DIRECTORY);
+        *mdfd = *bdfd >= 0 ? open_beneath(v->mirror_fd, dir, O_RDONLY | O_DIRECTORY) : -1;
+        g_free(dir);
+        if (*mdfd >= 0)
+                return true;
+        if (*bdfd >= 0)
+                close(*bdfd);
+        *bdfd = -1;
+        return false;
+}
+
+/*
+ * Makes mirror entry @rel what the backing's is, with the directories on its
+ * way; the first @taken of them are taken as they are when both trees have
+ * them (a change's note: what it changed is the entry and its directory).
+ * The caller holds mode_lock (shared or exclusive) and the view is online.
+ */
+static int sync_path_from(struct view *v, const char *rel, unsigned taken, bool recursive,
+                          struct mirror_fill *fill)
 {
         gchar **parts = components(rel);
         struct dirref *dir = NULL;
         struct batch batch;
+        unsigned first = 0;
         int bdfd, mdfd, r = 0;
 
         batch_init(&batch);
@@ -1365,8 +1397,12 @@ static int sync_path(struct view *v, const char *rel, bool recursive, struct mir
                 g_strfreev(parts);
                 return -ENOTDIR;
         }
-        bdfd = openat(v->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        mdfd = openat(v->mirror_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (taken && taken < g_strv_length(parts) && open_pair_at(v, parts, taken, &bdfd, &mdfd)) {
+                first = taken;
+        } else {
+                bdfd = openat(v->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                mdfd = openat(v->mirror_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        }
         if (bdfd < 0 || mdfd < 0) {
                 r = -errno;
                 goto out;
@@ -1384,7 +1420,7 @@ static int sync_path(struct view *v, const char *rel, bool recursive, struct mir
                 }
                 goto out;
         }
-        for (unsigned i = 0; parts[i] && r == 0; i++) {
+        for (unsigned i = first; parts[i] && r == 0; i++) {
                 bool last = !parts[i + 1];
                 struct stat st;
                 int nb, nm;
@@ -1427,6 +1463,11 @@ out:
                 close(mdfd);
         g_strfreev(parts);
         return r;
+}
+
+static int sync_path(struct view *v, const char *rel, bool recursive, struct mirror_fill *fill)
+{
+        return sync_path_from(v, rel, 0, recursive, fill);
 }
 
 int mirror_fill_path(struct view *v, const char *rel, bool recursive, struct mirror_fill *fill)
@@ -1798,10 +1839,16 @@ void mirror_note_change(struct view *v, int dfd, const char *name)
         }
         /* Only what lies in a complete (pinned) directory is kept current. */
         if (mirror_dir_complete(v, rel)) {
+                gchar **parts = components(rel);
+                unsigned n = g_strv_length(parts);
+
+                g_strfreev(parts);
                 /* A file created and still being written through every
                  * copy at a switch offline has no mirror object until a
-                 * copy completes (copy_to_tmp()). */
-                r = sync_path(v, rel, true, NULL);
+                 * copy completes (copy_to_tmp()).  The directories above
+                 * its own did not change with it (the hoard walk takes
+                 * other clients' changes there). */
+                r = sync_path_from(v, rel, n > 2 ? n - 2 : 0, true, NULL);
                 if (r < 0)
                         log_warn("Failed to bring the offline mirror of '%s' up to date: %s"
                                  " (the hoard walk retries)", rel, strerror(-r));
