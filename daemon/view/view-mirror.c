@@ -471,7 +471,9 @@ static int copy_to_tmp(int bdfd, int mdfd, const char *name, struct stat *bst,
                         break;
                 }
         }
-        if (r == 0 && durable && fsync(tfd) < 0)
+        /* An empty copy (a file's note at its create) has no bytes to
+         * reach the disk before its name. */
+        if (r == 0 && durable && bst->st_size > 0 && fsync(tfd) < 0)
                 r = -errno;
         close(tfd);
         close(bfd);

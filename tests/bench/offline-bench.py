@@ -28,6 +28,11 @@ application, as raw sqlite's own write_bytes are, and the growth
 of CacheDir/offline, the log, which holds the base copy of the database),
 as a multiple of the data (sqlite target: <= 2 x the database's size).
 
+A peer, libfuse's passthrough_ll example (tests/bench/fusepeer.py), does
+the same untar each round into a directory it forwards to, with no log and
+no copy: the floor any FUSE filesystem pays for the untar's requests here
+(FCACHE_BENCH_PEERS="" leaves it out).
+
 Environment: FCACHE_VIEW, FCACHE_VIEW_CTL (the binaries), FCACHE_BENCH_DIR
 (default /var/tmp), FCACHE_BENCH_ROUNDS (default 3), FCACHE_BENCH_VIEW_BEFORE
 and FCACHE_BENCH_CTL_BEFORE (binaries of another build, e.g. main: measured
@@ -48,6 +53,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuse"))
 import viewlib  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fusepeer  # noqa: E402
 
 NFILES = 5000
 NTXN = 100
@@ -201,6 +209,14 @@ def main():
                           os.environ.get("FCACHE_BENCH_CTL_BEFORE", viewlib.CTL)))
     raw = os.path.join(top, "raw")
     os.makedirs(raw)
+    # The floor of any FUSE filesystem here: libfuse's passthrough_ll over
+    # a directory beside raw's, the same untar through it.
+    ptll = None
+    if fusepeer.NAME in os.environ.get("FCACHE_BENCH_PEERS", fusepeer.NAME):
+        exe = fusepeer.build(os.path.join(top, "ptll-build"))
+        if exe:
+            os.makedirs(os.path.join(top, "ptll-src"))
+            ptll = fusepeer.Mount(exe, os.path.join(top, "ptll-src"), os.path.join(top, "ptll"))
     shutil.copy(template, os.path.join(raw, "db.sqlite"))
     res = {}
     sides = {}
@@ -210,6 +226,9 @@ def main():
         for r in range(rounds):
             res.setdefault("raw untar", []).append(
                 untar(tarball, os.path.join(raw, f"x{r}")))
+            if ptll:
+                res.setdefault(f"{fusepeer.NAME} untar", []).append(
+                    untar(tarball, os.path.join(ptll.mnt, f"x{r}")))
             subprocess.run(["sync"])
             w0 = write_bytes("self")
             res.setdefault("raw sqlite", []).append(
@@ -242,6 +261,8 @@ def main():
     finally:
         for s in sides.values():
             s.stop()
+        if ptll:
+            ptll.stop()
         shutil.rmtree(top, ignore_errors=True)
     print(f"untar {NFILES} files ({data_size / 1e6:.1f} MB), sqlite {NTXN} transactions"
           f" on {db_size / 1e6:.1f} MB; {rounds} rounds, median (min-max)")
@@ -249,6 +270,11 @@ def main():
         wr = res.get(f"raw {row} written")
         print(f"raw {row}: {spread(res[f'raw {row}'])} s" +
               (f", wrote {spread(wr)} x the data" if wr else ""))
+        peer = res.get(f"{fusepeer.NAME} {row}")
+        if peer:
+            ratios = [v / r for v, r in zip(peer, res[f"raw {row}"])]
+            print(f"{fusepeer.NAME} {row} (online, no log): {spread(peer)} s,"
+                  f" {spread(ratios)} x raw")
         for label, _, _ in builds:
             ratios = [v / r for v, r in zip(res[f"{label} {row}"], res[f"raw {row}"])]
             print(f"{label} {row}: {spread(res[f'{label} {row}'])} s, {spread(ratios)} x raw;"

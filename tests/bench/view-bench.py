@@ -21,7 +21,9 @@ Ratios are to raw (higher is better: raw_time / time).  Peers that cannot
 run here (no rclone, no sshd) are reported as missing, not failed.
 Environment: FCACHE_BENCH_DIR (default /var/tmp), FCACHE_BENCH_GIB (default 1),
 FCACHE_BENCH_ROUNDS (interleaved raw/view rounds, default 5),
-FCACHE_BENCH_PEERS (comma-separated, default "rclone,sshfs"; empty for none),
+FCACHE_BENCH_PEERS (comma-separated, default "passthrough_ll,rclone,sshfs";
+empty for none; passthrough_ll, libfuse's example built from libfuse3-dev,
+runs in the interleaved rounds: tests/bench/fusepeer.py),
 FCACHE_BENCH_VIEW_BEFORE (another fcache-view binary, e.g. of the commit
 before a change: measured as "before" in the same interleaved rounds).
 
@@ -44,6 +46,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuse"))
 import viewlib  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fusepeer  # noqa: E402
 
 NSTAT = 20000
 NCREATE = 5000
@@ -274,14 +279,24 @@ def main():
             bvol.start()
             cleanups.append(bvol.stop)
             roots["before"] = bvol.mnt
+        peers = [p.strip() for p in os.environ.get("FCACHE_BENCH_PEERS",
+                                                   "passthrough_ll,rclone,sshfs").split(",")
+                 if p.strip()]
+        # The floor of any FUSE filesystem here, in the same interleaved rounds.
+        ptll = fusepeer.build(os.path.join(top, "ptll-build")) \
+            if fusepeer.NAME in peers else None
+        if ptll:
+            pmnt = fusepeer.Mount(ptll, back, os.path.join(top, "ptll"))
+            cleanups.append(pmnt.stop)
+            roots[fusepeer.NAME] = pmnt.mnt
         rounds = int(os.environ.get("FCACHE_BENCH_ROUNDS", "5"))
         results.update(measure_interleaved(roots, size, rounds))
         vol.stop()
         if before:
             bvol.stop()
+        if ptll:
+            pmnt.stop()
 
-        peers = [p.strip() for p in os.environ.get("FCACHE_BENCH_PEERS", "rclone,sshfs").split(",")
-                 if p.strip()]
         rclone = shutil.which("rclone")
         if "rclone" not in peers:
             pass
