@@ -194,25 +194,35 @@ def median3(run):
     return sorted(run() for _ in range(3))[1]
 
 
-def measure_interleaved(roots, size, rounds=5):
+def measure_interleaved(roots, size, rounds=5, rows_of=None):
     """raw and view measured in alternation, round by round, so that the
-    load of a shared machine falls on both alike; medians per row."""
+    load of a shared machine falls on both alike; medians per row.
+    @rows_of: the rows a root is measured on, when not all."""
     names = list(roots)
-    res = {n: {k: [] for k in ROWS} for n in names}
+    rows_of = {n: (rows_of or {}).get(n, ROWS) for n in names}
+    res = {n: {k: [] for k in rows_of[n]} for n in names}
     for n in names:                           # warm up every cache on each path
-        seqread(os.path.join(roots[n], "big"))
-        randread(os.path.join(roots[n], "big"), size)
-        stat_all(os.path.join(roots[n], "many"))
+        if "seqread" in rows_of[n]:
+            seqread(os.path.join(roots[n], "big"))
+            randread(os.path.join(roots[n], "big"), size)
+        if "stat" in rows_of[n]:
+            stat_all(os.path.join(roots[n], "many"))
         tar_all(roots[n])
     subprocess.run(["sync"])
     time.sleep(1)
     for k in range(rounds):
         for n in (names if k % 2 == 0 else names[::-1]):
-            res[n]["seqread"].append(median3(lambda: seqread(os.path.join(roots[n], "big"))[0]))
-            res[n]["randread"].append(randread(os.path.join(roots[n], "big"), size))
-            res[n]["stat"].append(stat_all(os.path.join(roots[n], "many")))
-            res[n]["tar"].append(median3(lambda: tar_all(roots[n])))
-            res[n]["create"].append(create_all(os.path.join(roots[n], f"create-{n}-{k}")))
+            row = rows_of[n]
+            if "seqread" in row:
+                res[n]["seqread"].append(median3(lambda: seqread(os.path.join(roots[n], "big"))[0]))
+            if "randread" in row:
+                res[n]["randread"].append(randread(os.path.join(roots[n], "big"), size))
+            if "stat" in row:
+                res[n]["stat"].append(stat_all(os.path.join(roots[n], "many")))
+            if "tar" in row:
+                res[n]["tar"].append(median3(lambda: tar_all(roots[n])))
+            if "create" in row:
+                res[n]["create"].append(create_all(os.path.join(roots[n], f"create-{n}-{k}")))
     out = {}
     census = {n: folio_census(os.path.join(roots[n], "big")) for n in names}
     for n in names:
@@ -290,7 +300,10 @@ def main():
             cleanups.append(pmnt.stop)
             roots[fusepeer.NAME] = pmnt.mnt
         rounds = int(os.environ.get("FCACHE_BENCH_ROUNDS", "5"))
-        results.update(measure_interleaved(roots, size, rounds))
+        # passthrough_ll holds a descriptor per inode it was asked of: the
+        # stat row's 20,000 files pass this machine's limit per process.
+        results.update(measure_interleaved(roots, size, rounds,
+                                           {fusepeer.NAME: ("tar", "create")}))
         vol.stop()
         if before:
             bvol.stop()
