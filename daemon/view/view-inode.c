@@ -1066,6 +1066,46 @@ static int counterpart_by_alias(struct view *v, struct vnode *n, GHashTable *dir
 }
 
 /*
+ * itab_lock held, going offline: n's mirror object found through the links
+ * index, when none of the names the node table knows leads to it (another
+ * file was renamed over its name, and the names it keeps were never looked
+ * up through the view) and a name still holds it.  A name of it in n's
+ * directory (@pfd) becomes n's, for the log to name it by; else the index's
+ * descriptor.  An O_PATH descriptor, or -1.
+ */
+static int counterpart_by_links_index(struct view *v, struct vnode *n, int pfd, uint64_t sino,
+                                      GHashTable *bound, struct stat *st, bool *unanswered)
+{
+        struct mirror_base b;
+        char key[32], *name;
+        int fd, at;
+
+        if (!sino || v->mirror_links_fd < 0 || !mirror_linkable(n->type))
+                return -1;
+        mirror_links_key(key, sizeof(key), sino);
+        fd = openat(v->mirror_links_fd, key, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                fd = -errno;
+        /* As by the mirror handle: its only link may be the index's. */
+        if (!candidate(n, fd < 0 ? fd : real_stat_in(v, true, fd, st), st, bound, unanswered) ||
+            st->st_nlink < 2 || mirror_get_base(fd, NULL, &b) < 0 || b.ver.ino != sino) {
+                if (fd >= 0)
+                        close(fd);
+                return -1;
+        }
+        name = pfd >= 0 ? offline_name_in(pfd, st->st_ino) : NULL;
+        at = name ? counterpart_at(v, n, pfd, name, sino, 0, NULL, bound, st, unanswered) : -1;
+        if (at < 0) {
+                free(name);
+                return fd;
+        }
+        close(fd);
+        free(n->name);
+        n->name = name;
+        return at;
+}
+
+/*
  * Going online, the names of one depth's nodes are looked up on the server
  * FetchThreads at a time: each is a round trip over a network backing, and
  * changes wait for the switch (the kernel may know thousands of nodes after
@@ -1195,6 +1235,10 @@ GArray *vnode_switch_all(struct view *v, bool *unanswered)
                 /* The name the kernel knows it by leads elsewhere now. */
                 if (fd < 0 && (fd = counterpart_by_alias(v, n, dirs, sino, lid, bound, &st,
                                                          unanswered)) >= 0)
+                        e.inval_name = true;
+                if (fd < 0 && offline &&
+                    (fd = counterpart_by_links_index(v, n, pfd, sino, bound, &st,
+                                                     unanswered)) >= 0)
                         e.inval_name = true;
                 /* The descriptor of the tree served before goes, at the last
                  * put when users hold it: a request that gets the node from

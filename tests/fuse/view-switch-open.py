@@ -10,6 +10,10 @@ write acknowledged through such a descriptor ends on the server, in place
 and once; every read returns what the last write put there; the view and
 the server agree at the end.  A file of two names whose other name another
 file was renamed over online, written online, reads that write offline.
+A file of two names whose second name the view never looked up, the first
+renamed over online while a descriptor holds it: offline the descriptor
+and the second name write and read it, and the server has it after the
+reconnect.
 Seeded random rounds (FCACHE_SWITCH_SEED,
 default "1 2 3") interleave opens, writes, appends, reads, closes and
 switches on a handful of files, every read checked against a model.
@@ -130,6 +134,7 @@ def fixed_cases(vol):
     created_across_switches(vol)
     renamed_over_one_name(vol)
     written_after_its_other_name_went(vol)
+    other_name_never_looked_up(vol)
 
 
 def written_after_its_other_name_went(vol):
@@ -163,6 +168,51 @@ def written_after_its_other_name_went(vol):
        "its other name renamed over online, written online: offline it reads the write, one link")
     switch(vol, "online")
     eq(read_file(vol.b("p", "w")), data, "... and the server has it")
+
+
+def other_name_never_looked_up(vol):
+    """A file of two names made on the server, the second never looked up
+    through the view (the node table knows the first only), another file
+    renamed over the first online while a descriptor holds the file: after
+    the disconnect a write through that descriptor, and one through the
+    second name opened offline (read back through the descriptor), are
+    what the server has under the second name after the reconnect, no
+    conflict (before: the node found no counterpart offline, the
+    descriptor kept the server's file, and its write failed with EIO: the
+    log could not name it)."""
+    for sub, access in (("", os.O_RDWR), ("", os.O_RDONLY)):
+        held = "written" if access == os.O_RDWR else "read"
+        tag = f"nl{int(bool(sub))}{'w' if access == os.O_RDWR else 'r'}"
+        x, o, y = ("p", f"{tag}-x"), ("p", f"{tag}-o"), ("p", sub, f"{tag}-y")
+        what = f"{'another' if sub else 'its'} directory, the descriptor {held}"
+        data = bytearray(b"made on the server " * 400)
+        os.makedirs(vol.b("p", sub), exist_ok=True)
+        write_file(vol.b(*x), bytes(data))
+        os.link(vol.b(*x), vol.b(*y))
+        write_file(vol.b(*o), b"the other file")
+        eq(vol.ctl("pin recursive", "p").get("mirrored"), "yes", "pin recursive p again: mirrored")
+        fd = os.open(vol.v(*x), access)
+        os.rename(vol.v(*o), vol.v(*x))
+        switch(vol, "offline")
+        try:
+            if access == os.O_RDWR:
+                os.pwrite(fd, b"HELD", 100)
+                data[100:104] = b"HELD"
+            w = os.open(vol.v(*y), os.O_WRONLY)
+            os.pwrite(w, b"NAMED", 200)
+            os.close(w)
+            data[200:205] = b"NAMED"
+            got = (os.pread(fd, 20000, 0) == data, read_direct(vol.v(*y)) == data)
+        except OSError as e:
+            got = f"error {e.strerror}"
+        os.close(fd)
+        eq(got, (True, True), f"the second name in {what}, the first renamed over online:"
+           " offline the descriptor and the second name read every write")
+        switch(vol, "online")
+        eq((read_file(vol.b(*y)) == data, read_file(vol.v(*y)) == data, read_file(vol.b(*x))),
+           (True, True, b"the other file"),
+           f"... {what}: the server has them under the second name, the view reads them")
+        eq(vol.state().get("conflicts", "0"), "0", f"... {what}: no conflict")
 
 
 def renamed_over_one_name(vol):
