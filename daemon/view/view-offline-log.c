@@ -136,6 +136,44 @@ char *offline_name_in(int dfd, ino_t ino)
         return found;
 }
 
+/*
+ * A name of non-directory @ino in the tree under directory @dfd, as the name
+ * and a descriptor of its directory (*where); NULL if none.
+ */
+static char *name_in_tree(int dfd, ino_t ino, int *where, int depth)
+{
+        struct dirent *de;
+        char *found = NULL;
+        int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return NULL;
+        }
+        while (!found && (de = readdir(d))) {
+                struct stat st;
+                int sub;
+
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+                    mirror_is_tmp(de->d_name))
+                        continue;
+                if (de->d_ino == ino) {
+                        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                            st.st_ino == ino && (*where = dup(dirfd(d))) >= 0)
+                                found = strdup(de->d_name);
+                } else if ((de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) && depth < 4096 &&
+                           (sub = openat(dirfd(d), de->d_name,
+                                         O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
+                        found = name_in_tree(sub, ino, where, depth + 1);
+                        close(sub);
+                }
+        }
+        closedir(d);
+        return found;
+}
+
 /* offline_lock held: by the path (an object known only by a descriptor). */
 static int lid_by_path(struct view *v, int dfd, const char *name, uint64_t *out)
 {
@@ -206,8 +244,19 @@ static int lid_of_depth(struct view *v, int dfd, const char *name, uint64_t *out
                 *out = OPLOG_ROOT;
                 return 0;
         }
-        if (!S_ISDIR(st.st_mode))
-                return lid_by_path(v, dfd, NULL, out);
+        if (!S_ISDIR(st.st_mode)) {
+                r = lid_by_path(v, dfd, NULL, out);
+                /* A file of several names reached by none the view knows (its
+                 * descriptor's went to another file, or is the links index's):
+                 * named by another the mirror has, once, as the log then knows it. */
+                if (r < 0 && mirror_linkable(st.st_mode) && st.st_nlink >= 2 &&
+                    (me = name_in_tree(v->mirror_fd, st.st_ino, &up, 0))) {
+                        r = lid_of_depth(v, up, me, out, depth + 1);
+                        free(me);
+                        close(up);
+                }
+                return r;
+        }
         up = openat(dfd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (up < 0)
                 return -errno;

@@ -179,8 +179,11 @@ def other_name_never_looked_up(vol):
     what the server has under the second name after the reconnect, no
     conflict (before: the node found no counterpart offline, the
     descriptor kept the server's file, and its write failed with EIO: the
-    log could not name it)."""
-    for sub, access in (("", os.O_RDWR), ("", os.O_RDONLY)):
+    log could not name it).  Also with the second name in another
+    directory (before: the node found its object, and the write through
+    the descriptor still failed with EIO: the log looked for a name in the
+    node's directory only)."""
+    for sub, access in (("", os.O_RDWR), ("", os.O_RDONLY), ("nl", os.O_RDWR), ("nl", os.O_RDONLY)):
         held = "written" if access == os.O_RDWR else "read"
         tag = f"nl{int(bool(sub))}{'w' if access == os.O_RDWR else 'r'}"
         x, o, y = ("p", f"{tag}-x"), ("p", f"{tag}-o"), ("p", sub, f"{tag}-y")
