@@ -112,18 +112,25 @@ static int known_lid(struct view *v, int dfd, const char *name, uint64_t *lid)
         return mirror_get_lid(dfd, name, lid) == 0 ? 0 : -ENOENT;
 }
 
+/* A listing of directory @dfd (an O_PATH descriptor will do), or NULL. */
+static DIR *dir_listing(int dfd)
+{
+        int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+
+        if (!d && fd >= 0)
+                close(fd);
+        return d;
+}
+
 char *offline_name_in(int dfd, ino_t ino)
 {
         struct dirent *de;
         char *found = NULL;
-        int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        DIR *d = dir_listing(dfd);
 
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
+        if (!d)
                 return NULL;
-        }
         while (!found && (de = readdir(d))) {
                 struct stat st;
 
@@ -144,14 +151,10 @@ static char *name_in_tree(int dfd, ino_t ino, int *where, int depth)
 {
         struct dirent *de;
         char *found = NULL;
-        int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        DIR *d = dir_listing(dfd);
 
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
+        if (!d)
                 return NULL;
-        }
         while (!found && (de = readdir(d))) {
                 struct stat st;
                 int sub;

@@ -12,6 +12,7 @@ attributes and pages (cache=always), with xattrs and default_permissions,
 as the view is.
 """
 import os
+import resource
 import shutil
 import subprocess
 import time
@@ -40,6 +41,12 @@ def build(workdir):
     return exe
 
 
+def most_files():
+    """passthrough_ll holds a descriptor per inode the kernel knows."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 class Mount:
     """passthrough_ll of @source mounted at @mnt (made if missing)."""
 
@@ -47,7 +54,7 @@ class Mount:
         self.mnt = mnt
         os.makedirs(mnt, exist_ok=True)
         subprocess.run([exe, "-s", "-o", f"source={source},xattr,default_permissions,"
-                        "cache=always", mnt], check=True)
+                        "cache=always", mnt], check=True, preexec_fn=most_files)
         for _ in range(100):
             if os.path.ismount(mnt):
                 return
