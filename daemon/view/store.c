@@ -1760,6 +1760,16 @@ out:
         return r;
 }
 
+/* Whether o's content file has a name besides the store's; o->lock held. */
+static bool shared_content(struct store *s, struct sobj *o)
+{
+        char name[64];
+        struct stat st;
+
+        content_name(o->ino, name, sizeof(name));
+        return fstatat(s->objdir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_nlink > 1;
+}
+
 /*
  * An unpinned container about to change (a write or truncate through the
  * view) goes back into blocks, to be patched there: its file becomes the
@@ -1779,6 +1789,12 @@ static int container_to_blocks(struct store *s, struct sobj *o)
         if (s->remove_fn)
                 s->remove_fn(s->container_ud, &id);
         g_free((char *)id.path);
+        /* The mirror kept its name (its copy changed since, as a write made to
+         * it too does: mirror_through()): the file is the mirror's, not the
+         * store's to patch, fill or move back (an extra link the mirror's
+         * object would show offline); the caller lets the blocks go. */
+        if (r == 0 && shared_content(s, o))
+                r = -EBUSY;
         return r;
 }
 

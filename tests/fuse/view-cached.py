@@ -17,6 +17,7 @@ one the server filled meanwhile is not served stale after the reconnect.
 import errno
 import os
 import random
+import sqlite3
 import sys
 import time
 
@@ -165,7 +166,54 @@ def main():
     empty_files(vol)
     randomized(vol)
     vol.stop()
+    written_through()
     finish()
+
+
+def written_through():
+    """Over a network backing (another fcache-view: a write the server
+    acknowledged is made to the mirror's copy too), a file of a pinned
+    directory the mirror lacks, read whole, becomes the store's container;
+    written through a descriptor that read it, the mirror keeps its copy
+    (with the write) and the store lets the file go: one link (before: the
+    store took it back as its content file while the mirror kept its name,
+    one inode for both, which a later whole read left with a temporary as
+    a second link, nlink 2 offline: model seed 5031, stacked, held links)."""
+    inner = Volume("cached-inner", lease="0s")
+    inner.start()
+    vol = Volume("cached-net", backing=inner.mnt, lease="1s",
+                 extra=["--set", "BackingTimeout=30s"])
+    os.makedirs(vol.b("m"))
+    vol.start()
+    vol.ctl("pin recursive", "m")
+    data = rand_bytes(9000, 5)
+    write_file(vol.b("m", "f"), data)       # the server's alone: not in the mirror yet
+    eq(read_direct(vol.v("m", "f")), data, "network backing: a server file read whole")
+    ino = os.stat(vol.v("m", "f")).st_ino
+    db = sqlite3.connect(f"file:{vol.cache}/store.db?mode=ro", uri=True)
+    own = lambda: db.execute("SELECT own FROM objects WHERE ino=?", (ino,)).fetchone()  # noqa: E731
+    check(wait_for(lambda: own() == (1,), 10), "network backing: it is the store's container")
+    fd = os.open(vol.v("m", "f"), os.O_RDWR)
+    eq(os.pread(fd, len(data) + 1, 0), data, "network backing: read through a descriptor")
+    os.pwrite(fd, b"z" * 50, 200)
+    data = data[:200] + b"z" * 50 + data[250:]
+    mst = os.lstat(os.path.join(vol.cache, "mirror", "m", "f"))
+    shared = [os.path.join(d, n) for d, _, ns in os.walk(os.path.join(vol.cache, "objects"))
+              for n in ns if os.lstat(os.path.join(d, n)).st_ino == mst.st_ino]
+    eq((mst.st_nlink, shared), (1, []),
+       "written: the mirror's copy is not the store's content file too (nlink, store names)")
+    eq(read_file(os.path.join(vol.cache, "mirror", "m", "f")), data,
+       "written: the mirror's copy has the write")
+    eq(read_direct(vol.v("m", "f")), data, "written: read whole again, right")
+    os.close(fd)
+    vol.ctl("disconnect")
+    st = os.lstat(vol.v("m", "f"))
+    eq(st.st_nlink, 1, "offline: one link")
+    eq(read_direct(vol.v("m", "f")), data, "offline: the write")
+    vol.ctl("reconnect")
+    db.close()
+    vol.stop()
+    inner.stop()
 
 
 def empty_files(vol):
