@@ -25,6 +25,9 @@
  *                          switch the volume's nodes and open files online
  *   view-cache-file        a file the store holds whole is about to go into
  *                          the mirror (its server object is asked first)
+ *   view-cache-placed      such a file is in the mirror (the store's content
+ *                          file linked there), the store's rows not yet
+ *                          changed
  *   view-check-cached      after a (re)connect, the check of the cached files
  *                          not pinned is about to ask the server about one
  *   view-opendir           a FUSE thread is about to serve an opendir (a test
@@ -47,6 +50,7 @@
 #define FAULT_REINT_LINKED_UNLINK "reint-linked-unlink"
 #define FAULT_VIEW_SWITCH_ONLINE "view-switch-online"
 #define FAULT_VIEW_CACHE_FILE "view-cache-file"
+#define FAULT_VIEW_CACHE_PLACED "view-cache-placed"
 #define FAULT_VIEW_CHECK_CACHED "view-check-cached"
 #define FAULT_VIEW_OPENDIR "view-opendir"
 

@@ -2005,6 +2005,7 @@ static int place_cached(void *pud, int dirfd, const char *cname)
 {
         struct cache_place *c = pud;
         struct stat mst, cst, st = *c->bst;
+        bool here = false;
         uint64_t lid;
         char tmp[64];
         int r;
@@ -2017,19 +2018,29 @@ static int place_cached(void *pud, int dirfd, const char *cname)
         /* Never over something the mirror holds for itself: a directory, a
          * file made offline, a shared object (but this very file, put there
          * by a worker that died before the store's rows said so). */
-        if (fstatat(c->mdfd, c->name, &mst, AT_SYMLINK_NOFOLLOW) == 0 &&
-            (!S_ISREG(mst.st_mode) || mirror_get_lid(c->mdfd, c->name, &lid) == 0 ||
-             (mst.st_nlink > 1 && (fstatat(dirfd, cname, &cst, 0) < 0 ||
-                                   cst.st_ino != mst.st_ino || cst.st_dev != mst.st_dev))))
-                return -EEXIST;
-        mirror_tmp_name(tmp, sizeof(tmp));
-        if (linkat(dirfd, cname, c->mdfd, tmp, 0) < 0)
-                return -errno;
-        r = prepare(c->mdfd, tmp, &st, 0);
-        if (r == 0 && renameat(c->mdfd, tmp, c->mdfd, c->name) < 0)
-                r = -errno;
-        if (r < 0)
-                unlinkat(c->mdfd, tmp, 0);
+        if (fstatat(c->mdfd, c->name, &mst, AT_SYMLINK_NOFOLLOW) == 0) {
+                here = fstatat(dirfd, cname, &cst, 0) == 0 && cst.st_ino == mst.st_ino &&
+                       cst.st_dev == mst.st_dev;
+                if (!S_ISREG(mst.st_mode) || mirror_get_lid(c->mdfd, c->name, &lid) == 0 ||
+                    (mst.st_nlink > 1 && !here))
+                        return -EEXIST;
+        }
+        /* A rename onto another link of the same file does nothing: the
+         * temporary would stay, one more link the file shows offline. */
+        if (here) {
+                r = prepare(c->mdfd, c->name, &st, 0);
+        } else {
+                mirror_tmp_name(tmp, sizeof(tmp));
+                if (linkat(dirfd, cname, c->mdfd, tmp, 0) < 0)
+                        return -errno;
+                r = prepare(c->mdfd, tmp, &st, 0);
+                if (r == 0 && renameat(c->mdfd, tmp, c->mdfd, c->name) < 0)
+                        r = -errno;
+                if (r < 0)
+                        unlinkat(c->mdfd, tmp, 0);
+        }
+        if (r == 0)
+                fault_point(FAULT_VIEW_CACHE_PLACED);
         return r;
 }
 

@@ -167,6 +167,7 @@ def main():
     randomized(vol)
     vol.stop()
     written_through()
+    killed_after_placing()
     finish()
 
 
@@ -214,6 +215,45 @@ def written_through():
     db.close()
     vol.stop()
     inner.stop()
+
+
+def killed_after_placing():
+    """A worker killed once a file read whole is in the mirror (the store's
+    content file linked there) and before the store's rows say so
+    (FCACHE_FAULT_PAUSE=view-cache-placed, then kill -9): the successor,
+    the file read whole again, finds that very file there and leaves it
+    with one link (before: it linked it to a temporary and renamed that
+    onto the name, which does nothing for two links of one file: the
+    temporary stayed, nlink 2 offline)."""
+    vol = Volume("cached-kill", lease="1s")
+    gate = os.path.join(vol.top, "placed-gate")
+    os.makedirs(vol.b("d"))
+    data = rand_bytes(50 * KiB, 17)
+    write_file(vol.b("d", "f"), data)
+    os.environ["FCACHE_FAULT_PAUSE"] = f"view-cache-placed:{gate}"
+    try:
+        vol.start()
+    finally:
+        del os.environ["FCACHE_FAULT_PAUSE"]
+    open(gate, "w").close()
+    eq(read_file(vol.v("d", "f")), data, "killed after placing: read whole")
+    check(wait_for(lambda: os.path.exists(gate + ".reached"), 30),
+          "... its move into the mirror is held once the file is there")
+    old = vol.kill_worker()
+    os.unlink(gate)
+    vol.wait_new_worker(old, timeout=60)
+    cont = os.path.join(vol.cache, "mirror", "d", "f")
+    eq(read_direct(vol.v("d", "f")), data, "the successor: read whole again")
+    check(wait_for(lambda: vol.ctl("query cached", "d/f")["cached_bytes"] == str(len(data)) and
+                   os.lstat(cont).st_nlink == 1, 10),
+          "... its container has one link")
+    eq(sorted(n for n in os.listdir(os.path.dirname(cont)) if n != "f"), [],
+       "... and no temporary beside it")
+    vol.ctl("disconnect")
+    eq(os.lstat(vol.v("d", "f")).st_nlink, 1, "offline: one link")
+    eq(read_direct(vol.v("d", "f")), data, "offline: its bytes")
+    vol.ctl("reconnect")
+    vol.stop()
 
 
 def empty_files(vol):
