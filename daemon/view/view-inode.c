@@ -860,8 +860,7 @@ static uint64_t server_identity(struct view *v, struct vnode *n, bool offline, b
          * links index's link: the replay removed its server object, so it
          * has no counterpart there and stays this one, as if unlinked. */
         if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == n->ino &&
-            (st.st_nlink == 0 ||
-             (st.st_nlink == 1 && sino && mirror_links_counted(v, &st, sino)))) {
+            mirror_nameless(v, &st, sino)) {
                 *gone = true;
                 if (fd != n->fd) {
                         n->fd = fd;
@@ -1026,7 +1025,7 @@ static int counterpart_by_mirror_handle(struct view *v, struct vnode *n, uint64_
         if (candidate(n, fd < 0 ? fd : real_stat_in(v, true, fd, st), st, bound, unanswered) &&
             st->st_nlink > 0 && mirror_get_base(fd, NULL, &b) == 0 &&
             (b.ver.ino == sino || offline_became(v, b.ver.ino, sino)) &&
-            !(st->st_nlink == 1 && mirror_links_counted(v, st, b.ver.ino)))
+            !mirror_nameless(v, st, b.ver.ino))
                 return fd;
         if (fd >= 0)
                 close(fd);

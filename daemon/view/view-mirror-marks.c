@@ -258,6 +258,11 @@ bool mirror_links_counted(struct view *v, const struct stat *st, uint64_t sino)
                lst.st_ino == st->st_ino && lst.st_dev == st->st_dev;
 }
 
+bool mirror_nameless(struct view *v, const struct stat *st, uint64_t sino)
+{
+        return st->st_nlink == 0 || (st->st_nlink == 1 && sino && mirror_links_counted(v, st, sino));
+}
+
 void mirror_tmp_name(char *buf, size_t len)
 {
         static unsigned long counter;

@@ -1294,10 +1294,11 @@ static bool gone_offline(struct view *v, int fd)
 
         if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
                 return false;
-        /* Its only link left may be the links index's (several names once). */
-        return st.st_nlink == 0 ||
-               (st.st_nlink == 1 && mirror_linkable(st.st_mode) &&
-                mirror_get_base(fd, NULL, &b) == 0 && mirror_links_counted(v, &st, b.ver.ino));
+        /* Its only link left may be the links index's (several names once):
+         * only then is its base read. */
+        if (st.st_nlink != 1 || !mirror_linkable(st.st_mode))
+                return st.st_nlink == 0;
+        return mirror_get_base(fd, NULL, &b) == 0 && mirror_nameless(v, &st, b.ver.ino);
 }
 
 /* lid_before_change(): nothing to log (gone_offline()). */

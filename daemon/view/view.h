@@ -587,6 +587,9 @@ bool mirror_tmp_orphaned(const char *name);
 bool mirror_linkable(mode_t mode);
 /* Is one link of a mirror object (stat st, server inode sino) the index's? */
 bool mirror_links_counted(struct view *v, const struct stat *st, uint64_t sino);
+/* Whether no name holds mirror object @st (its base's server inode @sino):
+ * unlinked, or its only link left the links index's. */
+bool mirror_nameless(struct view *v, const struct stat *st, uint64_t sino);
 /* Whether the object stat'ed as st has its names kept as one mirror object. */
 bool mirror_kept_as_links(struct view *v, const struct stat *st);
 /* The name of server inode @ino's entry in CacheDir/mirror.links. */
