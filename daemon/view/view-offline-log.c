@@ -123,6 +123,15 @@ static DIR *dir_listing(int dfd)
         return d;
 }
 
+/* Whether entry @de of listing @d is object @ino (its d_ino, then a stat). */
+static bool entry_is(DIR *d, const struct dirent *de, ino_t ino)
+{
+        struct stat st;
+
+        return de->d_ino == ino && fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+               st.st_ino == ino;
+}
+
 char *offline_name_in(int dfd, ino_t ino)
 {
         struct dirent *de;
@@ -131,14 +140,9 @@ char *offline_name_in(int dfd, ino_t ino)
 
         if (!d)
                 return NULL;
-        while (!found && (de = readdir(d))) {
-                struct stat st;
-
-                if (de->d_ino == ino && strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
-                    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                    st.st_ino == ino)
+        while (!found && (de = readdir(d)))
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && entry_is(d, de, ino))
                         found = strdup(de->d_name);
-        }
         closedir(d);
         return found;
 }
@@ -156,15 +160,13 @@ static char *name_in_tree(int dfd, ino_t ino, int *where, int depth)
         if (!d)
                 return NULL;
         while (!found && (de = readdir(d))) {
-                struct stat st;
                 int sub;
 
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
                     mirror_is_tmp(de->d_name))
                         continue;
                 if (de->d_ino == ino) {
-                        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                            st.st_ino == ino && (*where = dup(dirfd(d))) >= 0)
+                        if (entry_is(d, de, ino) && (*where = dup(dirfd(d))) >= 0)
                                 found = strdup(de->d_name);
                 } else if ((de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) && depth < 4096 &&
                            (sub = openat(dirfd(d), de->d_name,
