@@ -1362,12 +1362,11 @@ static int open_beneath(int dfd, const char *path, int flags);
  */
 static bool open_pair_at(struct view *v, gchar **parts, unsigned n, int *bdfd, int *mdfd)
 {
-        char *dir = g_strjoinv("/", parts);
-        char *end = dir;
+        gchar *rest = parts[n], *dir;
 
-        for (unsigned i = 0; i < n; i++)
-                end += strlen(parts[i]) + (i ? 1 : 0);
-        *end = '\0';
+        parts[n] = NULL;
+        dir = g_strjoinv("/", parts);
+        parts[n] = rest;
         *bdfd = open_beneath(v->root_fd, dir, O_RDONLY | O_DIRECTORY);
         *mdfd = *bdfd >= 0 ? open_beneath(v->mirror_fd, dir, O_RDONLY | O_DIRECTORY) : -1;
         g_free(dir);
@@ -1381,14 +1380,16 @@ static bool open_pair_at(struct view *v, gchar **parts, unsigned n, int *bdfd, i
 
 /*
  * Makes mirror entry @rel what the backing's is, with the directories on its
- * way; the first @taken of them are taken as they are when both trees have
- * them (a change's note: what it changed is the entry and its directory).
+ * way; with @synced, only its last @synced components are synced, those above
+ * taken as they are when both trees have them (a change's note: what it
+ * changed is the entry and its directory).
  * The caller holds mode_lock (shared or exclusive) and the view is online.
  */
-static int sync_path_from(struct view *v, const char *rel, unsigned taken, bool recursive,
+static int sync_path_from(struct view *v, const char *rel, unsigned synced, bool recursive,
                           struct mirror_fill *fill)
 {
         gchar **parts = components(rel);
+        unsigned n = g_strv_length(parts), taken = synced && n > synced ? n - synced : 0;
         struct dirref *dir = NULL;
         struct batch batch;
         unsigned first = 0;
@@ -1399,7 +1400,7 @@ static int sync_path_from(struct view *v, const char *rel, unsigned taken, bool 
                 g_strfreev(parts);
                 return -ENOTDIR;
         }
-        if (taken && taken < g_strv_length(parts) && open_pair_at(v, parts, taken, &bdfd, &mdfd)) {
+        if (taken && open_pair_at(v, parts, taken, &bdfd, &mdfd)) {
                 first = taken;
         } else {
                 bdfd = openat(v->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1841,16 +1842,12 @@ void mirror_note_change(struct view *v, int dfd, const char *name)
         }
         /* Only what lies in a complete (pinned) directory is kept current. */
         if (mirror_dir_complete(v, rel)) {
-                gchar **parts = components(rel);
-                unsigned n = g_strv_length(parts);
-
-                g_strfreev(parts);
                 /* A file created and still being written through every
                  * copy at a switch offline has no mirror object until a
                  * copy completes (copy_to_tmp()).  The directories above
                  * its own did not change with it (the hoard walk takes
                  * other clients' changes there). */
-                r = sync_path_from(v, rel, n > 2 ? n - 2 : 0, true, NULL);
+                r = sync_path_from(v, rel, 2, true, NULL);
                 if (r < 0)
                         log_warn("Failed to bring the offline mirror of '%s' up to date: %s"
                                  " (the hoard walk retries)", rel, strerror(-r));
