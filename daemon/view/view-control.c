@@ -240,7 +240,7 @@ static void view_state_lines(struct view *v, struct ctl_out *o)
 static int view_reconnect_lines(struct view *v, bool force, struct ctl_out *o, GString *err)
 {
         GString *text = g_string_new(NULL);
-        int r = view_reconnect(v, force, text, err);
+        int r = view_reconnect(v, force, false, text, err);
 
         if (r < 0)
                 log_warn("Reconnect asked over the control socket failed: %s", err->str);

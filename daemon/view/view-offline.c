@@ -343,7 +343,7 @@ void view_reconnect_logged(struct view *v, const char *why, const char *failed)
         GString *out = g_string_new(NULL), *err = g_string_new(NULL);
         bool again;
 
-        if (view_reconnect(v, false, out, err) < 0) {
+        if (view_reconnect(v, false, true, out, err) < 0) {
                 pthread_mutex_lock(&said_lock);
                 again = said && strcmp(said, err->str) == 0;
                 if (!again) {
@@ -554,7 +554,8 @@ static void trickle_wait(struct view *v)
                 usleep(20000);
 }
 
-static int reconnect(struct view *v, bool force, GString *out, GString *err)
+static int reconnect(struct view *v, bool force, bool from_writeback_too, GString *out,
+                     GString *err)
 {
         struct reintegrate_stats stats = { 0 };
         gint64 replay_start, resync_start, resync_end;
@@ -580,7 +581,8 @@ static int reconnect(struct view *v, bool force, GString *out, GString *err)
         }
 again:
         pthread_rwlock_wrlock(&v->mode_lock);
-        if (v->state == VIEW_ONLINE) {
+        if (v->state == VIEW_ONLINE ||
+            (v->state == VIEW_WRITEBACK && !from_writeback_too && view_writeback_wanted(v))) {
                 pthread_rwlock_unlock(&v->mode_lock);
                 g_string_append(out, "records=0\napplied=0\nmerged=0\nconflicts=0\n");
                 return 0;
@@ -756,13 +758,14 @@ void view_writeback_lost(struct view *v, int r)
         view_probe_resume(v);
 }
 
-int view_reconnect(struct view *v, bool force, GString *out, GString *err)
+int view_reconnect(struct view *v, bool force, bool from_writeback_too, GString *out,
+                   GString *err)
 {
         int r;
 
         /* The trickle leaves the switch to writeback to it (after its resync). */
         __atomic_add_fetch(&v->reconnects, 1, __ATOMIC_ACQ_REL);
-        r = reconnect(v, force, out, err);
+        r = reconnect(v, force, from_writeback_too, out, err);
         __atomic_sub_fetch(&v->reconnects, 1, __ATOMIC_ACQ_REL);
         return r;
 }

@@ -397,6 +397,8 @@ struct pin_job {
         void (*progress)(struct pin_job *job, const struct pin_result *res);
         GArray *newly_pinned;   /* uint64_t inos this job pinned that were not before */
 };
+/* A walk of @job (may be NULL) did a file: its progress, reported. */
+void pin_job_progress(struct pin_job *job, const struct pin_result *res);
 /* @job may be NULL; a cancelled job returns -ECANCELED. */
 int pin_subtree(struct view *v, int fd, bool recursive, int prio, bool dry_run,
                 struct pin_result *res, uint64_t *available, struct pin_job *job);
@@ -503,8 +505,12 @@ void view_server_gone_hook(struct view *v, const char *why);
 /* A worker that starts offline by itself (not by hand) probes for the backing's return. */
 void view_probe_resume(struct view *v);
 /* @force: even when more pinned objects would go than ReconnectDeleteLimit.
- * From offline or writeback; it ends in writeback when view_writeback_wanted(). */
-int view_reconnect(struct view *v, bool force, GString *out, GString *err);
+ * From offline, or from writeback when @from_writeback_too or writeback is no
+ * longer wanted (a volume in the writeback it wants is connected: a reconnect
+ * asked by hand, often twice at once, leaves it so); it ends in writeback
+ * when view_writeback_wanted(). */
+int view_reconnect(struct view *v, bool force, bool from_writeback_too, GString *out,
+                   GString *err);
 /* A reconnect started in the background: @why logged first, a failure after @failed. */
 void view_reconnect_logged(struct view *v, const char *why, const char *failed);
 /* Before serving: a volume that would start online starts in writeback when wanted. */

@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -621,6 +622,52 @@ def held_chmod_after_resync():
     vol.stop()
 
 
+def reconnects_at_once():
+    """A reconnect asked by hand (fcached sends two at once: its own and the
+    caller's) of a volume in the writeback it wants leaves it there: no
+    replay, no pass through online, where a `sync PATH` meanwhile was
+    refused ("online, not in write-back").  Two reconnects at once from
+    offline both end in writeback; a third, in writeback, answers at once
+    with nothing replayed; the state polled throughout is never online once
+    it was writeback (the first reconnect is online while it resyncs)."""
+    vol = pinned_volume("writeback-reconnects", "yes", {"f": b"one\n"})
+    seen, stop = [], threading.Event()
+
+    def poll():
+        while not stop.is_set():
+            state = vol.state().get("state")
+            if not seen or seen[-1] != state:
+                seen.append(state)
+
+    eq(vol.ctl("disconnect")["state"], "offline", "reconnects at once: disconnect")
+    with open(vol.v("proj", "f"), "w") as f:
+        f.write("offline\n")
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        results = [None, None]
+        ts = [threading.Thread(target=lambda i=i: results.__setitem__(i, vol.ctl("reconnect")))
+              for i in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        eq([r["state"] for r in results], ["writeback", "writeback"],
+           "reconnects at once: both end in writeback")
+        q = vol.ctl("reconnect")
+        eq((q["state"], q.get("records"), "replay_ms" in q), ("writeback", "0", False),
+           "reconnect in writeback: nothing replayed, still in writeback")
+        sync(vol, "reconnects at once")
+    finally:
+        stop.set()
+        poller.join()
+    after = seen[seen.index("writeback"):] if "writeback" in seen else []
+    check(after and "online" not in after,
+          f"reconnects at once: never online once in writeback (states in turn: {seen})")
+    eq(read_file(vol.b("proj", "f")), b"offline\n", "reconnects at once: the edit on the server")
+    vol.stop()
+
+
 def fetch_misses():
     """In writeback, a name outside the pins is fetched from the server at its
     first lookup (one name, never the directory): files whole, directories
@@ -791,6 +838,7 @@ def main():
     sync_path_under_a_renamed_dir()
     writer_held_across_a_kill()
     held_chmod_after_resync()
+    reconnects_at_once()
     fetch_misses()
     repin()
     refresh()
