@@ -32,6 +32,8 @@
  *                          not pinned is about to ask the server about one
  *   view-opendir           a FUSE thread is about to serve an opendir (a test
  *                          holds FUSE threads there)
+ *   view-pin-file          a pin walk did a file and reported its progress
+ *                          (a test holds the walk there to cancel it)
  *
  * FCACHE_FAULT_PAUSE=<point>:<gate>[,<point>:<gate>...] makes the process wait at the point
  * while file <gate> exists, after making <gate>.reached: a test acts there
@@ -53,6 +55,7 @@
 #define FAULT_VIEW_CACHE_PLACED "view-cache-placed"
 #define FAULT_VIEW_CHECK_CACHED "view-check-cached"
 #define FAULT_VIEW_OPENDIR "view-opendir"
+#define FAULT_VIEW_PIN_FILE "view-pin-file"
 
 /* Passes the named point; kills the process if FCACHE_FAULT says so. */
 void fault_point(const char *name);

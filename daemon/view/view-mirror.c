@@ -496,8 +496,7 @@ static void fill_file_done(struct mirror_fill *fill, uint64_t copied, bool ok)
         fill->res->fetched += copied;
         if (!ok)
                 fill->res->failed++;
-        if (fill->job && fill->job->progress)
-                fill->job->progress(fill->job, fill->res);
+        pin_job_progress(fill->job, fill->res);
 }
 
 /*

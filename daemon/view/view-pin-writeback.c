@@ -217,12 +217,6 @@ static bool wb_stopped(struct wb_walk *w)
                __atomic_load_n(&w->v->state, __ATOMIC_ACQUIRE) != VIEW_WRITEBACK;
 }
 
-static void wb_progress(struct wb_walk *w)
-{
-        if (w->job && w->job->progress)
-                w->job->progress(w->job, w->res);
-}
-
 /* The store object of the mirror file mdfd/name, if it is of server inode
  * @sino (else an object made or replaced locally: the store has none). */
 static int mirror_file_obj(struct view *v, int mdfd, const char *name, uint64_t sino,
@@ -558,7 +552,7 @@ static bool wb_dir(struct wb_walk *w, int mdfd, struct sentry *dir, int depth)
                                 w->res->failed++;
                 }
                 pin_mirror_file(w, mdfd, e->name, (uint64_t)e->st.st_ino);
-                wb_progress(w);
+                pin_job_progress(w->job, w->res);
         }
         g_free(result);
         result = g_new0(int, fetch->len ? fetch->len : 1);
@@ -582,7 +576,7 @@ static bool wb_dir(struct wb_walk *w, int mdfd, struct sentry *dir, int depth)
                                 w->res->failed++;
                 }
                 if (S_ISREG(e->st.st_mode))
-                        wb_progress(w);
+                        pin_job_progress(w->job, w->res);
         }
         g_free(result);
         for (guint i = 0; i < walk->len && w->recursive; i++) {
@@ -689,7 +683,7 @@ static int wb_run(struct wb_walk *w, int fd, struct sentry *top)
                 w->res->total_bytes = S_ISREG(top->st.st_mode) ? (uint64_t)top->st.st_size : 0;
                 if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
                         pin_mirror_file(w, fd, NULL, (uint64_t)top->st.st_ino);
-                wb_progress(w);
+                pin_job_progress(w->job, w->res);
                 return 0;
         }
         dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

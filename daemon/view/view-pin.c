@@ -22,6 +22,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "view.h"
 
 typedef int (*file_fn)(struct view *v, int dfd, const char *name, const struct stat *st,
@@ -40,6 +41,14 @@ struct walk {
 static bool walk_cancelled(const struct walk *w)
 {
         return w->job && w->job->cancel;
+}
+
+void pin_job_progress(struct pin_job *job, const struct pin_result *res)
+{
+        if (!job || !job->progress)
+                return;
+        job->progress(job, res);
+        fault_point(FAULT_VIEW_PIN_FILE);
 }
 
 static int walk_dir(struct walk *w, int dfd, int depth)
@@ -76,8 +85,7 @@ static int walk_dir(struct walk *w, int dfd, int depth)
                         w->res->total_bytes += (uint64_t)st.st_size;
                         if (w->fn(w->v, dirfd(d), de->d_name, &st, w->ud) < 0)
                                 w->res->failed++;
-                        if (w->job && w->job->progress)
-                                w->job->progress(w->job, w->res);
+                        pin_job_progress(w->job, w->res);
                 } else if (S_ISDIR(st.st_mode) && w->recursive) {
                         cfd = dir_open_noatime(dirfd(d), de->d_name, O_NOFOLLOW);
                         if (cfd < 0 || walk_dir(w, cfd, depth + 1) < 0)

@@ -29,6 +29,8 @@ printf 'Backing=%s\nMountpoint=%s\nCacheDir=%s\nCacheSize=lots\n' "$T/srv2" "$T/
 views() { pgrep -f "fcache-view --config $T/" || true; }
 
 start_bus || exit 1
+PIN_GATE=$T/pin-gate
+export FCACHE_FAULT_PAUSE=view-pin-file:$PIN_GATE
 start_fcached --volumes-dir="$V" --view="$FCACHE_VIEW" || exit 1
 check "the good volume is mounted by fcached" wait_mounted "$T/mnt" "$T/cache"
 expect "it is an fcache view" "$(findmnt -no FSTYPE "$T/mnt")" = fuse.fcache
@@ -57,14 +59,19 @@ mkdir -p "$T/srv/many"; chmod 755 "$T/srv/many"
 for i in $(seq 1 3000); do echo "small file $i" > "$T/srv/many/s$i"; done
 opstate() { busctl --system get-property "$BUS" "$1" org.fcache.Operation1 State | cut -d'"' -f2; }
 wait_op() { for _ in $(seq 600); do [ "$(opstate "$1")" != running ] && return 0; sleep 0.05; done; return 1; }
+# The walk waits after its first file while the gate exists (fault.h).
+touch "$PIN_GATE"
 op=$(call Pin sbub "$T/mnt/many" true 100 false | cut -d'"' -f2)
 expect "Pin on a volume returns an operation" "${op%/*}" = /org/fcache/Manager1/operation
+for _ in $(seq 600); do [ -e "$PIN_GATE.reached" ] && break; sleep 0.05; done
+check "the view's pin walk is held after a file" test -e "$PIN_GATE.reached"
 for _ in $(seq 200); do
         done_n=$(busctl --system get-property "$BUS" "$op" org.fcache.Operation1 FilesDone | cut -d' ' -f2)
-        [ "${done_n:-0}" -gt 0 ] && break; sleep 0.02
+        [ "${done_n:-0}" -gt 0 ] && break; sleep 0.05
 done
 expect "its FilesDone grows while the view fetches" "${done_n:-0}" -gt 0
 check "Cancel is accepted" busctl --system call "$BUS" "$op" org.fcache.Operation1 Cancel
+rm -f "$PIN_GATE"
 check "the operation ends" wait_op "$op"
 expect "... cancelled" "$(opstate "$op")" = cancelled
 expect "FilesSeen is the tree's file count, from the view's admission walk" \
