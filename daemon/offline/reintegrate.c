@@ -83,6 +83,7 @@ struct ctx {
         const struct reintegrate_options *o;
         bool dry;
         GHashTable *objs;       /* lid -> struct oplog_object * */
+        GHashTable *rebound;    /* names_identify: lids whose inode number was taken anew */
         GHashTable *dirs;       /* lid -> directory O_PATH fd (+1 stored) */
         GHashTable *virt;       /* dry run: lids that would exist on the server */
         GPtrArray *dirty;       /* objects changed by the record in progress */
@@ -250,6 +251,24 @@ static void dirty(struct ctx *c, struct oplog_object *o)
         g_ptr_array_add(c->dirty, o);
 }
 
+/*
+ * On a backing whose inode numbers are made up (opts.names_identify), the
+ * server object of @o's type at the name replay knows @o by (@parent,
+ * @name), stat @st, is @o whatever number it has now: its base takes that
+ * number, once a run (a replacement later in the run is one still).
+ */
+static void rebind(struct ctx *c, struct oplog_object *o, uint64_t parent, const char *name,
+                   const struct stat *st)
+{
+        if (!c->o->names_identify || !o->base.ino || st->st_ino == o->base.ino ||
+            (st->st_mode & S_IFMT) != (o->type & S_IFMT) || o->srv_parent != parent ||
+            !o->srv_name || !name || strcmp(o->srv_name, name) ||
+            !g_hash_table_add(c->rebound, &o->lid))
+                return;
+        o->base.ino = st->st_ino;
+        dirty(c, o);
+}
+
 static void set_srv(struct oplog_object *o, uint64_t parent, const char *name)
 {
         char *n = name ? strdup(name) : NULL;
@@ -324,6 +343,7 @@ static int dir_fd(struct ctx *c, uint64_t lid, int depth)
                 close(fd);
                 return GPOINTER_TO_INT(v) - 1;
         }
+        rebind(c, o, o->srv_parent, o->srv_name, &st);
         if (st.st_ino != o->base.ino) {
                 close(fd);
                 return -ENOENT;
@@ -1390,6 +1410,8 @@ static int locate(struct ctx *c, struct oplog_object *o, int *pfd, struct stat *
                             -errno : 0;
                 if (e < 0 && e != -ENOENT)
                         return e;
+                if (e == 0)
+                        rebind(c, o, o->srv_parent, o->srv_name, st);
                 if (e == 0 && st->st_ino == o->base.ino) {
                         *pfd = fd;
                         return 0;
@@ -2398,6 +2420,7 @@ static int do_remove(struct ctx *c, const struct rec *r, struct oplog_object *o)
         }
         if (e < 0)
                 return e;
+        rebind(c, o, r->r.parent, r->name, &st);
         e = BACKING(c, unchanged(o, pfd, r->name, &st, rid));
         if (e < 0)
                 return e;
@@ -2470,6 +2493,10 @@ static int do_rename(struct ctx *c, const struct rec *r, struct oplog_object *o)
         has_b = BACKING(c, fstatat(qfd, r->name2, &sb, AT_SYMLINK_NOFOLLOW)) == 0;
         if (!has_b && errno != ENOENT)
                 return -errno;
+        if (has_a)
+                rebind(c, o, r->r.parent, r->name, &sa);
+        if (has_b && exchange && other)
+                rebind(c, other, r->r.parent2, r->name2, &sb);
         /* Already done? */
         if (has_b && sb.st_ino == o->base.ino &&
             (!exchange || (has_a && other && sa.st_ino == other->base.ino))) {
@@ -2991,6 +3018,7 @@ static int start(struct ctx *cp, GPtrArray **out)
                 return e;
         }
         c.unsaved = g_hash_table_new(lid_hash, g_int64_equal);
+        c.rebound = g_hash_table_new(lid_hash, g_int64_equal);
         c.marks = g_array_new(FALSE, FALSE, sizeof(struct pending_mark));
         c.intents = g_array_new(FALSE, FALSE, sizeof(struct pending_intent));
         c.dirs = g_hash_table_new_full(lid_hash, g_int64_equal, NULL, close_dir);
@@ -3053,6 +3081,7 @@ int reintegrate_run(struct oplog *log, int backing_dirfd, const struct reintegra
         g_hash_table_destroy(c.virt);
         g_hash_table_destroy(c.carried);
         g_hash_table_destroy(c.dirs);
+        g_hash_table_destroy(c.rebound);
         g_hash_table_destroy(c.objs);
         g_ptr_array_unref(recs);
         if (e < 0)

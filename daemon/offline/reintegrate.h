@@ -146,6 +146,12 @@ struct reintegrate_options {
          * records are made durable by one syncfs() before their marks are,
          * not by an fsync each (see reintegrate.c, "Marking records"). */
         bool backing_local;
+        /* The backing makes its inode numbers up and may give a file a new
+         * one (sshfs, for a file it forgot and looked up again, or after
+         * it was mounted again): the object of the record's kind at the
+         * name replay knows an object by is that object, its inode number
+         * taken anew once a run; its size and times still tell changes. */
+        bool names_identify;
 };
 #define REINTEGRATE_OPTIONS_VERSION 1
 #define REINTEGRATE_OPTIONS_INIT { REINTEGRATE_OPTIONS_VERSION }

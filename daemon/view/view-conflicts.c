@@ -387,6 +387,7 @@ static int do_resolve(struct view *v, uint64_t id, enum resolve_how how, int mer
 
         opts.refresh = refresh_cb;
         opts.userdata = refreshed;
+        opts.names_identify = __atomic_load_n(&v->names_identify, __ATOMIC_ACQUIRE);
         /*
          * Online only: settling writes to the server and replays the log,
          * which offline holds the changes not yet reintegrated.  The shared

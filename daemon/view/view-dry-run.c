@@ -27,6 +27,7 @@
 struct dry_run {
         char *dir;              /* the snapshot */
         int root_fd;            /* a dup of the backing root */
+        bool names_identify;    /* the view's, as the run started */
         struct backing_progress *progress;
         struct ctl_out items;
         struct reintegrate_stats st;
@@ -75,6 +76,7 @@ static int dry_run_work(void *arg, struct backing_progress *p)
         if (r < 0)
                 return r;
         opts.dry_run = true;
+        opts.names_identify = d->names_identify;
         opts.progress = dry_run_item;
         opts.userdata = d;
         r = reintegrate_run(log, d->root_fd, &opts, &d->st);
@@ -120,6 +122,7 @@ int view_reintegration_dry_run(struct view *v, struct ctl_out *out, GString *err
 
         ctlmsg_init(&d->items.msg, CTLMSG_ANSWER);
         d->root_fd = fcntl(v->root_fd, F_DUPFD_CLOEXEC, 0);
+        d->names_identify = __atomic_load_n(&v->names_identify, __ATOMIC_ACQUIRE);
         r = d->root_fd < 0 ? -errno : snapshot(v, d);
         if (r < 0) {
                 g_string_printf(err, "cannot copy the offline log for the dry run: %s",

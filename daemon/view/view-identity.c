@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +172,12 @@ static int open_root(void *arg)
                 return r;
         b->local = view_fs_is_local(b->root_fd);
         b->handles = handles_work(b->root_fd, b->mount_fd);
+        /* libfuse's path layer (sshfs) numbers nodes as it meets them, the
+         * root 1, and gives a node it forgot a new number; its handles
+         * open only while the kernel holds the inode (the root always).
+         * A FUSE server with real inode numbers has its root's. */
+        b->names_identify = b->id.fstype == FUSE_SUPER_MAGIC &&
+                            (!b->handles || b->st.st_ino == 1);
         return 0;
 }
 
@@ -233,6 +240,7 @@ int backing_reopen_root(struct view *v, GString *why)
         v->backing_local = b.local;
         /* A worker that started on its stand-in learns it only now. */
         __atomic_store_n(&v->handles, b.handles, __ATOMIC_RELEASE);
+        __atomic_store_n(&v->names_identify, b.names_identify, __ATOMIC_RELEASE);
         return 0;
 }
 

@@ -281,6 +281,7 @@ static int worker_setup(struct view *v, struct volume_config *cfg, bool takeover
                 v->root_ino = b.st.st_ino;
                 v->backing_local = b.local;
                 v->handles = b.handles;
+                v->names_identify = b.names_identify;
                 log_info("Backing %s %s file handles", cfg->backing,
                          v->handles ? "has" : "has no (nodes re-resolve by parent and name)");
         }

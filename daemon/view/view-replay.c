@@ -117,6 +117,7 @@ static int replay_work(void *arg, struct backing_progress *p)
         opts.threads = view_fetch_threads(v);
         opts.lock = &v->offline_lock;
         opts.backing_local = v->backing_local;
+        opts.names_identify = __atomic_load_n(&v->names_identify, __ATOMIC_ACQUIRE);
         rp->result = reintegrate_run(v->oplog, rp->root_fd, &opts, &rp->st);
         /* What reached the server leaves the log, also after an error. */
         pthread_mutex_lock(&v->offline_lock);

@@ -152,9 +152,67 @@ def main():
             except ProcessLookupError:
                 pass
         sshd.send_signal(signal.SIGCONT)
+        remounted_offline(keydir)
     finally:
         cleanup()
     finish()
+
+
+def remounted_offline(keydir):
+    """sshfs makes its inode numbers up as it meets files (the root 1), so
+    mounted again it gives the same files other numbers.  Offline changes
+    to a pinned tree (an edit, a chmod, a utime then a rename, a rename,
+    an unlink, a create), sshfs mounted again and its files met in another
+    order, then a reconnect: every change on the server, no conflict
+    (before: the chmod, the utime and the unlink were conflicts, \"the
+    server removed the object\", and the rename after the utime held)."""
+    vol = Volume("sshfs-remount", lease="2s")
+    server = os.path.join(vol.top, "server")
+    os.makedirs(os.path.join(server, "proj"))
+    for i in range(5):
+        write_file(os.path.join(server, "proj", f"f{i}"), b"server %d\n" % i)
+    opts = "reconnect,ServerAliveInterval=1,ServerAliveCountMax=2"
+    r = mount_sshfs(server, vol.backing, keydir, opts)
+    check(r.returncode == 0, f"remount: sshfs mounted ({r.stderr.strip()})")
+    try:
+        vol.start()
+        vol.ctl("pin recursive", "proj")
+        before = os.stat(os.path.join(vol.backing, "proj", "f1")).st_ino
+        eq(vol.ctl("disconnect")["state"], "offline", "remount: disconnect")
+        m = lambda *p: vol.v("proj", *p)          # noqa: E731
+        with open(m("f1"), "ab") as f:
+            f.write(b"offline edit\n")
+        os.chmod(m("f4"), 0o600)
+        os.utime(m("f0"), (1000000, 1000000))
+        os.rename(m("f0"), m("f0-moved"))
+        os.rename(m("f2"), m("f2-renamed"))
+        os.unlink(m("f3"))
+        write_file(m("new"), b"new\n")
+        subprocess.run(["umount", "-l", vol.backing], check=True)
+        r = mount_sshfs(server, vol.backing, keydir, opts)
+        check(r.returncode == 0, f"remount: sshfs mounted again ({r.stderr.strip()})")
+        for i in (4, 3, 0, 2):
+            os.stat(os.path.join(vol.backing, "proj", f"f{i}"))
+        after = os.stat(os.path.join(vol.backing, "proj", "f1")).st_ino
+        check(after != before, f"remount: sshfs gave f1 another inode number ({before} -> {after})")
+        q = vol.ctl("reconnect", ok=False)
+        eq((q["_rc"], q.get("conflicts")), (0, "0"), f"remount: reconnect without conflict"
+           f" ({q['_err']}{vol.ctl('query conflicts')['_lines']})")
+        s = lambda *p: os.path.join(server, "proj", *p)  # noqa: E731
+        eq(sorted(os.listdir(s())), ["f0-moved", "f1", "f2-renamed", "f4", "new"],
+           "remount: the server has the renames, the unlink and the create")
+        def attr(f, *p):
+            try:
+                return f(s(*p))
+            except OSError as e:
+                return e.strerror
+        eq((attr(read_file, "f1"), attr(lambda p: os.stat(p).st_mode & 0o777, "f4"),
+            attr(lambda p: int(os.stat(p).st_mtime), "f0-moved"), attr(read_file, "new")),
+           (b"server 1\noffline edit\n", 0o600, 1000000, b"new\n"),
+           "remount: the edit, the chmod, the utime and the new file on the server")
+    finally:
+        vol.stop()
+        subprocess.run(["fusermount3", "-u", "-z", vol.backing], capture_output=True)
 
 
 def sshfs_rename_exchange_errno():
