@@ -2633,8 +2633,21 @@ again:
                 vnode_moved(v, newparent, npfd, newname);
                 if (!(flags & RENAME_EXCHANGE) && backing_fstatat(v, npfd, newname, &moved) == 0)
                         vnode_name_gone(v, moved.st_ino, parent, name);
-                if (flags & RENAME_EXCHANGE)
+                if (flags & RENAME_EXCHANGE) {
+                        struct stat back;
+
                         vnode_moved(v, parent, pfd, name);
+                        /* The name each left is the other's now, not another
+                         * of its own: kept, it could become the node's name
+                         * when the one it has goes, and lead elsewhere.  (Two
+                         * links of one object exchanged stay as they were.) */
+                        if (backing_fstatat(v, npfd, newname, &moved) == 0 &&
+                            backing_fstatat(v, pfd, name, &back) == 0 &&
+                            moved.st_ino != back.st_ino) {
+                                vnode_name_gone(v, moved.st_ino, parent, name);
+                                vnode_name_gone(v, back.st_ino, newparent, newname);
+                        }
+                }
         }
         vnode_put(v, np);
         vnode_put(v, p);

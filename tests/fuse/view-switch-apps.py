@@ -64,6 +64,11 @@ transaction.  Across switches between online and offline:
   never ESTALE, and the server has neither name; so it does with the
   worker killed after the reconnect (its resync unlinked the links
   index's link: the holder keeps the descriptor);
+- a file open for writing whose second name (in another directory) was
+  exchanged with another file's and then removed online, the worker
+  killed offline: the successor finds it by the name it keeps, and its
+  ftruncate, pread and three more switches hold (the name exchanged
+  away is the other file's, not one of its own);
 - a file made offline with two names and held open for writing across
   the reconnect, offline again: a rename of one name is logged (the
   object the kernel writes took the server's identity at the resync)
@@ -92,8 +97,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from viewlib import (Volume, check, eq, finish, read_direct, read_file,  # noqa: E402
-                     require_root_fuse)
+from viewlib import (RENAME_EXCHANGE, Volume, check, eq, finish, read_direct,  # noqa: E402
+                     read_file, renameat2, require_root_fuse)
 
 
 LEASE_S = 2
@@ -605,6 +610,44 @@ def names_gone_offline(vol, kill=False):
        "... and the server has neither name")
 
 
+def exchanged_name_gone_before_a_kill(vol):
+    """A file open for writing, linked to a second name in another
+    directory, that name exchanged with another file's and then removed
+    online (the file keeps its first name only, two directories down),
+    offline the worker killed: the successor finds the file by that name,
+    and through the descriptor ftruncate, pread and three more switches
+    hold (before: its node kept the name exchanged away, which leads to
+    the other file, and the descriptor answered ESTALE)."""
+    os.makedirs(vol.v("p", "xg", "d"))
+    x = vol.v("p", "xg", "d", "x")
+    data = bytearray(os.urandom(9000))
+    with open(x, "wb") as f:
+        f.write(data)
+    with open(vol.v("p", "xg-o"), "wb") as f:
+        f.write(b"other")
+    fd = os.open(x, os.O_RDWR)
+    os.link(x, vol.v("p", "xg-y"))
+    renameat2(vol.v("p", "xg-y"), vol.v("p", "xg-o"), RENAME_EXCHANGE)
+    os.unlink(vol.v("p", "xg-o"))
+    switch(vol, "offline")
+    kill_and_wait(vol)
+    try:
+        os.ftruncate(fd, 8000)
+        del data[8000:]
+        got = [("offline", os.pread(fd, 10000, 0) == data)]
+    except OSError as e:
+        got = [("offline", e.strerror)]
+    steps = ("online", "offline", "online")
+    got += held_through(vol, fd, data, steps, 3000, 7000)
+    eq(got, [("offline", True)] + [(to, True, True) for to in steps] + ["closed"],
+       "a file whose second name was exchanged away and removed, held across a kill offline:"
+       " ftruncate, pread, then pwrite, ftruncate, fstat, pread through three switches, close")
+    eq((read_file(x) == data, read_file(vol.v("p", "xg-y")),
+        read_file(vol.b("p", "xg", "d", "x")) == data, read_file(vol.b("p", "xg-y"))),
+       (True, b"other", True, b"other"),
+       "... its name and the server hold its bytes, the other name the other file")
+
+
 def stranded_then_nameless(vol):
     """A writer opened offline, the reconnect (the kernel writes the
     mirror's file), another file renamed over its name online, then
@@ -824,6 +867,7 @@ def main():
         stranded_then_nameless(vol)
         names_gone_offline(vol)
         names_gone_offline(vol, kill=True)
+        exchanged_name_gone_before_a_kill(vol)
         dir_made_offline_across_a_kill(vol)
         writer_through_reconnects(vol)
         for mode in ("delete", "truncate", "wal"):
