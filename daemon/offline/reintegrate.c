@@ -2495,7 +2495,7 @@ static int do_rename(struct ctx *c, const struct rec *r, struct oplog_object *o)
                 return -errno;
         if (has_a)
                 rebind(c, o, r->r.parent, r->name, &sa);
-        if (has_b && exchange && other)
+        if (has_b && other)
                 rebind(c, other, r->r.parent2, r->name2, &sb);
         /* Already done? */
         if (has_b && sb.st_ino == o->base.ino &&

@@ -162,14 +162,14 @@ def remounted_offline(keydir):
     """sshfs makes its inode numbers up as it meets files (the root 1), so
     mounted again it gives the same files other numbers.  Offline changes
     to a pinned tree (an edit, a chmod, a utime then a rename, a rename,
-    an unlink, a create), sshfs mounted again and its files met in another
+    an unlink, a rename over another file, a create), sshfs mounted again and its files met in another
     order, then a reconnect: every change on the server, no conflict
     (before: the chmod, the utime and the unlink were conflicts, \"the
     server removed the object\", and the rename after the utime held)."""
     vol = Volume("sshfs-remount", lease="2s")
     server = os.path.join(vol.top, "server")
     os.makedirs(os.path.join(server, "proj"))
-    for i in range(5):
+    for i in range(7):
         write_file(os.path.join(server, "proj", f"f{i}"), b"server %d\n" % i)
     opts = "reconnect,ServerAliveInterval=1,ServerAliveCountMax=2"
     r = mount_sshfs(server, vol.backing, keydir, opts)
@@ -187,11 +187,12 @@ def remounted_offline(keydir):
         os.rename(m("f0"), m("f0-moved"))
         os.rename(m("f2"), m("f2-renamed"))
         os.unlink(m("f3"))
+        os.replace(m("f5"), m("f6"))
         write_file(m("new"), b"new\n")
         subprocess.run(["umount", "-l", vol.backing], check=True)
         r = mount_sshfs(server, vol.backing, keydir, opts)
         check(r.returncode == 0, f"remount: sshfs mounted again ({r.stderr.strip()})")
-        for i in (4, 3, 0, 2):
+        for i in (6, 4, 3, 5, 0, 2):
             os.stat(os.path.join(vol.backing, "proj", f"f{i}"))
         after = os.stat(os.path.join(vol.backing, "proj", "f1")).st_ino
         check(after != before, f"remount: sshfs gave f1 another inode number ({before} -> {after})")
@@ -199,8 +200,9 @@ def remounted_offline(keydir):
         eq((q["_rc"], q.get("conflicts")), (0, "0"), f"remount: reconnect without conflict"
            f" ({q['_err']}{vol.ctl('query conflicts')['_lines']})")
         s = lambda *p: os.path.join(server, "proj", *p)  # noqa: E731
-        eq(sorted(os.listdir(s())), ["f0-moved", "f1", "f2-renamed", "f4", "new"],
+        eq(sorted(os.listdir(s())), ["f0-moved", "f1", "f2-renamed", "f4", "f6", "new"],
            "remount: the server has the renames, the unlink and the create")
+        eq(read_file(s("f6")), b"server 5\n", "remount: the rename over another file")
         def attr(f, *p):
             try:
                 return f(s(*p))
