@@ -158,12 +158,23 @@ def main():
     finish()
 
 
+def sshfs_read_bytes(mnt):
+    """What the sshfs process serving mnt has read (its rchar: the sftp
+    connection's bytes, file contents among them)."""
+    pids = subprocess.run(["pgrep", "-f", f"^sshfs .* {mnt} "], capture_output=True,
+                          text=True).stdout.split()
+    with open(f"/proc/{pids[0]}/io") as f:
+        return int(next(line for line in f if line.startswith("rchar:")).split()[1])
+
+
 def remounted_offline(keydir):
     """sshfs makes its inode numbers up as it meets files (the root 1), so
     mounted again it gives the same files other numbers.  Offline changes
     to a pinned tree (an edit, a chmod, a utime then a rename, a rename,
     an unlink, a rename over another file, a create), sshfs mounted again and its files met in another
-    order, then a reconnect: every change on the server, no conflict
+    order, then a reconnect: every change on the server, no conflict, and
+    the resync and the pin walk take the pinned files the mirror has as
+    they are (not read again)
     (before: the chmod, the utime and the unlink were conflicts, \"the
     server removed the object\", and the rename after the utime held)."""
     vol = Volume("sshfs-remount", lease="2s")
@@ -171,6 +182,8 @@ def remounted_offline(keydir):
     os.makedirs(os.path.join(server, "proj"))
     for i in range(7):
         write_file(os.path.join(server, "proj", f"f{i}"), b"server %d\n" % i)
+    big = rand_bytes(4 << 20, 11)
+    write_file(os.path.join(server, "proj", "big"), big)
     opts = "reconnect,ServerAliveInterval=1,ServerAliveCountMax=2"
     r = mount_sshfs(server, vol.backing, keydir, opts)
     check(r.returncode == 0, f"remount: sshfs mounted ({r.stderr.strip()})")
@@ -196,11 +209,17 @@ def remounted_offline(keydir):
             os.stat(os.path.join(vol.backing, "proj", f"f{i}"))
         after = os.stat(os.path.join(vol.backing, "proj", "f1")).st_ino
         check(after != before, f"remount: sshfs gave f1 another inode number ({before} -> {after})")
+        read_before = sshfs_read_bytes(vol.backing)
         q = vol.ctl("reconnect", ok=False)
+        vol.ctl("pin recursive", "proj")     # what the hoard walk does
+        read = sshfs_read_bytes(vol.backing) - read_before
+        check(read < len(big) // 2, f"remount: the reconnect's resync and a pin walk take the"
+              f" pinned files the mirror has as they are, reading none again (sshfs read {read}"
+              f" bytes; big is {len(big)})")
         eq((q["_rc"], q.get("conflicts")), (0, "0"), f"remount: reconnect without conflict"
            f" ({q['_err']}{vol.ctl('query conflicts')['_lines']})")
         s = lambda *p: os.path.join(server, "proj", *p)  # noqa: E731
-        eq(sorted(os.listdir(s())), ["f0-moved", "f1", "f2-renamed", "f4", "f6", "new"],
+        eq(sorted(os.listdir(s())), ["big", "f0-moved", "f1", "f2-renamed", "f4", "f6", "new"],
            "remount: the server has the renames, the unlink and the create")
         eq(read_file(s("f6")), b"server 5\n", "remount: the rename over another file")
         def attr(f, *p):
