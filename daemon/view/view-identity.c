@@ -9,7 +9,9 @@
  * follow it.  So the first time a volume sees its backing, it records what
  * the backing is (CacheDir/backing.id: the filesystem type, the filesystem
  * id and the root directory's inode number, none of which changes when the
- * same export is mounted again), and from then on a backing that differs is
+ * same export is mounted again; for FUSE, whose filesystem ids are 0 and
+ * whose path-layer servers number the root 1, also the mount's source, as
+ * sshfs's user@host:path), and from then on a backing that differs is
  * refused with the reason: the worker starts offline on its local copy, and
  * a reconnect fails and leaves the volume offline until the right
  * filesystem is back.
@@ -27,18 +29,45 @@
 
 #include "view.h"
 
+/* The source field of mount @mnt_id in /proc/self/mountinfo, escaped as there. */
+static void mount_source(uint64_t mnt_id, char *out, size_t len)
+{
+        FILE *mi = fopen("/proc/self/mountinfo", "re");
+        char *line = NULL, *sep;
+        size_t cap = 0;
+
+        out[0] = '\0';
+        while (mi && getline(&line, &cap, mi) > 0) {
+                char src[4096];
+
+                /* "ID PARENT MAJ:MIN ROOT POINT OPTS [TAGS...] - TYPE SOURCE SUPER" */
+                if (strtoull(line, NULL, 10) != mnt_id || !(sep = strstr(line, " - ")) ||
+                    sscanf(sep + 3, "%*s %4095s", src) != 1)
+                        continue;
+                g_strlcpy(out, src, len);
+                break;
+        }
+        free(line);
+        if (mi)
+                fclose(mi);
+}
+
 static int identity_of(int fd, struct backing_identity *id)
 {
         struct statfs sf;
-        struct stat st;
+        struct statx stx;
         uint64_t fsid;
 
-        if (fstatfs(fd, &sf) < 0 || fstat(fd, &st) < 0)
+        if (fstatfs(fd, &sf) < 0 ||
+            statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, &stx) < 0)
                 return -errno;
         memcpy(&fsid, &sf.f_fsid, sizeof(fsid));
         id->fstype = (uint64_t)sf.f_type;
         id->fsid = fsid;
-        id->root_ino = st.st_ino;
+        id->root_ino = stx.stx_ino;
+        id->source[0] = '\0';
+        if (id->fstype == FUSE_SUPER_MAGIC && (stx.stx_mask & STATX_MNT_ID))
+                mount_source(stx.stx_mnt_id, id->source, sizeof(id->source));
         return 0;
 }
 
@@ -52,9 +81,16 @@ static int identity_load(struct view *v, struct backing_identity *id)
         char *path = identity_path(v), *text = NULL;
         int r = -ENOENT;
 
-        if (g_file_get_contents(path, &text, NULL, NULL))
+        id->source[0] = '\0';
+        if (g_file_get_contents(path, &text, NULL, NULL)) {
+                const char *src = strstr(text, "\nsource=");
+
                 r = sscanf(text, "fstype=%" SCNx64 "\nfsid=%" SCNx64 "\nroot_ino=%" SCNu64,
                            &id->fstype, &id->fsid, &id->root_ino) == 3 ? 0 : -EBADMSG;
+                /* Recorded by a newer fcache-view than the first ones. */
+                if (r == 0 && src)
+                        sscanf(src + 8, "%255s", id->source);
+        }
         g_free(text);
         g_free(path);
         return r;
@@ -63,8 +99,10 @@ static int identity_load(struct view *v, struct backing_identity *id)
 static int identity_save(struct view *v, const struct backing_identity *id)
 {
         char *path = identity_path(v);
-        char *text = g_strdup_printf("fstype=%" PRIx64 "\nfsid=%" PRIx64 "\nroot_ino=%" PRIu64 "\n",
-                                     id->fstype, id->fsid, id->root_ino);
+        char *text = g_strdup_printf("fstype=%" PRIx64 "\nfsid=%" PRIx64 "\nroot_ino=%" PRIu64
+                                     "\n%s%s%s", id->fstype, id->fsid, id->root_ino,
+                                     id->source[0] ? "source=" : "", id->source,
+                                     id->source[0] ? "\n" : "");
         GError *error = NULL;
         int r = 0;
 
@@ -106,7 +144,17 @@ int backing_identity_compare(struct view *v, const struct backing_identity *seen
                 g_string_printf(why, "Backing %s is another directory than the volume was made "
                                 "on (inode %" PRIu64 ", was %" PRIu64 ")", v->cfg->backing,
                                 have.root_ino, want.root_ino);
+        else if (want.source[0] && have.source[0] && strcmp(want.source, have.source))
+                g_string_printf(why, "Backing %s is mounted from %s, not from %s as when the"
+                                " volume was made: is the right share mounted? (If it is the"
+                                " same share named otherwise, remove %s/backing.id to take"
+                                " it as the volume's)", v->cfg->backing, have.source,
+                                want.source, v->cfg->cache_dir);
+        else if (!want.source[0] && have.source[0])
+                identity_save(v, &have);        /* recorded first without: from now on */
         else
+                return 0;
+        if (!why->len)
                 return 0;
         return -EXDEV;
 }

@@ -927,6 +927,9 @@ struct backing_identity {
         uint64_t fstype;
         uint64_t fsid;
         uint64_t root_ino;
+        /* A FUSE backing's mount source as mountinfo escapes it ("" unknown):
+         * FUSE gives every mount filesystem id 0, and sshfs its root inode 1. */
+        char source[256];
 };
 /* What opening Backing= found. */
 struct backing_root {
