@@ -159,6 +159,24 @@ def main():
     finish()
 
 
+def mount_at_backing(vol, server, keydir, what):
+    """sshfs of server at vol's Backing=, what was mounted there unmounted
+    (lazily: the view holds it)."""
+    if os.path.ismount(vol.backing):
+        subprocess.run(["umount", "-l", vol.backing], check=True)
+    r = mount_sshfs(server, vol.backing, keydir, "reconnect,ServerAliveInterval=1,"
+                    "ServerAliveCountMax=2")
+    check(r.returncode == 0, f"{what}: sshfs of {os.path.basename(server)} mounted"
+          f" ({r.stderr.strip()})")
+
+
+def pinned_over_sshfs(vol, server, keydir, what):
+    """vol started over sshfs of server, its directory proj pinned."""
+    mount_at_backing(vol, server, keydir, what)
+    vol.start()
+    vol.ctl("pin recursive", "proj")
+
+
 def other_share_refused(keydir):
     """FUSE gives every mount filesystem id 0 and sshfs numbers the root 1,
     so only the mount's source tells one share from another.  Offline, an
@@ -172,12 +190,8 @@ def other_share_refused(keydir):
     for d in (server, other):
         os.makedirs(os.path.join(d, "proj"))
         write_file(os.path.join(d, "proj", "f"), b"%s\n" % os.path.basename(d).encode())
-    opts = "reconnect,ServerAliveInterval=1,ServerAliveCountMax=2"
-    r = mount_sshfs(server, vol.backing, keydir, opts)
-    check(r.returncode == 0, f"other share: sshfs mounted ({r.stderr.strip()})")
     try:
-        vol.start()
-        vol.ctl("pin recursive", "proj")
+        pinned_over_sshfs(vol, server, keydir, "other share")
         idf = os.path.join(vol.cache, "backing.id")
         check(f"source=root@127.0.0.1:{server}\n" in open(idf).read(),
               f"other share: backing.id records the mount's source ({open(idf).read()!r})")
@@ -192,9 +206,7 @@ def other_share_refused(keydir):
         eq(vol.ctl("disconnect")["state"], "offline", "other share: disconnect")
         with open(vol.v("proj", "f"), "ab") as f:
             f.write(b"offline edit\n")
-        subprocess.run(["umount", "-l", vol.backing], check=True)
-        r = mount_sshfs(other, vol.backing, keydir, opts)
-        check(r.returncode == 0, f"other share: the other directory mounted ({r.stderr.strip()})")
+        mount_at_backing(vol, other, keydir, "other share")
         q = vol.ctl("reconnect", ok=False)
         check(q["_rc"] != 0 and "mounted from" in q["_err"] and other in q["_err"],
               f"other share: the reconnect is refused, saying where it is mounted from"
@@ -204,9 +216,7 @@ def other_share_refused(keydir):
            "other share: nothing replayed onto it")
         eq(read_file(vol.v("proj", "f")), b"server\noffline edit\n",
            "other share: the view serves its own copy")
-        subprocess.run(["umount", "-l", vol.backing], check=True)
-        r = mount_sshfs(server, vol.backing, keydir, opts)
-        check(r.returncode == 0, f"other share: the volume's share mounted again ({r.stderr.strip()})")
+        mount_at_backing(vol, server, keydir, "other share")
         check(wait_reconnected(vol), "other share: back online with the volume's share")
         eq(read_file(os.path.join(server, "proj", "f")), b"server\noffline edit\n",
            "other share: the edit on the volume's share")
@@ -253,12 +263,8 @@ def remounted_offline(keydir):
         write_file(os.path.join(server, "proj", f"f{i}"), b"server %d\n" % i)
     big = rand_bytes(4 << 20, 11)
     write_file(os.path.join(server, "proj", "big"), big)
-    opts = "reconnect,ServerAliveInterval=1,ServerAliveCountMax=2"
-    r = mount_sshfs(server, vol.backing, keydir, opts)
-    check(r.returncode == 0, f"remount: sshfs mounted ({r.stderr.strip()})")
     try:
-        vol.start()
-        vol.ctl("pin recursive", "proj")
+        pinned_over_sshfs(vol, server, keydir, "remount")
         before = os.stat(os.path.join(vol.backing, "proj", "f1")).st_ino
         eq(vol.ctl("disconnect")["state"], "offline", "remount: disconnect")
         m = lambda *p: vol.v("proj", *p)          # noqa: E731
@@ -271,9 +277,7 @@ def remounted_offline(keydir):
         os.unlink(m("f3"))
         os.replace(m("f5"), m("f6"))
         write_file(m("new"), b"new\n")
-        subprocess.run(["umount", "-l", vol.backing], check=True)
-        r = mount_sshfs(server, vol.backing, keydir, opts)
-        check(r.returncode == 0, f"remount: sshfs mounted again ({r.stderr.strip()})")
+        mount_at_backing(vol, server, keydir, "remount")
         for i in (6, 4, 3, 5, 0, 2):
             os.stat(os.path.join(vol.backing, "proj", f"f{i}"))
         after = os.stat(os.path.join(vol.backing, "proj", "f1")).st_ino
