@@ -488,6 +488,14 @@ static bool fill_cancelled(const struct mirror_fill *fill)
         return fill && fill->job && fill->job->cancel;
 }
 
+void pin_job_progress(struct pin_job *job, const struct pin_result *res)
+{
+        if (!job || !job->progress)
+                return;
+        job->progress(job, res);
+        fault_point(FAULT_VIEW_PIN_FILE);
+}
+
 static void fill_file_done(struct mirror_fill *fill, uint64_t copied, bool ok)
 {
         if (!fill)

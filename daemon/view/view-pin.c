@@ -22,7 +22,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "fault.h"
 #include "view.h"
 
 typedef int (*file_fn)(struct view *v, int dfd, const char *name, const struct stat *st,
@@ -41,14 +40,6 @@ struct walk {
 static bool walk_cancelled(const struct walk *w)
 {
         return w->job && w->job->cancel;
-}
-
-void pin_job_progress(struct pin_job *job, const struct pin_result *res)
-{
-        if (!job || !job->progress)
-                return;
-        job->progress(job, res);
-        fault_point(FAULT_VIEW_PIN_FILE);
 }
 
 static int walk_dir(struct walk *w, int dfd, int depth)

@@ -400,7 +400,7 @@ struct pin_job {
         void (*progress)(struct pin_job *job, const struct pin_result *res);
         GArray *newly_pinned;   /* uint64_t inos this job pinned that were not before */
 };
-/* A walk of @job (may be NULL) did a file: its progress, reported. */
+/* view-mirror.c: a walk of @job (may be NULL) did a file: its progress, reported. */
 void pin_job_progress(struct pin_job *job, const struct pin_result *res);
 /* @job may be NULL; a cancelled job returns -ECANCELED. */
 int pin_subtree(struct view *v, int fd, bool recursive, int prio, bool dry_run,
