@@ -240,7 +240,7 @@ static void view_state_lines(struct view *v, struct ctl_out *o)
 static int view_reconnect_lines(struct view *v, bool force, struct ctl_out *o, GString *err)
 {
         GString *text = g_string_new(NULL);
-        int r = view_reconnect(v, force, false, text, err);
+        int r = view_reconnect(v, force, text, err);
 
         if (r < 0)
                 log_warn("Reconnect asked over the control socket failed: %s", err->str);
@@ -566,17 +566,25 @@ static int target_root(struct view *v)
 static int request_target(struct view *v, const struct ctl_request *req, int cfd, int *tfd,
                           char **rel, GString *err)
 {
-        char *r;
-        int fd;
+        char *r = NULL;
+        int fd = -1;
 
-        fd = req->has_target ? target_node(v, cfd, err) : target_root(v);
-        if (fd < 0)
-                return fd;
-        r = view_rel_path(view_served_root(v), fd, NULL);
+        /* A switch between taking the target and the served root moves the
+         * one from the other's tree: taken again once the switch is done. */
+        for (int tries = 0; !r && tries < 100; tries++) {
+                if (tries)
+                        usleep(20000);
+                fd = req->has_target ? target_node(v, cfd, err) : target_root(v);
+                if (fd < 0)
+                        return fd;
+                r = view_rel_path(view_served_root(v), fd, NULL);
+                if (!r)
+                        close(fd);
+        }
         if (!r) {
-                close(fd);
                 g_string_assign(err, "the request's target is not where the volume serves "
-                                "(it moved at a switch between online and offline; try again)");
+                                "(it moved at each of the switches between online and offline"
+                                " for 2 s; try again)");
                 return -EAGAIN;
         }
         if (req->name) {

@@ -343,7 +343,7 @@ void view_reconnect_logged(struct view *v, const char *why, const char *failed)
         GString *out = g_string_new(NULL), *err = g_string_new(NULL);
         bool again;
 
-        if (view_reconnect(v, false, true, out, err) < 0) {
+        if (view_reconnect(v, false, out, err) < 0) {
                 pthread_mutex_lock(&said_lock);
                 again = said && strcmp(said, err->str) == 0;
                 if (!again) {
@@ -463,17 +463,19 @@ static int delete_bound(struct view *v, bool force, GString *err)
 }
 
 /*
- * mode_lock held exclusively: another reconnect is under way (state
- * "reintegrating").  This one lets go and waits for its end, then starts
- * over from what it left (online: nothing to do; offline: its own try).
+ * mode_lock held exclusively: another reconnect is under way (from its
+ * switch to reintegrating to its end, its resync online and the switch to
+ * writeback included).  This one lets go and waits for its end, then
+ * starts over from what it left (online or writeback: nothing to do;
+ * offline: its own try).
  */
 static bool reconnecting(struct view *v)
 {
-        if (v->state != VIEW_REINTEGRATING)
+        if (!__atomic_load_n(&v->reconnect_running, __ATOMIC_ACQUIRE))
                 return false;
         pthread_rwlock_unlock(&v->mode_lock);
-        while (__atomic_load_n(&v->state, __ATOMIC_ACQUIRE) == VIEW_REINTEGRATING)
-                usleep(50000);
+        while (__atomic_load_n(&v->reconnect_running, __ATOMIC_ACQUIRE))
+                usleep(20000);
         return true;
 }
 
@@ -554,12 +556,11 @@ static void trickle_wait(struct view *v)
                 usleep(20000);
 }
 
-static int reconnect(struct view *v, bool force, bool from_writeback_too, GString *out,
-                     GString *err)
+static int reconnect(struct view *v, bool force, GString *out, GString *err, bool *ran)
 {
         struct reintegrate_stats stats = { 0 };
         gint64 replay_start, resync_start, resync_end;
-        bool from_writeback, unanswered;
+        bool from_writeback, unanswered, joined = false;
         GArray *ids;
         int r;
 
@@ -581,14 +582,17 @@ static int reconnect(struct view *v, bool force, bool from_writeback_too, GStrin
         }
 again:
         pthread_rwlock_wrlock(&v->mode_lock);
-        if (v->state == VIEW_ONLINE ||
-            (v->state == VIEW_WRITEBACK && !from_writeback_too && view_writeback_wanted(v))) {
+        if (reconnecting(v)) {
+                joined = true;
+                goto again;
+        }
+        /* Another reconnect ended as this one would (fcached asks twice for
+         * one by hand: its own and the caller's). */
+        if (v->state == VIEW_ONLINE || (joined && v->state == VIEW_WRITEBACK)) {
                 pthread_rwlock_unlock(&v->mode_lock);
                 g_string_append(out, "records=0\napplied=0\nmerged=0\nconflicts=0\n");
                 return 0;
         }
-        if (reconnecting(v))
-                goto again;
         /* Never replay against what is not the volume's server (an unmounted share). */
         r = backing_reopen_root(v, err);
         if (r < 0) {
@@ -607,13 +611,15 @@ again:
         if (r < 0)
                 return r;
         pthread_rwlock_wrlock(&v->mode_lock);
-        if (v->state == VIEW_ONLINE) {  /* another reconnect meanwhile */
+        if (reconnecting(v)) {          /* another reconnect meanwhile */
+                joined = true;
+                goto again;
+        }
+        if (v->state == VIEW_ONLINE) {
                 pthread_rwlock_unlock(&v->mode_lock);
                 g_string_append(out, "records=0\napplied=0\nmerged=0\nconflicts=0\n");
                 return 0;
         }
-        if (reconnecting(v))
-                goto again;
         set_refused(v, NULL);
         set_offline_reason(v, NULL);
         from_writeback = v->state == VIEW_WRITEBACK;
@@ -621,6 +627,8 @@ again:
         __atomic_store_n(&v->reint_total, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&v->reint_bytes, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&v->state, VIEW_REINTEGRATING, __ATOMIC_RELEASE);
+        __atomic_store_n(&v->reconnect_running, true, __ATOMIC_RELEASE);
+        *ran = true;
         vfile_flush_dirty(v);
         pthread_rwlock_unlock(&v->mode_lock);
         if (from_writeback || __atomic_load_n(&v->trickle_in_round, __ATOMIC_ACQUIRE))
@@ -758,14 +766,16 @@ void view_writeback_lost(struct view *v, int r)
         view_probe_resume(v);
 }
 
-int view_reconnect(struct view *v, bool force, bool from_writeback_too, GString *out,
-                   GString *err)
+int view_reconnect(struct view *v, bool force, GString *out, GString *err)
 {
+        bool ran = false;
         int r;
 
         /* The trickle leaves the switch to writeback to it (after its resync). */
         __atomic_add_fetch(&v->reconnects, 1, __ATOMIC_ACQ_REL);
-        r = reconnect(v, force, from_writeback_too, out, err);
+        r = reconnect(v, force, out, err, &ran);
+        if (ran)
+                __atomic_store_n(&v->reconnect_running, false, __ATOMIC_RELEASE);
         __atomic_sub_fetch(&v->reconnects, 1, __ATOMIC_ACQ_REL);
         return r;
 }

@@ -519,6 +519,19 @@ static bool path_sync_state(struct view *v, const char *rel, GString *err, int *
         }
 }
 
+/*
+ * A reconnect of a volume that wants writeback passes through online (the
+ * mirror's resync): what a sync asked meanwhile is of its end.  Bounded as
+ * the reconnect is (no progress for BackingTimeout stops it).
+ */
+static void reconnect_wait(struct view *v)
+{
+        while (__atomic_load_n(&v->reconnects, __ATOMIC_ACQUIRE) &&
+               __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) != VIEW_WRITEBACK &&
+               view_writeback_wanted(v))
+                usleep(20000);
+}
+
 bool writeback_execute(struct view *v, const char *cmdline, int fd, const char *rel,
                        struct ctl_out *out, GString *err, int *status)
 {
@@ -526,6 +539,7 @@ bool writeback_execute(struct view *v, const char *cmdline, int fd, const char *
                 cmdline++;
         if (strncmp(cmdline, "sync", 4) || (cmdline[4] && cmdline[4] != ' '))
                 return false;
+        reconnect_wait(v);
         if (rel && strcmp(rel, ".") && !path_sync_state(v, rel, err, status))
                 return true;
         /* The volume root is every path: all that is pending. */

@@ -124,6 +124,8 @@ struct view {
         pthread_cond_t wb_cond; /* wb_lock: the trickle has work, or a round ended */
         uint64_t wb_rounds;     /* wb_lock: trickle rounds ended */
         unsigned reconnects;    /* atomic: view_reconnect() calls under way */
+        bool reconnect_running; /* atomic: one of them replays, from its switch to
+                                 * reintegrating to its end (others wait for it) */
         uint64_t reint_done;    /* atomic: records replayed by the running or last reintegration */
         uint64_t reint_total;   /* atomic: and the records it had to replay */
         uint64_t reint_bytes;   /* atomic: and the content bytes it put on the server */
@@ -508,12 +510,9 @@ void view_server_gone_hook(struct view *v, const char *why);
 /* A worker that starts offline by itself (not by hand) probes for the backing's return. */
 void view_probe_resume(struct view *v);
 /* @force: even when more pinned objects would go than ReconnectDeleteLimit.
- * From offline, or from writeback when @from_writeback_too or writeback is no
- * longer wanted (a volume in the writeback it wants is connected: a reconnect
- * asked by hand, often twice at once, leaves it so); it ends in writeback
- * when view_writeback_wanted(). */
-int view_reconnect(struct view *v, bool force, bool from_writeback_too, GString *out,
-                   GString *err);
+ * From offline or writeback; it ends in writeback when view_writeback_wanted().
+ * One asked while another runs ends with it. */
+int view_reconnect(struct view *v, bool force, GString *out, GString *err);
 /* A reconnect started in the background: @why logged first, a failure after @failed. */
 void view_reconnect_logged(struct view *v, const char *why, const char *failed);
 /* Before serving: a volume that would start online starts in writeback when wanted. */

@@ -623,28 +623,20 @@ def held_chmod_after_resync():
 
 
 def reconnects_at_once():
-    """A reconnect asked by hand (fcached sends two at once: its own and the
-    caller's) of a volume in the writeback it wants leaves it there: no
-    replay, no pass through online, where a `sync PATH` meanwhile was
-    refused ("online, not in write-back").  Two reconnects at once from
-    offline both end in writeback; a third, in writeback, answers at once
-    with nothing replayed; the state polled throughout is never online once
-    it was writeback (the first reconnect is online while it resyncs)."""
-    vol = pinned_volume("writeback-reconnects", "yes", {"f": b"one\n"})
-    seen, stop = [], threading.Event()
-
-    def poll():
-        while not stop.is_set():
-            state = vol.state().get("state")
-            if not seen or seen[-1] != state:
-                seen.append(state)
-
+    """fcached sends two reconnects for one asked by hand (its own and the
+    caller's), and a reconnect from writeback (asked by hand, or the
+    trickle's to take the server's changes) passes through online while it
+    resyncs the mirror.  Two reconnects at once from offline both end in
+    writeback; then, with `sync PATH` asked over and over, two more at once
+    from writeback: every sync succeeds (before: one asked while the volume
+    was online for the resync was refused, "online, not in write-back", and
+    the second of two reconnects at once replayed again)."""
+    files = {f"f{i}": b"%d\n" % i for i in range(300)}
+    vol = pinned_volume("writeback-reconnects", "yes", files)
     eq(vol.ctl("disconnect")["state"], "offline", "reconnects at once: disconnect")
-    with open(vol.v("proj", "f"), "w") as f:
-        f.write("offline\n")
-    poller = threading.Thread(target=poll)
-    poller.start()
-    try:
+    write_file(vol.v("proj", "f0"), b"offline\n")
+
+    def both_reconnect(what):
         results = [None, None]
         ts = [threading.Thread(target=lambda i=i: results.__setitem__(i, vol.ctl("reconnect")))
               for i in range(2)]
@@ -653,18 +645,27 @@ def reconnects_at_once():
         for t in ts:
             t.join()
         eq([r["state"] for r in results], ["writeback", "writeback"],
-           "reconnects at once: both end in writeback")
-        q = vol.ctl("reconnect")
-        eq((q["state"], q.get("records"), "replay_ms" in q), ("writeback", "0", False),
-           "reconnect in writeback: nothing replayed, still in writeback")
-        sync(vol, "reconnects at once")
+           f"reconnects at once {what}: both end in writeback")
+
+    both_reconnect("from offline")
+    refused, asked, stop = [], [0], threading.Event()
+
+    def syncs():
+        while not stop.is_set():
+            q = vol.ctl("sync", "proj/f1", ok=False)
+            asked[0] += 1
+            if q["_rc"] != 0:
+                refused.append(q["_err"])
+    syncer = threading.Thread(target=syncs)
+    syncer.start()
+    try:
+        both_reconnect("from writeback")
     finally:
         stop.set()
-        poller.join()
-    after = seen[seen.index("writeback"):] if "writeback" in seen else []
-    check(after and "online" not in after,
-          f"reconnects at once: never online once in writeback (states in turn: {seen})")
-    eq(read_file(vol.b("proj", "f")), b"offline\n", "reconnects at once: the edit on the server")
+        syncer.join()
+    eq(refused, [], f"reconnects at once: none of {asked[0]} sync PATH asked meanwhile refused")
+    sync(vol, "reconnects at once")
+    eq(read_file(vol.b("proj", "f0")), b"offline\n", "reconnects at once: the edit on the server")
     vol.stop()
 
 
