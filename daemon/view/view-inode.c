@@ -1479,8 +1479,23 @@ static int enter_node(struct view *v, bool offline, uint64_t switches, fuse_ino_
                 return -EAGAIN;
         }
         n = same_dev ? g_hash_table_lookup(v->by_ino, &key) : NULL;
-        if (n && (!same_handle(n->fh, fh) || (n->type ^ st.st_mode) & S_IFMT))
-                n = NULL;       /* inode number reused by another object */
+        if (n && (!same_handle(n->fh, fh) || (n->type ^ st.st_mode) & S_IFMT)) {
+                /*
+                 * Inode number reused by another object: n's is gone (n is
+                 * held by the kernel, or restored by a takeover and never
+                 * freed).  n lets the number go, and online its server
+                 * object, here and in the takeover log: kept, a switch or
+                 * a successor (which restores both bound to it) could give
+                 * n the new object.
+                 */
+                if (n->id != FUSE_ROOT_ID) {
+                        n->ino = 0;
+                        if (!offline)
+                                n->sino = 0;
+                        log_node(v, n);
+                }
+                n = NULL;
+        }
         if (n) {
                 free(fh);
                 n->nlookup++;

@@ -69,6 +69,11 @@ transaction.  Across switches between online and offline:
   killed offline: the successor finds it by the name it keeps, and its
   ftruncate, pread and three more switches hold (the name exchanged
   away is the other file's, not one of its own);
+- a file removed while held open and the worker killed (the successor
+  keeps its node, never freed), its inode number then given to a file of
+  two names another client makes: that file held open for writing works
+  through two switches, and offline both names read it (the old node lets
+  the number go when the new file is looked up);
 - a file made offline with two names and held open for writing across
   the reconnect, offline again: a rename of one name is logged (the
   object the kernel writes took the server's identity at the resync)
@@ -648,6 +653,76 @@ def exchanged_name_gone_before_a_kill(vol):
        "... its name and the server hold its bytes, the other name the other file")
 
 
+def number_freed_after_a_kill(vol, d):
+    """Makes in d (under p) a file held open while its name is removed
+    through the view, kills the worker (the successor keeps the node: the
+    kernel's count is not known) and closes the file, so that the backing
+    frees its inode number; then makes files on the backing, as another
+    client, until one is given that number (ext4 gives a number freed in
+    the same second again).  Returns that file's name, or None."""
+    old = vol.v("p", d, "old")
+    with open(old, "wb") as f:
+        f.write(b"old")
+    ino = os.stat(vol.b("p", d, "old")).st_ino
+    r = os.open(old, os.O_RDONLY)
+    os.unlink(old)
+    kill_and_wait(vol)
+    time.sleep(1.02 - time.time() % 1)      # the release frees it early in a second
+    os.close(r)
+    made, found = [], None
+    end = time.time() + 0.8
+    while not found and time.time() < end:
+        name = vol.b("p", d, f"c{len(made)}")
+        with open(name, "wb"):
+            pass
+        if os.stat(name).st_ino == ino:
+            found = name
+        else:
+            made.append(name)   # kept until the end: its number is not the one
+    for name in made:
+        os.unlink(name)
+    return found
+
+
+def reused_number_after_a_kill(vol):
+    """A file whose node a successor still knows after its object went
+    (number_freed_after_a_kill()), its inode number given to a file of two
+    names another client makes two directories down, pinned and looked up
+    through the view, then held open for writing: through two switches
+    pwrite, ftruncate, fstat and pread hold, and offline both names read
+    its bytes (before: the old node still claimed the number, took the new
+    file's mirror object through the links index at the switch offline,
+    and the new file's node found none)."""
+    for i in range(3):
+        d = f"rn{i}"
+        os.makedirs(vol.v("p", d, "d"))
+        found = number_freed_after_a_kill(vol, d)
+        if found:
+            break
+    else:
+        check(True, "a reused inode number after a kill: skipped, the backing gave it to"
+              " no new file")
+        return
+    data = bytearray(os.urandom(9000))
+    b, b2 = vol.b("p", d, "d", "new"), vol.b("p", d, "d", "new2")
+    os.rename(found, b)
+    with open(b, "wb") as f:
+        f.write(data)
+    os.link(b, b2)
+    vol.ctl("pin recursive", "p")
+    new, new2 = vol.v("p", d, "d", "new"), vol.v("p", d, "d", "new2")
+    fd = os.open(new, os.O_RDWR)
+    steps = ("offline", "online")
+    got = held_through(vol, fd, data, steps, 2000, 8000)
+    switch(vol, "offline")
+    got += [read_file(new) == data, read_file(new2) == data]
+    switch(vol, "online")
+    eq(got, [(to, True, True) for to in steps] + ["closed", True, True],
+       "a file given the inode number of one a successor still knows, held open: pwrite,"
+       " ftruncate, fstat, pread through two switches, close, and offline both names")
+    eq(read_file(b2) == data, True, "... and the server has its bytes")
+
+
 def stranded_then_nameless(vol):
     """A writer opened offline, the reconnect (the kernel writes the
     mirror's file), another file renamed over its name online, then
@@ -868,6 +943,7 @@ def main():
         names_gone_offline(vol)
         names_gone_offline(vol, kill=True)
         exchanged_name_gone_before_a_kill(vol)
+        reused_number_after_a_kill(vol)
         dir_made_offline_across_a_kill(vol)
         writer_through_reconnects(vol)
         for mode in ("delete", "truncate", "wal"):
