@@ -1194,7 +1194,7 @@ GArray *vnode_switch_all(struct view *v, bool *unanswered)
                         *unanswered = r == -ETIMEDOUT;
                         if (r == 0)
                                 n->ino = st.st_ino;
-                        g_hash_table_insert(bound, &n->ino, n);
+                        g_hash_table_replace(bound, &n->ino, n);
                         g_hash_table_insert(dirs, &n->id, GINT_TO_POINTER(n->fd + 1));
                         g_array_append_val(ids, e);
                         continue;
@@ -1284,7 +1284,7 @@ GArray *vnode_switch_all(struct view *v, bool *unanswered)
                 }
                 fh = handle_of(v, fd);
                 n->fh = fh;
-                g_hash_table_insert(bound, &n->ino, n);
+                g_hash_table_replace(bound, &n->ino, n);
                 if (S_ISDIR(st.st_mode))
                         g_hash_table_insert(dirs, &n->id, GINT_TO_POINTER(fd + 1));
                 n->fd = S_ISDIR(st.st_mode) ? dup(fd) : fd;
@@ -1489,6 +1489,9 @@ static int enter_node(struct view *v, bool offline, uint64_t switches, fuse_ino_
                  * n the new object.
                  */
                 if (n->id != FUSE_ROOT_ID) {
+                        /* by_ino's key is n's own field: out before it changes. */
+                        if (g_hash_table_lookup(v->by_ino, &n->ino) == n)
+                                g_hash_table_remove(v->by_ino, &n->ino);
                         n->ino = 0;
                         if (!offline)
                                 n->sino = 0;
@@ -1546,8 +1549,9 @@ static int enter_node(struct view *v, bool offline, uint64_t switches, fuse_ino_
                 n->nlookup = 1;
                 v->open_fds++;
                 g_hash_table_insert(v->nodes, &n->id, n);
+                /* replace: the key is the node's field, not an older one's */
                 if (same_dev)
-                        g_hash_table_insert(v->by_ino, &n->ino, n);
+                        g_hash_table_replace(v->by_ino, &n->ino, n);
                 lru_add(v, n);
                 log_node(v, n);
         }
@@ -1843,7 +1847,7 @@ int vnode_restore(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint64
         }
         g_hash_table_insert(v->nodes, &n->id, n);
         if (ino)
-                g_hash_table_insert(v->by_ino, &n->ino, n);
+                g_hash_table_replace(v->by_ino, &n->ino, n);
         if (id >= v->next_alt_id && id >= ALT_ID_BASE)
                 v->next_alt_id = id + 1;
         log_node(v, n);
