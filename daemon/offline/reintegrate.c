@@ -91,6 +91,7 @@ struct ctx {
         unsigned since_sync;
         /* the replay journal (see "Marking records") */
         int jfd;
+        uint64_t upto;          /* the run's last record (0: it ended), after each truncation */
         GHashTable *unsaved;    /* lid -> object changed since the last flush */
         GArray *marks;          /* struct pending_mark since the last flush */
         GArray *intents;        /* struct pending_intent since the last flush */
@@ -557,6 +558,7 @@ static void node_set(fcache_merge_node *n, uint32_t mode, uint32_t uid, uint32_t
  * Entry: u32 magic, u32 body length, u64 FNV-1a of the body, then the body:
  *   u8 'M', u64 seq, u8 state, u16 len, outcome, u16 n, n x object, or
  *   u8 'I', u64 seq, u64 ino (a create's intent), or
+ *   u8 'I', u64 0, u64 seq (the last record of the run: journal_upto()), or
  *   u8 'B', u64 0, 16 bytes boot id (the boot the entries after it are of), or
  *   u8 'S', u64 0 (a sync point: the server's writes before it are durable);
  *   object: u64 lid, u8 local, u64 srv_parent, u16 len, srv_name,
@@ -668,6 +670,26 @@ static int journal_start(struct ctx *c)
 }
 
 /*
+ * The last record of a run under way, for reintegrate_recover() when the
+ * run is cut before it marked its records: as an intent of no record
+ * (seq 0), which folding takes as nothing.
+ */
+static int journal_upto(struct ctx *c, uint64_t upto)
+{
+        GByteArray *b = g_byte_array_new();
+        uint64_t zero = 0;
+        uint8_t t = 'I';
+        int e;
+
+        put(b, &t, 1);
+        put(b, &zero, 8);
+        put(b, &upto, 8);
+        e = journal_write(c, b);
+        g_byte_array_unref(b);
+        return e;
+}
+
+/*
  * A local backing's writes so far durable (see "Marking records"), then a
  * sync point in the journal for them.  A server's files were fsynced each.
  */
@@ -727,6 +749,8 @@ static int flush(struct ctx *c)
         if (ftruncate(c->jfd, 0) < 0)
                 return -errno;
         e = journal_start(c);
+        if (e >= 0 && c->run->upto)
+                e = journal_upto(c, c->run->upto);
         if (e < 0)
                 return e;
         g_hash_table_remove_all(c->unsaved);
@@ -788,7 +812,8 @@ static int mark(struct ctx *c, const struct rec *r, enum oplog_state state, cons
         e = journal_write(c, b);
         g_byte_array_unref(b);
         g_ptr_array_set_size(c->dirty, 0);
-        if (e < 0)
+        /* Still pending: only where its objects stand, for a run cut before its mark. */
+        if (e < 0 || state == OPLOG_PENDING)
                 return e;
         snprintf(pm.outcome, sizeof(pm.outcome), "%s", outcome ? outcome : "");
         g_array_append_val(c->marks, pm);
@@ -945,8 +970,9 @@ static size_t journal_trusted(const uint8_t *buf, size_t n)
  * complete entry is applied in order (a torn tail, after a power loss, is
  * dropped: those records are settled again by their checks, as are the
  * marks a reboot left after the last sync point: journal_trusted()).
+ * *upto (may be NULL) gets the last record the run was to replay (0: none).
  */
-static int journal_recover(struct oplog *log, int jfd)
+static int journal_recover(struct oplog *log, int jfd, uint64_t *upto)
 {
         struct stat st;
         uint8_t *buf;
@@ -971,7 +997,15 @@ static int journal_recover(struct oplog *log, int jfd)
         e = oplog_begin(log);
         while (e >= 0 && (len = journal_entry(buf, (size_t)n, off)) > 0) {
                 struct reader rd = { buf + off + 16, buf + off + len, false };
+                uint64_t seq, ino;
 
+                memcpy(&seq, buf + off + 17, 8);
+                if (buf[off + 16] == 'I' && !seq && len >= 16 + 17) {
+                        memcpy(&ino, buf + off + 25, 8);
+                        seq = ino;      /* journal_upto() */
+                }
+                if (upto && seq > *upto)
+                        *upto = seq;
                 e = replay_entry(log, &rd, off < trusted);
                 off += len;
         }
@@ -984,6 +1018,29 @@ static int journal_recover(struct oplog *log, int jfd)
                 e = oplog_sync(log);
         if (e >= 0 && ftruncate(jfd, 0) < 0)
                 e = -errno;
+        return e;
+}
+
+int reintegrate_recover(struct oplog *log)
+{
+        struct ctx c = { .jfd = -1 };
+        int e;
+
+        if (!log)
+                return -EINVAL;
+        c.jfd = openat(oplog_dir_fd(log), JOURNAL, O_RDWR | O_APPEND | O_CLOEXEC);
+        if (c.jfd < 0)
+                return errno == ENOENT ? 0 : -errno;
+        e = journal_recover(log, c.jfd, &c.upto);
+        /* The records the cut run was in may be on the server without their
+         * marks: until a run settled them, none is coalesced into (a later
+         * change would be checked against the server as if it were not),
+         * also after another restart before that run. */
+        if (e >= 0 && c.upto) {
+                oplog_set_replaying(log, c.upto);
+                e = journal_upto(&c, c.upto);
+        }
+        close(c.jfd);
         return e;
 }
 
@@ -1803,6 +1860,13 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
         if (e >= 0 && lst.st_ino && !local_unchanged(src, &lst))
                 lst.st_ino = 0;
         close(src);
+        if (e < 0)
+                return e;
+        /* The server holds the local content: the base a run cut before the
+         * mark resumes from, when the container may hold newer bytes. */
+        snprintf(o->base.content, sizeof(o->base.content), "%s", lcid);
+        dirty(c, o);
+        e = mark(c, r, OPLOG_PENDING, NULL);
         if (e < 0)
                 return e;
         fault_point(FAULT_REINT_AFTER_WRITE);
@@ -2986,7 +3050,7 @@ static int start(struct ctx *cp, GPtrArray **out)
         if (c.jfd < 0)
                 return -errno;
         /* An interrupted run's marks first (a dry run needs them too to see where replay is). */
-        e = journal_recover(log, c.jfd);
+        e = journal_recover(log, c.jfd, NULL);
         if (e >= 0)
                 e = journal_start(&c);
         /* Files created offline whose later changes only their containers hold: as records. */
@@ -2995,6 +3059,11 @@ static int start(struct ctx *cp, GPtrArray **out)
         recs = g_ptr_array_new_with_free_func(rec_free);
         if (e >= 0)
                 e = oplog_foreach(log, true, collect, recs);
+        /* Until its end, a restart finds where this run was to stop. */
+        if (e >= 0 && !c.dry && recs->len) {
+                c.upto = ((struct rec *)recs->pdata[recs->len - 1])->r.seq;
+                e = journal_upto(&c, c.upto);
+        }
         if (e < 0) {
                 g_ptr_array_unref(recs);
                 close(c.jfd);
@@ -3064,6 +3133,7 @@ int reintegrate_run(struct oplog *log, int backing_dirfd, const struct reintegra
                 pthread_mutex_lock(c.o->lock);
         if (!c.dry) {
                 /* Also after an error: what the server got is recorded either way. */
+                c.upto = 0;
                 e2 = flush(&c);
                 if (e >= 0)
                         e = e2;

@@ -24,7 +24,8 @@
  * (one entry of a replay journal written as the record completes, folded
  * into the SQLite log in batches), so a crash or a server that drops
  * mid-replay leaves at most the record in progress in doubt, and its check
- * above settles it when reintegrate_run() is called again.  An
+ * above settles it when reintegrate_run() is called again (a record logged
+ * meanwhile is kept apart from it: reintegrate_recover()).  An
  * error from the backing (EIO, ETIMEDOUT, ENOTCONN, ...) stops the run and
  * is returned; the volume goes back offline and calls it again later.
  *
@@ -163,6 +164,16 @@ struct reintegrate_options {
  */
 int reintegrate_run(struct oplog *log, int backing_dirfd, const struct reintegrate_options *opts,
                     struct reintegrate_stats *out);
+
+/*
+ * Takes up where a run the last process did not finish left @log: the
+ * marks and intents of its journal folded in, and the records that run was
+ * to replay kept from coalescing with later ones until the next run ends
+ * (one it was in may be on the server without its mark).  Call it when the
+ * log is opened, before any record is appended: one coalesced into a
+ * record the journal had marked was lost with that mark.  0 or -errno.
+ */
+int reintegrate_recover(struct oplog *log);
 
 /*
  * The dry run as `query reintegration` key=value lines:

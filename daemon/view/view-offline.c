@@ -116,6 +116,14 @@ int view_oplog_open(struct view *v, bool record_root)
                 g_free(dir);
                 return r;
         }
+        /* A replay the last worker did not finish: taken up before a change is logged. */
+        r = reintegrate_recover(v->oplog);
+        if (r < 0) {
+                log_error("Failed to bring the offline log in %s up to its replay journal: %s",
+                          dir, strerror(-r));
+                g_free(dir);
+                return r;
+        }
         g_free(dir);
         if (fstat(v->root_fd, &st) < 0)
                 return -errno;

@@ -10,7 +10,9 @@ held open for writing across a kill -9, written before and after it: its
 writes logged at its close (in writeback, or offline) and on the server.  A
 file held open whose other name is unlinked, chmod-ed and shipped, then
 chmod-ed again after a reconnect: no conflict, the last mode on the
-server (the held file's base takes the server's mode at the resync).  A file
+server (the held file's base takes the server's mode at the resync).  A
+worker killed in a replay between a server change and its mark, the files
+changed again by its successor: no conflict, no change lost.  A file
 changed by another client on the server and locally ends as a conflict, as
 offline; one changed there only reaches the view within a few HoardIntervals.
 `sync PATH` of a name whose directory was renamed and not shipped yet
@@ -25,6 +27,7 @@ import errno
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -595,6 +598,76 @@ def writer_held_across_a_kill():
         vol.stop()
 
 
+def killed_in_a_replay():
+    """A worker killed in a replay (paused at FCACHE_FAULT_PAUSE=
+    reint-after-write, one record at a time: FetchThreads=1) after it
+    marked f's record (f written with its own bytes: nothing to ship) and
+    wrote g's new bytes in place, before g's mark; its successor starts
+    offline, and f and g are written again before the next replay: after
+    the reconnect no conflict, the last bytes of both on the server
+    (before: the killed run's marks and intents were still in its journal,
+    not in the log, when the successor logged the writes; f's went into
+    the record the journal had marked, and was lost with it; g's replay,
+    its container changed since the write, no longer knew the server's
+    bytes as its own: "edits overlap").  Then the same cut after h's
+    rename on the server, h renamed again by the successor: no conflict, h
+    at its last name (before: the two renames became one from h, which the
+    server no longer had, a rename-delete conflict)."""
+    gate = os.path.join(tempfile.mkdtemp(prefix="fcache-wb-gate-"), "gate")
+    os.environ["FCACHE_FAULT_PAUSE"] = f"reint-after-write:{gate}"
+    try:
+        vol = pinned_volume("writeback-killed-replay", "yes",
+                            {"f": b"f one\n", "g": b"g one\n", "h": b"h\n"},
+                            extra=["FetchThreads=1", "BackingTimeout=30s"])
+    finally:
+        del os.environ["FCACHE_FAULT_PAUSE"]
+    v = lambda *p: vol.v("proj", *p)          # noqa: E731
+
+    def cut(what):
+        """A reconnect whose replay holds at the gate, its worker killed there."""
+        write_file(gate, b"")
+        old = vol.worker_pid()
+        p = subprocess.Popen([CTL, vol.cache, "reconnect"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        check(wait_for(lambda: os.path.exists(gate + ".reached"), 30),
+              f"killed in {what}: the replay holds after the server's change")
+        os.kill(old, signal.SIGKILL)
+        vol.wait_new_worker(old)
+        p.communicate(timeout=60)
+        os.unlink(gate + ".reached")
+        eq(vol.state()["state"], "offline", f"killed in {what}: the successor starts offline")
+
+    def reconnect(what):
+        os.unlink(gate)
+        eq(vol.ctl("reconnect")["state"], "writeback", f"killed in {what}: reconnect ends in writeback")
+        sync(vol, f"killed in {what}")
+        if vol.state()["conflicts"] != "0":
+            print("#", vol.ctl("query conflicts")["_lines"])
+        eq(vol.state()["conflicts"], "0", f"killed in {what}: no conflict")
+
+    eq(vol.ctl("disconnect")["state"], "offline", "killed in a replay: disconnect")
+    write_file(v("f"), b"f one\n")
+    write_file(v("g"), b"g two\n")
+    cut("a write")
+    write_file(v("f"), b"f two\n")
+    write_file(v("g"), b"g three\n")
+    reconnect("a write")
+    eq((read_file(vol.b("proj", "f")), read_file(vol.b("proj", "g"))), (b"f two\n", b"g three\n"),
+       "killed in a write: the server has the last write of f and of g")
+    eq((read_file(v("f")), read_file(v("g"))), (b"f two\n", b"g three\n"),
+       "killed in a write: the view reads them")
+
+    eq(vol.ctl("disconnect")["state"], "offline", "killed in a rename: disconnect")
+    os.rename(v("h"), v("h2"))
+    cut("a rename")
+    os.rename(v("h2"), v("h3"))
+    reconnect("a rename")
+    eq((sorted(os.listdir(vol.b("proj"))), read_file(vol.b("proj", "h3"))
+        if os.path.exists(vol.b("proj", "h3")) else None), (["f", "g", "h3"], b"h\n"),
+       "killed in a rename: the server has h's bytes at h3 only")
+    vol.stop()
+
+
 def held_chmod_after_resync():
     """A file of two names on the server, held open through one while the
     other is unlinked and it is chmod-ed 0755 (shipped), then a reconnect
@@ -838,6 +911,7 @@ def main():
     renamed_link_after_rename_over()
     sync_path_under_a_renamed_dir()
     writer_held_across_a_kill()
+    killed_in_a_replay()
     held_chmod_after_resync()
     reconnects_at_once()
     fetch_misses()
