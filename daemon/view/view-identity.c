@@ -27,29 +27,22 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include "mounts.h"
 #include "view.h"
 
-/* The source field of mount @mnt_id in /proc/self/mountinfo, escaped as there. */
+/* The source of mount @mnt_id ("" unknown, or one backing.id's lines cannot hold). */
 static void mount_source(uint64_t mnt_id, char *out, size_t len)
 {
-        FILE *mi = fopen("/proc/self/mountinfo", "re");
-        char *line = NULL, *sep;
-        size_t cap = 0;
+        struct fc_mount_table mt;
+        const struct fc_mount *m;
 
         out[0] = '\0';
-        while (mi && getline(&line, &cap, mi) > 0) {
-                char src[4096];
-
-                /* "ID PARENT MAJ:MIN ROOT POINT OPTS [TAGS...] - TYPE SOURCE SUPER" */
-                if (strtoull(line, NULL, 10) != mnt_id || !(sep = strstr(line, " - ")) ||
-                    sscanf(sep + 3, "%*s %4095s", src) != 1)
-                        continue;
-                g_strlcpy(out, src, len);
-                break;
-        }
-        free(line);
-        if (mi)
-                fclose(mi);
+        if (fc_mount_table_read(&mt) < 0)
+                return;
+        m = fc_mount_table_find(&mt, mnt_id);
+        if (m && !strchr(m->source, '\n'))
+                g_strlcpy(out, m->source, len);
+        fc_mount_table_free(&mt);
 }
 
 static int identity_of(int fd, struct backing_identity *id)
@@ -89,7 +82,7 @@ static int identity_load(struct view *v, struct backing_identity *id)
                            &id->fstype, &id->fsid, &id->root_ino) == 3 ? 0 : -EBADMSG;
                 /* Recorded by a newer fcache-view than the first ones. */
                 if (r == 0 && src)
-                        sscanf(src + 8, "%255s", id->source);
+                        sscanf(src + 8, "%255[^\n]", id->source);
         }
         g_free(text);
         g_free(path);
@@ -150,12 +143,12 @@ int backing_identity_compare(struct view *v, const struct backing_identity *seen
                                 " same share named otherwise, remove %s/backing.id to take"
                                 " it as the volume's)", v->cfg->backing, have.source,
                                 want.source, v->cfg->cache_dir);
-        else if (!want.source[0] && have.source[0])
-                identity_save(v, &have);        /* recorded first without: from now on */
-        else
+        else {
+                /* Recorded first without a source: from now on with it. */
+                if (!want.source[0] && have.source[0])
+                        identity_save(v, &have);
                 return 0;
-        if (!why->len)
-                return 0;
+        }
         return -EXDEV;
 }
 

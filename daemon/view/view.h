@@ -65,8 +65,9 @@ struct view {
         dev_t backing_dev;
         bool backing_local;     /* on a local filesystem: no BackingTimeout, passthrough */
         bool handles;           /* the backing supports name_to_handle_at */
-        /* atomic: a FUSE backing without file handles (sshfs), whose inode
-         * numbers are made up and may change: replay finds objects by name */
+        /* atomic: a FUSE backing whose inode numbers are made up and may
+         * change (sshfs: root 1, or handles that do not last): replay finds
+         * objects by name */
         bool names_identify;
         double lease_s;         /* entry/attr timeouts handed to the kernel */
         bool takeover;          /* this worker took over a live connection */
@@ -926,8 +927,8 @@ struct backing_identity {
         uint64_t fstype;
         uint64_t fsid;
         uint64_t root_ino;
-        /* A FUSE backing's mount source as mountinfo escapes it ("" unknown):
-         * FUSE gives every mount filesystem id 0, and sshfs its root inode 1. */
+        /* A FUSE backing's mount source ("" unknown): FUSE gives every
+         * mount filesystem id 0, and sshfs its root inode 1. */
         char source[256];
 };
 /* What opening Backing= found. */
@@ -938,7 +939,7 @@ struct backing_root {
         struct backing_identity id;
         bool local;             /* view_fs_is_local */
         bool handles;           /* its file handles open again */
-        bool names_identify;    /* inode numbers made up (FUSE without handles) */
+        bool names_identify;    /* inode numbers made up (struct view's) */
 };
 /* Opens Backing= by path and asks what the view needs of it, all on a helper
  * under BackingTimeout (online or offline): 0, -ETIMEDOUT, or open's -errno. */
