@@ -871,9 +871,9 @@ static char *get_str(struct reader *rd)
 /*
  * Applies one journal entry to the database (inside the caller's
  * transaction); a mark only if @marks (not one a reboot may have cut from
- * its server bytes).
+ * its server bytes).  *@upto rises to the last record the entry names.
  */
-static int replay_entry(struct oplog *log, struct reader *rd, bool marks)
+static int replay_entry(struct oplog *log, struct reader *rd, bool marks, uint64_t *upto)
 {
         uint8_t t;
         uint64_t seq;
@@ -881,13 +881,22 @@ static int replay_entry(struct oplog *log, struct reader *rd, bool marks)
 
         get(rd, &t, 1);
         get(rd, &seq, 8);
+        if (*upto < seq)
+                *upto = seq;
         if (t == 'B' || t == 'S' || (t == 'M' && !marks))
                 return rd->bad ? -EINVAL : 0;
         if (t == 'I') {
                 uint64_t ino;
 
                 get(rd, &ino, 8);
-                return rd->bad ? -EINVAL : oplog_set_intent(log, seq, ino);
+                if (rd->bad)
+                        return -EINVAL;
+                if (!seq) {     /* journal_upto(): the run's last record */
+                        if (*upto < ino)
+                                *upto = ino;
+                        return 0;
+                }
+                return oplog_set_intent(log, seq, ino);
         }
         if (t == 'M') {
                 uint8_t state;
@@ -977,6 +986,7 @@ static int journal_recover(struct oplog *log, int jfd, uint64_t *upto)
         struct stat st;
         uint8_t *buf;
         size_t off = 0, len, trusted;
+        uint64_t last = 0;
         ssize_t n;
         int e;
 
@@ -997,16 +1007,8 @@ static int journal_recover(struct oplog *log, int jfd, uint64_t *upto)
         e = oplog_begin(log);
         while (e >= 0 && (len = journal_entry(buf, (size_t)n, off)) > 0) {
                 struct reader rd = { buf + off + 16, buf + off + len, false };
-                uint64_t seq, ino;
 
-                memcpy(&seq, buf + off + 17, 8);
-                if (buf[off + 16] == 'I' && !seq && len >= 16 + 17) {
-                        memcpy(&ino, buf + off + 25, 8);
-                        seq = ino;      /* journal_upto() */
-                }
-                if (upto && seq > *upto)
-                        *upto = seq;
-                e = replay_entry(log, &rd, off < trusted);
+                e = replay_entry(log, &rd, off < trusted, upto ? upto : &last);
                 off += len;
         }
         free(buf);
