@@ -347,6 +347,14 @@ static void remember_forgotten(struct view *v, struct vnode *n)
         }
 }
 
+/* itab_lock held: n out of by_ino, whose key is n's own ino field, if it
+ * is the node found by that number. */
+static void by_ino_drop(struct view *v, struct vnode *n)
+{
+        if (n->ino && g_hash_table_lookup(v->by_ino, &n->ino) == n)
+                g_hash_table_remove(v->by_ino, &n->ino);
+}
+
 /* itab_lock held; removes a node nobody needs any more. */
 static void maybe_free(struct view *v, struct vnode *n)
 {
@@ -357,8 +365,7 @@ static void maybe_free(struct view *v, struct vnode *n)
         if (n->fd >= 0)
                 v->open_fds--;
         g_hash_table_remove(v->nodes, &n->id);
-        if (n->ino && g_hash_table_lookup(v->by_ino, &n->ino) == n)
-                g_hash_table_remove(v->by_ino, &n->ino);
+        by_ino_drop(v, n);
         node_free(n);
 }
 
@@ -1489,9 +1496,7 @@ static int enter_node(struct view *v, bool offline, uint64_t switches, fuse_ino_
                  * n the new object.
                  */
                 if (n->id != FUSE_ROOT_ID) {
-                        /* by_ino's key is n's own field: out before it changes. */
-                        if (g_hash_table_lookup(v->by_ino, &n->ino) == n)
-                                g_hash_table_remove(v->by_ino, &n->ino);
+                        by_ino_drop(v, n);      /* before the field it is keyed by changes */
                         n->ino = 0;
                         if (!offline)
                                 n->sino = 0;
