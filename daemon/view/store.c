@@ -49,6 +49,9 @@ struct store {
         uint64_t used, pinned;  /* protected by lock */
         uint64_t objects;       /* protected by lock */
         uint64_t culled, corrupt; /* protected by lock */
+        /* One cull at a time: two would each pass over the object the other
+         * holds and take a newer one in its place. */
+        pthread_mutex_t cull_lock;
         store_container_fn container_fn;
         void *container_ud;
         store_complete_fn complete_fn;  /* an unpinned object became complete in blocks */
@@ -71,6 +74,7 @@ struct sobj {
         int64_t size, mtime_ns, ctime_ns;
         uint64_t validated_ns;
         uint64_t persisted_ns;  /* when validated_ns was last written to the database */
+        uint64_t use_persisted_ns;      /* when the row's atime (last use) was */
         uint32_t nblk;          /* entries in len[] and crc[] */
         uint32_t *len;          /* 0: block absent */
         uint32_t *crc;
@@ -403,6 +407,7 @@ int store_open(struct store **out, const char *dir, uint64_t cache_size, uint64_
         if (!s)
                 return -ENOMEM;
         pthread_mutex_init(&s->lock, NULL);
+        pthread_mutex_init(&s->cull_lock, NULL);
         s->objdir_fd = -1;
         s->cache_size = cache_size;
         s->reserve = reserve;
@@ -517,6 +522,7 @@ void store_close(struct store *s)
         free(s->dir);
         free(s->fault);
         pthread_mutex_destroy(&s->lock);
+        pthread_mutex_destroy(&s->cull_lock);
         free(s);
 }
 
@@ -658,7 +664,7 @@ static int load_locked(struct store *s, struct sobj *o)
         o->mtime_ns = sqlite3_column_int64(st, 1);
         o->ctime_ns = sqlite3_column_int64(st, 2);
         o->validated_ns = mono_of_row(sqlite3_column_int64(st, 3));
-        o->persisted_ns = o->validated_ns;
+        o->persisted_ns = o->use_persisted_ns = o->validated_ns;
         o->pin = sqlite3_column_int(st, 4);
         if (sqlite3_column_type(st, 5) == SQLITE_TEXT)
                 o->container = g_strdup((const char *)sqlite3_column_text(st, 5));
@@ -877,7 +883,11 @@ static int drop_content(struct store *s, struct sobj *o)
 
 #define IDENTITY_PERSIST_NS (60 * 1000000000ULL)
 
-static int record_identity(struct store *s, struct sobj *o, const struct stat *st, uint64_t now)
+/* Records a fresh stat of the backing; @used: by an open, a read or a
+ * write through the view.  Only a use dates the row's atime, which orders
+ * culling: a background revalidation or a stat is not one. */
+static int record_identity(struct store *s, struct sobj *o, const struct stat *st, uint64_t now,
+                           bool used)
 {
         bool same = o->size == st->st_size && o->mtime_ns == timespec_ns(&st->st_mtim) &&
                     o->ctime_ns == timespec_ns(&st->st_ctim);
@@ -891,13 +901,21 @@ static int record_identity(struct store *s, struct sobj *o, const struct stat *s
          * row's validation time only makes a restarted worker revalidate
          * sooner, and its atime orders culling (a minute's precision is
          * plenty), so an open of an unchanged file writes nothing. */
-        if (same && now - o->persisted_ns < IDENTITY_PERSIST_NS)
+        used = used && now - o->use_persisted_ns >= IDENTITY_PERSIST_NS;
+        if (same && !used && now - o->persisted_ns < IDENTITY_PERSIST_NS)
                 return 0;
         o->persisted_ns = now;
         pthread_mutex_lock(&s->lock);
-        r = db_run(s, NULL, "UPDATE objects SET size=?, mtime=?, ctime=?, validated=?, atime=?"
-                   " WHERE ino=?", 6, (int64_t)o->size, o->mtime_ns, o->ctime_ns,
-                   row_time(now), row_time(now), (int64_t)o->ino);
+        if (used) {
+                o->use_persisted_ns = now;
+                r = db_run(s, NULL, "UPDATE objects SET size=?, mtime=?, ctime=?, validated=?,"
+                           " atime=? WHERE ino=?", 6, (int64_t)o->size, o->mtime_ns,
+                           o->ctime_ns, row_time(now), row_time(now), (int64_t)o->ino);
+        } else {
+                r = db_run(s, NULL, "UPDATE objects SET size=?, mtime=?, ctime=?, validated=?"
+                           " WHERE ino=?", 5, (int64_t)o->size, o->mtime_ns, o->ctime_ns,
+                           row_time(now), (int64_t)o->ino);
+        }
         pthread_mutex_unlock(&s->lock);
         return r < 0 ? r : 0;
 }
@@ -908,7 +926,7 @@ static bool same_identity(const struct sobj *o, const struct stat *st)
                o->ctime_ns == timespec_ns(&st->st_ctim);
 }
 
-int store_obj_revalidate(struct store *s, struct sobj *o, const struct stat *st,
+int store_obj_revalidate(struct store *s, struct sobj *o, const struct stat *st, bool used,
                          bool *unchanged)
 {
         uint64_t now = now_ns();
@@ -924,7 +942,7 @@ int store_obj_revalidate(struct store *s, struct sobj *o, const struct stat *st,
                 r = drop_content(s, o);
         }
         if (r >= 0)
-                r = record_identity(s, o, st, now);
+                r = record_identity(s, o, st, now, used);
         pthread_mutex_unlock(&o->lock);
         if (unchanged)
                 *unchanged = same;
@@ -971,7 +989,7 @@ int store_obj_get(struct store *s, const struct stat *st, bool create, uint64_t 
                 *out = o;
                 return 0;
         }
-        r = store_obj_revalidate(s, o, st, unchanged);
+        r = store_obj_revalidate(s, o, st, true, unchanged);
         if (r < 0) {
                 store_obj_put(s, o);
                 return r;
@@ -1349,7 +1367,7 @@ int store_obj_written(struct store *s, struct sobj *o, const char *buf, size_t s
         }
         free(blk);
         if (st)
-                record_identity(s, o, st, now_ns());
+                record_identity(s, o, st, now_ns(), true);
         pthread_mutex_unlock(&o->lock);
         return r;
 }
@@ -1367,7 +1385,7 @@ int store_obj_changed_range(struct store *s, struct sobj *o, off_t off, off_t le
                 uncommit_block(s, o, i);
         }
         if (st)
-                record_identity(s, o, st, now_ns());
+                record_identity(s, o, st, now_ns(), true);
         pthread_mutex_unlock(&o->lock);
         return 0;
 }
@@ -1521,7 +1539,7 @@ int store_drop_all(struct store *s, bool even_pinned)
  * the next candidates are taken after it: the store still comes back under
  * its thresholds when the oldest objects are all busy.
  */
-void store_cull(struct store *s)
+static void cull_locked(struct store *s)
 {
         struct store_stats st;
         int64_t passed = 0;     /* candidates left in place, ahead of the next batch */
@@ -1559,6 +1577,13 @@ void store_cull(struct store *s)
                 if (len == 0 || above_run(&st))
                         return;
         }
+}
+
+void store_cull(struct store *s)
+{
+        pthread_mutex_lock(&s->cull_lock);
+        cull_locked(s);
+        pthread_mutex_unlock(&s->cull_lock);
 }
 
 /* The row of o says its content is in the container at @path; store.lock held. */

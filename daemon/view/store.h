@@ -99,8 +99,10 @@ int store_obj_find(struct store *s, uint64_t ino, struct sobj **out);
 int store_obj_find_loaded(struct store *s, uint64_t ino, struct sobj **out);
 /* True when the identity was last checked more than lease_ns ago. */
 bool store_obj_stale(struct sobj *o, uint64_t now, uint64_t lease_ns);
-/* Compares with a fresh stat of the backing; drops content if it changed. */
-int store_obj_revalidate(struct store *s, struct sobj *o, const struct stat *st,
+/* Compares with a fresh stat of the backing; drops content if it changed.
+ * @used: the object is being used (opened, read): that dates its last use,
+ * which orders culling; a revalidation alone does not. */
+int store_obj_revalidate(struct store *s, struct sobj *o, const struct stat *st, bool used,
                          bool *unchanged);
 
 /*

@@ -2662,7 +2662,7 @@ static void fetch_index(struct view *v, struct name_fetch *f)
         /* Validated against the identity just copied, which also dates its
          * use: culled in LRU order (not first, as a file never used would be). */
         if (r == 1 && store_obj_find(v->store, id.ino, &o) == 0) {
-                store_obj_revalidate(v->store, o, &f->bst, NULL);
+                store_obj_revalidate(v->store, o, &f->bst, true, NULL);
                 store_obj_put(v->store, o);
         }
         if (r < 0)

@@ -1781,7 +1781,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
          * open file's store copy must not then serve the old bytes again. */
         if (r == 0 && S_ISREG(st.st_mode) && !offline &&
             store_obj_find_loaded(v->store, st.st_ino, &o) == 0) {
-                store_obj_revalidate(v->store, o, &st, NULL);
+                store_obj_revalidate(v->store, o, &st, false, NULL);
                 store_obj_put(v->store, o);
         }
         if (r < 0)
@@ -3281,7 +3281,7 @@ again:
 
                         /* An erroring (or silent) backing keeps the valid copy serving. */
                         if (backing_fstatat_in(v, false, rfd, NULL, &st) == 0)
-                                store_obj_revalidate(v->store, o, &st, NULL);
+                                store_obj_revalidate(v->store, o, &st, true, NULL);
                 }
                 n = read_bounded(v, o, rfd, buf, size, off);
                 /* The bytes are the store's: a server that does not answer

@@ -112,7 +112,7 @@ static void pass_entry(struct pass *p, const char *name)
         if (__atomic_load_n(&v->changes, __ATOMIC_ACQUIRE) != p->changes ||
             store_obj_find(v->store, st.st_ino, &o) < 0)
                 return;
-        if (store_obj_revalidate(v->store, o, &st, &same) == 0 && !same)
+        if (store_obj_revalidate(v->store, o, &st, false, &same) == 0 && !same)
                 copy_changed(v, st.st_ino);
         store_obj_put(v->store, o);
 }
