@@ -1227,6 +1227,11 @@ GArray *vnode_switch_all(struct view *v, bool *unanswered)
                         lru_del(v, n);
                         n->detached = true;
                         n->ino = 0;
+                        /* Logged unbound: a successor has no descriptor to
+                         * keep its object by, and the number last logged
+                         * (the other tree's, or one freed since) may name
+                         * another object by then. */
+                        log_node(v, n);
                         e.inval_name = offline;
                         g_array_append_val(ids, e);
                         continue;

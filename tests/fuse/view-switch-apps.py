@@ -69,6 +69,12 @@ transaction.  Across switches between online and offline:
   killed offline: the successor finds it by the name it keeps, and its
   ftruncate, pread and three more switches hold (the name exchanged
   away is the other file's, not one of its own);
+- a file of two names held open, both names removed offline, the
+  reconnect and a kill, the file closed after two switches: a file of
+  two names another client then makes with the inode number the mirror's
+  object had, held open for writing, offline the worker killed: its
+  ftruncate, pread and three more switches hold (the successor knows the
+  first file's node unbound, not by that number);
 - a file removed while held open and the worker killed (the successor
   keeps its node, never freed), its inode number then given to a file of
   two names another client makes: that file held open for writing works
@@ -723,6 +729,84 @@ def reused_number_after_a_kill(vol):
     eq(read_file(b2) == data, True, "... and the server has its bytes")
 
 
+def mirror_number_after_a_kill(vol):
+    """As names_gone_offline() with the kill: a file of two names held open
+    online, both names removed offline, the reconnect (its node keeps the
+    mirror's object, which no name holds) and the worker killed; a switch
+    offline and back, then the file closed, so that the mirror's object
+    goes and its inode number is free (the mirror and the backing share a
+    filesystem here); files made on the backing, as another client, until
+    one gets that number: that file, given two names, pinned and held open
+    for writing, then offline the worker killed: through the descriptor
+    ftruncate and pread hold, and pwrite, ftruncate, fstat and pread
+    through three more switches (before: the successor restored the first
+    file's node with its mirror inode number as its server's, which the
+    switches kept; at the switch offline it took the new file's mirror
+    object through the links index by that number, and the new file's
+    descriptor answered ESTALE for good)."""
+    for i in range(3):
+        d = f"mq{i}"
+        os.makedirs(vol.v("p", d, "d"))
+        x, y = vol.v("p", d, "x"), vol.v("p", d, "y")
+        with open(x, "wb") as f:
+            f.write(b"x" * 5000)
+        os.link(x, y)
+        fd = os.open(x, os.O_RDWR)
+        switch(vol, "offline")
+        ino = os.stat(os.path.join(vol.cache, "mirror", "p", d, "x")).st_ino
+        os.unlink(x)
+        os.unlink(y)
+        switch(vol, "online")
+        kill_and_wait(vol)
+        switch(vol, "offline")
+        switch(vol, "online")
+        time.sleep(1.02 - time.time() % 1)  # the release frees it early in a second
+        os.close(fd)
+        made, found = [], None
+        end = time.time() + 0.8
+        while not found and time.time() < end:
+            name = vol.b("p", d, f"c{len(made)}")
+            with open(name, "wb"):
+                pass
+            if os.stat(name).st_ino == ino:
+                found = name
+            else:
+                made.append(name)
+        for name in made:
+            os.unlink(name)
+        if found:
+            break
+    else:
+        check(True, "a mirror's inode number after a kill: skipped, the backing gave it to"
+              " no new file")
+        return
+    data = bytearray(os.urandom(9000))
+    b, b2 = vol.b("p", d, "d", "new"), vol.b("p", d, "d", "new2")
+    os.rename(found, b)
+    with open(b, "wb") as f:
+        f.write(data)
+    os.link(b, b2)
+    vol.ctl("pin recursive", "p")
+    new, new2 = vol.v("p", d, "d", "new"), vol.v("p", d, "d", "new2")
+    fd = os.open(new, os.O_RDWR)
+    switch(vol, "offline")
+    kill_and_wait(vol)
+    try:
+        os.ftruncate(fd, 8000)
+        del data[8000:]
+        got = [("offline", os.pread(fd, 10000, 0) == data)]
+    except OSError as e:
+        got = [("offline", e.strerror)]
+    steps = ("online", "offline", "online")
+    got += held_through(vol, fd, data, steps, 3000, 7000)
+    eq(got, [("offline", True)] + [(to, True, True) for to in steps] + ["closed"],
+       "a file given the inode number of a mirror object a successor's node kept, held across"
+       " a kill offline: ftruncate, pread, then pwrite, ftruncate, fstat, pread through three"
+       " switches, close")
+    eq((read_file(new) == data, read_file(new2) == data, read_file(b2) == data),
+       (True, True, True), "... both names and the server hold its bytes")
+
+
 def stranded_then_nameless(vol):
     """A writer opened offline, the reconnect (the kernel writes the
     mirror's file), another file renamed over its name online, then
@@ -943,6 +1027,7 @@ def main():
         names_gone_offline(vol)
         names_gone_offline(vol, kill=True)
         exchanged_name_gone_before_a_kill(vol)
+        mirror_number_after_a_kill(vol)
         reused_number_after_a_kill(vol)
         dir_made_offline_across_a_kill(vol)
         writer_through_reconnects(vol)
