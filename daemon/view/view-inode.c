@@ -1161,9 +1161,88 @@ static void look_ahead(struct view *v, GPtrArray *all, guint from, guint to, GHa
                 fetch_pool_run(v, to - from, look_ahead_one, &a);
 }
 
+/*
+ * itab_lock held, at a switch to @offline: n is bound to fd, its
+ * counterpart in the new tree (stat st), or to none (fd < 0: ESTALE until
+ * the next switch finds it again); its entry e goes to ids.  Takes fd.
+ */
+static void switch_node(struct view *v, struct vnode *n, bool offline, int fd, struct stat *st,
+                        uint64_t shown_epoch, GHashTable *bound, GHashTable *dirs,
+                        struct vnode_entry *e, GArray *ids)
+{
+        /* The descriptor of the tree served before goes, at the last put
+         * when users hold it: a request that gets the node from now on is
+         * given the new tree's, never the old one, whose server may be
+         * gone. */
+        if (n->fd >= 0 && n->users) {
+                if (!n->old_fds)
+                        n->old_fds = g_array_new(FALSE, FALSE, sizeof(int));
+                g_array_append_val(n->old_fds, n->fd);
+                n->fd = -1;
+        } else if (n->fd >= 0) {
+                lru_del(v, n);
+                close(n->fd);
+                n->fd = -1;
+                v->open_fds--;
+        }
+        free(n->sfh);
+        n->sfh = offline ? n->fh : NULL;
+        if (!offline && n->fh) {
+                /* To find its mirror object by, should its name go. */
+                free(n->mfh);
+                n->mfh = n->fh;
+        } else if (offline && fd >= 0) {
+                free(n->mfh);
+                n->mfh = NULL;
+        }
+        n->fh = NULL;
+        if (fd < 0) {
+                n->ino = 0;
+                e->inval_name = true;
+                g_array_append_val(ids, *e);
+                log_node(v, n);
+                return;
+        }
+        n->ino = st->st_ino;
+        if (!offline)
+                n->sino = st->st_ino;
+        /* Made offline and shown by its log id: the server's object the
+         * replay made goes on showing that st_ino. */
+        if (!offline && n->shown_epoch == shown_epoch && n->shown_ino) {
+                n->kept_ino = n->shown_ino;
+                n->kept_sino = n->sino;
+                __atomic_store_n(&v->inos_kept, true, __ATOMIC_RELEASE);
+        }
+        n->fh = handle_of(v, fd);
+        g_hash_table_replace(bound, &n->ino, n);
+        if (S_ISDIR(st->st_mode)) {
+                g_hash_table_insert(dirs, &n->id, GINT_TO_POINTER(fd + 1));
+                n->fd = dup(fd);
+        } else {
+                n->fd = fd;
+        }
+        if (n->fd >= 0) {
+                v->open_fds++;
+                if (!n->users)
+                        lru_add(v, n);
+        }
+        log_node(v, n);
+        g_array_append_val(ids, *e);
+}
+
+/* A node whose name did not lead to its counterpart: looked for again once
+ * every node has been by its name. */
+struct switch_later {
+        struct vnode *n;
+        struct vnode_entry e;
+        uint64_t sino, lid;
+        bool named;             /* its name was looked up (its parent was bound) */
+};
+
 GArray *vnode_switch_all(struct view *v, bool *unanswered)
 {
         GArray *ids = g_array_new(FALSE, FALSE, sizeof(struct vnode_entry));
+        GArray *later = g_array_new(FALSE, FALSE, sizeof(struct switch_later));
         GPtrArray *all = g_ptr_array_new();
         GHashTable *bound = g_hash_table_new(g_int64_hash, g_int64_equal);
         GHashTable *dirs = g_hash_table_new(g_int64_hash, g_int64_equal); /* id -> fd + 1 */
@@ -1185,11 +1264,17 @@ GArray *vnode_switch_all(struct view *v, bool *unanswered)
         pre = g_new0(struct name_look, all->len ? all->len : 1);
         for (guint i = 0; i < all->len; i++)
                 pre[i].fd = -1;
+        /*
+         * First each node by its name: an object its name leads to with the
+         * node's own identity is that node's.  Another node claims an object
+         * by weaker evidence (a handle, another name, the links index by a
+         * server inode number, which the server gives to a new file once
+         * the node's object went) only after, when no node's name took it.
+         */
         for (guint i = 0; i < all->len; i++) {
                 struct vnode *n = g_ptr_array_index(all, i);
                 struct vnode_entry e = { n->id, n->parent, NULL, false };
                 uint64_t pkey = n->parent, sino, lid;
-                struct file_handle *fh;
                 bool gone;
                 int pfd, fd;
 
@@ -1239,77 +1324,39 @@ GArray *vnode_switch_all(struct view *v, bool *unanswered)
                 pfd = GPOINTER_TO_INT(g_hash_table_lookup(dirs, &pkey)) - 1;
                 fd = counterpart(v, n, pfd, sino, lid, pre[i].filled ? &pre[i] : NULL, bound, &st,
                                  unanswered);
-                if (fd < 0 && !offline)
-                        fd = counterpart_by_handle(v, n, sino, bound, &st, unanswered);
-                if (fd < 0 && offline)
-                        fd = counterpart_by_mirror_handle(v, n, sino, bound, &st, unanswered);
-                /* The name the kernel knows it by leads elsewhere now. */
-                if (fd < 0 && (fd = counterpart_by_alias(v, n, dirs, sino, lid, bound, &st,
-                                                         unanswered)) >= 0)
-                        e.inval_name = true;
-                if (fd < 0 && offline &&
-                    (fd = counterpart_by_links_index(v, n, pfd, sino, bound, &st,
-                                                     unanswered)) >= 0)
-                        e.inval_name = true;
-                /* The descriptor of the tree served before goes, at the last
-                 * put when users hold it: a request that gets the node from
-                 * now on is given the new tree's, never the old one, whose
-                 * server may be gone. */
-                if (n->fd >= 0 && n->users) {
-                        if (!n->old_fds)
-                                n->old_fds = g_array_new(FALSE, FALSE, sizeof(int));
-                        g_array_append_val(n->old_fds, n->fd);
-                        n->fd = -1;
-                } else if (n->fd >= 0) {
-                        lru_del(v, n);
-                        close(n->fd);
-                        n->fd = -1;
-                        v->open_fds--;
-                }
-                free(n->sfh);
-                n->sfh = offline ? n->fh : NULL;
-                if (!offline && n->fh) {
-                        /* To find its mirror object by, should its name go. */
-                        free(n->mfh);
-                        n->mfh = n->fh;
-                } else if (offline && fd >= 0) {
-                        free(n->mfh);
-                        n->mfh = NULL;
-                }
-                n->fh = NULL;
                 if (fd < 0) {
-                        n->ino = 0;     /* ESTALE until the next switch finds it again */
-                        e.inval_name = true;
-                        g_array_append_val(ids, e);
-                        log_node(v, n);
+                        struct switch_later l = { n, e, sino, lid, pfd >= 0 };
+
+                        g_array_append_val(later, l);
                         continue;
                 }
-                n->ino = st.st_ino;
-                if (!offline)
-                        n->sino = st.st_ino;
-                /* Made offline and shown by its log id: the server's object
-                 * the replay made goes on showing that st_ino. */
-                if (!offline && n->shown_epoch == shown_epoch && n->shown_ino) {
-                        n->kept_ino = n->shown_ino;
-                        n->kept_sino = n->sino;
-                        __atomic_store_n(&v->inos_kept, true, __ATOMIC_RELEASE);
-                }
-                fh = handle_of(v, fd);
-                n->fh = fh;
-                g_hash_table_replace(bound, &n->ino, n);
-                if (S_ISDIR(st.st_mode))
-                        g_hash_table_insert(dirs, &n->id, GINT_TO_POINTER(fd + 1));
-                n->fd = S_ISDIR(st.st_mode) ? dup(fd) : fd;
-                if (n->fd >= 0) {
-                        v->open_fds++;
-                        if (!n->users)
-                                lru_add(v, n);
-                }
-                if (!S_ISDIR(st.st_mode))
-                        fd = -1;
-                log_node(v, n);
-                g_array_append_val(ids, e);
+                switch_node(v, n, offline, fd, &st, shown_epoch, bound, dirs, &e, ids);
         }
+        /* In depth order still: a directory found here is its children's. */
+        for (guint i = 0; i < later->len; i++) {
+                struct switch_later *l = &g_array_index(later, struct switch_later, i);
+                struct vnode *n = l->n;
+                uint64_t pkey = n->parent;
+                int pfd = GPOINTER_TO_INT(g_hash_table_lookup(dirs, &pkey)) - 1;
+                int fd = -1;
+
+                if (!l->named)
+                        fd = counterpart(v, n, pfd, l->sino, l->lid, NULL, bound, &st, unanswered);
+                if (fd < 0 && !offline)
+                        fd = counterpart_by_handle(v, n, l->sino, bound, &st, unanswered);
+                if (fd < 0 && offline)
+                        fd = counterpart_by_mirror_handle(v, n, l->sino, bound, &st, unanswered);
+                /* The name the kernel knows it by leads elsewhere now. */
+                if (fd < 0 && (fd = counterpart_by_alias(v, n, dirs, l->sino, l->lid, bound, &st,
+                                                         unanswered)) >= 0)
+                        l->e.inval_name = true;
+                if (fd < 0 && offline &&
+                    (fd = counterpart_by_links_index(v, n, pfd, l->sino, bound, &st,
+                                                     unanswered)) >= 0)
+                        l->e.inval_name = true;
+                switch_node(v, n, offline, fd, &st, shown_epoch, bound, dirs, &l->e, ids);
+        }
+        g_array_free(later, TRUE);
         for (guint i = 0; i < all->len; i++)
                 if (pre[i].fd >= 0)
                         close(pre[i].fd);       /* looked up, not taken */

@@ -75,6 +75,13 @@ transaction.  Across switches between online and offline:
   object had, held open for writing, offline the worker killed: its
   ftruncate, pread and three more switches hold (the successor knows the
   first file's node unbound, not by that number);
+- a file whose node a successor keeps after its object went, which at a
+  switch offline and back found no counterpart (it keeps only its server
+  inode number), and a file of two names another client then makes with
+  that number, held open for writing, offline the worker killed: its
+  ftruncate, pread and three more switches hold (at a switch a node whose
+  name leads to its object takes it before another claims it by its
+  number through the links index);
 - a file removed while held open and the worker killed (the successor
   keeps its node, never freed), its inode number then given to a file of
   two names another client makes: that file held open for writing works
@@ -729,6 +736,56 @@ def reused_number_after_a_kill(vol):
     eq(read_file(b2) == data, True, "... and the server has its bytes")
 
 
+def stale_number_beside_a_held_file(vol):
+    """A file whose node a successor still knows after its object went
+    (number_freed_after_a_kill()), a switch offline and back (the old node
+    finds no counterpart: it keeps only the server inode number it had),
+    then that number given to a file of two names another client makes two
+    directories down, pinned and held open for writing; offline the worker
+    killed: through the descriptor ftruncate and pread hold, and pwrite,
+    ftruncate, fstat and pread through three more switches (before: at the
+    switch offline the old node, shallower, took the new file's mirror
+    object through the links index by that number, the new file's node
+    found none, and the descriptor answered ESTALE for good)."""
+    for i in range(3):
+        d = f"sq{i}"
+        os.makedirs(vol.v("p", d, "d"))
+        found = number_freed_after_a_kill(vol, d)
+        if found:
+            break
+    else:
+        check(True, "a stale number beside a held file: skipped, the backing gave it to"
+              " no new file")
+        return
+    switch(vol, "offline")
+    switch(vol, "online")
+    data = bytearray(os.urandom(9000))
+    b, b2 = vol.b("p", d, "d", "new"), vol.b("p", d, "d", "new2")
+    os.rename(found, b)
+    with open(b, "wb") as f:
+        f.write(data)
+    os.link(b, b2)
+    vol.ctl("pin recursive", "p")
+    new, new2 = vol.v("p", d, "d", "new"), vol.v("p", d, "d", "new2")
+    fd = os.open(new, os.O_RDWR)
+    switch(vol, "offline")
+    kill_and_wait(vol)
+    try:
+        os.ftruncate(fd, 8000)
+        del data[8000:]
+        got = [("offline", os.pread(fd, 10000, 0) == data)]
+    except OSError as e:
+        got = [("offline", e.strerror)]
+    steps = ("online", "offline", "online")
+    got += held_through(vol, fd, data, steps, 3000, 7000)
+    eq(got, [("offline", True)] + [(to, True, True) for to in steps] + ["closed"],
+       "a file given the server inode number a node without a counterpart kept, held across"
+       " a kill offline: ftruncate, pread, then pwrite, ftruncate, fstat, pread through three"
+       " switches, close")
+    eq((read_file(new) == data, read_file(new2) == data, read_file(b2) == data),
+       (True, True, True), "... both names and the server hold its bytes")
+
+
 def mirror_number_after_a_kill(vol):
     """As names_gone_offline() with the kill: a file of two names held open
     online, both names removed offline, the reconnect (its node keeps the
@@ -1027,6 +1084,7 @@ def main():
         names_gone_offline(vol)
         names_gone_offline(vol, kill=True)
         exchanged_name_gone_before_a_kill(vol)
+        stale_number_beside_a_held_file(vol)
         mirror_number_after_a_kill(vol)
         reused_number_after_a_kill(vol)
         dir_made_offline_across_a_kill(vol)
