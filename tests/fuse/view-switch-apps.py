@@ -680,8 +680,16 @@ def number_freed_after_a_kill(vol, d):
     r = os.open(old, os.O_RDONLY)
     os.unlink(old)
     kill_and_wait(vol)
+    return made_with_number(vol, d, r, ino)
+
+
+def made_with_number(vol, d, fd, ino):
+    """Closes fd, the last hold on an object of inode number ino, early in
+    a second, then makes files in d (under p) on the backing, as another
+    client, until one is given that number (ext4 gives a number freed in
+    the same second again).  Returns that file's name, or None."""
     time.sleep(1.02 - time.time() % 1)      # the release frees it early in a second
-    os.close(r)
+    os.close(fd)
     made, found = [], None
     end = time.time() + 0.8
     while not found and time.time() < end:
@@ -817,20 +825,7 @@ def mirror_number_after_a_kill(vol):
         kill_and_wait(vol)
         switch(vol, "offline")
         switch(vol, "online")
-        time.sleep(1.02 - time.time() % 1)  # the release frees it early in a second
-        os.close(fd)
-        made, found = [], None
-        end = time.time() + 0.8
-        while not found and time.time() < end:
-            name = vol.b("p", d, f"c{len(made)}")
-            with open(name, "wb"):
-                pass
-            if os.stat(name).st_ino == ino:
-                found = name
-            else:
-                made.append(name)
-        for name in made:
-            os.unlink(name)
+        found = made_with_number(vol, d, fd, ino)
         if found:
             break
     else:
