@@ -130,6 +130,22 @@ def main():
     finish()
 
 
+def store_rows(vol, files):
+    """name -> (atime, validated, container or blocks, own, pin) of each
+    file's row: what a failing cull check prints."""
+    db = sqlite3.connect(os.path.join(vol.cache, "store.db"))
+    try:
+        rows = {}
+        for name in files:
+            r = db.execute("SELECT atime, validated, container IS NOT NULL, own, pin,"
+                           " (SELECT COUNT(*) FROM blocks b WHERE b.ino=o.ino) FROM objects o"
+                           " WHERE ino=?", (os.stat(vol.b(name)).st_ino,)).fetchone()
+            rows[name] = r
+        return rows
+    finally:
+        db.close()
+
+
 def lru_across_reboot():
     """The cull's least-recently-used order holds across a reboot: files read
     in a boot whose monotonic clock was far on (the view in a time namespace
@@ -168,11 +184,17 @@ def lru_across_reboot():
     for name in ("new0", "new1", "new2"):
         eq(read_file(vol.v(name)), files[name], f"{name} read after the reboot")
     # capacity 5 MiB for 6 MiB cached: culled down to brun (0.5 MiB free), two files
+    rows_before = store_rows(vol, files)
     vol.ctl("set cache-size 7M")
-    eq({n: cached(n) for n in files if n != "fresh0"},
-       {"old0": "no", "old1": "no", "old2": "complete", "new0": "complete",
-        "new1": "complete", "new2": "complete"},
-       "the cull took the two least recently used, read before the reboot")
+    got = {n: cached(n) for n in files if n != "fresh0"}
+    want = {"old0": "no", "old1": "no", "old2": "complete", "new0": "complete",
+            "new1": "complete", "new2": "complete"}
+    eq(got, want, "the cull took the two least recently used, read before the reboot")
+    if got != want:
+        print(f"# the store's rows before the cull: {rows_before}")
+        print(f"# after: {store_rows(vol, files)}")
+        for line in vol.logtext().splitlines()[-20:]:
+            print(f"# log: {line}")
 
     # A store of the old format: use and validation times on the monotonic clock.
     stop()
