@@ -2184,6 +2184,46 @@ int store_containers_indexed(struct store *s)
         return r;
 }
 
+/*
+ * The store's rows are keyed by the server's inode numbers.  A backing that
+ * numbers its files anew at each mount (sshfs) records which mount numbered
+ * them, as the fact "numbered by <mount>".
+ */
+#define FACT_NUMBERED_BY "numbered by "
+
+bool store_numbered_by(struct store *s, const char *mount)
+{
+        char *fact = g_strconcat(FACT_NUMBERED_BY, mount, NULL);
+        sqlite3_stmt *st;
+        bool r = false;
+
+        pthread_mutex_lock(&s->lock);
+        st = stmt_of(s, "SELECT COUNT(*) FROM facts WHERE name=?");
+        if (st) {
+                sqlite3_bind_text(st, 1, fact, -1, SQLITE_TRANSIENT);
+                r = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) > 0;
+                stmt_done(st);
+        }
+        pthread_mutex_unlock(&s->lock);
+        g_free(fact);
+        return r;
+}
+
+int store_renumbered(struct store *s, const char *mount)
+{
+        char *fact = g_strconcat(FACT_NUMBERED_BY, mount, NULL);
+        int n = store_drop_all(s, true), r;
+
+        pthread_mutex_lock(&s->lock);
+        r = db_exec(s, "DELETE FROM facts WHERE name LIKE '" FACT_NUMBERED_BY "%'");
+        pthread_mutex_unlock(&s->lock);
+        if (r >= 0)
+                r = bind_text_run(s, "INSERT OR IGNORE INTO facts(name) VALUES(?)", fact, 0,
+                                  false);
+        g_free(fact);
+        return r < 0 ? r : n;
+}
+
 int store_reindex_container(struct store *s, const struct store_identity *id, bool validated)
 {
         struct sobj *o;

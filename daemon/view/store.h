@@ -201,6 +201,14 @@ int store_check_unpinned(struct store *s, store_container_fn on_server,
  */
 bool store_containers_unindexed(struct store *s);
 int store_containers_indexed(struct store *s);
+/* Whether the rows' inode numbers are those @mount gave (a backing that
+ * numbers its files anew at each mount: sshfs). */
+bool store_numbered_by(struct store *s, const char *mount);
+/* The backing numbers its files as @mount does now: every copy is dropped
+ * (unpinned containers removed, pinned ones left to the mirror, which
+ * indexes them again by name), as one number may now be another file's.
+ * Returns how many objects had one, or -errno. */
+int store_renumbered(struct store *s, const char *mount);
 int store_reindex_container(struct store *s, const struct store_identity *id, bool validated);
 /* Object @ino was last used at @used_ns (wall-clock ns, CLOCK_REALTIME, as
  * the rows keep their times), unless its row records a use already: the

@@ -195,6 +195,38 @@ static bool handles_work(int root_fd, int mount_fd)
         return ok;
 }
 
+#ifndef STATX_MNT_ID_UNIQUE
+#define STATX_MNT_ID_UNIQUE 0x00004000U
+#endif
+
+/*
+ * Which mount numbered a backing's files when it makes them up: this boot
+ * and the mount's unique id (a plain mount id, which a later mount may be
+ * given again, on a kernel without one).
+ */
+static void numbering_of(int root_fd, char *buf, size_t len)
+{
+        char boot[40] = "";
+        struct statx stx;
+        int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+
+        if (fd >= 0) {
+                ssize_t n = read(fd, boot, sizeof(boot) - 1);
+
+                boot[n > 0 ? n : 0] = 0;
+                boot[strcspn(boot, "\n")] = 0;
+                close(fd);
+        }
+        if (statx(root_fd, "", AT_EMPTY_PATH, STATX_MNT_ID_UNIQUE, &stx) == 0 &&
+            (stx.stx_mask & STATX_MNT_ID_UNIQUE))
+                snprintf(buf, len, "%s/%" PRIu64, boot, (uint64_t)stx.stx_mnt_id);
+        else if (statx(root_fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) == 0 &&
+                 (stx.stx_mask & STATX_MNT_ID))
+                snprintf(buf, len, "%s/id%" PRIu64, boot, (uint64_t)stx.stx_mnt_id);
+        else
+                snprintf(buf, len, "%s/?", boot);
+}
+
 static int open_root(void *arg)
 {
         struct root_job *j = arg;
@@ -219,6 +251,8 @@ static int open_root(void *arg)
          * A FUSE server with real inode numbers has its root's. */
         b->names_identify = b->id.fstype == FUSE_SUPER_MAGIC &&
                             (!b->handles || b->st.st_ino == 1);
+        if (b->names_identify)
+                numbering_of(b->root_fd, b->numbering, sizeof(b->numbering));
         return 0;
 }
 
@@ -283,6 +317,24 @@ int backing_reopen_root(struct view *v, GString *why)
         __atomic_store_n(&v->handles, b.handles, __ATOMIC_RELEASE);
         __atomic_store_n(&v->names_identify, b.names_identify, __ATOMIC_RELEASE);
         return 0;
+}
+
+void backing_numbering_check(struct view *v, const struct backing_root *b)
+{
+        int n;
+
+        if (!b->names_identify || store_numbered_by(v->store, b->numbering))
+                return;
+        /* Its numbers are another mount's: the same number may be another
+         * file's now, with the same size and times. */
+        n = store_renumbered(v->store, b->numbering);
+        if (n < 0)
+                log_warn("Failed to record which mount numbered the files of Backing %s: %s",
+                         v->cfg->backing, strerror(-n));
+        else if (n > 0)
+                log_info("Backing %s numbers its files anew (mounted again): the store's %d"
+                         " copies are dropped, the pinned ones found again by name",
+                         v->cfg->backing, n);
 }
 
 int backing_stand_in(struct view *v, int err)

@@ -295,6 +295,8 @@ static int worker_setup(struct view *v, struct volume_config *cfg, bool takeover
         /* Before the log records the root: a stand-in must not become its base. */
         wrong_backing = why->len || backing_identity_compare(v, &b.id, why) < 0;
         r = view_oplog_open(v, !wrong_backing);
+        if (r >= 0 && !wrong_backing)
+                backing_numbering_check(v, &b);
         if (r >= 0 && wrong_backing)
                 view_start_offline(v, why->str);
         if (r >= 0)

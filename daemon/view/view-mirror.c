@@ -97,6 +97,30 @@ static bool same_content(const struct mirror_base *a, const struct mirror_base *
                a->ver.mtime_ns == b->ver.mtime_ns && a->ver.mode == b->ver.mode;
 }
 
+/*
+ * On a backing whose inode numbers are made up (names_identify: sshfs
+ * numbers files as it meets them), the server file at a mirror file's name
+ * with the version its base records but for the number is that object,
+ * numbered anew (mounted again, or forgotten and met again).  A file of one
+ * name only: the links index keys the others by number.
+ */
+static bool renumbered(bool names_identify, const struct mirror_base *have,
+                       const struct mirror_base *want)
+{
+        struct mirror_base h = *have;
+
+        if (!names_identify || have->ver.ino == want->ver.ino || have->ver.nlink > 1 ||
+            want->ver.nlink > 1)
+                return false;
+        h.ver.ino = want->ver.ino;
+        return same_identity(&h, want);
+}
+
+static bool numbers_made_up(struct view *v)
+{
+        return __atomic_load_n(&v->names_identify, __ATOMIC_ACQUIRE);
+}
+
 /* rm -rf of dfd/name. */
 static int remove_tree(int dfd, const char *name, int depth)
 {
@@ -1072,6 +1096,12 @@ static int sync_by_base(struct view *v, int bdfd, int mdfd, const char *name,
                 }
                 return r;
         }
+        if (renumbered(numbers_made_up(v), have, want)) {
+                r = mirror_set_base(mdfd, name, want);
+                if (r == 0)
+                        note_container(v, mdfd, name, bst);
+                return r;
+        }
         if (same_identity(have, want)) {
                 r = 0;
                 /* MIRROR_CHANGED too: the server has what changed offline now. */
@@ -1174,6 +1204,7 @@ static int sync_other(struct view *v, int bdfd, int mdfd, const char *name,
 
 struct look_chunk {
         int bdfd, mdfd;
+        bool names_identify;    /* the view's, as the walk began */
         GArray *looks;          /* struct entry_look */
 };
 
@@ -1196,7 +1227,8 @@ static void look_entry(void *ctx, guint i)
         if (!may_adopt(&l->bst, &l->mst))
                 return;
         base_from_stat(&want, &l->bst, 0);
-        if (l->based && same_identity(&l->have, &want))
+        if (l->based && (same_identity(&l->have, &want) ||
+                         renumbered(c->names_identify, &l->have, &want)))
                 return;         /* in sync: nothing to compare */
         l->same = replayed_same(&l->bst, &l->mst) || holds_same_bytes(c->bdfd, c->mdfd, l->name);
 }
@@ -1236,7 +1268,8 @@ static void chunk_clear(struct look_chunk *c)
 static int sync_dir_entries(struct view *v, int bdfd, int mdfd, int depth,
                             struct batch *batch, struct mirror_fill *fill)
 {
-        struct look_chunk chunk = { .bdfd = bdfd, .mdfd = mdfd };
+        struct look_chunk chunk = { .bdfd = bdfd, .mdfd = mdfd,
+                                    .names_identify = numbers_made_up(v) };
         struct dirref *dir = NULL;
         GHashTable *seen;
         struct dirent *de;

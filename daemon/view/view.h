@@ -940,6 +940,7 @@ struct backing_root {
         bool local;             /* view_fs_is_local */
         bool handles;           /* its file handles open again */
         bool names_identify;    /* inode numbers made up (struct view's) */
+        char numbering[64];     /* names_identify: the mount that numbered them */
 };
 /* Opens Backing= by path and asks what the view needs of it, all on a helper
  * under BackingTimeout (online or offline): 0, -ETIMEDOUT, or open's -errno. */
@@ -957,6 +958,11 @@ int backing_stand_in(struct view *v, int err);
 /* Opens Backing= again (bounded), checks it, and serves it from now on if it
  * is another mount; the caller holds mode_lock exclusively. */
 int backing_reopen_root(struct view *v, GString *why);
+/* At start: a backing that numbers its files anew at each mount (@b
+ * names_identify), mounted again since the store's copies were indexed:
+ * they are dropped.  (Mounted again under a running worker, the reconnect's
+ * resync finds them by name, and drops the cached ones.) */
+void backing_numbering_check(struct view *v, const struct backing_root *b);
 
 /* view-path.c: the device of the fcache view mounted topmost on @path; -ENOENT if none. */
 int view_mount_find(const char *path, dev_t *dev);

@@ -14,7 +14,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from viewlib import (RENAME_EXCHANGE, Volume, check, eq, finish, rand_bytes, read_direct,  # noqa: E402
-                     read_file, renameat2, require_root_fuse, skip, write_file)
+                     read_file, renameat2, require_root_fuse, skip, wait_for, write_file)
 
 PORT = 22000 + os.getpid() % 1000
 
@@ -153,6 +153,7 @@ def main():
                 pass
         sshd.send_signal(signal.SIGCONT)
         remounted_offline(keydir)
+        cached_across_a_remount(keydir)
         other_share_refused(keydir)
     finally:
         cleanup()
@@ -239,8 +240,9 @@ def wait_reconnected(vol, timeout=60):
 
 def sshfs_read_bytes(mnt):
     """What the sshfs process serving mnt has read (its rchar: the sftp
-    connection's bytes, file contents among them)."""
-    pids = subprocess.run(["pgrep", "-f", f"^sshfs .* {mnt} "], capture_output=True,
+    connection's bytes, file contents among them): the newest one, an
+    sshfs unmounted lazily may still run beside it."""
+    pids = subprocess.run(["pgrep", "-n", "-f", f"^sshfs .* {mnt} "], capture_output=True,
                           text=True).stdout.split()
     with open(f"/proc/{pids[0]}/io") as f:
         return int(next(line for line in f if line.startswith("rchar:")).split()[1])
@@ -304,6 +306,66 @@ def remounted_offline(keydir):
             attr(lambda p: int(os.stat(p).st_mtime), "f0-moved"), attr(read_file, "new")),
            (b"server 1\noffline edit\n", 0o600, 1000000, b"new\n"),
            "remount: the edit, the chmod, the utime and the new file on the server")
+    finally:
+        vol.stop()
+        subprocess.run(["fusermount3", "-u", "-z", vol.backing], capture_output=True)
+
+
+def cached_across_a_remount(keydir):
+    """Two files of one size and one mtime read whole online (copies in the
+    store, by sshfs's inode numbers), the volume stopped, sshfs mounted
+    again and the files met in the other order, so that the numbers name
+    other files than they did, the volume started: each file, and a pinned
+    one, reads its own bytes (before: c2 read another file's copy of the
+    same number, size and times, and the pinned file another's too).  The
+    same with the volume offline across the remount and a reconnect; and
+    the pinned file is found again by name by the hoard walk (or the
+    reconnect's resync), not read again."""
+    vol = Volume("sshfs-cached", lease="2s")
+    server = os.path.join(vol.top, "server")
+    os.makedirs(os.path.join(server, "proj"))
+    os.makedirs(os.path.join(server, "other"))
+    big = rand_bytes(4 << 20, 12)
+    write_file(os.path.join(server, "proj", "big"), big)
+    data = {n: rand_bytes(64 << 10, 20 + i) for i, n in enumerate(("c1", "c2"))}
+    for n, d in data.items():
+        write_file(os.path.join(server, "other", n), d)
+        os.utime(os.path.join(server, "other", n), (1700000000, 1700000000))
+    try:
+        def meet(*order):
+            """sshfs numbers the files in the order they are first stat-ed."""
+            return [os.stat(os.path.join(vol.backing, "other", n)).st_ino for n in order]
+
+        pinned_over_sshfs(vol, server, keydir, "cached")
+        for what, offline in (("restart", False), ("reconnect", True)):
+            before = meet("c1", "c2")
+            for n in ("c1", "c2"):
+                eq(read_file(vol.v("other", n)), data[n], f"cached, {what}: {n} read whole")
+            check(wait_for(lambda: all(vol.ctl("query cached", f"other/{n}")["cached"] ==
+                                       "complete" for n in data)),
+                  f"cached, {what}: their copies are complete")
+            if offline:
+                eq(vol.ctl("disconnect")["state"], "offline", f"cached, {what}: disconnect")
+            else:
+                vol.stop()
+            mount_at_backing(vol, server, keydir, "cached")
+            after = meet("c2", "c1")
+            check(after != before, f"cached, {what}: sshfs numbered the files anew ({before} ->"
+                  f" {after})")
+            read_before = sshfs_read_bytes(vol.backing)
+            if offline:
+                q = vol.ctl("reconnect", ok=False)
+                eq((q["_rc"], q.get("state")), (0, "online"), f"cached, {what}: reconnect"
+                   f" ({q['_err']})")
+            else:
+                vol.start()
+            got = {n: read_direct(vol.v("other", n)) == d for n, d in data.items()}
+            eq(got, {"c1": True, "c2": True}, f"cached, {what}: each file reads its own bytes")
+            vol.ctl("pin recursive", "proj")     # what the hoard walk does
+            eq(read_direct(vol.v("proj", "big")), big, f"cached, {what}: the pinned file reads")
+            read = sshfs_read_bytes(vol.backing) - read_before
+            check(read < len(big) // 2, f"cached, {what}: the pinned file is found again by"
+                  f" name, not read again (sshfs read {read} bytes; it is {len(big)})")
     finally:
         vol.stop()
         subprocess.run(["fusermount3", "-u", "-z", vol.backing], capture_output=True)
