@@ -2215,7 +2215,16 @@ int store_renumbered(struct store *s, const char *mount)
         int n = store_drop_all(s, true), r;
 
         pthread_mutex_lock(&s->lock);
-        r = db_exec(s, "DELETE FROM facts WHERE name LIKE '" FACT_NUMBERED_BY "%'");
+        /* The rows' pin marks and cacheable flags were the old numbers'
+         * too: with no object in use (at start) the rows go as well. */
+        r = g_hash_table_size(s->objs) ? 0 :
+            db_exec(s, "DELETE FROM blocks; DELETE FROM objects;");
+        if (r >= 0 && !g_hash_table_size(s->objs)) {
+                g_hash_table_remove_all(s->rows);
+                g_hash_table_remove_all(s->nocache);
+        }
+        if (r >= 0)
+                r = db_exec(s, "DELETE FROM facts WHERE name LIKE '" FACT_NUMBERED_BY "%'");
         pthread_mutex_unlock(&s->lock);
         if (r >= 0)
                 r = bind_text_run(s, "INSERT OR IGNORE INTO facts(name) VALUES(?)", fact, 0,

@@ -206,8 +206,9 @@ int store_containers_indexed(struct store *s);
 bool store_numbered_by(struct store *s, const char *mount);
 /* The backing numbers its files as @mount does now: every copy is dropped
  * (unpinned containers removed, pinned ones left to the mirror, which
- * indexes them again by name), as one number may now be another file's.
- * Returns how many objects had one, or -errno. */
+ * indexes them again by name), as one number may now be another file's,
+ * and with no object in use (at start) every row.  Returns how many
+ * objects had a copy, or -errno. */
 int store_renumbered(struct store *s, const char *mount);
 int store_reindex_container(struct store *s, const struct store_identity *id, bool validated);
 /* Object @ino was last used at @used_ns (wall-clock ns, CLOCK_REALTIME, as
