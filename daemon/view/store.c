@@ -901,7 +901,8 @@ static int record_identity(struct store *s, struct sobj *o, const struct stat *s
          * row's validation time only makes a restarted worker revalidate
          * sooner, and its atime orders culling (a minute's precision is
          * plenty), so an open of an unchanged file writes nothing. */
-        used = used && now - o->use_persisted_ns >= IDENTITY_PERSIST_NS;
+        used = used && (!o->use_persisted_ns ||
+                        now - o->use_persisted_ns >= IDENTITY_PERSIST_NS);
         if (same && !used && now - o->persisted_ns < IDENTITY_PERSIST_NS)
                 return 0;
         o->persisted_ns = now;
