@@ -328,13 +328,15 @@ void backing_numbering_check(struct view *v, const struct backing_root *b)
         /* Its numbers are another mount's: the same number may be another
          * file's now, with the same size and times. */
         n = store_renumbered(v->store, b->numbering);
-        if (n < 0)
+        if (n < 0) {
                 log_warn("Failed to record which mount numbered the files of Backing %s: %s",
                          v->cfg->backing, strerror(-n));
-        else if (n > 0)
+        } else if (n > 0) {
+                v->walk_pins_now = true;
                 log_info("Backing %s numbers its files anew (mounted again): the store's %d"
                          " copies are dropped, the pinned ones found again by name",
                          v->cfg->backing, n);
+        }
 }
 
 int backing_stand_in(struct view *v, int err)

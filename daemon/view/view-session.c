@@ -340,9 +340,10 @@ static void *hoard_thread(void *arg)
         struct view *v = arg;
         uint64_t interval = v->cfg->hoard_interval_ms;
 
-        /* Pins taken back after the index was made anew: their files have no
-         * rows, so they are walked (marked, and fetched if need be) at once. */
-        if (store_pins_restored(v->store))
+        /* Pins taken back after the index was made anew, or whose rows went
+         * with another mount's numbers: their files have no rows, so they
+         * are walked (marked, and fetched if need be) at once. */
+        if (store_pins_restored(v->store) || v->walk_pins_now)
                 pin_walk_all(v);
         if (!interval)
                 return NULL;

@@ -69,6 +69,9 @@ struct view {
          * change (sshfs: root 1, or handles that do not last): replay finds
          * objects by name */
         bool names_identify;
+        /* set at start: the pinned files have no rows (the store dropped
+         * another mount's numbers), so the hoard walk marks them at once */
+        bool walk_pins_now;
         double lease_s;         /* entry/attr timeouts handed to the kernel */
         bool takeover;          /* this worker took over a live connection */
 

@@ -319,8 +319,8 @@ def cached_across_a_remount(keydir):
     one, reads its own bytes (before: c2 read another file's copy of the
     same number, size and times, and the pinned file another's too).  The
     same with the volume offline across the remount and a reconnect; and
-    the pinned file is found again by name by the hoard walk (or the
-    reconnect's resync), not read again."""
+    the pinned file is found again by name by the hoard walk the start
+    makes at once (or the reconnect's resync), not read again."""
     vol = Volume("sshfs-cached", lease="2s")
     server = os.path.join(vol.top, "server")
     os.makedirs(os.path.join(server, "proj"))
@@ -361,7 +361,9 @@ def cached_across_a_remount(keydir):
                 vol.start()
             got = {n: read_direct(vol.v("other", n)) == d for n, d in data.items()}
             eq(got, {"c1": True, "c2": True}, f"cached, {what}: each file reads its own bytes")
-            vol.ctl("pin recursive", "proj")     # what the hoard walk does
+            check(wait_for(lambda: vol.ctl("query cached", "proj/big")["cached"] == "complete"),
+                  f"cached, {what}: the pinned file's copy is found again (the hoard walk at"
+                  f" start, the reconnect's resync)")
             eq(read_direct(vol.v("proj", "big")), big, f"cached, {what}: the pinned file reads")
             read = sshfs_read_bytes(vol.backing) - read_before
             check(read < len(big) // 2, f"cached, {what}: the pinned file is found again by"
