@@ -1693,6 +1693,23 @@ static int content_rebase_in_doubt(struct ctx *c, const struct rec *r, struct op
         return 0;
 }
 
+/*
+ * The container of content record @r is gone: every local name of the
+ * object was removed, also while the record was being replayed.  Its
+ * removal's record settles the server's file.
+ */
+static int content_gone(struct ctx *c, const struct rec *r, struct oplog_object *o)
+{
+        int e;
+
+        if (c->dry)
+                return REINTEGRATE_ALREADY;
+        if ((e = content_rebase_in_doubt(c, r, o)) < 0)
+                return e;
+        e = mark(c, r, OPLOG_APPLIED, "gone");
+        return e < 0 ? e : REINTEGRATE_ALREADY;
+}
+
 static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o)
 {
         fcache_merge_structure_options so = FCACHE_MERGE_STRUCTURE_OPTIONS_INIT;
@@ -1714,15 +1731,8 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
                 return e < 0 ? e : REINTEGRATE_APPLIED;
         }
         e = local_content(c, r, lcid, &mtime);
-        if (e == -ESTALE) {
-                /* The container is gone: every local name of the object was removed. */
-                if (c->dry)
-                        return REINTEGRATE_ALREADY;
-                if ((e = content_rebase_in_doubt(c, r, o)) < 0)
-                        return e;
-                e = mark(c, r, OPLOG_APPLIED, "gone");
-                return e < 0 ? e : REINTEGRATE_ALREADY;
-        }
+        if (e == -ESTALE)
+                return content_gone(c, r, o);
         if (e < 0)
                 return e;
         node_set(&bn, o->base.mode, o->base.uid, o->base.gid, o->base.content, lid_parent,
@@ -1803,10 +1813,12 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
                         if (e < 0 && e != -ENOENT)
                                 return e;
                 }
+                /* Opened again: removed since local_content() (a change
+                 * logged meanwhile), it is gone as if it had been before. */
                 src = oplog_content_open(c->log, r->r.seq);
                 if (src < 0) {
                         free(base);
-                        return src;
+                        return src == -ESTALE ? content_gone(c, r, o) : src;
                 }
                 e = read_all_fd(src, &local, &lsize);
                 close(src);
@@ -1853,6 +1865,8 @@ static int do_content(struct ctx *c, const struct rec *r, struct oplog_object *o
         if (c->dry)
                 return REINTEGRATE_APPLIED;
         src = oplog_content_open(c->log, r->r.seq);
+        if (src == -ESTALE)
+                return content_gone(c, r, o);
         if (src < 0)
                 return src;
         if (fstat(src, &lst) < 0)

@@ -16,7 +16,9 @@ changed again by its successor: no conflict, no change lost.  A file
 changed by another client on the server and locally ends as a conflict, as
 offline; one changed there only reaches the view within a few HoardIntervals.
 `sync PATH` of a name whose directory was renamed and not shipped yet
-waits for that rename.  Names outside the pins are fetched at their first
+waits for that rename.  A file unlinked while the trickle ships its
+write (the server, another fcache-view, stopped in that round): the
+volume stays in writeback and ships the unlink.  Names outside the pins are fetched at their first
 lookup, one by one, never one a pending record removed.  WriteBack=auto follows `set metered yes|no`, and over a slow link
 the measured round trip.  Over sshfs through a
 relay (linklib), the link cut: changes go on, the volume goes offline, and
@@ -810,6 +812,55 @@ def fetch_misses():
     vol.stop()
 
 
+def removed_while_shipped():
+    """A file written in writeback and then unlinked while the trickle
+    ships that write: the round is held in its first call to the server
+    (another fcache-view, stopped with SIGSTOP) after it read the local
+    content, the file is unlinked meanwhile, and the server answers again.
+    The volume stays in writeback, `sync` ships the unlink, no conflict,
+    the server's file gone (before: the write's bytes were opened a second
+    time, the removed file's handle answered ESTALE, taken for a server
+    gone: the volume went offline and the sync failed; model seed 9107
+    with FCACHE_MODEL_STACKED, FCACHE_MODEL_WRITEBACK and
+    FCACHE_MODEL_HELD=links)."""
+    inner = Volume("writeback-removed-inner", lease="0s")
+    os.makedirs(inner.b("proj"))
+    write_file(inner.b("proj", "f"), b"one\n" * 1000)
+    write_file(inner.b("proj", "g"), b"g\n")
+    server = inner.start_stoppable_server()
+    vol = Volume("writeback-removed", backing=inner.mnt, lease="1s",
+                 extra=["--set", "BackingTimeout=30s", "--set", "FetchThreads=1"])
+    stopped = False
+    try:
+        vol.start()
+        eq(vol.ctl("pin recursive", "proj").get("mirrored"), "yes",
+           "removed while shipped: pin recursive: mirrored")
+        vol.stop()
+        vol.args += ["--set", "WriteBack=yes"]
+        vol.start()
+        v = lambda *p: vol.v("proj", *p)          # noqa: E731
+        eq(read_file(v("f")), b"one\n" * 1000, "removed while shipped: f reads in writeback")
+        os.kill(server, signal.SIGSTOP)
+        stopped = True
+        write_file(v("f"), b"two\n" * 1000)
+        time.sleep(3)           # the trickle's round starts, and waits on the server
+        os.unlink(v("f"))
+        write_file(v("g"), b"g, after\n")
+        time.sleep(1)
+        os.kill(server, signal.SIGCONT)
+        stopped = False
+        sync(vol, "removed while shipped")
+        eq(vol.state()["state"], "writeback", "removed while shipped: still in writeback")
+        eq(vol.state()["conflicts"], "0", "removed while shipped: no conflict")
+        eq((os.path.exists(inner.b("proj", "f")), read_file(inner.b("proj", "g"))),
+           (False, b"g, after\n"), "removed while shipped: the server has the unlink and g's write")
+    finally:
+        if stopped:
+            os.kill(server, signal.SIGCONT)
+        vol.stop()
+        inner.stop()
+
+
 def sync(vol, what):
     q = vol.ctl("sync", ok=False)
     eq(q["_rc"], 0, f"{what}: sync succeeds ({q['_err']})")
@@ -914,6 +965,7 @@ def main():
     killed_in_a_replay()
     held_chmod_after_resync()
     reconnects_at_once()
+    removed_while_shipped()
     fetch_misses()
     repin()
     refresh()
