@@ -628,6 +628,25 @@ def names_gone_offline(vol, kill=False):
        "... and the server has neither name")
 
 
+def held_through_a_kill(vol, fd, data, what):
+    """fd, a file held open for writing whose bytes are data: offline the
+    worker killed, then through fd ftruncate and pread, and pwrite,
+    ftruncate, fstat and pread through three more switches, then close."""
+    switch(vol, "offline")
+    kill_and_wait(vol)
+    try:
+        os.ftruncate(fd, 8000)
+        del data[8000:]
+        got = [("offline", os.pread(fd, 10000, 0) == data)]
+    except OSError as e:
+        got = [("offline", e.strerror)]
+    steps = ("online", "offline", "online")
+    got += held_through(vol, fd, data, steps, 3000, 7000)
+    eq(got, [("offline", True)] + [(to, True, True) for to in steps] + ["closed"],
+       f"{what}, held across a kill offline: ftruncate, pread, then pwrite, ftruncate, fstat,"
+       " pread through three switches, close")
+
+
 def exchanged_name_gone_before_a_kill(vol):
     """A file open for writing, linked to a second name in another
     directory, that name exchanged with another file's and then removed
@@ -647,19 +666,7 @@ def exchanged_name_gone_before_a_kill(vol):
     os.link(x, vol.v("p", "xg-y"))
     renameat2(vol.v("p", "xg-y"), vol.v("p", "xg-o"), RENAME_EXCHANGE)
     os.unlink(vol.v("p", "xg-o"))
-    switch(vol, "offline")
-    kill_and_wait(vol)
-    try:
-        os.ftruncate(fd, 8000)
-        del data[8000:]
-        got = [("offline", os.pread(fd, 10000, 0) == data)]
-    except OSError as e:
-        got = [("offline", e.strerror)]
-    steps = ("online", "offline", "online")
-    got += held_through(vol, fd, data, steps, 3000, 7000)
-    eq(got, [("offline", True)] + [(to, True, True) for to in steps] + ["closed"],
-       "a file whose second name was exchanged away and removed, held across a kill offline:"
-       " ftruncate, pread, then pwrite, ftruncate, fstat, pread through three switches, close")
+    held_through_a_kill(vol, fd, data, "a file whose second name was exchanged away and removed")
     eq((read_file(x) == data, read_file(vol.v("p", "xg-y")),
         read_file(vol.b("p", "xg", "d", "x")) == data, read_file(vol.b("p", "xg-y"))),
        (True, b"other", True, b"other"),
@@ -705,6 +712,22 @@ def made_with_number(vol, d, fd, ino):
     return found
 
 
+def two_names_held(vol, d, found):
+    """found (made on the backing) becomes p/d/d/new, with a second name
+    new2, written, pinned and opened for writing through the view.  Returns
+    the descriptor, its bytes, and the two names' paths in the view and the
+    second's on the backing."""
+    data = bytearray(os.urandom(9000))
+    b, b2 = vol.b("p", d, "d", "new"), vol.b("p", d, "d", "new2")
+    os.rename(found, b)
+    with open(b, "wb") as f:
+        f.write(data)
+    os.link(b, b2)
+    vol.ctl("pin recursive", "p")
+    new, new2 = vol.v("p", d, "d", "new"), vol.v("p", d, "d", "new2")
+    return os.open(new, os.O_RDWR), data, (new, new2, b2)
+
+
 def reused_number_after_a_kill(vol):
     """A file whose node a successor still knows after its object went
     (number_freed_after_a_kill()), its inode number given to a file of two
@@ -724,15 +747,7 @@ def reused_number_after_a_kill(vol):
         check(True, "a reused inode number after a kill: skipped, the backing gave it to"
               " no new file")
         return
-    data = bytearray(os.urandom(9000))
-    b, b2 = vol.b("p", d, "d", "new"), vol.b("p", d, "d", "new2")
-    os.rename(found, b)
-    with open(b, "wb") as f:
-        f.write(data)
-    os.link(b, b2)
-    vol.ctl("pin recursive", "p")
-    new, new2 = vol.v("p", d, "d", "new"), vol.v("p", d, "d", "new2")
-    fd = os.open(new, os.O_RDWR)
+    fd, data, (new, new2, b2) = two_names_held(vol, d, found)
     steps = ("offline", "online")
     got = held_through(vol, fd, data, steps, 2000, 8000)
     switch(vol, "offline")
@@ -742,6 +757,15 @@ def reused_number_after_a_kill(vol):
        "a file given the inode number of one a successor still knows, held open: pwrite,"
        " ftruncate, fstat, pread through two switches, close, and offline both names")
     eq(read_file(b2) == data, True, "... and the server has its bytes")
+
+
+def held_across_a_kill(vol, d, found, what):
+    """found as two_names_held() makes it, then held_through_a_kill(): both
+    names and the server hold its bytes."""
+    fd, data, (new, new2, b2) = two_names_held(vol, d, found)
+    held_through_a_kill(vol, fd, data, what)
+    eq((read_file(new) == data, read_file(new2) == data, read_file(b2) == data),
+       (True, True, True), "... both names and the server hold its bytes")
 
 
 def stale_number_beside_a_held_file(vol):
@@ -767,31 +791,8 @@ def stale_number_beside_a_held_file(vol):
         return
     switch(vol, "offline")
     switch(vol, "online")
-    data = bytearray(os.urandom(9000))
-    b, b2 = vol.b("p", d, "d", "new"), vol.b("p", d, "d", "new2")
-    os.rename(found, b)
-    with open(b, "wb") as f:
-        f.write(data)
-    os.link(b, b2)
-    vol.ctl("pin recursive", "p")
-    new, new2 = vol.v("p", d, "d", "new"), vol.v("p", d, "d", "new2")
-    fd = os.open(new, os.O_RDWR)
-    switch(vol, "offline")
-    kill_and_wait(vol)
-    try:
-        os.ftruncate(fd, 8000)
-        del data[8000:]
-        got = [("offline", os.pread(fd, 10000, 0) == data)]
-    except OSError as e:
-        got = [("offline", e.strerror)]
-    steps = ("online", "offline", "online")
-    got += held_through(vol, fd, data, steps, 3000, 7000)
-    eq(got, [("offline", True)] + [(to, True, True) for to in steps] + ["closed"],
-       "a file given the server inode number a node without a counterpart kept, held across"
-       " a kill offline: ftruncate, pread, then pwrite, ftruncate, fstat, pread through three"
-       " switches, close")
-    eq((read_file(new) == data, read_file(new2) == data, read_file(b2) == data),
-       (True, True, True), "... both names and the server hold its bytes")
+    held_across_a_kill(vol, d, found, "a file given the server inode number a node without a"
+                       " counterpart kept")
 
 
 def mirror_number_after_a_kill(vol):
@@ -832,31 +833,8 @@ def mirror_number_after_a_kill(vol):
         check(True, "a mirror's inode number after a kill: skipped, the backing gave it to"
               " no new file")
         return
-    data = bytearray(os.urandom(9000))
-    b, b2 = vol.b("p", d, "d", "new"), vol.b("p", d, "d", "new2")
-    os.rename(found, b)
-    with open(b, "wb") as f:
-        f.write(data)
-    os.link(b, b2)
-    vol.ctl("pin recursive", "p")
-    new, new2 = vol.v("p", d, "d", "new"), vol.v("p", d, "d", "new2")
-    fd = os.open(new, os.O_RDWR)
-    switch(vol, "offline")
-    kill_and_wait(vol)
-    try:
-        os.ftruncate(fd, 8000)
-        del data[8000:]
-        got = [("offline", os.pread(fd, 10000, 0) == data)]
-    except OSError as e:
-        got = [("offline", e.strerror)]
-    steps = ("online", "offline", "online")
-    got += held_through(vol, fd, data, steps, 3000, 7000)
-    eq(got, [("offline", True)] + [(to, True, True) for to in steps] + ["closed"],
-       "a file given the inode number of a mirror object a successor's node kept, held across"
-       " a kill offline: ftruncate, pread, then pwrite, ftruncate, fstat, pread through three"
-       " switches, close")
-    eq((read_file(new) == data, read_file(new2) == data, read_file(b2) == data),
-       (True, True, True), "... both names and the server hold its bytes")
+    held_across_a_kill(vol, d, found, "a file given the inode number of a mirror object a"
+                       " successor's node kept")
 
 
 def stranded_then_nameless(vol):
