@@ -728,6 +728,20 @@ def two_names_held(vol, d, found):
     return os.open(new, os.O_RDWR), data, (new, new2, b2)
 
 
+def freed_number_file(vol, prefix, what):
+    """Up to three tries of number_freed_after_a_kill() in p/PREFIX0,
+    PREFIX1, ...: (that directory's name, the file given the number), or
+    a passing check saying the part is skipped and (None, None)."""
+    for i in range(3):
+        d = f"{prefix}{i}"
+        os.makedirs(vol.v("p", d, "d"))
+        found = number_freed_after_a_kill(vol, d)
+        if found:
+            return d, found
+    check(True, f"{what}: skipped, the backing gave it to no new file")
+    return None, None
+
+
 def reused_number_after_a_kill(vol):
     """A file whose node a successor still knows after its object went
     (number_freed_after_a_kill()), its inode number given to a file of two
@@ -737,15 +751,8 @@ def reused_number_after_a_kill(vol):
     its bytes (before: the old node still claimed the number, took the new
     file's mirror object through the links index at the switch offline,
     and the new file's node found none)."""
-    for i in range(3):
-        d = f"rn{i}"
-        os.makedirs(vol.v("p", d, "d"))
-        found = number_freed_after_a_kill(vol, d)
-        if found:
-            break
-    else:
-        check(True, "a reused inode number after a kill: skipped, the backing gave it to"
-              " no new file")
+    d, found = freed_number_file(vol, "rn", "a reused inode number after a kill")
+    if not found:
         return
     fd, data, (new, new2, b2) = two_names_held(vol, d, found)
     steps = ("offline", "online")
@@ -779,15 +786,8 @@ def stale_number_beside_a_held_file(vol):
     switch offline the old node, shallower, took the new file's mirror
     object through the links index by that number, the new file's node
     found none, and the descriptor answered ESTALE for good)."""
-    for i in range(3):
-        d = f"sq{i}"
-        os.makedirs(vol.v("p", d, "d"))
-        found = number_freed_after_a_kill(vol, d)
-        if found:
-            break
-    else:
-        check(True, "a stale number beside a held file: skipped, the backing gave it to"
-              " no new file")
+    d, found = freed_number_file(vol, "sq", "a stale number beside a held file")
+    if not found:
         return
     switch(vol, "offline")
     switch(vol, "online")
