@@ -77,6 +77,26 @@ int fcache_merge_blob_id(char out[FCACHE_MERGE_ID_SIZE], const void *data, size_
         return 0;
 }
 
+int fcache_merge_blob_id_fd(char out[FCACHE_MERGE_ID_SIZE], int fd)
+{
+        char path[64];
+        git_oid oid;
+        int e;
+
+        if (!out || fd < 0)
+                return -EINVAL;
+        e = fcache_merge_git_ref();
+        if (e < 0)
+                return e;
+        /* The descriptor's own file, even when its name went. */
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+        e = git_odb_hashfile(&oid, path, GIT_OBJECT_BLOB);
+        if (e < 0)
+                return fcache_merge_git_errno(e);
+        git_oid_tostr(out, FCACHE_MERGE_ID_SIZE, &oid);
+        return 0;
+}
+
 static int odb_open(git_odb **out, const char *path, unsigned flags)
 {
         git_odb_backend *loose = NULL;

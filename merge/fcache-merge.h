@@ -375,6 +375,14 @@ size_t fcache_merge_count_markers(const void *data, size_t size, unsigned short 
 /* The id @data gets in a store, without storing it. Returns 0 or -errno. */
 int fcache_merge_blob_id(char out[FCACHE_MERGE_ID_SIZE], const void *data, size_t size);
 
+/*
+ * The id of the bytes open as @fd, read in pieces (never mapped: another
+ * process may shorten the file meanwhile, and a mapping would fault).
+ * Returns 0 or -errno; -EIO also when the file came out shorter than its
+ * size when the read began.
+ */
+int fcache_merge_blob_id_fd(char out[FCACHE_MERGE_ID_SIZE], int fd);
+
 /* Whether @id is a well-formed blob id (40 hex digits). */
 bool fcache_merge_id_is_valid(const char *id);
 

@@ -34,6 +34,9 @@
  *                          holds FUSE threads there)
  *   view-pin-file          a pin walk did a file and reported its progress
  *                          (a test holds the walk there to cancel it)
+ *   view-note-renamed      a rename made online moved its mirror copy; the
+ *                          copies of its two names are about to be brought
+ *                          up to date from the server
  *
  * FCACHE_FAULT_PAUSE=<point>:<gate>[,<point>:<gate>...] makes the process wait at the point
  * while file <gate> exists, after making <gate>.reached: a test acts there
@@ -56,6 +59,7 @@
 #define FAULT_VIEW_CHECK_CACHED "view-check-cached"
 #define FAULT_VIEW_OPENDIR "view-opendir"
 #define FAULT_VIEW_PIN_FILE "view-pin-file"
+#define FAULT_VIEW_NOTE_RENAMED "view-note-renamed"
 
 /* Passes the named point; kills the process if FCACHE_FAULT says so. */
 void fault_point(const char *name);

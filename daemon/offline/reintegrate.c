@@ -1528,33 +1528,22 @@ static void note_restamped(struct ctx *c, const struct stat *before, const struc
                 c->o->restamped(c->o->userdata, before, after);
 }
 
-/* The id of the bytes open as @fd, and its stat *st. */
+/*
+ * The id of the bytes open as @fd, and its stat *st: one version of them.
+ * A container may be changed by an application while a replay reads it:
+ * read again until a read found the file as it was before it.
+ */
 static int content_of_fd(int fd, char id[FCACHE_MERGE_ID_SIZE], struct stat *st)
 {
-        void *map = NULL;
-        int e;
+        int e = -EAGAIN;
 
-        if (fstat(fd, st) < 0)
-                return -errno;
-        /* A small file read: a mapping costs its unmapping's TLB flush on every CPU. */
-        if (st->st_size > 0 && st->st_size <= 65536) {
-                char *buf = g_malloc((size_t)st->st_size);
-                ssize_t n = pread(fd, buf, (size_t)st->st_size, 0);
-
-                e = n < 0 ? -errno : n != st->st_size ? -EAGAIN :
-                    fcache_merge_blob_id(id, buf, (size_t)n);
-                g_free(buf);
-                if (e != -EAGAIN)
-                        return e;
-        }
-        if (st->st_size > 0) {
-                map = mmap(NULL, (size_t)st->st_size, PROT_READ, MAP_SHARED, fd, 0);
-                if (map == MAP_FAILED)
+        for (int tries = 0; tries < 8 && e == -EAGAIN; tries++) {
+                if (fstat(fd, st) < 0)
                         return -errno;
+                e = fcache_merge_blob_id_fd(id, fd);
+                if (!local_unchanged(fd, st))
+                        e = -EAGAIN;
         }
-        e = fcache_merge_blob_id(id, map, (size_t)st->st_size);
-        if (map)
-                munmap(map, (size_t)st->st_size);
         return e;
 }
 

@@ -1992,6 +1992,18 @@ out:
         g_free(from);
 }
 
+uint64_t mirror_copy_ino(struct view *v, int dfd, const char *name)
+{
+        char *rel = view_rel_path(v->root_fd, dfd, name);
+        struct mirror_base b;
+        uint64_t ino = 0;
+
+        if (rel && strcmp(rel, ".") && mirror_get_base(v->mirror_fd, rel, &b) == 0)
+                ino = b.ver.ino;
+        g_free(rel);
+        return ino;
+}
+
 int mirror_open_copy(struct view *v, int dfd, const char *name, uint64_t ino)
 {
         char *rel = view_rel_path(v->root_fd, dfd, name), *dir;

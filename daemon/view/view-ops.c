@@ -1222,6 +1222,25 @@ static void clear_note_leftover(int mdfd, const char *name, bool made, uint64_t 
                          " its change again offline", name);
 }
 
+/*
+ * Before a rename given up on online is made again offline: whether its
+ * note already moved the mirror's copies as the server did (the copy of
+ * the source's object, server inode @from_ino, now at the target, and for
+ * an exchange the target's, @to_ino, at the source, else the source gone).
+ * Moving them again would undo that.
+ */
+static bool renamed_in_mirror(int pfd, const char *name, int npfd, const char *newname,
+                              unsigned int flags, uint64_t from_ino, uint64_t to_ino)
+{
+        struct mirror_base b;
+
+        if (!from_ino || mirror_get_base(npfd, newname, &b) < 0 || b.ver.ino != from_ino)
+                return false;
+        if (flags & RENAME_EXCHANGE)
+                return to_ino && mirror_get_base(pfd, name, &b) == 0 && b.ver.ino == to_ino;
+        return faccessat(pfd, name, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT;
+}
+
 /* The caller's identity, for a change made on a helper (backing_change()). */
 static const struct caller_id *caller_of(fuse_req_t req, struct caller_id *id)
 {
@@ -1412,8 +1431,10 @@ static int note_run(void *arg)
         }
         /* The new name first: a note given up on then leaves the old
          * name's copy, which the change made again offline moves. */
-        if (n->from_name)
+        if (n->from_name) {
                 mirror_note_rename(n->v, n->from_fd, n->from_name, n->fd, n->name);
+                fault_point(FAULT_VIEW_NOTE_RENAMED);
+        }
         mirror_note_change(n->v, n->fd, n->name);
         if (n->from_name)
                 mirror_note_change(n->v, n->from_fd, n->from_name);
@@ -2557,12 +2578,12 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
                       const char *newname, unsigned int flags)
 {
         struct view *v = V(req);
-        uint64_t plid = 0, lid = 0, nplid = 0, other = 0;
+        uint64_t plid = 0, lid = 0, nplid = 0, other = 0, from_ino = 0, to_ino = 0;
+        bool had, offline, save, redo = false, done = false;
         struct mirror_base dest_base;
         struct vnode *np, *p;
         struct caller_id id;
         struct stat victim;
-        bool had, offline, save, redo = false;
         int r, npfd, pfd;
 
         fdstore_flush();        /* names move: the holder has the kernel's files */
@@ -2574,27 +2595,40 @@ again:
                 fuse_reply_err(req, -r);
                 return;
         }
+        /* Where the mirror's copies were, should this be made again offline. */
+        if (!redo && !offline && backing_bounded(v)) {
+                from_ino = mirror_copy_ino(v, pfd, name);
+                to_ino = mirror_copy_ino(v, npfd, newname);
+        }
         r = flags & RENAME_EXCHANGE ? -ENOENT : backing_fstatat(v, npfd, newname, &victim);
         had = r == 0;
         r = r == -ETIMEDOUT ? r : 0;
-        if (redo && offline && !(flags & RENAME_EXCHANGE)) {
+        if (redo && offline)
+                done = renamed_in_mirror(pfd, name, npfd, newname, flags, from_ino, to_ino);
+        if (redo && offline && !done && !(flags & RENAME_EXCHANGE)) {
                 struct mirror_base src;
 
                 clear_note_leftover(npfd, newname, false,
                                     mirror_get_base(pfd, name, &src) == 0 ? src.ver.ino : 0);
                 had = fstatat(npfd, newname, &victim, AT_SYMLINK_NOFOLLOW) == 0;
         }
-        save = offline && offline_is_atomic_save(pfd, name, npfd, newname, flags, &dest_base);
+        if (done)
+                had = false;    /* what it replaced went from the mirror too */
+        save = offline && !done &&
+               offline_is_atomic_save(pfd, name, npfd, newname, flags, &dest_base);
         if (offline) {
+                /* Once done, the object moved is at the new name. */
+                int sfd = done ? npfd : pfd, tfd = done ? pfd : npfd;
+                const char *sname = done ? newname : name, *tname = done ? name : newname;
                 struct stat tmp;
 
-                if (offline_lid(v, pfd, NULL, &plid) < 0 || offline_lid(v, pfd, name, &lid) < 0 ||
+                if (offline_lid(v, pfd, NULL, &plid) < 0 || offline_lid(v, sfd, sname, &lid) < 0 ||
                     offline_lid(v, npfd, NULL, &nplid) < 0 ||
-                    (fstatat(npfd, newname, &tmp, AT_SYMLINK_NOFOLLOW) == 0 &&
-                     offline_lid(v, npfd, newname, &other) < 0))
+                    (fstatat(tfd, tname, &tmp, AT_SYMLINK_NOFOLLOW) == 0 &&
+                     offline_lid(v, tfd, tname, &other) < 0))
                         r = -EIO;
         }
-        if (r >= 0)
+        if (r >= 0 && !done)
                 r = backing_change(v, &(struct backing_change){ .kind = BC_RENAME, .fd = pfd,
                                    .name = name, .fd2 = npfd, .name2 = newname,
                                    .flags = (int)flags }, caller_of(req, &id));

@@ -722,6 +722,9 @@ void mirror_note_change(struct view *v, int pfd, const char *name);
  * online: the mirror's copy, if it is that object's, moves with it. */
 void mirror_note_rename(struct view *v, int pfd, const char *name, int npfd,
                         const char *newname);
+/* Online: the server inode the mirror's copy of backing entry dfd/name
+ * copies (its base), or 0 when the mirror has none. */
+uint64_t mirror_copy_ino(struct view *v, int dfd, const char *name);
 /* Online, the mirror's copy of backing file dfd/name (server inode @ino),
  * for a writer's bytes to go there too: O_WRONLY, or -errno (-ENOENT when
  * its directory is not complete there, or the copy is another object). */

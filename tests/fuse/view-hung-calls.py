@@ -25,12 +25,15 @@ reconnect answers, the volume is offline again, descriptors open across it
 and a create are answered.  A disconnect by hand while a mirror update is
 stuck on the stopped server (disconnect-stuck) answers.  A read of cached
 files while the reconnect's check of them asks the stopped server
-(check-cached) answers.
+(check-cached) answers.  A rename the server did, the server stopped as
+its note brings the mirror's copies up to date (rename-note): answered,
+not EIO, the file at its new name offline and then on the server.
 A disconnect by hand with written files open, the server stopped: it
 answers, the writes on either side reach the server.
 (FCACHE_HUNG_ONLY=NAME,... runs some of them; disconnect-writers and
 fallocate-close the last.)
 """
+import errno
 import importlib.util
 import os
 import pwd
@@ -402,6 +405,48 @@ def check_cached_stuck(vol, inner, server, gate):
         eq(read_file(vol.v("free", name)), data, "... and reads right")
 
 
+def rename_note_cut(vol, inner, server, gate):
+    """A rename the server did, its mirror copy moved, the server stopped
+    as the copies of its two names are brought up to date (a pause at
+    view-note-renamed): the rename is answered without EIO (made again
+    offline from the moved copy), the volume offline, the file at its new
+    name only, with its bytes; also over an existing file.  With the
+    server back the volume reconnects by itself, no conflict, and the
+    server has each file at its new name once."""
+    body = {"rn-a": b"renamed while the server stopped\n" * 100,
+            "rn-c": b"renamed over rn-d\n" * 100}
+    for name, data in body.items():
+        write_file(vol.v("proj", name), data)
+    write_file(vol.v("proj", "rn-d"), b"replaced\n")
+    for src, dst in (("rn-a", "rn-b"), ("rn-c", "rn-d")):
+        open(gate, "w").close()
+        result = {}
+
+        def rename():
+            t = time.time()
+            try:
+                os.rename(vol.v("proj", src), vol.v("proj", dst))
+                result["r"] = "renamed"
+            except OSError as e:
+                result["r"] = f"error {errno.errorcode.get(e.errno, e.errno)}"
+            result["took"] = time.time() - t
+        th = threading.Thread(target=rename, daemon=True)
+        th.start()
+        stop_server_at(server, gate, f"rename {src} -> {dst}: the server did it, the mirror copy"
+                       " moved")
+        th.join(BOUND)
+        offline_answer(result.get("r"), "renamed", f"rename {src} -> {dst}",
+                       result.get("took", BOUND))
+        went_offline(vol, f"rename {src} -> {dst}")
+        eq((os.path.exists(vol.v("proj", src)), read_file(vol.v("proj", dst))),
+           (False, body[src]), f"offline, {dst} reads {src}'s bytes and {src} is gone")
+        resume(vol, server, f"rename {src} -> {dst}")
+        eq((os.path.exists(inner.b("proj", src)), read_file(inner.b("proj", dst))),
+           (False, body[src]), f"the server has {src}'s bytes at {dst} only")
+        eq(vol.ctl("query state").get("conflicts"), "0", "no conflict")
+        eq(read_file(vol.v("proj", dst)), body[src], f"online, {dst} reads them")
+
+
 def inner_view_phase():
     """The calls over a stacked fcache-view as the server."""
     inner = Volume("hung-inner", lease="0s")
@@ -426,8 +471,10 @@ def inner_view_phase():
     gate = os.path.join(vol.top, "switch-gate")
     cache_gate = os.path.join(vol.top, "cache-gate")
     check_gate = os.path.join(vol.top, "check-gate")
+    rename_gate = os.path.join(vol.top, "rename-gate")
     os.environ["FCACHE_FAULT_PAUSE"] = (f"view-switch-online:{gate},view-cache-file:{cache_gate},"
-                                        f"view-check-cached:{check_gate}")
+                                        f"view-check-cached:{check_gate},"
+                                        f"view-note-renamed:{rename_gate}")
     try:
         vol.start()
         del os.environ["FCACHE_FAULT_PAUSE"]
@@ -504,6 +551,8 @@ def inner_view_phase():
             disconnect_stuck(vol, inner, server, cache_gate)
         if wanted("check-cached"):
             check_cached_stuck(vol, inner, server, check_gate)
+        if wanted("rename-note"):
+            rename_note_cut(vol, inner, server, rename_gate)
         if wanted("disconnect-writers"):
             disconnect_with_writers(vol, inner, server)
         if wanted("fallocate-close"):
@@ -553,7 +602,7 @@ def sshfs_phase():
 def main():
     require_root_fuse()
     if any(wanted(x) for x in ("getxattr", "listxattr", "mkdir", "write", "fallocate", "read",
-                               "statfs", "reconnect", "switch-online", "disconnect-stuck",
+                               "statfs", "reconnect", "switch-online", "disconnect-stuck", "rename-note",
                                "disconnect-writers", "fallocate-close")):
         inner_view_phase()
     if wanted("readlink"):

@@ -148,7 +148,11 @@ class Volume:
         args = [CTL, self.cache, cmd] + ([path] if path is not None else [])
         r = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
         if ok and r.returncode != 0:
-            raise RuntimeError(f"ctl {cmd} {path}: {r.stderr.strip()}")
+            why = r.stderr.strip()
+            if "no answer" in why:
+                # the worker may have died: its last words say why
+                why += "\nthe view's log ends:\n" + self.logtext()
+            raise RuntimeError(f"ctl {cmd} {path}: {why}")
         out = {}
         for line in r.stdout.splitlines():
             k, _, v = line.partition("=")

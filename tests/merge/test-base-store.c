@@ -3,7 +3,7 @@
  * test-base-store.c: the content-addressed base store (fcache_merge_store_*)
  * in a temporary directory: round trips, ids as git computes them, the
  * on-disk layout and permissions, persistence, streaming from a file
- * descriptor, corruption detection, and keep-set garbage collection
+ * descriptor, ids of files another thread shortens while they are read, corruption detection, and keep-set garbage collection
  * (including that libgit2's cache never resurrects a collected blob).
  */
 #define _XOPEN_SOURCE 700
@@ -398,6 +398,76 @@ static void test_blob_id(void)
         g_assert_cmpstr(id, ==, EMPTY_ID);
 }
 
+/* A file another thread keeps shortening and filling again. */
+struct churn {
+        int fd;
+        gint stop;
+};
+
+static gpointer churn_file(gpointer arg)
+{
+        struct churn *c = arg;
+        static char block[65536];
+
+        while (!g_atomic_int_get(&c->stop)) {
+                g_assert_cmpint(ftruncate(c->fd, 0), ==, 0);
+                for (int i = 0; i < 64; i++)
+                        g_assert_cmpint(pwrite(c->fd, block, sizeof(block), (off_t)i * sizeof(block)),
+                                        ==, sizeof(block));
+        }
+        return NULL;
+}
+
+/*
+ * The id of a file read through its descriptor: the same as of its bytes
+ * (empty, small, 1 MiB, and after its name went), and a file shortened
+ * while it is read gives an id or an error, never a fault (a mapping of it
+ * would: SIGBUS).
+ */
+static void test_blob_id_fd(fixture *f, gconstpointer data)
+{
+        g_autofree char *path = g_build_filename(f->tmp, "file", NULL);
+        char id[FCACHE_MERGE_ID_SIZE], want[FCACHE_MERGE_ID_SIZE];
+        size_t sizes[] = { 0, 6, 1 << 20 };
+        struct churn c = { 0 };
+        GThread *th;
+        guint8 *buf = g_malloc(1 << 20);
+        int fd, ok = 0, failed = 0;
+
+        for (size_t i = 0; i < 1 << 20; i++)
+                buf[i] = (guint8)g_test_rand_int();
+        for (size_t k = 0; k < G_N_ELEMENTS(sizes); k++) {
+                fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+                g_assert_cmpint(fd, >=, 0);
+                g_assert_cmpint(pwrite(fd, buf, sizes[k], 0), ==, (ssize_t)sizes[k]);
+                if (k == G_N_ELEMENTS(sizes) - 1)
+                        g_assert_cmpint(unlink(path), ==, 0);
+                g_assert_cmpint(fcache_merge_blob_id_fd(id, fd), ==, 0);
+                g_assert_cmpint(fcache_merge_blob_id(want, buf, sizes[k]), ==, 0);
+                g_assert_cmpstr(id, ==, want);
+                close(fd);
+        }
+        g_assert_cmpint(fcache_merge_blob_id_fd(id, -1), ==, -EINVAL);
+
+        c.fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        g_assert_cmpint(c.fd, >=, 0);
+        th = g_thread_new("churn", churn_file, &c);
+        for (int i = 0; i < 300; i++) {
+                int e = fcache_merge_blob_id_fd(id, c.fd);
+
+                g_assert_true(e == 0 || e == -EIO);
+                if (e == 0)
+                        ok++;
+                else
+                        failed++;
+        }
+        g_atomic_int_set(&c.stop, 1);
+        g_thread_join(th);
+        close(c.fd);
+        g_test_message("%d read whole, %d shortened while read", ok, failed);
+        g_free(buf);
+}
+
 #define ADD(name, fn) g_test_add("/fcache/merge/base-store/" name, fixture, NULL, fixture_set_up, fn, fixture_tear_down)
 
 int main(int argc, char **argv)
@@ -412,6 +482,7 @@ int main(int argc, char **argv)
         ADD("gc", test_gc);
         ADD("gc-bad-keep", test_gc_bad_keep);
         ADD("gc-leftovers", test_gc_leftovers);
+        ADD("blob-id-fd", test_blob_id_fd);
         g_test_add_func("/fcache/merge/base-store/open-errors", test_open_errors);
         g_test_add_func("/fcache/merge/base-store/blob-id", test_blob_id);
         return g_test_run();
