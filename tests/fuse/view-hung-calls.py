@@ -27,7 +27,8 @@ stuck on the stopped server (disconnect-stuck) answers.  A read of cached
 files while the reconnect's check of them asks the stopped server
 (check-cached) answers.  A rename the server did, the server stopped as
 its note brings the mirror's copies up to date (rename-note): answered,
-not EIO, the file at its new name offline and then on the server.
+not EIO, the file at its new name offline and then on the server; also
+over a file, and an exchange.
 A disconnect by hand with written files open, the server stopped: it
 answers, the writes on either side reach the server.
 (FCACHE_HUNG_ONLY=NAME,... runs some of them; disconnect-writers and
@@ -47,8 +48,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from viewlib import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,  # noqa: E402
-                     Volume, append_each, check, eq, fallocate, finish, rand_bytes, read_file,
-                     require_root_fuse, wait_for, write_file)
+                     RENAME_EXCHANGE, Volume, append_each, check, eq, fallocate, finish, rand_bytes, read_file,
+                     renameat2, require_root_fuse, wait_for, write_file)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TIMEOUT = 2
@@ -410,42 +411,52 @@ def rename_note_cut(vol, inner, server, gate):
     as the copies of its two names are brought up to date (a pause at
     view-note-renamed): the rename is answered without EIO (made again
     offline from the moved copy), the volume offline, the file at its new
-    name only, with its bytes; also over an existing file.  With the
-    server back the volume reconnects by itself, no conflict, and the
-    server has each file at its new name once."""
+    name only, with its bytes; also over an existing file, and an
+    exchange.  With the server back the volume reconnects by itself, no
+    conflict, and the server has each file at its new name once."""
     body = {"rn-a": b"renamed while the server stopped\n" * 100,
-            "rn-c": b"renamed over rn-d\n" * 100}
-    for name, data in body.items():
-        write_file(vol.v("proj", name), data)
-    write_file(vol.v("proj", "rn-d"), b"replaced\n")
-    for src, dst in (("rn-a", "rn-b"), ("rn-c", "rn-d")):
+            "rn-c": b"renamed over rn-d\n" * 100,
+            "rn-d": b"replaced\n",
+            "rn-e": b"exchanged with rn-f\n" * 100,
+            "rn-f": b"exchanged with rn-e\n" * 50}
+    for src, dst, flags in (("rn-e", "rn-f", RENAME_EXCHANGE), ("rn-c", "rn-d", 0),
+                            ("rn-a", "rn-b", 0)):
+        what = f"{'exchange' if flags else 'rename'} {src} -> {dst}"
+        want = {dst: body[src], src: body[dst] if flags else None}
+        for name in (src, dst):
+            if name in body:
+                write_file(vol.v("proj", name), body[name])
         open(gate, "w").close()
         result = {}
 
         def rename():
             t = time.time()
             try:
-                os.rename(vol.v("proj", src), vol.v("proj", dst))
+                renameat2(vol.v("proj", src), vol.v("proj", dst), flags)
                 result["r"] = "renamed"
             except OSError as e:
                 result["r"] = f"error {errno.errorcode.get(e.errno, e.errno)}"
             result["took"] = time.time() - t
         th = threading.Thread(target=rename, daemon=True)
         th.start()
-        stop_server_at(server, gate, f"rename {src} -> {dst}: the server did it, the mirror copy"
-                       " moved")
+        stop_server_at(server, gate, f"{what}: the server did it, the mirror copy moved")
         th.join(BOUND)
-        offline_answer(result.get("r"), "renamed", f"rename {src} -> {dst}",
-                       result.get("took", BOUND))
-        went_offline(vol, f"rename {src} -> {dst}")
-        eq((os.path.exists(vol.v("proj", src)), read_file(vol.v("proj", dst))),
-           (False, body[src]), f"offline, {dst} reads {src}'s bytes and {src} is gone")
-        resume(vol, server, f"rename {src} -> {dst}")
-        eq((os.path.exists(inner.b("proj", src)), read_file(inner.b("proj", dst))),
-           (False, body[src]), f"the server has {src}'s bytes at {dst} only")
+        offline_answer(result.get("r"), "renamed", what, result.get("took", BOUND))
+        went_offline(vol, what)
+        eq({n: read_or_none(vol.v("proj", n)) for n in want}, want,
+           f"offline, the names read as after the {what}")
+        resume(vol, server, what)
+        eq({n: read_or_none(inner.b("proj", n)) for n in want}, want,
+           "the server has each file at its new name once")
         eq(vol.ctl("query state").get("conflicts"), "0", "no conflict")
-        eq(read_file(vol.v("proj", dst)), body[src], f"online, {dst} reads them")
+        eq({n: read_or_none(vol.v("proj", n)) for n in want}, want, "online, the names read so")
 
+
+def read_or_none(path):
+    try:
+        return read_file(path)
+    except FileNotFoundError:
+        return None
 
 def inner_view_phase():
     """The calls over a stacked fcache-view as the server."""
