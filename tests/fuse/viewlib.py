@@ -139,10 +139,10 @@ class Volume:
             time.sleep(0.05)
         raise RuntimeError("fcache-view did not come up: " + self.logtext())
 
-    def logtext(self):
+    def logtext(self, tail=3000):
         self.log.flush()
         with open(os.path.join(self.top, "view.log"), "rb") as f:
-            return f.read().decode(errors="replace")[-3000:]
+            return f.read().decode(errors="replace")[-tail:]
 
     def ctl(self, cmd, path=None, ok=True, timeout=120):
         args = [CTL, self.cache, cmd] + ([path] if path is not None else [])
@@ -151,7 +151,7 @@ class Volume:
             why = r.stderr.strip()
             if "no answer" in why:
                 # the worker may have died: its last words say why
-                why += "\nthe view's log ends:\n" + self.logtext()
+                why += "\nthe view's log ends:\n" + self.logtext(12000)
             raise RuntimeError(f"ctl {cmd} {path}: {why}")
         out = {}
         for line in r.stdout.splitlines():
