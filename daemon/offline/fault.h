@@ -15,6 +15,9 @@
  *                          not yet marked applied
  *   reint-merge-output     a clean three-way merge is written to a temporary
  *                          on the server, not yet copied into the file
+ *   reint-conflict-found   reintegration found a conflict and fetches the
+ *                          server's version to keep (local changes go on
+ *                          meanwhile), then keeps the local one
  *   reint-conflict-record  a conflict's remote version is saved in the base
  *                          store, the conflict row is not yet committed
  *   reint-in-place-write   a file's content is being rewritten in place from
@@ -50,6 +53,7 @@
 #define FAULT_OPLOG_BEFORE_COMMIT "oplog-before-commit"
 #define FAULT_REINT_AFTER_WRITE "reint-after-write"
 #define FAULT_REINT_MERGE_OUTPUT "reint-merge-output"
+#define FAULT_REINT_CONFLICT_FOUND "reint-conflict-found"
 #define FAULT_REINT_CONFLICT_RECORD "reint-conflict-record"
 #define FAULT_REINT_IN_PLACE_WRITE "reint-in-place-write"
 #define FAULT_REINT_LINKED_UNLINK "reint-linked-unlink"

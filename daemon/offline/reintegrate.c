@@ -1065,6 +1065,7 @@ static int fetch_remote(int pfd, const char *name, const struct stat *st, struct
         ssize_t n;
         int fd, e;
 
+        fault_point(FAULT_REINT_CONFLICT_FOUND);
         if (!st)
                 return 0;
         if (S_ISLNK(st->st_mode)) {
@@ -1124,12 +1125,18 @@ static int keep_local(struct ctx *c, const struct rec *r, char id[FCACHE_MERGE_I
                         return e;
         }
         fd = oplog_content_open(c->log, seq);
+        /* Another record's container gone: the object has no local content
+         * to keep (its removal is a record of its own). */
+        if (fd == -ESTALE && r->r.kind != OPLOG_CONTENT)
+                return 0;
         if (fd < 0)
                 return fd;
         e = fcache_merge_store_put_fd(id, oplog_store(c->log), fd);
         close(fd);
         return e;
 }
+
+static int content_gone(struct ctx *c, const struct rec *r, struct oplog_object *o);
 
 /*
  * Records a conflict of @r on @o: every version kept, the server untouched,
@@ -1176,6 +1183,10 @@ static int conflict(struct ctx *c, const struct rec *r, struct oplog_object *o,
          * with the server's bytes: it keeps its own copy of the container's. */
         if (e >= 0 && r->r.kind == OPLOG_CONTENT)
                 e = oplog_content_detach(c->log, r->r.seq);
+        /* Every local name of the file went meanwhile: no conflict of its
+         * content; its removal's record meets the server's version. */
+        if (e == -ESTALE && r->r.kind == OPLOG_CONTENT)
+                return content_gone(c, r, o);
         if (e < 0)
                 return e;
         fault_point(FAULT_REINT_CONFLICT_RECORD);

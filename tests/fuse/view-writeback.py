@@ -18,7 +18,9 @@ offline; one changed there only reaches the view within a few HoardIntervals.
 `sync PATH` of a name whose directory was renamed and not shipped yet
 waits for that rename.  A file unlinked while the trickle ships its
 write (the server, another fcache-view, stopped in that round): the
-volume stays in writeback and ships the unlink.  Names outside the pins are fetched at their first
+volume stays in writeback and ships the unlink; one unlinked while shipping
+its write keeps both versions of a conflict: the volume stays in writeback,
+the unlink meets the server's version.  Names outside the pins are fetched at their first
 lookup, one by one, never one a pending record removed.  WriteBack=auto follows `set metered yes|no`, and over a slow link
 the measured round trip.  Over sshfs through a
 relay (linklib), the link cut: changes go on, the volume goes offline, and
@@ -861,6 +863,47 @@ def removed_while_shipped():
         inner.stop()
 
 
+def removed_in_a_conflict():
+    """A file changed on the server and here in writeback, so that shipping
+    it is a conflict, and unlinked while the conflict keeps both versions
+    (the trickle held as it fetches the server's, FCACHE_FAULT_PAUSE=
+    reint-conflict-found): the volume never goes offline, `sync` returns,
+    the server keeps its version (the unlink meets it: one conflict), and
+    the name stays gone here (before: keeping the local version opened the
+    removed file's handle, ESTALE, taken for a server gone: the volume went
+    offline)."""
+    vol = pinned_volume("writeback-conflict-removed", "yes", {"f": b"base\n" * 100})
+    gate = os.path.join(vol.top, "conflict-gate")
+    vol.stop()
+    open(gate, "w").close()
+    os.environ["FCACHE_FAULT_PAUSE"] = f"reint-conflict-found:{gate}"
+    try:
+        vol.start()
+    finally:
+        del os.environ["FCACHE_FAULT_PAUSE"]
+    try:
+        theirs = b"theirs\n" * 100
+        write_file(vol.b("proj", "f"), theirs)
+        write_file(vol.v("proj", "f"), b"mine\n" * 100)
+        check(wait_for(lambda: os.path.exists(gate + ".reached"), 120),
+              "removed in a conflict: shipping f finds the conflict")
+        os.unlink(vol.v("proj", "f"))
+        os.unlink(gate)
+        q = vol.ctl("sync", ok=False)
+        eq(q["_rc"], 0, f"removed in a conflict: sync returns ({q['_err']})")
+        st = vol.state()
+        eq((st["state"], st.get("offline_reason", "")), ("writeback", ""),
+           "removed in a conflict: still in writeback")
+        check("going offline" not in vol.logtext(100000),
+              "removed in a conflict: the volume never went offline")
+        eq((read_file(vol.b("proj", "f")), os.path.exists(vol.v("proj", "f"))), (theirs, False),
+           "removed in a conflict: the server keeps its version, the name stays gone here")
+        eq(vol.ctl("query conflicts")["conflicts"], "1",
+           "removed in a conflict: one conflict (the unlink meets the server's change)")
+    finally:
+        vol.stop()
+
+
 def sync(vol, what):
     q = vol.ctl("sync", ok=False)
     eq(q["_rc"], 0, f"{what}: sync succeeds ({q['_err']})")
@@ -966,6 +1009,7 @@ def main():
     held_chmod_after_resync()
     reconnects_at_once()
     removed_while_shipped()
+    removed_in_a_conflict()
     fetch_misses()
     repin()
     refresh()

@@ -24,6 +24,8 @@ CTL = os.environ.get("FCACHE_VIEW_CTL", "build-view/daemon/fcache-view-ctl")
 
 failures = []
 checks = 0
+# How AddressSanitizer, LeakSanitizer and UBSan begin a report.
+SANITIZER_MARKS = (b"ERROR: AddressSanitizer", b"ERROR: LeakSanitizer", b": runtime error: ")
 
 
 def skip(reason):
@@ -103,6 +105,7 @@ class Volume:
             self.args += ["--set", f"Reserve={reserve}"]
         self.args += list(extra)
         self.log = open(os.path.join(self.top, "view.log"), "ab")
+        self.scanned = 0
         self.proc = None
         atexit.register(self.cleanup)
 
@@ -200,7 +203,24 @@ class Volume:
                 pass
         if os.path.ismount(self.mnt):
             subprocess.run(["umount", "-l", self.mnt], capture_output=True)
+        if self.proc:
+            self.sanitizer_check()
         self.proc = None
+
+    def sanitizer_check(self):
+        """A worker a sanitizer stopped is replaced by the next one and the
+        test may go on and pass: a report in the view's log fails it."""
+        self.log.flush()
+        with open(os.path.join(self.top, "view.log"), "rb") as f:
+            f.seek(self.scanned)
+            text = f.read()
+        self.scanned += len(text)
+        for mark in SANITIZER_MARKS:
+            i = text.find(mark)
+            if i >= 0:
+                check(False, f"no sanitizer report in the view's log ({self.top}): "
+                      + text[max(0, i - 200):i + 8000].decode(errors="replace"))
+                return
 
     def cleanup(self):
         try:
