@@ -48,8 +48,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from viewlib import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,  # noqa: E402
-                     RENAME_EXCHANGE, Volume, append_each, check, eq, fallocate, finish, rand_bytes, read_file,
-                     renameat2, require_root_fuse, wait_for, write_file)
+                     RENAME_EXCHANGE, Volume, append_each, check, eq, fallocate, finish,
+                     rand_bytes, read_file, renameat2, require_root_fuse, wait_for, write_file)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TIMEOUT = 2
@@ -458,6 +458,7 @@ def read_or_none(path):
     except FileNotFoundError:
         return None
 
+
 def inner_view_phase():
     """The calls over a stacked fcache-view as the server."""
     inner = Volume("hung-inner", lease="0s")
@@ -613,8 +614,8 @@ def sshfs_phase():
 def main():
     require_root_fuse()
     if any(wanted(x) for x in ("getxattr", "listxattr", "mkdir", "write", "fallocate", "read",
-                               "statfs", "reconnect", "switch-online", "disconnect-stuck", "rename-note",
-                               "disconnect-writers", "fallocate-close")):
+                               "statfs", "reconnect", "switch-online", "disconnect-stuck",
+                               "rename-note", "disconnect-writers", "fallocate-close")):
         inner_view_phase()
     if wanted("readlink"):
         sshfs_phase()
