@@ -49,7 +49,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from viewlib import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,  # noqa: E402
                      RENAME_EXCHANGE, Volume, append_each, check, eq, fallocate, finish,
-                     rand_bytes, read_file, renameat2, require_root_fuse, wait_for, write_file)
+                     rand_bytes, read_file, read_or_none, renameat2, require_root_fuse, wait_for,
+                     write_file)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TIMEOUT = 2
@@ -450,13 +451,6 @@ def rename_note_cut(vol, inner, server, gate):
            "the server has each file at its new name once")
         eq(vol.ctl("query state").get("conflicts"), "0", "no conflict")
         eq({n: read_or_none(vol.v("proj", n)) for n in want}, want, "online, the names read so")
-
-
-def read_or_none(path):
-    try:
-        return read_file(path)
-    except FileNotFoundError:
-        return None
 
 
 def inner_view_phase():

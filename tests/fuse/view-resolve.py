@@ -23,7 +23,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
 from viewlib import (CTL, VIEW, Volume, check, eq, finish, read_file,  # noqa: E402
-                     require_root_fuse, skip)
+                     read_or_none, require_root_fuse, skip)
 
 HERE = os.path.dirname(os.path.abspath(VIEW))
 TOOL = os.environ.get("FCACHE_OFFLINE_TOOL", os.path.join(HERE, "offline-tool"))
@@ -111,18 +111,10 @@ def raw(vol, req, path=None):
     return int(m.group(2)), m.group(1), r.stdout.splitlines()
 
 
-def content(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
-
-
 def both(fx, name, want, what):
     """The backing file and the read through the mountpoint both hold want (None: absent)."""
-    eq(content(fx.vol.b(name)), want, f"{what}: backing {name}")
-    eq(content(fx.vol.v(name)), want, f"{what}: {name} through the mountpoint")
+    eq(read_or_none(fx.vol.b(name)), want, f"{what}: backing {name}")
+    eq(read_or_none(fx.vol.v(name)), want, f"{what}: {name} through the mountpoint")
 
 
 def mode_of(path):
@@ -346,7 +338,7 @@ r = fx.run("take", "local", "c3")
 check(r.returncode == 1 and "again" in r.stderr, f"server changed again: refused ({r.stderr.strip()})")
 st, err, _ = raw(v, f"resolve {fx.conflicts()['c3']['id']} local")
 eq(st, -116, f"server changed again: status -ESTALE ({err})")
-eq(content(v.b("c3")), AGAIN, "ESTALE: the server's new c3 untouched")
+eq(read_or_none(v.b("c3")), AGAIN, "ESTALE: the server's new c3 untouched")
 check("c3" in (fx.conflicts() or {}), "ESTALE: the conflict stays")
 
 # Offline, conflicts can be read but not settled (the server is out of reach).

@@ -142,10 +142,15 @@ class Volume:
             time.sleep(0.05)
         raise RuntimeError("fcache-view did not come up: " + self.logtext())
 
-    def logtext(self, tail=3000):
+    def log_bytes(self, start=0):
+        """The view's log from byte start on."""
         self.log.flush()
         with open(os.path.join(self.top, "view.log"), "rb") as f:
-            return f.read().decode(errors="replace")[-tail:]
+            f.seek(start)
+            return f.read()
+
+    def logtext(self, tail=3000):
+        return self.log_bytes().decode(errors="replace")[-tail:]
 
     def ctl(self, cmd, path=None, ok=True, timeout=120):
         args = [CTL, self.cache, cmd] + ([path] if path is not None else [])
@@ -210,10 +215,7 @@ class Volume:
     def sanitizer_check(self):
         """A worker a sanitizer stopped is replaced by the next one and the
         test may go on and pass: a report in the view's log fails it."""
-        self.log.flush()
-        with open(os.path.join(self.top, "view.log"), "rb") as f:
-            f.seek(self.scanned)
-            text = f.read()
+        text = self.log_bytes(self.scanned)
         self.scanned += len(text)
         for mark in SANITIZER_MARKS:
             i = text.find(mark)
@@ -267,6 +269,14 @@ def write_file(path, data):
 def read_file(path):
     with open(path, "rb") as f:
         return f.read()
+
+
+def read_or_none(path):
+    """A file's bytes, or None when there is no such name."""
+    try:
+        return read_file(path)
+    except FileNotFoundError:
+        return None
 
 
 libc = ctypes.CDLL(None, use_errno=True)
