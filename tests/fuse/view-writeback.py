@@ -894,7 +894,7 @@ def removed_in_a_conflict():
         st = vol.state()
         eq((st["state"], st.get("offline_reason", "")), ("writeback", ""),
            "removed in a conflict: still in writeback")
-        check("going offline" not in vol.logtext(100000),
+        check(b"going offline" not in vol.log_bytes(),
               "removed in a conflict: the volume never went offline")
         eq((read_file(vol.b("proj", "f")), os.path.exists(vol.v("proj", "f"))), (theirs, False),
            "removed in a conflict: the server keeps its version, the name stays gone here")

@@ -3,8 +3,9 @@
  * test-base-store.c: the content-addressed base store (fcache_merge_store_*)
  * in a temporary directory: round trips, ids as git computes them, the
  * on-disk layout and permissions, persistence, streaming from a file
- * descriptor, ids of files another thread shortens while they are read, corruption detection, and keep-set garbage collection
- * (including that libgit2's cache never resurrects a collected blob).
+ * descriptor, ids of files another thread shortens while they are read,
+ * corruption detection, and keep-set garbage collection (including that
+ * libgit2's cache never resurrects a collected blob).
  */
 #define _XOPEN_SOURCE 700
 #include <errno.h>
