@@ -64,6 +64,12 @@ struct store {
         /* inos whose container store_set_container() was given since
          * store_containers_note_begin(), or NULL */
         GHashTable *noted;      /* protected by lock */
+        /* After the backing numbered its files anew under a running worker:
+         * the inos reached since (their rows are the new numbers' now), and
+         * the fact to record once the rest are dropped; NULL when the
+         * numbers are sure */
+        GHashTable *renumbered; /* protected by lock */
+        char *numbering_next;   /* protected by lock */
 };
 
 struct sobj {
@@ -509,6 +515,9 @@ void store_close(struct store *s)
                 g_hash_table_destroy(s->stmts);
         if (s->noted)
                 g_hash_table_destroy(s->noted);
+        if (s->renumbered)
+                g_hash_table_destroy(s->renumbered);
+        free(s->numbering_next);
         if (s->db)
                 sqlite3_close(s->db);
         if (s->objdir_fd >= 0)
@@ -881,6 +890,91 @@ static int drop_content(struct store *s, struct sobj *o)
         return drop_content_as(s, o, true);
 }
 
+/* The object of @ino as its row has it (obj_ref_locked(), store.lock taken
+ * here): for the store's own passes over its rows. */
+static int row_ref(struct store *s, uint64_t ino, bool create, struct sobj **out)
+{
+        int r;
+
+        pthread_mutex_lock(&s->lock);
+        r = obj_ref_locked(s, ino, create, out);
+        pthread_mutex_unlock(&s->lock);
+        return r;
+}
+
+/* While the numbers are unsure: ino's row is the new number's from now on.
+ * True when it was not yet (reached for the first time). */
+static bool number_taken(struct store *s, uint64_t ino)
+{
+        gint64 key = (gint64)ino;
+        bool first;
+
+        pthread_mutex_lock(&s->lock);
+        first = s->renumbered && !g_hash_table_contains(s->renumbered, &key);
+        if (first)
+                g_hash_table_add(s->renumbered, g_memdup2(&key, sizeof(key)));
+        pthread_mutex_unlock(&s->lock);
+        return first;
+}
+
+/*
+ * Row o is reached by a number the backing gave anew (mounted again under a
+ * running worker): its content, identity and pin mark were another file's,
+ * maybe of the same size and times.  The content goes (an unpinned own
+ * container with it; a pinned one is left to the mirror, whose resync finds
+ * its file again by name), the identity becomes one no file has, and the
+ * pin mark goes (the pin walk after the resync marks the pinned files by
+ * their new numbers).  o->lock held.
+ */
+static void forget_renumbered(struct store *s, struct sobj *o)
+{
+        int r = drop_content(s, o);
+
+        o->size = -1;
+        o->mtime_ns = o->ctime_ns = 0;
+        o->validated_ns = o->persisted_ns = o->use_persisted_ns = 0;
+        if (r >= 0) {
+                pthread_mutex_lock(&s->lock);
+                r = db_run(s, NULL, "UPDATE objects SET size=-1, mtime=0, ctime=0, validated=0,"
+                           " pin=-1 WHERE ino=?", 1, (int64_t)o->ino);
+                if (r >= 0)
+                        o->pin = -1;    /* no content left: the counts stay */
+                pthread_mutex_unlock(&s->lock);
+        }
+        if (r < 0)
+                log_warn("Failed to forget the store's copy of renumbered inode %" PRIu64 ": %s",
+                         o->ino, strerror(-r));
+}
+
+/* The first reach of o by its number while the numbers are unsure forgets
+ * its row; a user of o meanwhile waits on o->lock. */
+static void number_check(struct store *s, struct sobj *o)
+{
+        bool unsure;
+
+        pthread_mutex_lock(&s->lock);
+        unsure = s->renumbered != NULL;
+        pthread_mutex_unlock(&s->lock);
+        if (!unsure)
+                return;
+        pthread_mutex_lock(&o->lock);
+        if (number_taken(s, o->ino))
+                forget_renumbered(s, o);
+        pthread_mutex_unlock(&o->lock);
+}
+
+/* The object of @ino for a caller that reached it by the backing's number. */
+static int obj_ref(struct store *s, uint64_t ino, bool create, struct sobj **out)
+{
+        int r = row_ref(s, ino, create, out);
+
+        if (r > 0)
+                number_check(s, *out);
+        else if (r == 0)
+                number_taken(s, ino);   /* a new row: the new number's already */
+        return r;
+}
+
 #define IDENTITY_PERSIST_NS (60 * 1000000000ULL)
 
 /* Records a fresh stat of the backing; @used: by an open, a read or a
@@ -978,9 +1072,7 @@ int store_obj_get(struct store *s, const struct stat *st, bool create, uint64_t 
         struct sobj *o;
         int r;
 
-        pthread_mutex_lock(&s->lock);
-        r = obj_ref_locked(s, st->st_ino, create, &o);
-        pthread_mutex_unlock(&s->lock);
+        r = obj_ref(s, st->st_ino, create, &o);
         if (r < 0)
                 return r;
         if (lease_ns && o->validated_ns && !store_obj_stale(o, now_ns(), lease_ns)) {
@@ -1011,6 +1103,7 @@ int store_obj_find_loaded(struct store *s, uint64_t ino, struct sobj **out)
         pthread_mutex_unlock(&s->lock);
         if (!o)
                 return -ENOENT;
+        number_check(s, o);
         *out = o;
         return 0;
 }
@@ -1019,9 +1112,7 @@ int store_obj_find(struct store *s, uint64_t ino, struct sobj **out)
 {
         int r;
 
-        pthread_mutex_lock(&s->lock);
-        r = obj_ref_locked(s, ino, false, out);
-        pthread_mutex_unlock(&s->lock);
+        r = obj_ref(s, ino, false, out);
         return r < 0 ? r : 0;
 }
 
@@ -1430,7 +1521,10 @@ void store_obj_info(struct sobj *o, struct sobj_info *info)
         info->validated_ns = o->validated_ns;
         info->pin = o->pin;
         info->blocks_total = total;
-        info->complete = true;
+        /* A forgotten identity (size -1) is no file's: nothing of it is here. */
+        info->complete = o->size >= 0;
+        if (o->size < 0)
+                info->size = 0;
         info->container = o->container != NULL;
         if (o->container) {
                 info->bytes = (uint64_t)o->size;
@@ -1451,9 +1545,7 @@ int store_info_ino(struct store *s, uint64_t ino, struct sobj_info *info)
         struct sobj *o;
         int r;
 
-        pthread_mutex_lock(&s->lock);
-        r = obj_ref_locked(s, ino, false, &o);
-        pthread_mutex_unlock(&s->lock);
+        r = obj_ref(s, ino, false, &o);
         if (r < 0)
                 return r;
         store_obj_info(o, info);
@@ -1466,9 +1558,7 @@ static int drop_ino(struct store *s, uint64_t ino, bool even_pinned, bool tryloc
         struct sobj *o;
         int r;
 
-        pthread_mutex_lock(&s->lock);
-        r = obj_ref_locked(s, ino, false, &o);
-        pthread_mutex_unlock(&s->lock);
+        r = row_ref(s, ino, false, &o);
         if (r < 0)
                 return r == -ENOENT ? 0 : r;
         if (trylock) {
@@ -1708,11 +1798,13 @@ int store_set_container(struct store *s, const struct stat *st, const char *path
         struct sobj *o;
         int r;
 
-        pthread_mutex_lock(&s->lock);
-        r = obj_ref_locked(s, st->st_ino, true, &o);
-        pthread_mutex_unlock(&s->lock);
+        /* The mirror's file at @path is the new number's (its pin mark,
+         * though, may be another's until the pin walk: a resync notes only
+         * pinned files). */
+        r = row_ref(s, st->st_ino, true, &o);
         if (r < 0)
                 return r;
+        number_taken(s, st->st_ino);
         pthread_mutex_lock(&o->lock);
         if (o->container && same_identity(o, st) && !strcmp(o->container, path)) {
                 pthread_mutex_unlock(&o->lock);
@@ -1846,7 +1938,7 @@ void store_check_containers(struct store *s)
                 struct sobj *o;
 
                 if ((noted && g_hash_table_contains(noted, &ino)) ||
-                    store_obj_find(s, (uint64_t)ino, &o) < 0)
+                    row_ref(s, (uint64_t)ino, false, &o) < 0)
                         continue;
                 pthread_mutex_lock(&o->lock);
                 if (o->container)
@@ -1868,6 +1960,9 @@ int store_set_nocache(struct store *s, uint64_t ino, bool nocache)
         r = db_run(s, NULL, "INSERT INTO objects(ino, nocache) VALUES(?, ?) ON CONFLICT(ino)"
                    " DO UPDATE SET nocache=excluded.nocache", 2, (int64_t)ino,
                    (int64_t)nocache);
+        /* Set by the backing's number now: the new number's, if it changes. */
+        if (r >= 0 && s->renumbered)
+                g_hash_table_add(s->renumbered, g_memdup2(&key, sizeof(key)));
         if (r >= 0) {
                 if (!g_hash_table_contains(s->rows, &key))
                         g_hash_table_add(s->rows, g_memdup2(&key, sizeof(key)));
@@ -2136,8 +2231,9 @@ int store_check_unpinned(struct store *s, store_container_fn on_server,
                 struct store_identity id;
                 struct sobj *o;
                 char *path = NULL;
+                int r;
 
-                if (store_obj_find(s, (uint64_t)g_array_index(a, gint64, i), &o) < 0)
+                if (row_ref(s, (uint64_t)g_array_index(a, gint64, i), false, &o) < 0)
                         continue;
                 pthread_mutex_lock(&o->lock);
                 identity_of(o, &id);
@@ -2146,7 +2242,12 @@ int store_check_unpinned(struct store *s, store_container_fn on_server,
                 pthread_mutex_unlock(&o->lock);
                 /* The server is asked with no lock held: a reader of the
                  * object (or the culler) never waits on its answer. */
-                if (path && on_server(s->container_ud, &id) == -ESTALE) {
+                r = path ? on_server(s->container_ud, &id) : -ENOENT;
+                /* The server's file at its path has its number and identity:
+                 * the row is the new number's too (numbered anew). */
+                if (r == 0)
+                        number_taken(s, id.ino);
+                if (r == -ESTALE) {
                         pthread_mutex_lock(&o->lock);
                         if (same_unpinned_container(o, &id)) {
                                 remove_stale(s->container_ud, &id);
@@ -2210,9 +2311,24 @@ bool store_numbered_by(struct store *s, const char *mount)
         return r;
 }
 
-int store_renumbered(struct store *s, const char *mount)
+/* The fact that @mount numbered the rows, in place of any other's. */
+static int record_numbering(struct store *s, const char *mount)
 {
         char *fact = g_strconcat(FACT_NUMBERED_BY, mount, NULL);
+        int r;
+
+        pthread_mutex_lock(&s->lock);
+        r = db_exec(s, "DELETE FROM facts WHERE name LIKE '" FACT_NUMBERED_BY "%'");
+        pthread_mutex_unlock(&s->lock);
+        if (r >= 0)
+                r = bind_text_run(s, "INSERT OR IGNORE INTO facts(name) VALUES(?)", fact, 0,
+                                  false);
+        g_free(fact);
+        return r;
+}
+
+int store_renumbered(struct store *s, const char *mount)
+{
         int n = store_drop_all(s, true), r;
 
         pthread_mutex_lock(&s->lock);
@@ -2224,14 +2340,97 @@ int store_renumbered(struct store *s, const char *mount)
                 g_hash_table_remove_all(s->rows);
                 g_hash_table_remove_all(s->nocache);
         }
-        if (r >= 0)
-                r = db_exec(s, "DELETE FROM facts WHERE name LIKE '" FACT_NUMBERED_BY "%'");
         pthread_mutex_unlock(&s->lock);
         if (r >= 0)
-                r = bind_text_run(s, "INSERT OR IGNORE INTO facts(name) VALUES(?)", fact, 0,
-                                  false);
-        g_free(fact);
+                r = record_numbering(s, mount);
         return r < 0 ? r : n;
+}
+
+int store_numbers_unsure(struct store *s, const char *mount)
+{
+        char *m = strdup(mount);
+
+        if (!m)
+                return -ENOMEM;
+        pthread_mutex_lock(&s->lock);
+        if (!s->renumbered)
+                s->renumbered = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+        free(s->numbering_next);
+        s->numbering_next = m;
+        pthread_mutex_unlock(&s->lock);
+        return 0;
+}
+
+/* Row o, reached by no one since the numbers became unsure, goes: forgotten,
+ * and deleted unless another user holds o.  o->lock held. */
+static bool drop_unreached(struct store *s, struct sobj *o)
+{
+        gint64 key = (gint64)o->ino;
+        bool freed = false;
+        int r;
+
+        forget_renumbered(s, o);
+        pthread_mutex_lock(&s->lock);
+        r = db_run(s, NULL, o->refs == 1 ? "DELETE FROM objects WHERE ino=?"
+                                        : "UPDATE objects SET nocache=0 WHERE ino=?",
+                   1, (int64_t)o->ino);
+        if (r >= 0) {
+                g_hash_table_remove(s->nocache, &key);
+                if (o->refs == 1) {
+                        /* Out of reach before o->lock is let go. */
+                        g_hash_table_remove(s->rows, &key);
+                        g_hash_table_remove(s->objs, &key);
+                        o->refs = 0;
+                        freed = true;
+                }
+        }
+        pthread_mutex_unlock(&s->lock);
+        return freed;
+}
+
+int store_numbers_settle(struct store *s, unsigned *dropped)
+{
+        GArray *a;
+        char *mount;
+        int r;
+
+        *dropped = 0;
+        pthread_mutex_lock(&s->lock);
+        r = s->renumbered != NULL;
+        pthread_mutex_unlock(&s->lock);
+        if (!r)
+                return 0;
+        a = select_inos(s, "SELECT ino FROM objects");
+        for (guint i = 0; i < a->len; i++) {
+                uint64_t ino = (uint64_t)g_array_index(a, gint64, i);
+                struct sobj *o;
+                bool freed, reached;
+
+                pthread_mutex_lock(&s->lock);
+                reached = g_hash_table_contains(s->renumbered, &(gint64){ (gint64)ino });
+                pthread_mutex_unlock(&s->lock);
+                if (reached || row_ref(s, ino, false, &o) < 0)
+                        continue;
+                pthread_mutex_lock(&o->lock);
+                /* Taken here, so that no reach forgets it a second time. */
+                freed = number_taken(s, ino) && drop_unreached(s, o);
+                pthread_mutex_unlock(&o->lock);
+                if (freed) {
+                        obj_free(o);
+                        (*dropped)++;
+                } else {
+                        store_obj_put(s, o);
+                }
+        }
+        g_array_free(a, TRUE);
+        pthread_mutex_lock(&s->lock);
+        mount = s->numbering_next;
+        s->numbering_next = NULL;
+        g_clear_pointer(&s->renumbered, g_hash_table_destroy);
+        pthread_mutex_unlock(&s->lock);
+        r = mount ? record_numbering(s, mount) : 0;
+        free(mount);
+        return r < 0 ? r : 1;
 }
 
 int store_reindex_container(struct store *s, const struct store_identity *id, bool validated)

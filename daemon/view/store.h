@@ -210,6 +210,22 @@ bool store_numbered_by(struct store *s, const char *mount);
  * and with no object in use (at start) every row.  Returns how many
  * objects had a copy, or -errno. */
 int store_renumbered(struct store *s, const char *mount);
+/*
+ * The backing numbers its files as @mount does now, found under a running
+ * worker (mounted again while offline): until store_numbers_settle(), a row
+ * reached by a number for the first time is forgotten (its content, with an
+ * unpinned container; its identity and pin mark), as that number may be
+ * another file's now, of the same size and times.  A row the resync
+ * confirms (the mirror's file at a path, store_set_container(); an unpinned
+ * container the server still has at its path) is the new number's.  The
+ * numbering recorded stays the old one meanwhile: a successor drops every
+ * row.
+ */
+int store_numbers_unsure(struct store *s, const char *mount);
+/* After a resync: the rows not reached since are dropped, and the numbering
+ * recorded.  Returns 1 (*dropped: how many rows went), 0 when the numbers
+ * were sure, -errno. */
+int store_numbers_settle(struct store *s, unsigned *dropped);
 int store_reindex_container(struct store *s, const struct store_identity *id, bool validated);
 /* Object @ino was last used at @used_ns (wall-clock ns, CLOCK_REALTIME, as
  * the rows keep their times), unless its row records a use already: the

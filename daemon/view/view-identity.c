@@ -20,11 +20,13 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/magic.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mounts.h"
@@ -316,7 +318,48 @@ int backing_reopen_root(struct view *v, GString *why)
         /* A worker that started on its stand-in learns it only now. */
         __atomic_store_n(&v->handles, b.handles, __ATOMIC_RELEASE);
         __atomic_store_n(&v->names_identify, b.names_identify, __ATOMIC_RELEASE);
+        v->nodes_renumbered = v->nodes_renumbered || b.names_identify;
+        if (b.names_identify && !store_numbered_by(v->store, b.numbering)) {
+                g_free(v->numbering_pending);
+                v->numbering_pending = g_strdup(b.numbering);
+        }
         return 0;
+}
+
+/* The hoard walk is asked to walk the pins at once. */
+static pthread_mutex_t walk_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t walk_cond = PTHREAD_COND_INITIALIZER;
+
+static void walk_pins_soon(struct view *v)
+{
+        pthread_mutex_lock(&walk_lock);
+        v->walk_pins_now = true;
+        pthread_cond_broadcast(&walk_cond);
+        pthread_mutex_unlock(&walk_lock);
+}
+
+void backing_pins_walk_wait(struct view *v, uint64_t interval_ms)
+{
+        struct timespec end;
+
+        clock_gettime(CLOCK_MONOTONIC, &end);
+        end.tv_sec += (time_t)(interval_ms / 1000);
+        end.tv_nsec += (long)(interval_ms % 1000) * 1000000;
+        if (end.tv_nsec >= 1000000000) {
+                end.tv_sec++;
+                end.tv_nsec -= 1000000000;
+        }
+        pthread_mutex_lock(&walk_lock);
+        while (!v->walk_pins_now) {
+                int r = interval_ms ? pthread_cond_clockwait(&walk_cond, &walk_lock,
+                                                             CLOCK_MONOTONIC, &end)
+                                    : pthread_cond_wait(&walk_cond, &walk_lock);
+
+                if (r == ETIMEDOUT)
+                        break;
+        }
+        v->walk_pins_now = false;
+        pthread_mutex_unlock(&walk_lock);
 }
 
 void backing_numbering_check(struct view *v, const struct backing_root *b)
@@ -332,10 +375,43 @@ void backing_numbering_check(struct view *v, const struct backing_root *b)
                 log_warn("Failed to record which mount numbered the files of Backing %s: %s",
                          v->cfg->backing, strerror(-n));
         } else if (n > 0) {
-                v->walk_pins_now = true;
+                walk_pins_soon(v);
                 log_info("Backing %s numbers its files anew (mounted again): the store's %d"
                          " copies are dropped, the pinned ones found again by name",
                          v->cfg->backing, n);
+        }
+}
+
+void backing_numbering_unsure(struct view *v)
+{
+        int r;
+
+        if (!v->numbering_pending)
+                return;
+        r = store_numbers_unsure(v->store, v->numbering_pending);
+        if (r < 0)
+                log_warn("Failed to mark the store's copies of Backing %s unsure: %s",
+                         v->cfg->backing, strerror(-r));
+        else
+                log_info("Backing %s numbers its files anew (mounted again): each copy of the"
+                         " store is forgotten at its first use, until the resync has found the"
+                         " pinned ones by name", v->cfg->backing);
+        g_clear_pointer(&v->numbering_pending, g_free);
+}
+
+void backing_numbering_settle(struct view *v)
+{
+        unsigned dropped;
+        int r = store_numbers_settle(v->store, &dropped);
+
+        if (r < 0) {
+                log_warn("Failed to record which mount numbered the files of Backing %s: %s",
+                         v->cfg->backing, strerror(-r));
+        } else if (r > 0) {
+                log_info("Backing %s: the store's copies are by the new mount's numbers; %u"
+                         " rows of the old ones dropped, the pins marked again", v->cfg->backing,
+                         dropped);
+                walk_pins_soon(v);
         }
 }
 

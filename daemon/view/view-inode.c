@@ -970,6 +970,11 @@ static int counterpart_at(struct view *v, struct vnode *n, int pfd, const char *
                         return fd;
                 if (r < 0 || (b.ver.ino != sino && !offline_became(v, b.ver.ino, sino)))
                         goto no;
+        } else if (v->nodes_renumbered) {
+                /* The backing numbers its files anew since n was bound (a
+                 * share mounted again that makes its numbers up): names
+                 * identify objects there, as the replay takes them. */
+                return fd;
         } else if (sino ? (uint64_t)st->st_ino != sino &&
                           !offline_became(v, sino, (uint64_t)st->st_ino)
                         : !lid || !offline_object_is(v, lid, (uint64_t)st->st_ino)) {
@@ -996,7 +1001,9 @@ static int counterpart_by_handle(struct view *v, struct vnode *n, uint64_t sino,
 {
         int fd;
 
-        if (!n->sfh || !sino || *unanswered)
+        /* A handle of another mount's numbering opens whichever file has
+         * that number now. */
+        if (!n->sfh || !sino || *unanswered || v->nodes_renumbered)
                 return -1;
         fd = open_handle_in(v, false, n->sfh);
         if (candidate(n, fd < 0 ? fd : real_stat(v, fd, st), st, bound, unanswered) &&

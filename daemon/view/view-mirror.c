@@ -1560,6 +1560,9 @@ int mirror_sync_all(struct view *v)
         prune_links(v);
         store_check_containers(v->store);
         mirror_check_cached(v);
+        /* Offline meanwhile, the check of the cached ones confirmed none. */
+        if (r == 0 && !view_offline(v))
+                backing_numbering_settle(v);
         return r;
 }
 

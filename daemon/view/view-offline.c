@@ -668,8 +668,12 @@ again:
                 return r;
         }
         fault_point(FAULT_VIEW_SWITCH_ONLINE);
-        /* Every store copy may be older than the server now: revalidated at open. */
+        /* Every store copy may be older than the server now: revalidated at
+         * open; on a backing numbered anew, forgotten at first use. */
+        backing_numbering_unsure(v);
         ids = switch_served(v, VIEW_ONLINE, &unanswered);
+        if (!unanswered)
+                v->nodes_renumbered = false;
         pthread_rwlock_unlock(&v->mode_lock);
         invalidate_nodes(v, ids);
         if (unanswered) {

@@ -69,9 +69,17 @@ struct view {
          * change (sshfs: root 1, or handles that do not last): replay finds
          * objects by name */
         bool names_identify;
-        /* set at start: the pinned files have no rows (the store dropped
-         * another mount's numbers), so the hoard walk marks them at once */
+        /* the pinned files have no rows (the store dropped another mount's
+         * numbers), so the hoard walk marks them at once (view-identity.c's
+         * walk_lock) */
         bool walk_pins_now;
+        /* mode_lock: the numbering of a backing mounted again under the
+         * worker, for the switch online (backing_numbering_unsure()), or NULL */
+        char *numbering_pending;
+        /* mode_lock: such a backing mounted again since the nodes were
+         * bound online: the next switch online binds each node to the
+         * object of its type at its name (view-inode.c) */
+        bool nodes_renumbered;
         double lease_s;         /* entry/attr timeouts handed to the kernel */
         bool takeover;          /* this worker took over a live connection */
 
@@ -966,9 +974,18 @@ int backing_stand_in(struct view *v, int err);
 int backing_reopen_root(struct view *v, GString *why);
 /* At start: a backing that numbers its files anew at each mount (@b
  * names_identify), mounted again since the store's copies were indexed:
- * they are dropped.  (Mounted again under a running worker, the reconnect's
- * resync finds them by name, and drops the cached ones.) */
+ * they are dropped. */
 void backing_numbering_check(struct view *v, const struct backing_root *b);
+/* Mounted again under a running worker (backing_reopen_root() found it):
+ * at the switch online, the store's rows are unsure (store_numbers_unsure());
+ * mode_lock held exclusively. */
+void backing_numbering_unsure(struct view *v);
+/* A resync went through online: the rows it did not confirm go, and the
+ * hoard walk marks the pins by their new numbers at once. */
+void backing_numbering_settle(struct view *v);
+/* The hoard thread's wait: @interval_ms (0: none), or until a walk of the
+ * pins is asked for at once (walk_pins_now). */
+void backing_pins_walk_wait(struct view *v, uint64_t interval_ms);
 
 /* view-path.c: the device of the fcache view mounted topmost on @path; -ENOENT if none. */
 int view_mount_find(const char *path, dev_t *dev);

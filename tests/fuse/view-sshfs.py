@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -154,6 +155,7 @@ def main():
         sshd.send_signal(signal.SIGCONT)
         remounted_offline(keydir)
         cached_across_a_remount(keydir)
+        read_while_renumbered(keydir)
         other_share_refused(keydir)
     finally:
         cleanup()
@@ -369,6 +371,87 @@ def cached_across_a_remount(keydir):
             check(read < len(big) // 2, f"cached, {what}: the pinned file is found again by"
                   f" name, not read again (sshfs read {read} bytes; it is {len(big)})")
     finally:
+        vol.stop()
+        subprocess.run(["fusermount3", "-u", "-z", vol.backing], capture_output=True)
+
+
+def read_while_renumbered(keydir):
+    """sshfs mounted again under a running worker (offline, then a
+    reconnect), its files met in the other order, so that each number names
+    another file of the same size and times: files read whole (containers)
+    and in part (blocks) and pinned ones, read while the reconnect's resync
+    is held before its check of the cached files, then after it, each read
+    their own bytes, and the pinned files are marked pinned again by their
+    new numbers (before: in the window a cached file read the other's copy,
+    and a file read in part the other's blocks, after the resync too)."""
+    vol = Volume("sshfs-renumbered", lease="2s")
+    server = os.path.join(vol.top, "server")
+    gate = os.path.join(vol.top, "check-gate")
+    for d in ("proj", "other"):
+        os.makedirs(os.path.join(server, d))
+    data = {}
+    for i, (d, n, size) in enumerate((("proj", "p1", 64 << 10), ("proj", "p2", 64 << 10),
+                                      ("other", "c1", 64 << 10), ("other", "c2", 64 << 10),
+                                      ("other", "b1", 512 << 10), ("other", "b2", 512 << 10))):
+        data[n] = rand_bytes(size, 40 + i)
+        write_file(os.path.join(server, d, n), data[n])
+        os.utime(os.path.join(server, d, n), (1700000000, 1700000000))
+    where = {n: "proj" if n.startswith("p") else "other" for n in data}
+    order = ["p1", "p2", "c1", "c2", "b1", "b2"]
+    os.environ["FCACHE_FAULT_PAUSE"] = f"view-check-cached:{gate}"
+    try:
+        def meet(names):
+            """sshfs numbers the files in the order they are first stat-ed."""
+            return {n: os.stat(os.path.join(vol.backing, where[n], n)).st_ino for n in names}
+
+        mount_at_backing(vol, server, keydir, "renumbered")
+        before = meet(order)
+        vol.start()
+        vol.ctl("pin recursive", "proj")
+        for n in ("c1", "c2"):
+            eq(read_direct(vol.v("other", n)), data[n], f"renumbered: {n} read whole")
+        for n in ("b1", "b2"):
+            eq(read_direct(vol.v("other", n), 0, 128 << 10), data[n][:128 << 10],
+               f"renumbered: {n} read in part")
+        check(wait_for(lambda: all(vol.ctl("query cached", f"other/{n}")["cached"] == "complete"
+                                   for n in ("c1", "c2"))), "renumbered: c1 and c2 cached whole")
+        eq(vol.ctl("disconnect")["state"], "offline", "renumbered: disconnect")
+        mount_at_backing(vol, server, keydir, "renumbered")
+        after = meet(["p2", "p1", "c2", "c1", "b2", "b1"])
+        swapped = {a: b for a, b in (("p1", "p2"), ("c1", "c2"), ("b1", "b2"))}
+        swapped.update({b: a for a, b in swapped.items()})
+        eq({n: after[n] == before[swapped[n]] for n in order}, {n: True for n in order},
+           f"renumbered: each file has its partner's old number ({before} -> {after})")
+
+        def all_read(when):
+            got = {n: read_direct(vol.v(where[n], n)) == data[n] for n in order}
+            eq(got, {n: True for n in order}, f"renumbered: {when}, each file reads its own"
+               " bytes")
+
+        open(gate, "w").close()
+        done = {}
+        t = threading.Thread(target=lambda: done.update(q=vol.ctl("reconnect", ok=False)))
+        t.start()
+        reached = wait_for(lambda: os.path.exists(gate + ".reached"), 120)
+        check(reached, "renumbered: the resync reaches its check of the cached files")
+        if reached:
+            all_read("during the resync")
+        os.unlink(gate)
+        t.join(120)
+        q = done.get("q", {})
+        eq((q.get("_rc"), q.get("state")), (0, "online"), f"renumbered: reconnect"
+           f" ({q.get('_err')})")
+        all_read("after the resync")
+        check(wait_for(lambda: all(vol.ctl("query cached", f"proj/{n}")["pinned"] == "yes"
+                                   for n in ("p1", "p2"))),
+              "renumbered: the pinned files are marked pinned by their new numbers"
+              f" ({[vol.ctl('query cached', f'proj/{n}') for n in ('p1', 'p2')]})")
+        check("rows of the old ones dropped" in vol.log_bytes(0).decode(errors="replace"),
+              "renumbered: the rows of the old numbers the resync did not confirm are dropped")
+    finally:
+        del os.environ["FCACHE_FAULT_PAUSE"]
+        if os.path.exists(gate):
+            os.unlink(gate)
         vol.stop()
         subprocess.run(["fusermount3", "-u", "-z", vol.backing], capture_output=True)
 
