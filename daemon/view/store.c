@@ -946,16 +946,21 @@ static void forget_renumbered(struct store *s, struct sobj *o)
                          o->ino, strerror(-r));
 }
 
+bool store_numbers_unsure_now(struct store *s)
+{
+        bool r;
+
+        pthread_mutex_lock(&s->lock);
+        r = s->renumbered != NULL;
+        pthread_mutex_unlock(&s->lock);
+        return r;
+}
+
 /* The first reach of o by its number while the numbers are unsure forgets
  * its row; a user of o meanwhile waits on o->lock. */
 static void number_check(struct store *s, struct sobj *o)
 {
-        bool unsure;
-
-        pthread_mutex_lock(&s->lock);
-        unsure = s->renumbered != NULL;
-        pthread_mutex_unlock(&s->lock);
-        if (!unsure)
+        if (!store_numbers_unsure_now(s))
                 return;
         pthread_mutex_lock(&o->lock);
         if (number_taken(s, o->ino))
@@ -2361,6 +2366,7 @@ int store_numbers_unsure(struct store *s, const char *mount)
         return 0;
 }
 
+
 /* Row o, reached by no one since the numbers became unsure, goes: forgotten,
  * and deleted unless another user holds o.  o->lock held. */
 static bool drop_unreached(struct store *s, struct sobj *o)
@@ -2395,10 +2401,7 @@ int store_numbers_settle(struct store *s, unsigned *dropped)
         int r;
 
         *dropped = 0;
-        pthread_mutex_lock(&s->lock);
-        r = s->renumbered != NULL;
-        pthread_mutex_unlock(&s->lock);
-        if (!r)
+        if (!store_numbers_unsure_now(s))
                 return 0;
         a = select_inos(s, "SELECT ino FROM objects");
         for (guint i = 0; i < a->len; i++) {

@@ -222,6 +222,8 @@ int store_renumbered(struct store *s, const char *mount);
  * row.
  */
 int store_numbers_unsure(struct store *s, const char *mount);
+/* Whether they are (between the two calls). */
+bool store_numbers_unsure_now(struct store *s);
 /* After a resync: the rows not reached since are dropped, and the numbering
  * recorded.  Returns 1 (*dropped: how many rows went), 0 when the numbers
  * were sure, -errno. */

@@ -20,13 +20,11 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/magic.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "mounts.h"
@@ -326,48 +324,16 @@ int backing_reopen_root(struct view *v, GString *why)
         return 0;
 }
 
-/* The hoard walk is asked to walk the pins at once. */
-static pthread_mutex_t walk_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t walk_cond = PTHREAD_COND_INITIALIZER;
-
-static void walk_pins_soon(struct view *v)
-{
-        pthread_mutex_lock(&walk_lock);
-        v->walk_pins_now = true;
-        pthread_cond_broadcast(&walk_cond);
-        pthread_mutex_unlock(&walk_lock);
-}
-
-void backing_pins_walk_wait(struct view *v, uint64_t interval_ms)
-{
-        struct timespec end;
-
-        clock_gettime(CLOCK_MONOTONIC, &end);
-        end.tv_sec += (time_t)(interval_ms / 1000);
-        end.tv_nsec += (long)(interval_ms % 1000) * 1000000;
-        if (end.tv_nsec >= 1000000000) {
-                end.tv_sec++;
-                end.tv_nsec -= 1000000000;
-        }
-        pthread_mutex_lock(&walk_lock);
-        while (!v->walk_pins_now) {
-                int r = interval_ms ? pthread_cond_clockwait(&walk_cond, &walk_lock,
-                                                             CLOCK_MONOTONIC, &end)
-                                    : pthread_cond_wait(&walk_cond, &walk_lock);
-
-                if (r == ETIMEDOUT)
-                        break;
-        }
-        v->walk_pins_now = false;
-        pthread_mutex_unlock(&walk_lock);
-}
-
 void backing_numbering_check(struct view *v, const struct backing_root *b)
 {
         int n;
 
         if (!b->names_identify || store_numbered_by(v->store, b->numbering))
                 return;
+        /* The kernel's nodes a predecessor left (a takeover) know the old
+         * numbers and handles too: found by name, online or at the next
+         * switch online. */
+        v->nodes_renumbered = true;
         /* Its numbers are another mount's: the same number may be another
          * file's now, with the same size and times. */
         n = store_renumbered(v->store, b->numbering);
@@ -375,7 +341,7 @@ void backing_numbering_check(struct view *v, const struct backing_root *b)
                 log_warn("Failed to record which mount numbered the files of Backing %s: %s",
                          v->cfg->backing, strerror(-n));
         } else if (n > 0) {
-                walk_pins_soon(v);
+                v->walk_pins_now = true;
                 log_info("Backing %s numbers its files anew (mounted again): the store's %d"
                          " copies are dropped, the pinned ones found again by name",
                          v->cfg->backing, n);
@@ -404,15 +370,12 @@ void backing_numbering_settle(struct view *v)
         unsigned dropped;
         int r = store_numbers_settle(v->store, &dropped);
 
-        if (r < 0) {
+        if (r < 0)
                 log_warn("Failed to record which mount numbered the files of Backing %s: %s",
                          v->cfg->backing, strerror(-r));
-        } else if (r > 0) {
+        else if (r > 0)
                 log_info("Backing %s: the store's copies are by the new mount's numbers; %u"
-                         " rows of the old ones dropped, the pins marked again", v->cfg->backing,
-                         dropped);
-                walk_pins_soon(v);
-        }
+                         " rows of the old ones dropped", v->cfg->backing, dropped);
 }
 
 int backing_stand_in(struct view *v, int err)

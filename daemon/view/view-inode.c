@@ -66,6 +66,11 @@ struct vnode {
         uint64_t sino;          /* the server's inode number, 0 for an object made
                                  * offline and not yet replayed */
         bool detached;          /* its object was unlinked: fd keeps it for good */
+        /* restored from a worker that saw the backing under another
+         * numbering (a names_identify backing mounted again): its ino and
+         * handle name another file there now, so online it is found by its
+         * name, as the object of its type there */
+        bool renumbered;
         GArray *aliases;        /* struct alias: other names (hard links) looked up */
         int fd;                 /* O_PATH in the tree served, or -1 */
         unsigned users;         /* vnode_get()s not yet put */
@@ -435,9 +440,14 @@ static bool same_handle(const struct file_handle *a, const struct file_handle *b
                !memcmp(a->f_handle, b->f_handle, a->handle_bytes);
 }
 
+/* In a node record's type word beside S_IFMT: its number and handle are of
+ * a numbering the backing no longer has (a successor finds it by name). */
+#define NODE_RENUMBERED 0x40000000u
+
 static void log_node(struct view *v, const struct vnode *n)
 {
-        state_log_node(v, n->id, n->ino, n->type, n->parent, n->name ? n->name : "",
+        state_log_node(v, n->id, n->ino, n->type | (n->renumbered ? NODE_RENUMBERED : 0),
+                       n->parent, n->name ? n->name : "",
                        n->fh ? n->fh->f_handle : NULL, n->fh ? n->fh->handle_bytes : 0,
                        n->fh ? n->fh->handle_type : 0);
 }
@@ -576,16 +586,18 @@ static uint64_t served_now(struct view *v, bool *offline)
  * server's descriptor be called unbounded (the caller sees n->ino change).
  */
 static int resolve(struct view *v, struct vnode *n, struct file_handle *fh, uint64_t parent,
-                   const char *name, uint64_t ino)
+                   const char *name, uint64_t ino, bool renumbered, uint64_t *new_ino)
 {
         struct vnode *p;
+        struct stat st;
         bool offline;
         int fd, pfd;
 
         if (!ino)
                 return -ESTALE;         /* no counterpart in the tree served */
         served_now(v, &offline);
-        if (fh) {
+        renumbered = renumbered && !offline;
+        if (fh && !renumbered) {
                 fd = open_handle_in(v, offline, fh);
                 if (fd == -ETIMEDOUT)
                         return fd;
@@ -604,6 +616,17 @@ static int resolve(struct view *v, struct vnode *n, struct file_handle *fh, uint
         vnode_put(v, p);
         if (fd < 0)
                 return fd == -ENOENT ? -ESTALE : fd;
+        if (renumbered) {
+                /* Names identify objects on such a backing. */
+                int r = real_stat_in(v, offline, fd, &st);
+
+                if (r < 0 || ((st.st_mode ^ n->type) & S_IFMT)) {
+                        close(fd);
+                        return r < 0 ? r : -ESTALE;
+                }
+                *new_ino = st.st_ino;
+                return fd;
+        }
         if (check_ino_in(v, offline, fd, ino) < 0) {
                 close(fd);
                 return -ESTALE;
@@ -611,12 +634,27 @@ static int resolve(struct view *v, struct vnode *n, struct file_handle *fh, uint
         return fd;
 }
 
+/* itab_lock held: renumbered node n found on the backing as @ino. */
+static void renumber(struct view *v, struct vnode *n, uint64_t ino)
+{
+        if (g_hash_table_lookup(v->by_ino, &n->ino) == n)
+                g_hash_table_remove(v->by_ino, &n->ino);
+        n->ino = n->sino = ino;
+        n->renumbered = false;
+        free(n->fh);
+        n->fh = handle_of(v, n->fd);
+        if (!g_hash_table_contains(v->by_ino, &n->ino))
+                g_hash_table_insert(v->by_ino, &n->ino, n);
+        log_node(v, n);
+}
+
 int vnode_get(struct view *v, fuse_ino_t id, struct vnode **out)
 {
         struct file_handle *fh = NULL;
-        uint64_t key = id, parent, ino;
+        uint64_t key = id, parent, ino, new_ino = 0;
         char *name = NULL;
         unsigned tries = 0;
+        bool renumbered;
         struct vnode *n;
         int fd;
 
@@ -643,9 +681,11 @@ again:
         name = n->name ? strdup(n->name) : NULL;
         parent = n->parent;
         ino = n->ino;
+        renumbered = n->renumbered;
         pthread_mutex_unlock(&v->itab_lock);
 
-        fd = resolve(v, n, fh, parent, name, ino);
+        new_ino = 0;
+        fd = resolve(v, n, fh, parent, name, ino, renumbered, &new_ino);
         free(fh);
         free(name);
         fh = NULL;      /* a node without a handle, looked for again */
@@ -677,6 +717,8 @@ again:
                 n->fd = fd;
                 v->open_fds++;
                 ids_clear(n);
+                if (new_ino && n->renumbered)
+                        renumber(v, n, new_ino);
         }
         fd = n->fd;
         evict_fds(v);
@@ -1203,6 +1245,7 @@ static void switch_node(struct view *v, struct vnode *n, bool offline, int fd, s
                 n->mfh = NULL;
         }
         n->fh = NULL;
+        n->renumbered = false;  /* bound in the tree switched to */
         if (fd < 0) {
                 n->ino = 0;
                 e->inval_name = true;
@@ -1836,6 +1879,9 @@ int vnode_peek(struct view *v, fuse_ino_t id, uint64_t *ino, mode_t *type)
 
         pthread_mutex_lock(&v->itab_lock);
         n = g_hash_table_lookup(v->nodes, &key);
+        /* A renumbered node's number is another file's until it is found. */
+        if (n && n->renumbered)
+                n = NULL;
         if (n) {
                 *ino = n->ino;
                 *type = n->type;
@@ -1899,6 +1945,9 @@ int vnode_restore(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint64
         n->id = id;
         n->ino = ino;
         n->sino = view_offline(v) ? 0 : ino;
+        /* Offline its number and handle are the mirror's: the switch online
+         * binds it by name (nodes_renumbered). */
+        n->renumbered = !view_offline(v) && (v->nodes_renumbered || (type & NODE_RENUMBERED));
         n->type = type & S_IFMT;
         n->parent = parent;
         n->fd = -1;
@@ -1910,7 +1959,9 @@ int vnode_restore(struct view *v, uint64_t id, uint64_t ino, mode_t type, uint64
                 return -EEXIST;
         }
         g_hash_table_insert(v->nodes, &n->id, n);
-        if (ino)
+        /* A renumbered node's number is another file's now: it is known by
+         * number once found by name (renumber()). */
+        if (ino && !n->renumbered)
                 g_hash_table_replace(v->by_ino, &n->ino, n);
         if (id >= v->next_alt_id && id >= ALT_ID_BASE)
                 v->next_alt_id = id + 1;

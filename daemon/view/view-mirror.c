@@ -328,8 +328,15 @@ static void prune_links(struct view *v)
 static __thread int walk_mdfd = -1;
 static __thread char *walk_rel;
 
+/* The priority of the pin the resync walks (atomic), or -1: while the
+ * store's numbers are unsure (a remount), the rows it confirms take it,
+ * as their old marks were other files'. */
+static int resync_prio = -1;
+
 static void note_container(struct view *v, int mdfd, const char *name, const struct stat *bst)
 {
+        int prio = __atomic_load_n(&resync_prio, __ATOMIC_RELAXED);
+        struct sobj *o;
         char *rel;
         int r;
 
@@ -338,6 +345,11 @@ static void note_container(struct view *v, int mdfd, const char *name, const str
         rel = walk_rel && mdfd == walk_mdfd ? g_build_filename(walk_rel, name, NULL)
                                             : view_rel_path(v->mirror_fd, mdfd, name);
         r = rel ? store_set_container(v->store, bst, rel) : -ENAMETOOLONG;
+        if (r == 0 && prio >= 0 && store_numbers_unsure_now(v->store) &&
+            store_obj_find(v->store, bst->st_ino, &o) == 0) {
+                r = store_obj_set_pin(v->store, o, prio);
+                store_obj_put(v->store, o);
+        }
         g_free(rel);
         if (r < 0)
                 log_warn("Failed to record the mirror's copy of inode %" PRIu64 " in the store:"
@@ -1537,7 +1549,9 @@ static int resync_pin(void *ud, const char *path, int prio)
         /* Gone offline meanwhile: the mirror holds changes the server lacks now. */
         if (view_offline(ud) || resync_stopped(NULL))
                 return -EHOSTDOWN;
+        __atomic_store_n(&resync_prio, prio, __ATOMIC_RELAXED);
         r = sync_path(ud, path, true, NULL);
+        __atomic_store_n(&resync_prio, -1, __ATOMIC_RELAXED);
 
         if (r == -ECANCELED)
                 return -EHOSTDOWN;      /* given up on: the rest is not walked */
@@ -2069,8 +2083,14 @@ static int place_cached(void *pud, int dirfd, const char *cname)
 
         /* Never over something the mirror holds for itself: a directory, a
          * file made offline, a shared object (but this very file, put there
-         * by a worker that died before the store's rows said so). */
+         * by a worker that died before the store's rows said so), a file of
+         * a pinned directory (the pin's copy, whatever the store's pin mark
+         * says: marks go by the server's numbers, which a remount changes). */
         if (fstatat(c->mdfd, c->name, &mst, AT_SYMLINK_NOFOLLOW) == 0) {
+                struct mirror_base db;
+
+                if (mirror_get_base(c->mdfd, NULL, &db) == 0 && (db.flags & MIRROR_COMPLETE))
+                        return -EEXIST;
                 here = fstatat(dirfd, cname, &cst, 0) == 0 && cst.st_ino == mst.st_ino &&
                        cst.st_dev == mst.st_dev;
                 if (!S_ISREG(mst.st_mode) || mirror_get_lid(c->mdfd, c->name, &lid) == 0 ||

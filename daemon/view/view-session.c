@@ -338,16 +338,20 @@ int view_worker_run(struct view *v, int fuse_fd)
 static void *hoard_thread(void *arg)
 {
         struct view *v = arg;
+        uint64_t interval = v->cfg->hoard_interval_ms;
+
         /* Pins taken back after the index was made anew, or whose rows went
          * with another mount's numbers: their files have no rows, so they
-         * are walked (marked, and fetched if need be) at once, as when the
-         * pins' rows go with a remount's resync later. */
-        bool now = store_pins_restored(v->store);
-
+         * are walked (marked, and fetched if need be) at once. */
+        if (store_pins_restored(v->store) || v->walk_pins_now)
+                pin_walk_all(v);
+        if (!interval)
+                return NULL;
         for (;;) {
-                if (!now)
-                        backing_pins_walk_wait(v, v->cfg->hoard_interval_ms);
-                now = false;
+                struct timespec ts = { (time_t)(interval / 1000),
+                                       (long)(interval % 1000) * 1000000 };
+
+                nanosleep(&ts, NULL);
                 pin_walk_all(v);
         }
         return NULL;

@@ -69,9 +69,8 @@ struct view {
          * change (sshfs: root 1, or handles that do not last): replay finds
          * objects by name */
         bool names_identify;
-        /* the pinned files have no rows (the store dropped another mount's
-         * numbers), so the hoard walk marks them at once (view-identity.c's
-         * walk_lock) */
+        /* set at start: the pinned files have no rows (the store dropped
+         * another mount's numbers), so the hoard walk marks them at once */
         bool walk_pins_now;
         /* mode_lock: the numbering of a backing mounted again under the
          * worker, for the switch online (backing_numbering_unsure()), or NULL */
@@ -980,12 +979,9 @@ void backing_numbering_check(struct view *v, const struct backing_root *b);
  * at the switch online, the store's rows are unsure (store_numbers_unsure());
  * mode_lock held exclusively. */
 void backing_numbering_unsure(struct view *v);
-/* A resync went through online: the rows it did not confirm go, and the
- * hoard walk marks the pins by their new numbers at once. */
+/* A resync went through online: the rows it did not confirm go (those it
+ * confirmed carry the pins' marks: store_numbers_unsure_now()). */
 void backing_numbering_settle(struct view *v);
-/* The hoard thread's wait: @interval_ms (0: none), or until a walk of the
- * pins is asked for at once (walk_pins_now). */
-void backing_pins_walk_wait(struct view *v, uint64_t interval_ms);
 
 /* view-path.c: the device of the fcache view mounted topmost on @path; -ENOENT if none. */
 int view_mount_find(const char *path, dev_t *dev);

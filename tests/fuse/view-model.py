@@ -25,13 +25,21 @@ while the operations go on; a random `sync` (of everything or of one name)
 is followed by a check that the backing holds what the model says (every
 name after a full sync; that name after `sync PATH`), files held open for
 writing left out until their close.
+FCACHE_MODEL_SSHFS=1 (the view-model-sshfs test) makes the backing sshfs of
+a loopback sshd, a server that makes its inode numbers up, and mounts it
+again at about half the disconnects, its files met in a random order
+(other numbers) before the reconnect; sshfs has no FIFOs, no link count
+and no RENAME_EXCHANGE, so those operations are left out.
 FCACHE_MODEL_SEED=N reruns a seed; FCACHE_MODEL_OPS=N changes the length;
 FCACHE_MODEL_TRACE=1 prints each operation, FCACHE_MODEL_SWEEP=1 reads every
 file after each.
 """
+import atexit
+import importlib.util
 import os
 import random
 import stat
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -46,6 +54,50 @@ class Obj:
         self.data = data
         self.mode = mode
         self.mtime = None
+
+
+class SshfsServer:
+    """The volume's Backing= an sshfs mount of vol.top/server through a
+    loopback sshd (view-sshfs.py's), mounted again on demand."""
+    def __init__(self, vol):
+        spec = importlib.util.spec_from_file_location(
+            "view_sshfs", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                       "view-sshfs.py"))
+        self.lib = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(self.lib)
+        self.vol = vol
+        self.dir = os.path.join(vol.top, "server")
+        os.makedirs(self.dir)
+        self.sshd, self.keydir = self.lib.start_sshd(vol.top)
+        atexit.register(self.close)
+        self.mount()
+
+    def mount(self):
+        if os.path.ismount(self.vol.backing):
+            subprocess.run(["umount", "-l", self.vol.backing], check=True)
+        r = self.lib.mount_sshfs(self.dir, self.vol.backing, self.keydir,
+                                 "reconnect,ServerAliveInterval=1,ServerAliveCountMax=2")
+        if r.returncode != 0:
+            raise RuntimeError(f"sshfs mount failed: {r.stderr.strip()}")
+
+    def remount(self, rnd):
+        """Mounted again, its names met in a random order: sshfs numbers
+        them as it meets them."""
+        self.mount()
+        names = []
+        for dirpath, dirnames, filenames in os.walk(self.dir):
+            names += [os.path.relpath(os.path.join(dirpath, n), self.dir)
+                      for n in dirnames + filenames]
+        rnd.shuffle(names)
+        for n in names:
+            try:
+                os.lstat(os.path.join(self.vol.backing, n))
+            except OSError:
+                pass
+
+    def close(self):
+        subprocess.run(["fusermount3", "-u", "-z", self.vol.backing], capture_output=True)
+        self.sshd.kill()
 
 
 class Model:
@@ -71,7 +123,7 @@ def main():
     rnd = random.Random(seed)
     writeback = bool(os.environ.get("FCACHE_MODEL_WRITEBACK"))
     connected = "writeback" if writeback else "online"
-    inner = None
+    inner = server = None
     extra = ["--set", "WriteBack=yes"] if writeback else []
     if os.environ.get("FCACHE_MODEL_STACKED"):
         # The server a network filesystem: another fcache-view (not local to
@@ -80,18 +132,24 @@ def main():
         inner.start()
         vol = Volume("model", backing=inner.mnt, lease="1s",
                      extra=["--set", "BackingTimeout=30s"] + extra)
+    elif os.environ.get("FCACHE_MODEL_SSHFS"):
+        vol = Volume("model", lease="1s", extra=["--set", "BackingTimeout=30s"] + extra)
+        server = SshfsServer(vol)
     else:
         vol = Volume("model", lease="1s", extra=extra)
-    os.makedirs(vol.b("m"))
+    # The server's own tree: what a check of the backing reads.
+    b = lambda rel: os.path.join(server.dir if server else vol.backing, "m", rel)  # noqa: E731
+    os.makedirs(b(""))
     model = Model()
     for i in range(4):
         data = rnd.randbytes(rnd.randrange(1, 3000))
-        with open(vol.b("m", f"s{i}"), "wb") as f:
+        with open(b(f"s{i}"), "wb") as f:
             f.write(data)
         model.files[f"s{i}"] = Obj(data)
-    os.link(vol.b("m", "s0"), vol.b("m", "s0.link"))
-    model.files["s0.link"] = model.files["s0"]
-    os.mkdir(vol.b("m", "sd"))
+    if not server:
+        os.link(b("s0"), b("s0.link"))
+        model.files["s0.link"] = model.files["s0"]
+    os.mkdir(b("sd"))
     model.dirs["sd"] = 0o755
     vol.start()
     vol.ctl("pin recursive", "m")
@@ -401,7 +459,6 @@ def main():
         os.close(fd)
         return rel
 
-    b = lambda rel: vol.b("m", rel) if rel else vol.b("m")  # noqa: E731
 
     def check_backing(what, only=None):
         """The backing holds every change the model has (only: that name),
@@ -463,8 +520,10 @@ def main():
     if not held_mode:
         ops = [(f, w) for f, w in ops if f.__name__[3:7] != "hold" and
                not f.__name__.startswith("op_held")]
+    if server:
+        ops = [(f, w) for f, w in ops if f not in (op_mkfifo, op_link, op_exchange)]
     fns = [f for f, w in ops for _ in range(w)]
-    switches = 0
+    switches = remounts = 0
     for i in range(nops):
         if rnd.random() < 0.05:
             if offline:
@@ -475,6 +534,10 @@ def main():
                         print(f"# {line}")
             else:
                 vol.ctl("disconnect")
+                if server and rnd.random() < 0.5:
+                    trace("sshfs mounted again")
+                    server.remount(rnd)
+                    remounts += 1
             offline = not offline
             switches += 1
             eq(vol.state()["state"], "offline" if offline else connected,
@@ -488,14 +551,19 @@ def main():
             break
         if os.environ.get("FCACHE_MODEL_TRACE"):
             print(f"# {what} -> {rel}", flush=True)
-        if rel:
-            verify(rel, what)
-        if i % 25 == 0 or os.environ.get("FCACHE_MODEL_SWEEP"):
-            for n in sorted(model.files):
-                verify(n, f"{what}, sweep")
+        try:
+            if rel:
+                verify(rel, what)
+            if i % 25 == 0 or os.environ.get("FCACHE_MODEL_SWEEP"):
+                for n in sorted(model.files):
+                    verify(n, f"{what}, sweep")
+        except OSError as e:
+            check(False, f"{what}: reading back: {e}")
+            break
         if failures_at:
             break
-    print(f"# {switches} switches, {kills[0]} workers killed", flush=True)
+    print(f"# {switches} switches, {remounts} sshfs mounted again, {kills[0]} workers killed",
+          flush=True)
     for h in held:
         try:
             os.close(h[0])

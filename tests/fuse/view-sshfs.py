@@ -156,6 +156,7 @@ def main():
         remounted_offline(keydir)
         cached_across_a_remount(keydir)
         read_while_renumbered(keydir)
+        taken_over_renumbered(keydir)
         other_share_refused(keydir)
     finally:
         cleanup()
@@ -452,6 +453,58 @@ def read_while_renumbered(keydir):
         del os.environ["FCACHE_FAULT_PAUSE"]
         if os.path.exists(gate):
             os.unlink(gate)
+        vol.stop()
+        subprocess.run(["fusermount3", "-u", "-z", vol.backing], capture_output=True)
+
+
+def taken_over_renumbered(keydir):
+    """sshfs mounted again under a running worker, online, its files met in
+    the other order (each has its partner's old number), then the worker
+    killed: the successor takes the kernel's nodes over on the new mount.
+    Within the lease (60 s) the kernel opens them by node: each file, one
+    in a subdirectory and a file made after the takeover read their own
+    bytes, and a file written through its old node lands in that file on
+    the server (before: a node was found again by its old mount's handle,
+    which opens the file that has that number now)."""
+    vol = Volume("sshfs-takeover", lease="60s")
+    server = os.path.join(vol.top, "server")
+    os.makedirs(os.path.join(server, "d1", "sub"))
+    os.makedirs(os.path.join(server, "d2", "sub"))
+    data = {}
+    names = ["d1/a", "d1/b", "d1/sub/c", "d2/a", "d2/b", "d2/sub/c"]
+    for i, n in enumerate(names):
+        data[n] = rand_bytes(4096, 60 + i)
+        write_file(os.path.join(server, n), data[n])
+        os.utime(os.path.join(server, n), (1700000000, 1700000000))
+    try:
+        mount_at_backing(vol, server, keydir, "takeover")
+        vol.start()
+        for n in names:
+            eq(read_direct(vol.v(n)), data[n], f"takeover: {n} read")
+        mount_at_backing(vol, server, keydir, "takeover")
+        # Met in another order: the numbers go to other files.
+        for n in reversed(["d1", "d2", "d1/sub", "d2/sub"] + names):
+            os.stat(os.path.join(vol.backing, n))
+        old = vol.kill_worker()
+        vol.wait_new_worker(old)
+        got = {}
+        for n in names:
+            try:
+                got[n] = read_direct(vol.v(n)) == data[n]
+            except OSError as e:
+                got[n] = e.strerror
+        eq(got, {n: True for n in names}, "takeover: each file reads its own bytes through"
+           " the node the kernel kept")
+        with open(vol.v("d2", "b"), "ab") as f:
+            f.write(b"appended\n")
+        eq(read_file(os.path.join(server, "d2", "b")), data["d2/b"] + b"appended\n",
+           "takeover: an append through a kept node is on the server in that file")
+        eq([read_file(os.path.join(server, n)) == data[n] for n in names if n != "d2/b"],
+           [True] * (len(names) - 1), "takeover: no other file changed on the server")
+        write_file(vol.v("d1", "sub", "new"), b"new\n")
+        eq(read_file(os.path.join(server, "d1", "sub", "new")), b"new\n",
+           "takeover: a file made in a kept directory is on the server there")
+    finally:
         vol.stop()
         subprocess.run(["fusermount3", "-u", "-z", vol.backing], capture_output=True)
 
