@@ -2324,6 +2324,33 @@ int oplog_record_rmdir(struct oplog *log, uint64_t parent, const char *name, uin
 }
 
 /*
+ * 1 when a directory @lid's rename @seq can move to the end of the log:
+ * no directory was moved since (one moved into @lid's subtree while @lid
+ * was where that rename put it would, replayed first, be moved into itself
+ * where @lid still was); 0 if one was, or @lid is no directory.
+ */
+static int chain_moves_no_directory(struct oplog *log, uint64_t lid, uint64_t seq)
+{
+        sqlite3_stmt *st = NULL;
+        int rc, e;
+
+        e = prep(log, &st, "SELECT count(*) FROM ops o WHERE o.seq>?1 AND o.state=0 AND"
+                           " o.kind=?3 AND o.lid!=?2 AND EXISTS (SELECT 1 FROM objects b"
+                           " WHERE (b.lid=o.lid OR b.lid=o.other) AND b.type=?4) AND"
+                           " EXISTS (SELECT 1 FROM objects c WHERE c.lid=?2 AND c.type=?4)");
+        if (e < 0)
+                return e;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)seq);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)lid);
+        sqlite3_bind_int(st, 3, OPLOG_RENAME);
+        sqlite3_bind_int(st, 4, S_IFDIR);
+        rc = sqlite3_step(st);
+        e = rc == SQLITE_ROW ? (sqlite3_column_int64(st, 0) == 0) : oplog_sqlite_errno(rc);
+        sqlite3_finalize(st);
+        return e;
+}
+
+/*
  * Rename chain: the latest pending rename of @lid that brought it to
  * parent/name, when it replaced nothing and nothing else pending names its
  * source since.  Returns 1 with *seq and the source set, 0 if none.
@@ -2381,6 +2408,8 @@ static int find_chain(struct oplog *log, uint64_t lid, uint64_t parent, const ch
                                 v = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 1;
                                 sqlite3_finalize(st);
                                 if (v == 0)
+                                        e = chain_moves_no_directory(log, lid, *seq);
+                                if (e == 1)
                                         return 1;
                         }
                 }

@@ -527,7 +527,10 @@ def main():
     for i in range(nops):
         if rnd.random() < 0.05:
             if offline:
-                q = vol.ctl("reconnect")
+                q = vol.ctl("reconnect", ok=False)
+                if q["_rc"] != 0:
+                    check(False, f"op {i}: reconnect: {q['_err']}")
+                    break
                 eq(q.get("conflicts"), "0", f"op {i}: reconnect without conflicts")
                 if q.get("conflicts") != "0":
                     for line in vol.ctl("query conflicts")["_lines"]:
@@ -571,8 +574,9 @@ def main():
             check(False, f"close of a descriptor held open: {e}")
     held.clear()
     if offline:
-        q = vol.ctl("reconnect")
-        eq(q.get("conflicts"), "0", "final reconnect without conflicts")
+        q = vol.ctl("reconnect", ok=False)
+        eq((q["_rc"], q.get("conflicts")), (0, "0"),
+           f"final reconnect without conflicts ({q['_err']})")
     for n in sorted(model.files):
         verify(n, "after the last reconnect")
     if writeback:

@@ -526,6 +526,21 @@ static void test_rename_chain_kept_when_source_dir_removed(struct fixture *f, gc
         assert_records(f, "rename:a->b rmdir:d rename:b->c");
 }
 
+static void test_rename_chain_kept_when_a_directory_moved_in(struct fixture *f,
+                                                             gconstpointer data)
+{
+        uint64_t a = server_object(f, OPLOG_ROOT, "a", S_IFDIR | 0755, 760);
+        uint64_t b = server_object(f, a, "b", S_IFDIR | 0755, 761);
+        uint64_t d = server_object(f, b, "d", S_IFDIR | 0755, 762);
+
+        g_assert_cmpint(oplog_record_rename(f->log, b, "d", d, OPLOG_ROOT, "d2", 0, 0), ==, 0);
+        g_assert_cmpint(oplog_record_rename(f->log, OPLOG_ROOT, "a", a, d, "a", 0, 0), ==, 0);
+        g_assert_cmpint(oplog_record_rename(f->log, OPLOG_ROOT, "d2", d, OPLOG_ROOT, "d3", 0, 0),
+                        ==, 0);
+        /* Merged, d would still be inside a when a is moved into it. */
+        assert_records(f, "rename:d->d2 rename:a->a rename:d2->d3");
+}
+
 static void test_exchange_not_collapsed(struct fixture *f, gconstpointer data)
 {
         uint64_t a = server_object(f, OPLOG_ROOT, "a", S_IFREG | 0644, 800);
@@ -1141,6 +1156,8 @@ int main(int argc, char **argv)
         T("rename-chain-kept-when-name-reused", test_rename_chain_kept_when_name_reused);
         T("rename-chain-kept-when-source-dir-removed",
           test_rename_chain_kept_when_source_dir_removed);
+        T("rename-chain-kept-when-a-directory-moved-in",
+          test_rename_chain_kept_when_a_directory_moved_in);
         T("exchange-not-collapsed", test_exchange_not_collapsed);
         T("object-identity", test_object_identity);
         T("max-bytes-enospc", test_max_bytes_enospc);
