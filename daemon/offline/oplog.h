@@ -61,7 +61,10 @@
  *   - setxattr/removexattr after one of the same name replaces it;
  *   - rename of an object to B, then from B to C, becomes one rename to C
  *     (and vanishes if C is where it started), unless the first replaced or
- *     exchanged something or another pending record uses its old name.
+ *     exchanged something, another pending record uses its old name, its
+ *     old directory was removed since, or, for a directory, another
+ *     directory was moved since (into its subtree, replayed first, it
+ *     would be moved into itself).
  *
  * Wiring into fcache-view (the calls the data plane makes):
  *   - volume start: oplog_open(CacheDir/offline), oplog_set_root(stat of
