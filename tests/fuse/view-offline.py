@@ -223,6 +223,7 @@ def main():
     crash_in_rename_replay()
     crash_after_fsync_in_place()
     created_offline_attrs()
+    directory_moved_into_a_moved_one()
     setid_killed_offline()
     atime_kept_by_reconnect()
     lid_of_older_mirror()
@@ -393,6 +394,32 @@ def crash_after_fsync_in_place():
     eq({n: read_file(vol.b("p", n)) for n in sorted(os.listdir(vol.b("p")))}, model,
        "the server holds what fsync acknowledged offline, once")
     vol.stop()
+
+
+def directory_moved_into_a_moved_one():
+    """Offline: a directory moved out of a/b to the top, then a (its old
+    ancestor) moved into it, then the directory renamed again: the reconnect
+    replays all three and the server has the tree the view shows (before:
+    the two renames of the directory were merged into one after the move of
+    a, which the replay then made into a's own descendant: EINVAL, and every
+    reconnect stopped there, the volume offline for good)."""
+    vol = Volume("dir-chain", lease="1s")
+    os.makedirs(vol.b("p", "a", "b", "d"))
+    write_file(vol.b("p", "a", "b", "d", "f"), b"f\n")
+    vol.start()
+    try:
+        vol.ctl("pin recursive", "p")
+        eq(vol.ctl("disconnect")["state"], "offline", "dir chain: disconnect")
+        os.rename(vol.v("p", "a", "b", "d"), vol.v("p", "d2"))
+        os.rename(vol.v("p", "a"), vol.v("p", "d2", "a"))
+        os.rename(vol.v("p", "d2"), vol.v("p", "d3"))
+        q = vol.ctl("reconnect", ok=False)
+        eq((q["_rc"], q.get("conflicts")), (0, "0"), f"dir chain: reconnect ({q['_err']})")
+        eq(tree(vol.b("p")), tree(vol.v("p")), "dir chain: the server has the view's tree")
+        eq(read_file(vol.b("p", "d3", "f")), b"f\n", "dir chain: the file moved with d")
+        check(os.path.isdir(vol.b("p", "d3", "a", "b")), "dir chain: a, with b, inside d3")
+    finally:
+        vol.stop()
 
 
 def created_offline_attrs():
