@@ -1376,11 +1376,15 @@ static int put_content(struct ctx *c, const struct rec *r, int pfd, const char *
 }
 
 /*
- * renameat2(RENAME_NOREPLACE), with a link+unlink fallback where it is not
- * supported (sshfs): asked once per run, the backing's refusal remembered.
+ * renameat2(RENAME_NOREPLACE); where it is not supported (sshfs, NFS: asked
+ * once per run, the backing's refusal remembered), a check, then a rename:
+ * another client's name made between the two is replaced (a window no call
+ * through the mount closes).  Not a link and an unlink: a file open on the
+ * backing (a writer's, the view's own) would keep its old name as a
+ * silly-renamed .nfs* or .fuse_hidden* entry until its last close, which
+ * a later rmdir of that directory then finds there.
  */
-static int rename_noreplace(struct ctx *c, int ofd, const char *oname, int nfd, const char *nname,
-                            bool is_dir)
+static int rename_noreplace(struct ctx *c, int ofd, const char *oname, int nfd, const char *nname)
 {
         struct stat st;
 
@@ -1391,12 +1395,6 @@ static int rename_noreplace(struct ctx *c, int ofd, const char *oname, int nfd, 
                         return -errno;
                 c->run->no_noreplace = true;
         }
-        if (!is_dir) {
-                if (BACKING(c, linkat(ofd, oname, nfd, nname, 0)) < 0)
-                        return -errno;
-                return BACKING(c, unlinkat(ofd, oname, 0)) < 0 ? -errno : 0;
-        }
-        /* Directories cannot be linked: check, then rename (a race window we cannot close). */
         if (BACKING(c, fstatat(nfd, nname, &st, AT_SYMLINK_NOFOLLOW)) == 0)
                 return -EEXIST;
         return BACKING(c, renameat(ofd, oname, nfd, nname)) < 0 ? -errno : 0;
@@ -2339,7 +2337,7 @@ static int do_create(struct ctx *c, const struct rec *r, struct oplog_object *o)
                 return e;
         }
 place:
-        e = rename_noreplace(c, pfd, tmp, pfd, r->name, r->r.kind == OPLOG_MKDIR);
+        e = rename_noreplace(c, pfd, tmp, pfd, r->name);
         if (e == -EEXIST || e == -ENOTEMPTY) {
                 if (fd >= 0)
                         BACKING(c, close(fd));
@@ -2633,7 +2631,7 @@ static int do_rename(struct ctx *c, const struct rec *r, struct oplog_object *o)
         if (exchange)
                 e = BACKING(c, renameat2(pfd, r->name, qfd, r->name2, RENAME_EXCHANGE)) < 0 ? -errno : 0;
         else if (!has_b)
-                e = rename_noreplace(c, pfd, r->name, qfd, r->name2, S_ISDIR(sa.st_mode));
+                e = rename_noreplace(c, pfd, r->name, qfd, r->name2);
         else
                 e = BACKING(c, renameat(pfd, r->name, qfd, r->name2)) < 0 ? -errno : 0;
         if (e == -EEXIST || e == -ENOTEMPTY) {

@@ -157,6 +157,7 @@ def main():
         cached_across_a_remount(keydir)
         read_while_renumbered(keydir)
         taken_over_renumbered(keydir)
+        open_file_renamed_offline(keydir)
         other_share_refused(keydir)
     finally:
         cleanup()
@@ -504,6 +505,45 @@ def taken_over_renumbered(keydir):
         write_file(vol.v("d1", "sub", "new"), b"new\n")
         eq(read_file(os.path.join(server, "d1", "sub", "new")), b"new\n",
            "takeover: a file made in a kept directory is on the server there")
+    finally:
+        vol.stop()
+        subprocess.run(["fusermount3", "-u", "-z", vol.backing], capture_output=True)
+
+
+def open_file_renamed_offline(keydir):
+    """A file held open for writing from online on, renamed out of its
+    directory offline and the directory removed: the reconnect replays
+    both without conflict, the server has no entry left in the old place
+    (sshfs has no RENAME_NOREPLACE; before, the replay linked the new name
+    and unlinked the old one, which sshfs, with the file open, kept as
+    .fuse_hidden*: the rmdir then found it, a conflict), and the writes
+    made through the open file before and after the reconnect are in it."""
+    vol = Volume("sshfs-open-renamed", lease="2s")
+    server = os.path.join(vol.top, "server")
+    os.makedirs(os.path.join(server, "proj", "sub"))
+    write_file(os.path.join(server, "proj", "sub", "f"), b"server\n")
+    try:
+        pinned_over_sshfs(vol, server, keydir, "open renamed")
+        fd = os.open(vol.v("proj", "sub", "f"), os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, b"online\n")
+            eq(vol.ctl("disconnect")["state"], "offline", "open renamed: disconnect")
+            os.rename(vol.v("proj", "sub", "f"), vol.v("proj", "f2"))
+            os.rmdir(vol.v("proj", "sub"))
+            os.write(fd, b"offline\n")
+            os.fsync(fd)
+            q = vol.ctl("reconnect", ok=False)
+            eq((q["_rc"], q.get("conflicts")), (0, "0"), f"open renamed: reconnect without"
+               f" conflict ({q['_err']}{vol.ctl('query conflicts')['_lines']})")
+            eq(sorted(os.listdir(os.path.join(server, "proj"))), ["f2"],
+               "open renamed: the server has the new name only, the directory gone")
+            os.write(fd, b"after\n")
+        finally:
+            os.close(fd)
+        check(wait_for(lambda: read_file(os.path.join(server, "proj", "f2")) ==
+                       b"server\nonline\noffline\nafter\n"),
+              f"open renamed: every write in the file on the server"
+              f" ({read_file(os.path.join(server, 'proj', 'f2'))!r})")
     finally:
         vol.stop()
         subprocess.run(["fusermount3", "-u", "-z", vol.backing], capture_output=True)
