@@ -391,7 +391,7 @@ static void bind_ints(sqlite3_stmt *st, int n, va_list ap)
                 sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
 }
 
-/* Runs a one-integer query with up to three integer arguments. */
+/* Runs a one-integer query with integer arguments ?1..?n. */
 static int query_int(struct oplog *log, int64_t *out, const char *sql, int n, ...)
 {
         sqlite3_stmt *st = NULL;
@@ -2331,23 +2331,16 @@ int oplog_record_rmdir(struct oplog *log, uint64_t parent, const char *name, uin
  */
 static int chain_moves_no_directory(struct oplog *log, uint64_t lid, uint64_t seq)
 {
-        sqlite3_stmt *st = NULL;
-        int rc, e;
+        int64_t moved = 0;
+        int e = query_int(log, &moved,
+                          "SELECT count(*) FROM ops o WHERE o.seq>?1 AND o.state=0 AND"
+                          " o.kind=?3 AND o.lid!=?2 AND EXISTS (SELECT 1 FROM objects b"
+                          " WHERE (b.lid=o.lid OR b.lid=o.other) AND b.type=?4) AND"
+                          " EXISTS (SELECT 1 FROM objects c WHERE c.lid=?2 AND c.type=?4)",
+                          4, (int64_t)seq, (int64_t)lid, (int64_t)OPLOG_RENAME,
+                          (int64_t)S_IFDIR);
 
-        e = prep(log, &st, "SELECT count(*) FROM ops o WHERE o.seq>?1 AND o.state=0 AND"
-                           " o.kind=?3 AND o.lid!=?2 AND EXISTS (SELECT 1 FROM objects b"
-                           " WHERE (b.lid=o.lid OR b.lid=o.other) AND b.type=?4) AND"
-                           " EXISTS (SELECT 1 FROM objects c WHERE c.lid=?2 AND c.type=?4)");
-        if (e < 0)
-                return e;
-        sqlite3_bind_int64(st, 1, (sqlite3_int64)seq);
-        sqlite3_bind_int64(st, 2, (sqlite3_int64)lid);
-        sqlite3_bind_int(st, 3, OPLOG_RENAME);
-        sqlite3_bind_int(st, 4, S_IFDIR);
-        rc = sqlite3_step(st);
-        e = rc == SQLITE_ROW ? (sqlite3_column_int64(st, 0) == 0) : oplog_sqlite_errno(rc);
-        sqlite3_finalize(st);
-        return e;
+        return e < 0 ? e : moved == 0;
 }
 
 /*
