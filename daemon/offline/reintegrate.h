@@ -10,7 +10,10 @@
  *   - unchanged: the change is applied (content in place, from a durable
  *     temporary in the same directory; regular files created O_EXCL at
  *     their name, with the bytes of their first content record; other
- *     creates through a temporary renamed with RENAME_NOREPLACE);
+ *     creates through a temporary renamed with RENAME_NOREPLACE; a
+ *     backing without it, sshfs or NFS, is checked and then renamed, never
+ *     linked and unlinked, which leaves a file open there under a
+ *     silly-renamed name);
  *   - the server already shows the record's result (a replay interrupted
  *     after the server write): marked applied, nothing done twice;
  *   - changed on both sides: classified with fcache_merge_structure(); text
