@@ -1803,9 +1803,8 @@ int store_set_container(struct store *s, const struct stat *st, const char *path
         struct sobj *o;
         int r;
 
-        /* The mirror's file at @path is the new number's (its pin mark,
-         * though, may be another's until the pin walk: a resync notes only
-         * pinned files). */
+        /* The mirror's file at @path is the new number's (its pin mark is
+         * the resync's to give: view-mirror.c's note_container()). */
         r = row_ref(s, st->st_ino, true, &o);
         if (r < 0)
                 return r;
@@ -2366,7 +2365,6 @@ int store_numbers_unsure(struct store *s, const char *mount)
         return 0;
 }
 
-
 /* Row o, reached by no one since the numbers became unsure, goes: forgotten,
  * and deleted unless another user holds o.  o->lock held. */
 static bool drop_unreached(struct store *s, struct sobj *o)
@@ -2407,7 +2405,7 @@ int store_numbers_settle(struct store *s, unsigned *dropped)
         for (guint i = 0; i < a->len; i++) {
                 uint64_t ino = (uint64_t)g_array_index(a, gint64, i);
                 struct sobj *o;
-                bool freed, reached;
+                bool freed, reached, unreached;
 
                 pthread_mutex_lock(&s->lock);
                 reached = g_hash_table_contains(s->renumbered, &(gint64){ (gint64)ino });
@@ -2416,14 +2414,15 @@ int store_numbers_settle(struct store *s, unsigned *dropped)
                         continue;
                 pthread_mutex_lock(&o->lock);
                 /* Taken here, so that no reach forgets it a second time. */
-                freed = number_taken(s, ino) && drop_unreached(s, o);
+                unreached = number_taken(s, ino);
+                freed = unreached && drop_unreached(s, o);
                 pthread_mutex_unlock(&o->lock);
-                if (freed) {
-                        obj_free(o);
+                if (unreached)
                         (*dropped)++;
-                } else {
+                if (freed)
+                        obj_free(o);
+                else
                         store_obj_put(s, o);
-                }
         }
         g_array_free(a, TRUE);
         pthread_mutex_lock(&s->lock);
