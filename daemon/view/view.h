@@ -980,7 +980,7 @@ void backing_numbering_check(struct view *v, const struct backing_root *b);
  * mode_lock held exclusively. */
 void backing_numbering_unsure(struct view *v);
 /* A resync went through online: the rows it did not confirm go (those it
- * confirmed carry the pins' marks: store_numbers_unsure_now()). */
+ * confirmed took the pins' marks as it noted them: view-mirror.c). */
 void backing_numbering_settle(struct view *v);
 
 /* view-path.c: the device of the fcache view mounted topmost on @path; -ENOENT if none. */
