@@ -28,9 +28,9 @@ writing left out until their close.
 FCACHE_MODEL_SSHFS=1 (the view-model-sshfs test) makes the backing sshfs of
 a loopback sshd, a server that makes its inode numbers up, and mounts it
 again at about half the disconnects (half of those with the old sshfs
-killed, when no file is held open), its files met in a random order (other numbers) before the
-reconnect; sshfs has no FIFOs, no link count
-and no RENAME_EXCHANGE, so those operations are left out.
+killed, when no file is held open), its files met in a random order (other
+numbers) before the reconnect; sshfs has no FIFOs, no link count and no
+RENAME_EXCHANGE, so those operations are left out.
 FCACHE_MODEL_SEED=N reruns a seed; FCACHE_MODEL_OPS=N changes the length;
 FCACHE_MODEL_TRACE=1 prints each operation, FCACHE_MODEL_SWEEP=1 reads every
 file after each.
@@ -74,12 +74,7 @@ class SshfsServer:
         self.mount()
 
     def mount(self):
-        if os.path.ismount(self.vol.backing):
-            subprocess.run(["umount", "-l", self.vol.backing], check=True)
-        r = self.lib.mount_sshfs(self.dir, self.vol.backing, self.keydir,
-                                 "reconnect,ServerAliveInterval=1,ServerAliveCountMax=2")
-        if r.returncode != 0:
-            raise RuntimeError(f"sshfs mount failed: {r.stderr.strip()}")
+        self.lib.mount_at_backing(self.vol, self.dir, self.keydir, "model")
 
     def remount(self, rnd, may_kill):
         """Mounted again, its names met in a random order: sshfs numbers
@@ -89,10 +84,7 @@ class SshfsServer:
         held open: sshfs keeps a file removed while open as .fuse_hidden*
         until its last close, which a killed sshfs leaves on the server."""
         if rnd.random() < 0.5 and may_kill:
-            pids = subprocess.run(["pgrep", "-n", "-f", f"^sshfs .* {self.vol.backing} "],
-                                  capture_output=True, text=True).stdout.split()
-            for pid in pids:
-                os.kill(int(pid), 9)
+            os.kill(self.lib.sshfs_pid(self.vol.backing), 9)
         self.mount()
         names = []
         for dirpath, dirnames, filenames in os.walk(self.dir):

@@ -242,13 +242,17 @@ def wait_reconnected(vol, timeout=60):
     return False
 
 
+def sshfs_pid(mnt):
+    """The sshfs process serving mnt: the newest one, an sshfs unmounted
+    lazily may still run beside it."""
+    return int(subprocess.run(["pgrep", "-n", "-f", f"^sshfs .* {mnt} "], capture_output=True,
+                              text=True).stdout.split()[0])
+
+
 def sshfs_read_bytes(mnt):
     """What the sshfs process serving mnt has read (its rchar: the sftp
-    connection's bytes, file contents among them): the newest one, an
-    sshfs unmounted lazily may still run beside it."""
-    pids = subprocess.run(["pgrep", "-n", "-f", f"^sshfs .* {mnt} "], capture_output=True,
-                          text=True).stdout.split()
-    with open(f"/proc/{pids[0]}/io") as f:
+    connection's bytes, file contents among them)."""
+    with open(f"/proc/{sshfs_pid(mnt)}/io") as f:
         return int(next(line for line in f if line.startswith("rchar:")).split()[1])
 
 
