@@ -891,28 +891,38 @@ static int drop_content(struct store *s, struct sobj *o)
 }
 
 /* The object of @ino as its row has it (obj_ref_locked(), store.lock taken
- * here): for the store's own passes over its rows. */
-static int row_ref(struct store *s, uint64_t ino, bool create, struct sobj **out)
+ * here): for the store's own passes over its rows.  @unsure (may be NULL):
+ * whether the numbers were unsure then. */
+static int row_ref(struct store *s, uint64_t ino, bool create, struct sobj **out, bool *unsure)
 {
         int r;
 
         pthread_mutex_lock(&s->lock);
         r = obj_ref_locked(s, ino, create, out);
+        if (unsure)
+                *unsure = s->renumbered != NULL;
         pthread_mutex_unlock(&s->lock);
         return r;
 }
 
 /* While the numbers are unsure: ino's row is the new number's from now on.
- * True when it was not yet (reached for the first time). */
-static bool number_taken(struct store *s, uint64_t ino)
+ * True when it was not yet (reached for the first time).  store.lock held. */
+static bool number_taken_locked(struct store *s, uint64_t ino)
 {
         gint64 key = (gint64)ino;
+
+        if (!s->renumbered || g_hash_table_contains(s->renumbered, &key))
+                return false;
+        g_hash_table_add(s->renumbered, g_memdup2(&key, sizeof(key)));
+        return true;
+}
+
+static bool number_taken(struct store *s, uint64_t ino)
+{
         bool first;
 
         pthread_mutex_lock(&s->lock);
-        first = s->renumbered && !g_hash_table_contains(s->renumbered, &key);
-        if (first)
-                g_hash_table_add(s->renumbered, g_memdup2(&key, sizeof(key)));
+        first = number_taken_locked(s, ino);
         pthread_mutex_unlock(&s->lock);
         return first;
 }
@@ -958,23 +968,30 @@ bool store_numbers_unsure_now(struct store *s)
 
 /* The first reach of o by its number while the numbers are unsure forgets
  * its row; a user of o meanwhile waits on o->lock. */
-static void number_check(struct store *s, struct sobj *o)
+static void number_reached(struct store *s, struct sobj *o)
 {
-        if (!store_numbers_unsure_now(s))
-                return;
         pthread_mutex_lock(&o->lock);
         if (number_taken(s, o->ino))
                 forget_renumbered(s, o);
         pthread_mutex_unlock(&o->lock);
 }
 
+static void number_check(struct store *s, struct sobj *o)
+{
+        if (store_numbers_unsure_now(s))
+                number_reached(s, o);
+}
+
 /* The object of @ino for a caller that reached it by the backing's number. */
 static int obj_ref(struct store *s, uint64_t ino, bool create, struct sobj **out)
 {
-        int r = row_ref(s, ino, create, out);
+        bool unsure;
+        int r = row_ref(s, ino, create, out, &unsure);
 
+        if (!unsure)
+                return r;
         if (r > 0)
-                number_check(s, *out);
+                number_reached(s, *out);
         else if (r == 0)
                 number_taken(s, ino);   /* a new row: the new number's already */
         return r;
@@ -1563,7 +1580,7 @@ static int drop_ino(struct store *s, uint64_t ino, bool even_pinned, bool tryloc
         struct sobj *o;
         int r;
 
-        r = row_ref(s, ino, false, &o);
+        r = row_ref(s, ino, false, &o, NULL);
         if (r < 0)
                 return r == -ENOENT ? 0 : r;
         if (trylock) {
@@ -1805,7 +1822,7 @@ int store_set_container(struct store *s, const struct stat *st, const char *path
 
         /* The mirror's file at @path is the new number's (its pin mark is
          * the resync's to give: view-mirror.c's note_container()). */
-        r = row_ref(s, st->st_ino, true, &o);
+        r = row_ref(s, st->st_ino, true, &o, NULL);
         if (r < 0)
                 return r;
         number_taken(s, st->st_ino);
@@ -1942,7 +1959,7 @@ void store_check_containers(struct store *s)
                 struct sobj *o;
 
                 if ((noted && g_hash_table_contains(noted, &ino)) ||
-                    row_ref(s, (uint64_t)ino, false, &o) < 0)
+                    row_ref(s, (uint64_t)ino, false, &o, NULL) < 0)
                         continue;
                 pthread_mutex_lock(&o->lock);
                 if (o->container)
@@ -1964,10 +1981,9 @@ int store_set_nocache(struct store *s, uint64_t ino, bool nocache)
         r = db_run(s, NULL, "INSERT INTO objects(ino, nocache) VALUES(?, ?) ON CONFLICT(ino)"
                    " DO UPDATE SET nocache=excluded.nocache", 2, (int64_t)ino,
                    (int64_t)nocache);
-        /* Set by the backing's number now: the new number's, if it changes. */
-        if (r >= 0 && s->renumbered)
-                g_hash_table_add(s->renumbered, g_memdup2(&key, sizeof(key)));
         if (r >= 0) {
+                /* Set by the backing's number now: the new number's, if it changes. */
+                number_taken_locked(s, ino);
                 if (!g_hash_table_contains(s->rows, &key))
                         g_hash_table_add(s->rows, g_memdup2(&key, sizeof(key)));
                 if (nocache) {
@@ -2237,7 +2253,7 @@ int store_check_unpinned(struct store *s, store_container_fn on_server,
                 char *path = NULL;
                 int r;
 
-                if (row_ref(s, (uint64_t)g_array_index(a, gint64, i), false, &o) < 0)
+                if (row_ref(s, (uint64_t)g_array_index(a, gint64, i), false, &o, NULL) < 0)
                         continue;
                 pthread_mutex_lock(&o->lock);
                 identity_of(o, &id);
@@ -2410,7 +2426,7 @@ int store_numbers_settle(struct store *s, unsigned *dropped)
                 pthread_mutex_lock(&s->lock);
                 reached = g_hash_table_contains(s->renumbered, &(gint64){ (gint64)ino });
                 pthread_mutex_unlock(&s->lock);
-                if (reached || row_ref(s, ino, false, &o) < 0)
+                if (reached || row_ref(s, ino, false, &o, NULL) < 0)
                         continue;
                 pthread_mutex_lock(&o->lock);
                 /* Taken here, so that no reach forgets it a second time. */

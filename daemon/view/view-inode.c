@@ -651,7 +651,7 @@ static void renumber(struct view *v, struct vnode *n, uint64_t ino)
 int vnode_get(struct view *v, fuse_ino_t id, struct vnode **out)
 {
         struct file_handle *fh = NULL;
-        uint64_t key = id, parent, ino, new_ino = 0;
+        uint64_t key = id, parent, ino, new_ino;
         char *name = NULL;
         unsigned tries = 0;
         bool renumbered;
