@@ -544,6 +544,43 @@ static void fill_file_done(struct mirror_fill *fill, uint64_t copied, bool ok)
 }
 
 /*
+ * A walk looks an entry up on the server, then puts it in place in the
+ * mirror, maybe much later (its copy queued in a batch, a directory finished
+ * after its subtree).  A change made through the view meanwhile is noted
+ * (mirror_note_change()), and its note may put the newer version in place
+ * first, which the walk's older look would then undo: a chmod shown with
+ * its old mode offline.  So every note counts itself, by name, before it
+ * looks at the server; a walk reads the count of a name before its own
+ * look, and after putting the entry in place, an entry whose count moved
+ * meanwhile is synced again from a fresh look (entry_settle()).  Whatever
+ * order the two run in, the last to write the mirror's entry looked at the
+ * server after the change.  Names are counted in stripes: a collision only
+ * costs a walk one more look.
+ */
+#define NOTE_STRIPES 256
+#define SETTLE_TRIES 8          /* looks again while notes overtake, at most */
+
+static unsigned note_counts[NOTE_STRIPES];
+
+static unsigned *note_counter(const char *name)
+{
+        return &note_counts[g_str_hash(name) % NOTE_STRIPES];
+}
+
+static unsigned note_count(const char *name)
+{
+        return __atomic_load_n(note_counter(name), __ATOMIC_SEQ_CST);
+}
+
+static void note_begins(const char *name)
+{
+        __atomic_add_fetch(note_counter(name), 1, __ATOMIC_SEQ_CST);
+}
+
+static void entry_settle(struct view *v, int bdfd, int mdfd, const char *name, bool recursive,
+                         int depth, unsigned seen);
+
+/*
  * The files to copy, across the directories of one walk: fetched in
  * parallel by a pool of workers (a network backing gains from many requests
  * in flight), made durable together by one syncfs(), then each put in
@@ -570,13 +607,16 @@ struct batch_item {
         struct stat st;
         struct dirref *dir;
         uint64_t copied;
+        unsigned seen;          /* note_count() of name as it was queued */
         int err;
 };
 struct dir_finish {
-        int mdfd;               /* the directory's parent in the mirror (a dup) */
+        int bdfd, mdfd;         /* the directory's parent in both trees (dups) */
         char *name;
         struct stat st;
         uint32_t flags;
+        bool recursive;
+        unsigned seen;          /* note_count() of name before st was taken */
 };
 
 static struct dirref *dirref_new(struct batch *b, int bdfd, int mdfd)
@@ -683,8 +723,9 @@ static void batch_discard(struct batch *b)
                 struct dir_finish *f = &g_array_index(b->finishes, struct dir_finish, i);
 
                 g_free(f->name);
+                close(f->bdfd);
                 close(f->mdfd);
-                b->fds--;
+                b->fds -= 2;
         }
         g_array_set_size(b->items, 0);
         g_array_set_size(b->finishes, 0);
@@ -716,17 +757,22 @@ static int batch_install(struct view *v, struct batch *b, struct mirror_fill *fi
                         log_warn("Failed to mirror '%s' for offline use: %s", it->name,
                                  strerror(-e));
                 fill_file_done(fill, e == 0 ? it->copied : 0, e == 0);
+                if (r == 0)
+                        entry_settle(v, it->dir->bdfd, mdfd, it->name, false, 0, it->seen);
                 g_free(it->name);
                 dirref_put(it->dir);
         }
         for (guint i = 0; i < b->finishes->len; i++) {
                 struct dir_finish *f = &g_array_index(b->finishes, struct dir_finish, i);
 
-                if (r == 0)
+                if (r == 0) {
                         finish_dir(f->mdfd, f->name, &f->st, f->flags);
+                        entry_settle(v, f->bdfd, f->mdfd, f->name, f->recursive, 0, f->seen);
+                }
                 g_free(f->name);
+                close(f->bdfd);
                 close(f->mdfd);
-                b->fds--;
+                b->fds -= 2;
         }
         store_batch_commit(v->store);
         g_array_set_size(b->items, 0);
@@ -741,19 +787,39 @@ static void batch_free(struct batch *b)
         g_array_free(b->finishes, TRUE);
 }
 
-/* Directory mdfd/name is finished now, or when the queued files are in place. */
-static void dir_done(struct batch *b, int mdfd, const char *name, const struct stat *bst,
-                     uint32_t flags)
+/* What the walk queued goes in place (or, cancelled, is dropped). */
+static int batch_end(struct view *v, struct batch *b, struct mirror_fill *fill, int r)
 {
-        struct dir_finish f = { .name = g_strdup(name), .st = *bst, .flags = flags };
+        int e;
 
-        if (batch_pending(b) && (f.mdfd = fcntl(mdfd, F_DUPFD_CLOEXEC, 0)) >= 0) {
-                g_array_append_val(b->finishes, f);
-                b->fds++;
-                return;
+        if (r == -ECANCELED) {
+                batch_discard(b);
+                return r;
         }
+        e = batch_install(v, b, fill);
+        return r < 0 ? r : e;
+}
+
+/* Directory mdfd/name is finished now, or when the queued files are in
+ * place: true when queued (with the parents bdfd and mdfd). */
+static bool dir_done(struct batch *b, int bdfd, int mdfd, const char *name,
+                     const struct stat *bst, uint32_t flags, bool recursive, unsigned seen)
+{
+        struct dir_finish f = { .name = g_strdup(name), .st = *bst, .flags = flags,
+                                .recursive = recursive, .seen = seen, .bdfd = -1, .mdfd = -1 };
+
+        if (batch_pending(b) && bdfd >= 0 &&
+            (f.bdfd = fcntl(bdfd, F_DUPFD_CLOEXEC, 0)) >= 0 &&
+            (f.mdfd = fcntl(mdfd, F_DUPFD_CLOEXEC, 0)) >= 0) {
+                g_array_append_val(b->finishes, f);
+                b->fds += 2;
+                return true;
+        }
+        if (f.bdfd >= 0)
+                close(f.bdfd);
         g_free(f.name);
         finish_dir(mdfd, name, bst, flags);
+        return false;
 }
 
 /* Copies the backing file bdfd/name into the mirror; with @batch, it is
@@ -768,7 +834,10 @@ static int copy_file(struct view *v, int bdfd, int mdfd, const char *name,
         int r;
 
         if (batch && dir && (*dir || (*dir = dirref_new(batch, bdfd, mdfd)))) {
-                struct batch_item it = { .name = g_strdup(name), .st = *bst, .dir = *dir };
+                /* Counted now: the copy's own look at the file (copy_to_tmp())
+                 * comes later, and is what goes in place. */
+                struct batch_item it = { .name = g_strdup(name), .st = *bst, .dir = *dir,
+                                         .seen = note_count(name) };
 
                 (*dir)->refs++;
                 g_array_append_val(batch->items, it);
@@ -910,6 +979,7 @@ struct entry_look {
         bool based;             /* have is mst's base */
         struct mirror_base have;
         int same;               /* mirror entry mst holds the bytes: 1, 0, -1 not looked */
+        unsigned seen;          /* note_count() of name before bst was taken */
 };
 
 static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
@@ -924,16 +994,20 @@ static int sync_other(struct view *v, int bdfd, int mdfd, const char *name,
  * Makes mdfd/name what bdfd/name is.  A directory's children are mirrored
  * too when recursive (it is then marked complete); else only the directory.
  * @fill: a pin's pass, which marks every regular file it meets and counts.
+ * @seen: note_count(name) before the server's entry was looked at (here, or
+ * in @look); *queued: what it puts in place waits in @batch.
  */
-static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool recursive,
-                      int depth, struct batch *batch, struct dirref **dir,
-                      struct mirror_fill *fill, const struct entry_look *look)
+static int sync_entry_seen(struct view *v, int bdfd, int mdfd, const char *name,
+                           bool recursive, int depth, struct batch *batch, struct dirref **dir,
+                           struct mirror_fill *fill, const struct entry_look *look,
+                           unsigned seen, bool *queued)
 {
         struct mirror_base have, want;
         struct stat bst, mst;
         bool exists, based;
         int r;
 
+        *queued = false;
         r = look ? look->err : fstatat(bdfd, name, &bst, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
         if (look && r == 0)
                 bst = look->bst;
@@ -999,7 +1073,7 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
                         fill->res->dirs++;
                 if (!recursive && exists && based && dir_in_sync(&have, &want, flags, &mst, &bst))
                         return 0;
-                dir_done(batch, mdfd, name, &bst, flags);
+                *queued = dir_done(batch, bdfd, mdfd, name, &bst, flags, recursive, seen);
                 return 0;
         }
         if (S_ISREG(bst.st_mode)) {
@@ -1014,11 +1088,65 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
                 r = sync_file(v, bdfd, mdfd, name, &bst, exists ? &mst : NULL, based, &have,
                               batch, dir,
                               look, &copied);
+                *queued = r == 1;
                 if (r != 1)
                         fill_file_done(fill, copied, r == 0);
                 return r < 0 ? r : 0;
         }
         return sync_other(v, bdfd, mdfd, name, &bst, exists ? &mst : NULL, based, &have);
+}
+
+static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool recursive,
+                      int depth, struct batch *batch, struct dirref **dir,
+                      struct mirror_fill *fill, const struct entry_look *look)
+{
+        unsigned seen = look ? look->seen : note_count(name);
+        bool queued;
+        int r;
+
+        r = sync_entry_seen(v, bdfd, mdfd, name, recursive, depth, batch, dir, fill, look, seen,
+                            &queued);
+        if (r >= 0 && !queued)
+                entry_settle(v, bdfd, mdfd, name, recursive, depth, seen);
+        return r;
+}
+
+/*
+ * mdfd/name was just put in place as the server's entry looked when its
+ * notes counted @seen: synced again from a fresh look while a note of it
+ * ran since (see NOTE_STRIPES).  Not for a walk without the server's side
+ * (bdfd < 0).
+ */
+static void entry_settle(struct view *v, int bdfd, int mdfd, const char *name, bool recursive,
+                         int depth, unsigned seen)
+{
+        unsigned now;
+
+        for (unsigned tries = 0; bdfd >= 0 && (now = note_count(name)) != seen; tries++) {
+                struct dirref *dir = NULL;
+                struct batch batch;
+                bool queued;
+                int r;
+
+                if (tries == SETTLE_TRIES) {
+                        log_warn("Mirrored '%s' keeps changing under the walk: the hoard walk"
+                                 " brings it up to date", name);
+                        return;
+                }
+                seen = now;
+                batch_init(&batch);
+                r = sync_entry_seen(v, bdfd, mdfd, name, recursive, depth, &batch, &dir, NULL,
+                                    NULL, seen, &queued);
+                dirref_put(dir);
+                r = batch_end(v, &batch, NULL, r);
+                batch_free(&batch);
+                if (r < 0) {
+                        if (r != -ECANCELED)
+                                log_warn("Failed to mirror '%s' for offline use again: %s", name,
+                                         strerror(-r));
+                        return;
+                }
+        }
 }
 
 /*
@@ -1229,6 +1357,7 @@ static void look_entry(void *ctx, guint i)
         struct mirror_base want;
 
         l->same = -1;
+        l->seen = note_count(l->name);
         l->err = fstatat(c->bdfd, l->name, &l->bst, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
         resync_step();
         if (l->err < 0 || !S_ISREG(l->bst.st_mode) ||
@@ -1348,13 +1477,19 @@ static int sync_dir_entries(struct view *v, int bdfd, int mdfd, int depth,
                 return r;
         }
         while ((de = readdir(d))) {
+                unsigned count = note_count(de->d_name);
+
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
                     mirror_tmp_own(de->d_name))
                         continue;
-                if (mirror_is_tmp(de->d_name) ||
-                    (!g_hash_table_contains(seen, de->d_name) &&
-                     fstatat(bdfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT))
+                if (mirror_is_tmp(de->d_name)) {
                         remove_tree(dirfd(d), de->d_name, 0);
+                } else if (!g_hash_table_contains(seen, de->d_name) &&
+                           fstatat(bdfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 &&
+                           errno == ENOENT) {
+                        remove_tree(dirfd(d), de->d_name, 0);
+                        entry_settle(v, bdfd, dirfd(d), de->d_name, true, depth, count);
+                }
         }
         closedir(d);
         g_hash_table_destroy(seen);
@@ -1391,19 +1526,6 @@ static gchar **components(const char *rel)
         }
         parts[n] = NULL;
         return parts;
-}
-
-/* What the walk queued goes in place (or, cancelled, is dropped). */
-static int batch_end(struct view *v, struct batch *b, struct mirror_fill *fill, int r)
-{
-        int e;
-
-        if (r == -ECANCELED) {
-                batch_discard(b);
-                return r;
-        }
-        e = batch_install(v, b, fill);
-        return r < 0 ? r : e;
 }
 
 static int open_beneath(int dfd, const char *path, int flags);
@@ -1891,12 +2013,15 @@ static bool mirror_dir_complete(struct view *v, const char *rel)
 void mirror_note_change(struct view *v, int dfd, const char *name)
 {
         char *rel = view_rel_path(v->root_fd, dfd, name);
+        const char *slash;
         int r;
 
         if (!rel || !strcmp(rel, ".")) {
                 g_free(rel);
                 return;
         }
+        slash = strrchr(rel, '/');
+        note_begins(slash ? slash + 1 : rel);   /* before the server is looked at */
         /* Only what lies in a complete (pinned) directory is kept current. */
         if (mirror_dir_complete(v, rel)) {
                 /* A file created and still being written through every
@@ -1985,11 +2110,14 @@ static void containers_moved(struct view *v, int dfd, const char *name, const ch
 void mirror_note_rename(struct view *v, int pfd, const char *name, int npfd,
                         const char *newname)
 {
-        char *from = view_rel_path(v->root_fd, pfd, name);
-        char *to = view_rel_path(v->root_fd, npfd, newname);
+        char *from, *to;
         struct stat moved, back;
         bool exchanged;
 
+        note_begins(name);
+        note_begins(newname);
+        from = view_rel_path(v->root_fd, pfd, name);
+        to = view_rel_path(v->root_fd, npfd, newname);
         if (!from || !to || !strcmp(from, ".") || !strcmp(to, ".") ||
             fstatat(npfd, newname, &moved, AT_SYMLINK_NOFOLLOW) < 0)
                 goto out;

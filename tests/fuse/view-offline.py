@@ -224,6 +224,7 @@ def main():
     crash_after_fsync_in_place()
     created_offline_attrs()
     directory_moved_into_a_moved_one()
+    chmod_during_pin_walk()
     setid_killed_offline()
     atime_kept_by_reconnect()
     lid_of_older_mirror()
@@ -419,6 +420,62 @@ def directory_moved_into_a_moved_one():
         eq(read_file(vol.b("p", "d3", "f")), b"f\n", "dir chain: the file moved with d")
         check(os.path.isdir(vol.b("p", "d3", "a", "b")), "dir chain: a, with b, inside d3")
     finally:
+        vol.stop()
+
+
+def chmod_during_pin_walk():
+    """A pinned tree walked again (a pin, as the hoard walk does) while its
+    files are chmod'ed, renamed (one over another) and made through the
+    view: the walk looked the server's files up before those changes and is
+    held after its first file (FCACHE_FAULT_PAUSE=view-pin-file).  Offline
+    the view has the server's tree, each file the mode it was given, and
+    the reconnect finds nothing to replay or settle (before: 3 of 4 files
+    showed their old mode offline, the walk undoing the chmods' notes)."""
+    vol = Volume("walk-chmod", lease="1s")
+    gate = os.path.join(vol.top, "walk-gate")
+    names = [f"f{i}" for i in range(4)]
+    os.makedirs(vol.b("p"))
+    for n in names:
+        write_file(vol.b("p", n), n.encode())
+        os.chmod(vol.b("p", n), 0o644)
+    os.environ["FCACHE_FAULT_PAUSE"] = f"view-pin-file:{gate}"
+    try:
+        vol.start()
+    finally:
+        del os.environ["FCACHE_FAULT_PAUSE"]
+    try:
+        vol.ctl("pin recursive", "p")
+        open(gate, "w").close()
+        walk = threading.Thread(target=vol.ctl, args=("job pin recursive", "p"))
+        walk.start()
+        check(wait_for(lambda: os.path.exists(gate + ".reached"), 60),
+              "walk and chmod: the walk is held after its first file")
+
+        def change():
+            for n in names:
+                os.chmod(vol.v("p", n), 0o600)
+            os.rename(vol.v("p", "f3"), vol.v("p", "g"))
+            os.rename(vol.v("p", "f2"), vol.v("p", "f1"))
+            write_file(vol.v("p", "h"), b"h")
+        changes = threading.Thread(target=change)
+        changes.start()
+        changes.join(30)
+        os.unlink(gate)
+        changes.join()
+        walk.join()
+        want = tree(vol.b("p"))
+        eq(vol.ctl("disconnect")["state"], "offline", "walk and chmod: disconnect")
+        eq(tree(vol.v("p")), want, "walk and chmod: offline, the view has the server's tree")
+        eq({n: stat.S_IMODE(os.lstat(vol.v("p", n)).st_mode) for n in ("f0", "f1", "g")},
+           {n: 0o600 for n in ("f0", "f1", "g")},
+           "walk and chmod: offline, every file has its new mode")
+        eq(read_file(vol.v("p", "f1")), b"f2", "walk and chmod: offline, f2 renamed over f1")
+        q = vol.ctl("reconnect")
+        eq((q["state"], q.get("conflicts")), ("online", "0"), "walk and chmod: reconnect")
+        eq(tree(vol.b("p")), want, "walk and chmod: the server's tree is as it was")
+    finally:
+        if os.path.exists(gate):
+            os.unlink(gate)
         vol.stop()
 
 
