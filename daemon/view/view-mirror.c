@@ -284,6 +284,15 @@ static bool mirror_links_indexed(struct view *v, uint64_t ino)
         return fstatat(v->mirror_links_fd, key, &lst, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
+/* Whether index entry @key names a mirror object of server inode @ino: an
+ * object counted under two keys would show one link too many offline. */
+static bool indexes_own(struct view *v, const char *key, uint64_t ino)
+{
+        struct mirror_base b;
+
+        return mirror_get_base(v->mirror_links_fd, key, &b) == 0 && b.ver.ino == ino;
+}
+
 /* After server file @bst was mirrored as mdfd/name: the index of its links. */
 static void index_links(struct view *v, int mdfd, const char *name, const struct stat *bst)
 {
@@ -295,9 +304,12 @@ static void index_links(struct view *v, int mdfd, const char *name, const struct
         unlinkat(v->mirror_links_fd, key, 0);
         if (linkat(mdfd, name, v->mirror_links_fd, key, 0) < 0)
                 log_warn("Failed to index the links of '%s' in the mirror: %m", name);
+        else if (!indexes_own(v, key, bst->st_ino))
+                unlinkat(v->mirror_links_fd, key, 0);   /* a note put another object there */
 }
 
-/* Index entries whose object no name in the mirror holds any more. */
+/* Index entries whose object no name in the mirror holds any more, or that
+ * another server file's object took. */
 static void prune_links(struct view *v)
 {
         struct dirent *de;
@@ -314,7 +326,8 @@ static void prune_links(struct view *v)
 
                 if (de->d_name[0] != '.' &&
                     fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                    st.st_nlink <= 1)
+                    (st.st_nlink <= 1 ||
+                     !indexes_own(v, de->d_name, g_ascii_strtoull(de->d_name, NULL, 10))))
                         unlinkat(dirfd(d), de->d_name, 0);
         }
         closedir(d);
@@ -555,30 +568,45 @@ static void fill_file_done(struct mirror_fill *fill, uint64_t copied, bool ok)
  * meanwhile is synced again from a fresh look (entry_settle()).  Whatever
  * order the two run in, the last to write the mirror's entry looked at the
  * server after the change.  Names are counted in stripes: a collision only
- * costs a walk one more look.
+ * costs a walk one more look.  A file with several names changes under all
+ * of them at a note of one: for such an entry every note counts.
  */
 #define NOTE_STRIPES 256
 #define SETTLE_TRIES 8          /* looks again while notes overtake, at most */
 
 static unsigned note_counts[NOTE_STRIPES];
+static unsigned notes_all;
 
 static unsigned *note_counter(const char *name)
 {
         return &note_counts[g_str_hash(name) % NOTE_STRIPES];
 }
 
-static unsigned note_count(const char *name)
+/* The notes of name (low half) and all notes (high half) so far. */
+static uint64_t note_count(const char *name)
 {
-        return __atomic_load_n(note_counter(name), __ATOMIC_SEQ_CST);
+        uint64_t mine = __atomic_load_n(note_counter(name), __ATOMIC_SEQ_CST);
+
+        return (uint64_t)__atomic_load_n(&notes_all, __ATOMIC_SEQ_CST) << 32 | mine;
+}
+
+/* Whether a note that may have changed name's entry ran since @seen;
+ * @linked: the entry is a file with several names. */
+static bool note_overtook(const char *name, uint64_t seen, bool linked)
+{
+        uint64_t now = note_count(name);
+
+        return linked ? now != seen : (uint32_t)now != (uint32_t)seen;
 }
 
 static void note_begins(const char *name)
 {
         __atomic_add_fetch(note_counter(name), 1, __ATOMIC_SEQ_CST);
+        __atomic_add_fetch(&notes_all, 1, __ATOMIC_SEQ_CST);
 }
 
-static void entry_settle(struct view *v, int bdfd, int mdfd, const char *name, bool recursive,
-                         int depth, unsigned seen);
+static int entry_settle(struct view *v, int bdfd, int mdfd, const char *name, bool recursive,
+                        int depth, uint64_t seen, bool linked, int r);
 
 /*
  * The files to copy, across the directories of one walk: fetched in
@@ -607,7 +635,7 @@ struct batch_item {
         struct stat st;
         struct dirref *dir;
         uint64_t copied;
-        unsigned seen;          /* note_count() of name as it was queued */
+        uint64_t seen;          /* note_count() of name as it was queued */
         int err;
 };
 struct dir_finish {
@@ -616,7 +644,7 @@ struct dir_finish {
         struct stat st;
         uint32_t flags;
         bool recursive;
-        unsigned seen;          /* note_count() of name before st was taken */
+        uint64_t seen;          /* note_count() of name before st was taken */
 };
 
 static struct dirref *dirref_new(struct batch *b, int bdfd, int mdfd)
@@ -753,12 +781,13 @@ static int batch_install(struct view *v, struct batch *b, struct mirror_fill *fi
                 } else if (e == 0) {
                         e = install(v, mdfd, it->tmp, it->name, &it->st, 0, true);
                 }
+                if (r == 0)
+                        e = entry_settle(v, it->dir->bdfd, mdfd, it->name, false, 0,
+                                         it->seen, it->st.st_nlink > 1, e);
                 if (e < 0)
                         log_warn("Failed to mirror '%s' for offline use: %s", it->name,
                                  strerror(-e));
                 fill_file_done(fill, e == 0 ? it->copied : 0, e == 0);
-                if (r == 0)
-                        entry_settle(v, it->dir->bdfd, mdfd, it->name, false, 0, it->seen);
                 g_free(it->name);
                 dirref_put(it->dir);
         }
@@ -767,7 +796,8 @@ static int batch_install(struct view *v, struct batch *b, struct mirror_fill *fi
 
                 if (r == 0) {
                         finish_dir(f->mdfd, f->name, &f->st, f->flags);
-                        entry_settle(v, f->bdfd, f->mdfd, f->name, f->recursive, 0, f->seen);
+                        entry_settle(v, f->bdfd, f->mdfd, f->name, f->recursive, 0, f->seen,
+                                     false, 0);
                 }
                 g_free(f->name);
                 close(f->bdfd);
@@ -803,7 +833,7 @@ static int batch_end(struct view *v, struct batch *b, struct mirror_fill *fill, 
 /* Directory mdfd/name is finished now, or when the queued files are in
  * place: true when queued (with the parents bdfd and mdfd). */
 static bool dir_done(struct batch *b, int bdfd, int mdfd, const char *name,
-                     const struct stat *bst, uint32_t flags, bool recursive, unsigned seen)
+                     const struct stat *bst, uint32_t flags, bool recursive, uint64_t seen)
 {
         struct dir_finish f = { .name = g_strdup(name), .st = *bst, .flags = flags,
                                 .recursive = recursive, .seen = seen, .bdfd = -1, .mdfd = -1 };
@@ -979,7 +1009,7 @@ struct entry_look {
         bool based;             /* have is mst's base */
         struct mirror_base have;
         int same;               /* mirror entry mst holds the bytes: 1, 0, -1 not looked */
-        unsigned seen;          /* note_count() of name before bst was taken */
+        uint64_t seen;          /* note_count() of name before bst was taken */
 };
 
 static int sync_file(struct view *v, int bdfd, int mdfd, const char *name,
@@ -995,19 +1025,20 @@ static int sync_other(struct view *v, int bdfd, int mdfd, const char *name,
  * too when recursive (it is then marked complete); else only the directory.
  * @fill: a pin's pass, which marks every regular file it meets and counts.
  * @seen: note_count(name) before the server's entry was looked at (here, or
- * in @look); *queued: what it puts in place waits in @batch.
+ * in @look); *queued: what it puts in place waits in @batch; *linked: a
+ * file with several names, on the server or in the mirror.
  */
 static int sync_entry_seen(struct view *v, int bdfd, int mdfd, const char *name,
                            bool recursive, int depth, struct batch *batch, struct dirref **dir,
                            struct mirror_fill *fill, const struct entry_look *look,
-                           unsigned seen, bool *queued)
+                           uint64_t seen, bool *queued, bool *linked)
 {
         struct mirror_base have, want;
         struct stat bst, mst;
         bool exists, based;
         int r;
 
-        *queued = false;
+        *queued = *linked = false;
         r = look ? look->err : fstatat(bdfd, name, &bst, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
         if (look && r == 0)
                 bst = look->bst;
@@ -1018,6 +1049,7 @@ static int sync_entry_seen(struct view *v, int bdfd, int mdfd, const char *name,
         if (r < 0)
                 return r;
         exists = fstatat(mdfd, name, &mst, AT_SYMLINK_NOFOLLOW) == 0;
+        *linked = !S_ISDIR(bst.st_mode) && (bst.st_nlink > 1 || (exists && mst.st_nlink > 1));
         /* The look-up's base holds while the mirror file is as it saw it
          * (setting one changes its ctime). */
         if (exists && look && look->mst_ok && same_stat_identity(&mst, &look->mst)) {
@@ -1100,53 +1132,49 @@ static int sync_entry(struct view *v, int bdfd, int mdfd, const char *name, bool
                       int depth, struct batch *batch, struct dirref **dir,
                       struct mirror_fill *fill, const struct entry_look *look)
 {
-        unsigned seen = look ? look->seen : note_count(name);
-        bool queued;
+        uint64_t seen = look ? look->seen : note_count(name);
+        bool queued, linked;
         int r;
 
         r = sync_entry_seen(v, bdfd, mdfd, name, recursive, depth, batch, dir, fill, look, seen,
-                            &queued);
-        if (r >= 0 && !queued)
-                entry_settle(v, bdfd, mdfd, name, recursive, depth, seen);
+                            &queued, &linked);
+        /* Also after a failure: an older look may have failed on what a
+         * note made (a symlink read where a file is now). */
+        if (r != -ECANCELED && !queued)
+                r = entry_settle(v, bdfd, mdfd, name, recursive, depth, seen, linked, r);
         return r;
 }
 
 /*
- * mdfd/name was just put in place as the server's entry looked when its
- * notes counted @seen: synced again from a fresh look while a note of it
- * ran since (see NOTE_STRIPES).  Not for a walk without the server's side
- * (bdfd < 0).
+ * mdfd/name was just put in place (result @r) as the server's entry looked
+ * when its notes counted @seen: synced again from a fresh look while a
+ * note of it ran since (see NOTE_STRIPES).  Returns the last result.  Not
+ * for a walk without the server's side (bdfd < 0).
  */
-static void entry_settle(struct view *v, int bdfd, int mdfd, const char *name, bool recursive,
-                         int depth, unsigned seen)
+static int entry_settle(struct view *v, int bdfd, int mdfd, const char *name, bool recursive,
+                        int depth, uint64_t seen, bool linked, int r)
 {
-        unsigned now;
-
-        for (unsigned tries = 0; bdfd >= 0 && (now = note_count(name)) != seen; tries++) {
+        for (unsigned tries = 0; bdfd >= 0 && note_overtook(name, seen, linked); tries++) {
                 struct dirref *dir = NULL;
                 struct batch batch;
                 bool queued;
-                int r;
 
                 if (tries == SETTLE_TRIES) {
                         log_warn("Mirrored '%s' keeps changing under the walk: the hoard walk"
                                  " brings it up to date", name);
-                        return;
+                        return r;
                 }
-                seen = now;
+                seen = note_count(name);
                 batch_init(&batch);
                 r = sync_entry_seen(v, bdfd, mdfd, name, recursive, depth, &batch, &dir, NULL,
-                                    NULL, seen, &queued);
+                                    NULL, seen, &queued, &linked);
                 dirref_put(dir);
                 r = batch_end(v, &batch, NULL, r);
                 batch_free(&batch);
-                if (r < 0) {
-                        if (r != -ECANCELED)
-                                log_warn("Failed to mirror '%s' for offline use again: %s", name,
-                                         strerror(-r));
-                        return;
-                }
+                if (r == -ECANCELED)
+                        break;
         }
+        return r;
 }
 
 /*
@@ -1477,7 +1505,7 @@ static int sync_dir_entries(struct view *v, int bdfd, int mdfd, int depth,
                 return r;
         }
         while ((de = readdir(d))) {
-                unsigned count = note_count(de->d_name);
+                uint64_t count = note_count(de->d_name);
 
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
                     mirror_tmp_own(de->d_name))
@@ -1488,7 +1516,8 @@ static int sync_dir_entries(struct view *v, int bdfd, int mdfd, int depth,
                            fstatat(bdfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 &&
                            errno == ENOENT) {
                         remove_tree(dirfd(d), de->d_name, 0);
-                        entry_settle(v, bdfd, dirfd(d), de->d_name, true, depth, count);
+                        entry_settle(v, bdfd, dirfd(d), de->d_name, true, depth, count, false,
+                                     0);
                 }
         }
         closedir(d);

@@ -31,6 +31,10 @@ again at about half the disconnects (half of those with the old sshfs
 killed, when no file is held open), its files met in a random order (other
 numbers) before the reconnect; sshfs has no FIFOs, no link count and no
 RENAME_EXCHANGE, so those operations are left out.
+FCACHE_MODEL_WALKS=1 (the view-model-walks test) walks the pinned tree
+again and again beside the operations (`pin recursive`, as the hoard walk
+and the resync do), so that a walk's look at a name races the changes made
+through the view (whose notes bring the mirror's copy up to date).
 FCACHE_MODEL_SEED=N reruns a seed; FCACHE_MODEL_OPS=N changes the length;
 FCACHE_MODEL_TRACE=1 prints each operation, FCACHE_MODEL_SWEEP=1 reads every
 file after each.
@@ -42,6 +46,7 @@ import random
 import stat
 import subprocess
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from viewlib import (RENAME_EXCHANGE, Volume, check, eq, finish, read_direct,  # noqa: E402
@@ -185,6 +190,11 @@ def main():
             eq((stat.S_ISFIFO(st.st_mode), st.st_nlink, stat.S_IMODE(st.st_mode)),
                (True, nl, model.files[rel].mode), f"{what}: FIFO {rel} type, nlink and mode")
         elif rel in model.files:
+            st = os.lstat(v(rel))
+            if not stat.S_ISREG(st.st_mode):
+                failures_at.append(what)
+                check(False, f"{what}: {rel} is a regular file (mode {st.st_mode:o})")
+                return
             got = read_direct(v(rel))
             if got != model.files[rel].data:
                 failures_at.append(what)
@@ -529,6 +539,19 @@ def main():
         ops = [(f, w) for f, w in ops if f not in (op_mkfifo, op_link, op_exchange)]
     fns = [f for f, w in ops for _ in range(w)]
     switches = remounts = 0
+    walks = [0]
+    walking = threading.Event()
+
+    def walk_again_and_again():
+        """Pin walks one after another, offline too (refused there), through
+        kill -9s (the walk's answer lost): only the mirror they leave counts."""
+        while walking.is_set():
+            q = vol.ctl("pin recursive", "m", ok=False)
+            walks[0] += q["_rc"] == 0
+    walker = threading.Thread(target=walk_again_and_again)
+    if os.environ.get("FCACHE_MODEL_WALKS"):
+        walking.set()
+        walker.start()
     for i in range(nops):
         if rnd.random() < 0.05:
             if offline:
@@ -570,8 +593,11 @@ def main():
             break
         if failures_at:
             break
-    print(f"# {switches} switches, {remounts} sshfs mounted again, {kills[0]} workers killed",
-          flush=True)
+    walking.clear()
+    if walker.is_alive():
+        walker.join()
+    print(f"# {switches} switches, {remounts} sshfs mounted again, {kills[0]} workers killed,"
+          f" {walks[0]} walks beside", flush=True)
     for h in held:
         try:
             os.close(h[0])
