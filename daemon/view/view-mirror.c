@@ -269,8 +269,10 @@ static int link_partner(struct view *v, int mdfd, const char *name, const struct
                 return -errno;
         r = renameat(mdfd, tmp, mdfd, name) < 0 ? -errno :
             same ? mirror_set_base(mdfd, name, &want) : 1;
-        if (r < 0)
-                unlinkat(mdfd, tmp, 0);
+        /* Also after the rename: onto a link of the same object (put there
+         * since the look above) it does nothing, and the temporary would
+         * stay, one more link the file shows offline. */
+        unlinkat(mdfd, tmp, 0);
         return r;
 }
 
@@ -2265,8 +2267,7 @@ static int place_cached(void *pud, int dirfd, const char *cname)
                 r = prepare(c->mdfd, tmp, &st, 0);
                 if (r == 0 && renameat(c->mdfd, tmp, c->mdfd, c->name) < 0)
                         r = -errno;
-                if (r < 0)
-                        unlinkat(c->mdfd, tmp, 0);
+                unlinkat(c->mdfd, tmp, 0);      /* a link since, as above */
         }
         if (r == 0)
                 fault_point(FAULT_VIEW_CACHE_PLACED);

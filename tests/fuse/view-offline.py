@@ -233,13 +233,18 @@ def main():
     finish()
 
 
-def start_with_fault(vol, fault):
-    """Starts the volume with FCACHE_FAULT=@fault (its successors keep it)."""
-    os.environ["FCACHE_FAULT"] = fault
+def start_with_env(vol, var, value):
+    """Starts the volume with @var=@value in its environment (its successors
+    keep it)."""
+    os.environ[var] = value
     try:
         vol.start()
     finally:
-        del os.environ["FCACHE_FAULT"]
+        del os.environ[var]
+
+
+def start_with_fault(vol, fault):
+    start_with_env(vol, "FCACHE_FAULT", fault)
 
 
 def reconnect_through_crashes(vol, tries=30):
@@ -438,11 +443,7 @@ def chmod_during_pin_walk():
     for n in names:
         write_file(vol.b("p", n), n.encode())
         os.chmod(vol.b("p", n), 0o644)
-    os.environ["FCACHE_FAULT_PAUSE"] = f"view-pin-file:{gate}"
-    try:
-        vol.start()
-    finally:
-        del os.environ["FCACHE_FAULT_PAUSE"]
+    start_with_env(vol, "FCACHE_FAULT_PAUSE", f"view-pin-file:{gate}")
     try:
         vol.ctl("pin recursive", "p")
         open(gate, "w").close()
@@ -876,11 +877,7 @@ def read_whole_then_disconnect():
     gate = os.path.join(vol.top, "cache-gate")
     os.makedirs(vol.b("p"))
     write_file(vol.b("p", "seed"), b"seed\n")
-    os.environ["FCACHE_FAULT_PAUSE"] = f"view-cache-file:{gate}"
-    try:
-        vol.start()
-    finally:
-        del os.environ["FCACHE_FAULT_PAUSE"]
+    start_with_env(vol, "FCACHE_FAULT_PAUSE", f"view-cache-file:{gate}")
     vol.ctl("pin recursive", "p")
     data = b"made on the server after the pin\n" * 100
     write_file(vol.b("p", "new"), data)
