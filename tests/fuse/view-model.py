@@ -31,7 +31,7 @@ again at about half the disconnects (half of those with the old sshfs
 killed, when no file is held open), its files met in a random order (other
 numbers) before the reconnect; sshfs has no FIFOs, no link count and no
 RENAME_EXCHANGE, so those operations are left out.
-FCACHE_MODEL_WALKS=1 (the view-model-walks test) walks the pinned tree
+FCACHE_MODEL_WALKS=1 walks the pinned tree
 again and again beside the operations (`pin recursive`, as the hoard walk
 and the resync do), so that a walk's look at a name races the changes made
 through the view (whose notes bring the mirror's copy up to date); hard
